@@ -1,0 +1,32 @@
+"""Reads meson's testlog.json and prints 'N passed, N failed, N skipped'.
+
+Exit status 1 when any test failed or none ran, so scripts and CI can rely on it.
+"""
+import json
+import sys
+
+
+def main(path: str) -> int:
+    passed = failed = skipped = 0
+    skipped_names = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            res = r.get("result")
+            if res in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif res == "SKIP":
+                skipped += 1
+                skipped_names.append(r.get("name", "?"))
+            else:
+                failed += 1
+    for name in skipped_names:
+        print(f"skipped: {name}")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed or passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
