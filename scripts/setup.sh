@@ -28,6 +28,7 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check "${py_pkgs[@]}"
   touch "$stamp"
 fi
+./scripts/fetch_reference.sh
 
 buildtype=${HFQ_BUILDTYPE:-release}
 if [ ! -f build/build.ninja ]; then
