@@ -62,6 +62,24 @@ void st_printable_name(char *out, size_t out_size, const char *name) {
     out[n] = 0;
 }
 
+/* Strict UTF-8: no overlong forms, surrogates or code points past U+10FFFF. */
+static int valid_utf8(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        if (!len || i + len > n) return 0;
+        uint32_t cp = len == 1 ? c : c & (0x7fu >> len);
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80) return 0;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+        i += len;
+    }
+    return 1;
+}
+
 /* ---------------------------------------------------------------- model */
 
 typedef struct st_shard {
@@ -282,6 +300,8 @@ static int add_shard(st_model *m, const char *path, hfq_error *err) {
     const char *hdr = (const char *)s->map + 8;
     if (hlen < 2 || hdr[0] != '{') return hfq_fail(err, path, "header does not start with '{'");
     if (memchr(hdr, 0, (size_t)hlen)) return hfq_fail(err, path, "header contains a NUL byte");
+    if (!valid_utf8((const unsigned char *)hdr, (size_t)hlen))
+        return hfq_fail(err, path, "header is not valid UTF-8");
     char *json = malloc((size_t)hlen + 1);
     if (!json) return hfq_fail(err, path, "out of memory");
     memcpy(json, hdr, (size_t)hlen);

@@ -267,6 +267,10 @@ static void test_bad_headers(void) {
     expect_bad_header("{\"__metadata__\":{\"format\":1}}", 0, "__metadata__ value of 'format'");
     expect_bad_header("{\"__metadata__\":[]}", 0, "__metadata__ is not an object");
     expect_bad_header("{\"a\\nb\":5}", 0, "tensor 'a?b'");
+    expect_bad_header("{\"a\xff\":5}", 0, "not valid UTF-8");
+    expect_bad_header("{\"a\xc0\xaf\":5}", 0, "not valid UTF-8");         /* overlong '/' */
+    expect_bad_header("{\"a\xed\xa0\x80\":5}", 0, "not valid UTF-8");    /* surrogate */
+    expect_bad_header("{\"\xe2\x96\x81\":5}", 0, "tensor '\xe2\x96\x81'");   /* valid */
 
     /* a NUL byte inside the header */
     const char *path = path_in("nul.safetensors");
