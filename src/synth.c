@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "quant/half.h"
 #include "src/synth_tokenizer.h"
@@ -386,6 +387,12 @@ static int write_weights(writer *w, hfq_error *err) {
     for (int k = 0; k < w->c->shards && rc == 0; k++)
         rc = write_shard(w, k, shard, sorted, wt, order, err);
     if (rc == 0 && w->c->shards > 1) rc = write_index(w, shard, sorted, err);
+    /* a checkpoint written earlier into this folder must not shadow this one */
+    char stale[4096];
+    const char *other = w->c->shards > 1 ? "model.safetensors" : "model.safetensors.index.json";
+    if (rc == 0 && path_in(stale, sizeof stale, w->dir, other, err) == 0 && unlink(stale) != 0 &&
+        errno != ENOENT)
+        rc = hfq_fail(err, stale, "cannot remove stale file: %s", strerror(errno));
     free(shard);
     free(order);
     free(sorted);

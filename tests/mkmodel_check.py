@@ -299,6 +299,12 @@ def test_determinism(root):
           "thread count changes the bytes")
     two = load(a)
     check(all(one[n][5] == two[n][5] for n in one), "sharding changes the values")
+    # rewriting a folder with another sharding leaves no index or file that shadows it
+    run([a, "--vocab", "700", "--seed", "3"])
+    check(not os.path.exists(os.path.join(a, "model.safetensors.index.json")), "stale index kept")
+    run([a, *opts, "--seed", "3"])
+    check(not os.path.exists(os.path.join(a, "model.safetensors")), "stale model.safetensors kept")
+    check(files_of(a) == fb, "rewritten folder differs")
 
 
 def test_tokenizer(root):
