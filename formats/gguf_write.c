@@ -213,7 +213,10 @@ int gguf_set_arr(gguf_writer *w, const char *key, gguf_vtype t, const void *data
     if (check_count(w, key, n)) return -1;
     size_t bytes = (size_t)n * gguf_vtype_size(t);
     uint8_t *val = malloc(12 + bytes);
-    if (val) memcpy(put_arr_head(val, t, n), data, bytes);
+    if (val) {
+        uint8_t *p = put_arr_head(val, t, n);
+        if (bytes) memcpy(p, data, bytes);
+    }
     return set_value(w, key, GGUF_VT_ARRAY, val, 12 + bytes);
 }
 
