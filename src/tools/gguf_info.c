@@ -92,7 +92,9 @@ static void put_float(FILE *out, double v, bool is_f32, bool json) {
         snprintf(buf, sizeof buf, "%.*g", prec, v);
         if (is_f32 ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v) break;
     }
+    /* always look like a float, so JSON readers keep -0.0 and the type */
     fputs(buf, out);
+    if (!strpbrk(buf, ".e")) fputs(".0", out);
 }
 
 /* One numeric element of type t stored at p (little-endian, unaligned). */
