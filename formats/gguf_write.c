@@ -202,15 +202,18 @@ int gguf_set_str(gguf_writer *w, const char *key, const char *v) {
     return set_value(w, key, GGUF_VT_STRING, val, 8 + (size_t)len);
 }
 
-static int check_count(gguf_writer *w, const char *key, int64_t n) {
-    if (n >= 0 && (uint64_t)n <= GGUF_MAX_ARRAY_ELEMS) return 0;
-    return fail_key(w, key, "array count %" PRId64 " is outside 0..2^30", n);
+/* An array of n elements from data (NULL only when n is 0). */
+static int check_count(gguf_writer *w, const char *key, const void *data, int64_t n) {
+    if (n < 0 || (uint64_t)n > GGUF_MAX_ARRAY_ELEMS)
+        return fail_key(w, key, "array count %" PRId64 " is outside 0..2^30", n);
+    if (n > 0 && !data) return fail_key(w, key, "array data is NULL");
+    return 0;
 }
 
 int gguf_set_arr(gguf_writer *w, const char *key, gguf_vtype t, const void *data, int64_t n) {
     if (t >= GGUF_VT_COUNT || t == GGUF_VT_STRING || t == GGUF_VT_ARRAY)
         return fail_key(w, key, "gguf_set_arr needs a numeric element type, not %s", gguf_vtype_name(t));
-    if (check_count(w, key, n)) return -1;
+    if (check_count(w, key, data, n)) return -1;
     size_t bytes = (size_t)n * gguf_vtype_size(t);
     uint8_t *val = malloc(12 + bytes);
     if (val) {
@@ -222,7 +225,7 @@ int gguf_set_arr(gguf_writer *w, const char *key, gguf_vtype t, const void *data
 
 int gguf_set_arr_str(gguf_writer *w, const char *key, const char *const *strs,
                      const uint64_t *lens, int64_t n) {
-    if (check_count(w, key, n)) return -1;
+    if (check_count(w, key, strs, n)) return -1;
     size_t total = 12;
     for (int64_t j = 0; j < n; j++) {
         uint64_t len = lens ? lens[j] : strlen(strs[j]);
@@ -398,6 +401,7 @@ static int state_error(gguf_writer *w, const char *call, hfq_error *err) {
 }
 
 int gguf_writer_begin(gguf_writer *w, const char *path, hfq_error *err) {
+    if (w->state == W_FAILED) return state_error(w, "gguf_writer_begin", err);
     if (w->state != W_BUILD) return hfq_fail(err, path, "gguf_writer_begin called twice");
     if (w->has_err) {
         w->state = W_FAILED;
