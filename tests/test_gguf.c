@@ -406,6 +406,19 @@ static void test_writer_failures(void) {
     CHECK_STR_CONTAINS(err.msg, bad);
     gguf_writer_free(w);
 
+    /* the destination is a folder: the final rename fails, nothing is left */
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/folder.gguf", tmpdir);
+    CHECK(mkdir(sub, 0755) == 0);
+    w = two_tensor_writer(sub, &err);
+    CHECK(gguf_writer_write_tensor(w, 0, data, &err) == 0 && gguf_writer_write_tensor(w, 1, data, &err) == 0);
+    CHECK(gguf_writer_finish(w, &err) == -1);
+    CHECK_STR_CONTAINS(err.msg, "rename failed");
+    CHECK(gguf_writer_finish(w, &err) == -1);
+    gguf_writer_free(w);
+    CHECK(count_entries(tmpdir) == 2);
+    rmdir(sub);
+
     /* too many bytes for a tensor: error, temporary removed, later calls fail */
     w = two_tensor_writer(path, &err);
     CHECK(count_entries(tmpdir) == 2);
