@@ -130,7 +130,8 @@ uint64_t gguf_tensor_hash(const gguf_tensor_info *t);
  * type for gguf_set_arr, n < 0, over llama.cpp's limits of 1 GiB per string
  * and 2^30 elements per array), when out of memory, or after begin; the first
  * such failure is kept and gguf_writer_begin then fails with its message, so
- * callers may check only begin.
+ * callers may check only begin. Changing keys after begin (set or remove) fails
+ * the whole writer and removes its temporary file.
  *
  * The writer owns GGUF_KEY_TENSOR_HASHES: begin sets it (in place when it was
  * copied from another file) or removes it when there are no tensors.
