@@ -364,8 +364,7 @@ int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error
     memset(rep, 0, sizeof *rep);
     gguf_writer *w = gguf_writer_new();
     if (!w) return hfq_fail(err, NULL, "out of memory");
-    hfq_vocab vocab;
-    bool have_vocab = false;
+    hfq_vocab *vocab = NULL;
     int rc = -1;
     hf_config cfg;
     const hf_arch *arch = NULL;
@@ -379,8 +378,7 @@ int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error
         if (!(arch = hf_arch_find(cfg.architecture, cfg_path, err))) goto done;
         snprintf(rep->gguf_arch, sizeof rep->gguf_arch, "%s", arch->gguf_arch);
     }
-    if (hfq_vocab_from_dir(&vocab, opts->model_dir, err)) goto done;
-    have_vocab = true;
+    if (!(vocab = hfq_vocab_from_dir(opts->model_dir, err))) goto done;
     if (opts->vocab_only) {
         if (want_config ? write_hparams(w, &cfg, arch, FTYPE_ALL_F32)
                         : gguf_set_str(w, "general.architecture", "llama")) {
@@ -388,14 +386,14 @@ int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error
             goto done;
         }
         if (!want_config) snprintf(rep->gguf_arch, sizeof rep->gguf_arch, "llama");
-        if (hfq_vocab_to_gguf(&vocab, w, err)) goto done;
+        if (hfq_vocab_to_gguf(vocab, w, err)) goto done;
         if (gguf_writer_begin(w, opts->out_path, err)) goto done;
     } else {
-        if (convert_weights(opts, w, &cfg, arch, &vocab, rep, err)) goto done;
+        if (convert_weights(opts, w, &cfg, arch, vocab, rep, err)) goto done;
     }
     rc = gguf_writer_finish(w, err);
 done:
-    if (have_vocab) hfq_vocab_free(&vocab);
+    hfq_vocab_free(vocab);
     gguf_writer_free(w);
     return rc;
 }

@@ -1,0 +1,232 @@
+/* tokenize - text -> token ids with a model's tokenizer (or ids -> text). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/error.h"
+#include "src/read_file.h"
+#include "src/tokenizer.h"
+#include "src/unicode.h"
+#include "src/vocab.h"
+
+#define MAX_INPUT ((size_t)1 << 31)
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: tokenize --tokenizer-dir DIR (--text FILE | -p STRING | --batch-hex FILE) [options]\n"
+            "\n"
+            "Encodes text with the tokenizer of a Hugging Face model folder (tokenizer.model or\n"
+            "tokenizer.json, with tokenizer_config.json / config.json) and prints the token ids,\n"
+            "space-separated on one line.\n"
+            "\n"
+            "  --tokenizer-dir DIR  folder holding the tokenizer files\n"
+            "  --text FILE          text to encode (bytes as they are)\n"
+            "  -p STRING            text to encode\n"
+            "  --batch-hex FILE     one text per line, written as hex bytes; prints one line of ids\n"
+            "                       per input line (for tests)\n"
+            "  --json               print {\"ids\": [...], \"pieces\": [...]} (pieces: token texts)\n"
+            "  --no-bos             do not add the BOS/EOS tokens the vocabulary asks for\n"
+            "  --parse-special      match control-token texts (e.g. <|eot_id|>) in the input\n"
+            "  --decode             the input is token ids (whitespace-separated): print the text\n"
+            "  --special            with --decode: render control tokens as their text\n"
+            "  -h, --help           this help\n"
+            "\n"
+            "Exit status: 0 ok, 1 bad input or tokenizer, 2 usage.\n");
+}
+
+/* Writes s[0..len) as a JSON string: valid UTF-8 passes, invalid bytes become U+FFFD. */
+static void json_string(FILE *out, const char *s, size_t len) {
+    fputc('"', out);
+    for (size_t i = 0; i < len;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t n = hfq_utf8_valid_len(s + i, len - i);
+        if (n == 0) {
+            fputs("\\ufffd", out);
+            i++;
+        } else if (c == '"' || c == '\\') {
+            fprintf(out, "\\%c", c);
+            i++;
+        } else if (c < 0x20) {
+            fprintf(out, "\\u%04x", c);
+            i++;
+        } else {
+            fwrite(s + i, 1, n, out);
+            i += n;
+        }
+    }
+    fputc('"', out);
+}
+
+static void print_ids(const hfq_tokenizer *t, const int32_t *ids, size_t n, int json) {
+    const hfq_vocab *v = hfq_tokenizer_vocab(t);
+    if (!json) {
+        for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+        putchar('\n');
+        return;
+    }
+    fputs("{\"ids\": [", stdout);
+    for (size_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", ids[i]);
+    fputs("], \"pieces\": [", stdout);
+    for (size_t i = 0; i < n; i++) {
+        if (i) fputs(", ", stdout);
+        json_string(stdout, v->tokens[ids[i]], v->token_lens[ids[i]]);
+    }
+    fputs("]}\n", stdout);
+}
+
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int run_batch(const hfq_tokenizer *t, const char *path, const char *data, size_t len, int flags, int json) {
+    char *text = malloc(len / 2 + 1);
+    if (!text) {
+        fprintf(stderr, "tokenize: out of memory\n");
+        return HFQ_EXIT_FAILURE;
+    }
+    size_t line = 1;
+    for (size_t pos = 0; pos < len; line++) {
+        size_t end = pos;
+        while (end < len && data[end] != '\n') end++;
+        size_t n = 0;
+        for (size_t i = pos; i + 1 < end + 1 && i < end; i += 2) {
+            int hi = hexval((unsigned char)data[i]), lo = i + 1 < end ? hexval((unsigned char)data[i + 1]) : -1;
+            if (hi < 0 || lo < 0) {
+                fprintf(stderr, "%s: line %zu: not hex\n", path, line);
+                free(text);
+                return HFQ_EXIT_FAILURE;
+            }
+            text[n++] = (char)(hi * 16 + lo);
+        }
+        int32_t *ids;
+        size_t n_ids;
+        hfq_error err;
+        if (hfq_tokenize(t, text, n, flags, &ids, &n_ids, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            free(text);
+            return HFQ_EXIT_FAILURE;
+        }
+        print_ids(t, ids, n_ids, json);
+        free(ids);
+        pos = end + 1;
+    }
+    free(text);
+    return HFQ_EXIT_OK;
+}
+
+static int run_decode(const hfq_tokenizer *t, const char *data, bool special) {
+    size_t n = 0, cap = 64;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    const char *p = data;
+    while (ids) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < INT32_MIN || v > INT32_MAX) {
+            fprintf(stderr, "tokenize: --decode: \"%.20s\" is not a token id\n", p);
+            free(ids);
+            return HFQ_EXIT_FAILURE;
+        }
+        if (n == cap) {
+            int32_t *q = realloc(ids, 2 * cap * sizeof *ids);
+            if (!q) break;
+            ids = q;
+            cap *= 2;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    if (!ids || *p) {
+        fprintf(stderr, "tokenize: out of memory\n");
+        free(ids);
+        return HFQ_EXIT_FAILURE;
+    }
+    hfq_error err;
+    size_t len;
+    char *text = hfq_detokenize(t, ids, n, special, &len, &err);
+    free(ids);
+    if (!text) {
+        fprintf(stderr, "%s\n", err.msg);
+        return HFQ_EXIT_FAILURE;
+    }
+    fwrite(text, 1, len, stdout);
+    free(text);
+    return HFQ_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    const char *dir = NULL, *text_file = NULL, *prompt = NULL, *batch = NULL;
+    int json = 0, flags = HFQ_TOK_ADD_SPECIAL, decode = 0, special = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **value = !strcmp(a, "--tokenizer-dir") ? &dir : !strcmp(a, "--text") ? &text_file :
+                             !strcmp(a, "-p") ? &prompt : !strcmp(a, "--batch-hex") ? &batch : NULL;
+        if (value) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "tokenize: %s needs a value\n", a);
+                return HFQ_EXIT_USAGE;
+            }
+            *value = argv[++i];
+        } else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--no-bos")) flags &= ~HFQ_TOK_ADD_SPECIAL;
+        else if (!strcmp(a, "--parse-special")) flags |= HFQ_TOK_PARSE_SPECIAL;
+        else if (!strcmp(a, "--decode")) decode = 1;
+        else if (!strcmp(a, "--special")) special = 1;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return HFQ_EXIT_OK;
+        } else {
+            fprintf(stderr, "tokenize: unknown argument \"%s\" (see --help)\n", a);
+            return HFQ_EXIT_USAGE;
+        }
+    }
+    if (!dir || (!!text_file + !!prompt + !!batch) != 1 || (decode && batch)) {
+        usage(stderr);
+        return HFQ_EXIT_USAGE;
+    }
+    hfq_error err;
+    char *data = NULL;
+    size_t len = 0;
+    if (prompt) {
+        data = strdup(prompt);
+        len = strlen(prompt);
+    } else {
+        const char *path = text_file ? text_file : batch;
+        if (hfq_read_file(path, MAX_INPUT, &data, &len, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return HFQ_EXIT_FAILURE;
+        }
+    }
+    hfq_vocab *v = data ? hfq_vocab_from_dir(dir, &err) : NULL;
+    hfq_tokenizer *t = v ? hfq_tokenizer_new(v, &err) : NULL;
+    int rc = HFQ_EXIT_FAILURE;
+    if (!data) fprintf(stderr, "tokenize: out of memory\n");
+    else if (!t) fprintf(stderr, "%s\n", err.msg);
+    else if (batch) rc = run_batch(t, batch, data, len, flags, json);
+    else if (decode) rc = run_decode(t, data, special);
+    else {
+        int32_t *ids;
+        size_t n;
+        if (hfq_tokenize(t, data, len, flags, &ids, &n, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+        } else {
+            print_ids(t, ids, n, json);
+            free(ids);
+            rc = HFQ_EXIT_OK;
+        }
+    }
+    if (fflush(stdout) != 0 && rc == HFQ_EXIT_OK) {
+        fprintf(stderr, "tokenize: cannot write the output\n");
+        rc = HFQ_EXIT_FAILURE;
+    }
+    hfq_tokenizer_free(t);
+    hfq_vocab_free(v);
+    free(data);
+    return rc;
+}
