@@ -55,6 +55,7 @@ static int entry_order(const void *a, const void *b) {
 /* Expected [rows, cols] (Hugging Face order) of each role; cols 0 for 1-D. */
 static void expected_shape(const hf_config *c, hf_role role, int64_t *rows, int64_t *cols) {
     int64_t q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    *rows = 0;
     *cols = 0;
     switch (role) {
     case ROLE_TOKEN_EMBD: case ROLE_OUTPUT: *rows = c->vocab_size; *cols = c->hidden_size; break;
