@@ -93,7 +93,7 @@ static bool is_split_key(const char *key) {
            strcmp(key, "split.tensors.count") == 0;
 }
 
-static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_quantize_opts *o) {
+static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o) {
     int rc = 0;
     for (int64_t i = 0; i < gguf_n_kv(f); i++)
         if (!is_split_key(gguf_kv_key(f, i))) rc |= gguf_copy_kv(w, f, i);
@@ -111,6 +111,15 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_quantize_o
     if (p->output_fmt >= 0)
         rc |= gguf_set_str(w, "hfq.quantize.output_tensor_type", hfq_fmt_name((uint32_t)p->output_fmt));
     if (o->importance.get) rc |= gguf_set_bool(w, "hfq.quantize.importance", true);
+    /* docs/format-quant-ext.md: the encoding of each I8 weight */
+    for (int64_t i = 0; i < plan->n; i++) {
+        const char *enc = plan->entries[i].convert ? hfq_codec_qext_encoding(plan->entries[i].fmt) : NULL;
+        if (!enc) continue;
+        char key[32 + GGUF_MAX_NAME + 1];
+        snprintf(key, sizeof key, "hfq.qext.%s", gguf_tensor_at(f, i)->name);
+        rc |= gguf_set_u32(w, "hfq.qext.version", 1);
+        rc |= gguf_set_str(w, key, enc);
+    }
     return rc ? -1 : 0; /* the writer keeps the first failure; begin reports it */
 }
 
@@ -127,7 +136,7 @@ static int check_plan(const gguf_file *f, const hfq_plan *plan, const hfq_quanti
             return hfq_fail(err, gguf_path(f), "tensor %s is already %s: requantizing needs --allow-requantize",
                             t->name, hfq_fmt_name(t->type));
         if (!hfq_codec_can_decode(t->type))
-            return hfq_fail(err, gguf_path(f), "tensor %s: cannot decode type %s", t->name, hfq_fmt_name(t->type));
+            return hfq_fail(err, gguf_path(f), "tensor %s: cannot requantize from %s", t->name, hfq_fmt_name(t->type));
         if (!hfq_codec_can_encode(e->fmt))
             return hfq_fail(err, gguf_path(f), "tensor %s: format %s is not available in this build",
                             t->name, hfq_fmt_name(e->fmt));
@@ -135,52 +144,58 @@ static int check_plan(const gguf_file *f, const hfq_plan *plan, const hfq_quanti
     return 0;
 }
 
-typedef struct slab_bufs {
-    float *rows;
-    uint8_t *out;
-    size_t rows_cap, out_cap; /* elements / bytes */
-} slab_bufs;
+/* Working memory, reused from tensor to tensor. */
+typedef struct work {
+    float *rows;            /* one slab of decoded rows */
+    uint8_t *out;           /* the slab encoded */
+    float *scales;          /* the companion's values */
+    size_t rows_cap, out_cap, scales_cap;
+} work;
 
-static int reserve(slab_bufs *b, size_t n_floats, size_t n_bytes) {
-    if (n_floats > b->rows_cap) {
-        float *p = realloc(b->rows, n_floats * sizeof *p);
-        if (!p) return -1;
-        b->rows = p;
-        b->rows_cap = n_floats;
-    }
-    if (n_bytes > b->out_cap) {
-        uint8_t *p = realloc(b->out, n_bytes);
-        if (!p) return -1;
-        b->out = p;
-        b->out_cap = n_bytes;
-    }
+static int grow(void **p, size_t *cap, size_t n, size_t elem) {
+    if (n <= *cap) return 0;
+    void *q = realloc(*p, n * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = n;
     return 0;
 }
 
-/* Decodes, checks and encodes nrows rows; rows are independent, so any
- * thread count gives the same bytes. Returns the first row (relative) holding
+/* One slab: nrows rows decoded to float and checked; with amax != NULL only
+ * the absolute maximum is taken, else the rows are encoded (row_scales gets
+ * one scale per row for the formats that have them). Rows are independent,
+ * so any thread count gives the same bytes. Returns the first row holding
  * NaN/Inf, or -1. */
-static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, slab_bufs *b, int64_t nrows,
-                            const float *importance, int n_threads) {
+static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *wk, int64_t nrows,
+                            const float *importance, float *row_scales, float *amax, int n_threads) {
     const int64_t n = job->n_per_row;
     int64_t bad = INT64_MAX;
-#pragma omp parallel for schedule(static) num_threads(n_threads) reduction(min : bad)
+    float max = 0.0f;
+#pragma omp parallel for schedule(static) num_threads(n_threads) reduction(min : bad) reduction(max : max)
     for (int64_t r = 0; r < nrows; r++) {
-        float *row = b->rows + r * n;
+        float *row = wk->rows + r * n;
         hfq_codec_decode_row(job, src + r * job->in_row_bytes, row);
         bool finite = true;
-        for (int64_t j = 0; j < n; j++) finite &= isfinite(row[j]) != 0;
+        for (int64_t j = 0; j < n; j++) {
+            finite &= isfinite(row[j]) != 0;
+            if (fabsf(row[j]) > max) max = fabsf(row[j]);
+        }
         if (!finite) {
             if (r < bad) bad = r;
-            continue;
+        } else if (!amax) {
+            hfq_codec_encode_row(job, row, wk->out + r * job->out_row_bytes, importance,
+                                 row_scales ? row_scales + r : NULL);
         }
-        hfq_codec_encode_row(job, row, b->out + r * job->out_row_bytes, importance);
     }
+    if (amax && max > *amax) *amax = max;
     return bad == INT64_MAX ? -1 : bad;
 }
 
+/* Streams tensor t through the codec in slabs of whole rows that never cross
+ * a matrix (expert) boundary: a pass for the absolute maximum when the format
+ * needs it, then the encoding pass, written as it goes. */
 static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_info *t,
-                          const hfq_plan_entry *e, const hfq_quantize_opts *o, slab_bufs *b,
+                          const hfq_plan_entry *e, const hfq_quantize_opts *o, work *wk,
                           int n_threads, hfq_error *err) {
     const char *path = gguf_path(f);
     hfq_codec_job job;
@@ -188,32 +203,57 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         hfq_error_prefix(err, path);
         return -1;
     }
-    const int64_t rows_per_mat = t->ne[1], n_mats = t->ne[2] * t->ne[3];
+    const int64_t rows_per_mat = t->ne[1], n_mats = t->ne[2] * t->ne[3], n_rows = rows_per_mat * n_mats;
     int64_t slab_rows = SLAB_FLOATS / t->ne[0];
     if (slab_rows < 1) slab_rows = 1;
     if (slab_rows > rows_per_mat) slab_rows = rows_per_mat;
-    if (reserve(b, (size_t)(slab_rows * t->ne[0]), (size_t)slab_rows * job.out_row_bytes) < 0)
+    hfq_companion comp = hfq_codec_companion(e->fmt);
+    if (grow((void **)&wk->rows, &wk->rows_cap, (size_t)(slab_rows * t->ne[0]), sizeof(float)) < 0 ||
+        grow((void **)&wk->out, &wk->out_cap, (size_t)slab_rows * job.out_row_bytes, 1) < 0 ||
+        grow((void **)&wk->scales, &wk->scales_cap, comp == HFQ_COMPANION_ROW_SCALES ? (size_t)n_rows : 1,
+             sizeof(float)) < 0)
         return hfq_fail(err, path, "tensor %s: out of memory", t->name);
     const float *imp_all = o->importance.get ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
     const uint8_t *data = t->data;
-    for (int64_t m = 0; m < n_mats; m++) {
-        const float *imp = imp_all ? imp_all + m * t->ne[0] : NULL;
-        for (int64_t r0 = 0; r0 < rows_per_mat; r0 += slab_rows) {
-            int64_t nr = rows_per_mat - r0 < slab_rows ? rows_per_mat - r0 : slab_rows;
-            int64_t row = m * rows_per_mat + r0;
-            int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, b, nr, imp, n_threads);
+    float amax = 0.0f;
+    for (int pass = hfq_codec_needs_amax(e->fmt) ? 0 : 1; pass < 2; pass++) {
+        for (int64_t row = 0; row < n_rows;) {
+            int64_t in_mat = row % rows_per_mat;
+            int64_t nr = rows_per_mat - in_mat < slab_rows ? rows_per_mat - in_mat : slab_rows;
+            const float *imp = imp_all ? imp_all + row / rows_per_mat * t->ne[0] : NULL;
+            float *row_scales = comp == HFQ_COMPANION_ROW_SCALES ? wk->scales + row : NULL;
+            int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, wk, nr, imp, row_scales,
+                                       pass == 0 ? &amax : NULL, n_threads);
             if (bad >= 0)
                 return hfq_fail(err, path, "tensor %s: row %" PRId64 " holds NaN or Inf", t->name, row + bad);
-            if (gguf_writer_write_data(w, b->out, (uint64_t)(nr * job.out_row_bytes), err) < 0) return -1;
+            if (pass == 1 && gguf_writer_write_data(w, wk->out, (uint64_t)nr * job.out_row_bytes, err) < 0)
+                return -1;
+            row += nr;
         }
+        job.global_scale = hfq_codec_global_scale(e->fmt, amax);
     }
+    if (comp == HFQ_COMPANION_TENSOR_SCALE) wk->scales[0] = job.global_scale;
+    if (comp != HFQ_COMPANION_NONE &&
+        gguf_writer_write_data(w, wk->scales, (comp == HFQ_COMPANION_ROW_SCALES ? (uint64_t)n_rows : 1) * 4, err) < 0)
+        return -1;
     return 0;
 }
 
+/* The output's tensors: each input tensor, followed by its scale tensor when
+ * its format has one. */
 static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *plan, hfq_error *err) {
     for (int64_t i = 0; i < plan->n; i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
-        if (gguf_add_tensor(w, t->name, hfq_codec_storage_type(plan->entries[i].fmt), t->n_dims, t->ne, err) < 0)
+        uint32_t fmt = plan->entries[i].fmt;
+        if (gguf_add_tensor(w, t->name, hfq_codec_storage_type(fmt), t->n_dims, t->ne, err) < 0) return -1;
+        hfq_companion comp = plan->entries[i].convert ? hfq_codec_companion(fmt) : HFQ_COMPANION_NONE;
+        if (comp == HFQ_COMPANION_NONE) continue;
+        char name[GGUF_MAX_NAME + 1];
+        if (hfq_codec_scale_name(t->name, name, sizeof name) < 0)
+            return hfq_fail(err, t->name, "the name of its scale tensor would be too long");
+        const int64_t ne_tensor[1] = {1}, ne_rows[4] = {1, t->ne[1], t->ne[2], t->ne[3]};
+        if (comp == HFQ_COMPANION_TENSOR_SCALE ? gguf_add_tensor(w, name, GT_F32, 1, ne_tensor, err) < 0
+                                               : gguf_add_tensor(w, name, GT_F32, t->n_dims, ne_rows, err) < 0)
             return -1;
     }
     return 0;
@@ -224,21 +264,22 @@ int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out
     if (check_plan(f, plan, o, err) < 0) return -1;
     gguf_writer *w = gguf_writer_new();
     if (!w) return hfq_fail(err, out_path, "out of memory");
-    set_metadata(w, f, o);
+    set_metadata(w, f, plan, o);
     int n_threads = o->n_threads > 0 ? o->n_threads : omp_get_max_threads();
-    slab_bufs bufs = {0};
+    work wk = {0};
     int rc = declare_tensors(w, f, plan, err);
     if (rc == 0) rc = gguf_writer_begin(w, out_path, err);
     for (int64_t i = 0; rc == 0 && i < plan->n; i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
         const hfq_plan_entry *e = &plan->entries[i];
         if (o->progress) o->progress(o->progress_ctx, i, plan->n, t->name, e->fmt);
-        if (!e->convert) rc = gguf_writer_write_tensor(w, i, t->data, err);
-        else rc = convert_tensor(w, f, t, e, o, &bufs, n_threads, err);
+        if (!e->convert) rc = gguf_writer_write_data(w, t->data, t->nbytes, err);
+        else rc = convert_tensor(w, f, t, e, o, &wk, n_threads, err);
     }
     if (rc == 0) rc = gguf_writer_finish(w, err);
     gguf_writer_free(w);
-    free(bufs.rows);
-    free(bufs.out);
+    free(wk.rows);
+    free(wk.out);
+    free(wk.scales);
     return rc;
 }

@@ -199,6 +199,86 @@ def test_refusals(tmp):
         check(all(np.array_equal(np.asarray(a[n].data), np.asarray(b[n].data)) for n in a), "Q8_0 copied")
 
 
+def e4m3_decode(codes):
+    """OCP E4M3FN code -> float (writers never emit the NaN codes)."""
+    c = codes.astype(np.int32)
+    sign = np.where(c & 0x80, -1.0, 1.0)
+    exp, man = (c >> 3) & 0xF, c & 7
+    mag = np.where(exp == 0, man * 2.0 ** -9, (1 + man / 8.0) * 2.0 ** (exp - 7.0))
+    return sign * mag
+
+
+def test_int8_fp8(tmp, model):
+    _, src = tensors(model)
+    x = src["blk.0.attn_q.weight"].data.astype(np.float32)
+    amax = np.abs(x).max(axis=1)
+
+    out = os.path.join(tmp, "int8.gguf")
+    r = run(model, out, "INT8")
+    check(r.returncode == 0, f"INT8 run: {r.stderr}")
+    rd, ts = tensors(out)
+    w, sc = ts["blk.0.attn_q.weight"], ts["blk.0.attn_q.scale"]
+    check(w.tensor_type == GGMLQuantizationType.I8 and sc.tensor_type == GGMLQuantizationType.F32, "INT8 types")
+    check([int(v) for v in sc.shape] == [1, 64], f"INT8 scale shape {sc.shape}")
+    scale = np.asarray(sc.data, dtype=np.float32).reshape(-1)
+    check(np.array_equal(scale, amax / np.float32(127)), "INT8 scales are amax/127 per row")
+    v = (x / scale[:, None]).astype(np.float64)
+    want = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), -127, 127)  # roundf: half away from zero
+    check(np.array_equal(np.asarray(w.data).astype(np.int8).reshape(x.shape), want.astype(np.int8)), "INT8 codes")
+    f = rd.fields
+    check(f["hfq.qext.blk.0.attn_q.weight"].contents() == "int8" and f["hfq.qext.version"].contents() == 1, "qext keys")
+    check("hfq.qext.token_embd.weight" not in f, "head has no qext key")
+    check(ts["token_embd.weight"].tensor_type == GGMLQuantizationType.F16, "INT8 keeps the head 16-bit")
+    check(ts["output_norm.weight"].tensor_type == GGMLQuantizationType.F32, "INT8 norm")
+    order = []
+    for name in src:
+        order += [name] + ([name[:-len(".weight")] + ".scale"] if ts[name].tensor_type == GGMLQuantizationType.I8 else [])
+    check(list(ts) == order, "each scale tensor follows its weight")
+
+    out = os.path.join(tmp, "fp8.gguf")
+    r = run(model, out, "FP8_E4M3", "--threads", "2")
+    check(r.returncode == 0, f"FP8 run: {r.stderr}")
+    rd, ts = tensors(out)
+    scale = np.asarray(ts["blk.0.attn_q.scale"].data, dtype=np.float32).reshape(-1)
+    check(np.array_equal(scale, amax / np.float32(448)), "FP8 scales are amax/448 per row")
+    codes = np.asarray(ts["blk.0.attn_q.weight"].data).view(np.uint8).reshape(x.shape)
+    check(not np.any((codes & 0x7F) == 0x7F), "FP8 NaN codes written")
+    y = e4m3_decode(codes) * scale[:, None]
+    # round to nearest with 3 mantissa bits: error <= 2^-4 relative, or half
+    # the smallest subnormal step (2^-10 * scale) near zero
+    bound = np.maximum(np.abs(x) * 2.0 ** -4, 2.0 ** -10 * scale[:, None]) * 1.0001
+    check(np.all(np.abs(y - x) <= bound), "FP8 values off by more than half a step")
+    check(rd.fields["hfq.qext.blk.0.attn_q.weight"].contents() == "fp8_e4m3", "FP8 qext key")
+
+
+def test_fp4(tmp, model):
+    _, src = tensors(model)
+    out = os.path.join(tmp, "nvfp4.gguf")
+    r = run(model, out, "NVFP4")
+    check(r.returncode == 0, f"NVFP4 run: {r.stderr}")
+    _, ts = tensors(out)
+    x = src["blk.1.ffn_up.weight"].data.astype(np.float32)
+    w, sc = ts["blk.1.ffn_up.weight"], ts["blk.1.ffn_up.scale"]
+    check(w.tensor_type == GGMLQuantizationType.NVFP4 and [int(v) for v in sc.shape] == [1], "NVFP4 tensors")
+    g = np.float32(np.asarray(sc.data).reshape(-1)[0])
+    check(g == np.abs(x).max() / np.float32(6 * 448), f"NVFP4 global scale {g}")
+    y = quants.dequantize(np.asarray(w.data), GGMLQuantizationType.NVFP4).reshape(x.shape) * g
+    sub_amax = np.repeat(np.abs(x).reshape(-1, 16).max(axis=1), 16).reshape(x.shape)
+    check(np.all(np.abs(y - x) <= sub_amax / 6 * 1.07 + 1e-12), "NVFP4 error above half a step")
+    # 96-wide ffn_down: 64-blocks do not fit -> MXFP4, which has no scale tensor
+    check(ts["blk.0.ffn_down.weight"].tensor_type == GGMLQuantizationType.MXFP4, "NVFP4 fallback")
+    check("blk.0.ffn_down.scale" not in ts, "MXFP4 fallback got a scale tensor")
+    check(ts["output_norm.weight"].tensor_type == GGMLQuantizationType.F32, "NVFP4 norm")
+
+    out = os.path.join(tmp, "mxfp4.gguf")
+    r = run(model, out, "MXFP4", "--token-embedding-type", "f16")
+    check(r.returncode == 0, f"MXFP4 run: {r.stderr}")
+    _, ts = tensors(out)
+    for name in ("blk.0.attn_k.weight", "blk.1.ffn_down.weight"):
+        ref = quants.quantize(src[name].data.astype(np.float32), GGMLQuantizationType.MXFP4)
+        check(np.array_equal(np.asarray(ts[name].data), ref), f"{name}: MXFP4 bytes differ from gguf-py's")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         model = make_model(os.path.join(tmp, "m.gguf"))
@@ -207,6 +287,8 @@ def main():
         test_f16_run(tmp, model)
         test_bf16_run(tmp, model)
         test_refusals(tmp)
+        test_int8_fp8(tmp, model)
+        test_fp4(tmp, model)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

@@ -35,6 +35,8 @@ MODELS = {
                "--vocab", "1000"], False),
     "small_bf16_tied": (["--layers", "3", "--embd", "512", "--ff", "1024", "--heads", "8",
                          "--kv-heads", "8", "--vocab", "700", "--tied", "--wtype", "bf16"], False),
+    "moe_small": (["--layers", "3", "--embd", "256", "--ff", "512", "--heads", "8", "--kv-heads", "2",
+                   "--vocab", "500", "--experts", "4", "--wtype", "bf16"], False),
     "s260": (["--layers", "5", "--embd", "64", "--ff", "172", "--heads", "8", "--kv-heads", "4",
               "--vocab", "512", "--tied", "--wtype", "f32"], False),
 }
@@ -42,12 +44,13 @@ MODELS = {
 PRESETS = ["Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q2_K",
            "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "MXFP4_MOE", "F16", "BF16", "F32"]
 
-# extra option sets, applied to every model with the first preset
-OPTION_SETS = [
-    ["--pure"],
-    ["--leave-output-tensor"],
-    ["--output-tensor-type", "q8_0", "--token-embedding-type", "q4_0"],
-    ["--tensor-type", r"blk\.0\.attn_v=q8_0", "--tensor-type", "ffn_(up|gate)=q3_K"],
+# extra runs with options, for every model
+OPTION_RUNS = [
+    ("Q4_K_M", ["--pure"]),
+    ("Q4_K_M", ["--leave-output-tensor"]),
+    ("Q4_K_M", ["--output-tensor-type", "q8_0", "--token-embedding-type", "q4_0"]),
+    ("Q4_K_M", ["--tensor-type", r"blk\.0\.attn_v=q8_0", "--tensor-type", "ffn_(up|gate)=q3_K"]),
+    ("MXFP4_MOE", ["--pure"]),
 ]
 
 LINE = re.compile(r"\[\s*\d+/\s*\d+\]\s+(\S+)\s+- \[.*\], type =\s+(\S+), size =.*?(?:\((\S+)\))?$")
@@ -139,7 +142,7 @@ def main():
     inputs += [(os.path.basename(p), p, False) for p in a.gguf]
 
     presets = a.presets.split(",")
-    runs = [(p, []) for p in presets] + ([] if a.no_options else [(presets[0], o) for o in OPTION_SETS])
+    runs = [(p, []) for p in presets] + ([] if a.no_options else OPTION_RUNS)
     n_bad = n_done = n_skip = 0
     for name, path, sparse in inputs:
         for preset, opts in runs:
@@ -154,12 +157,12 @@ def main():
             else:
                 ref_out = os.path.join(a.workdir, "ref.gguf")
                 our_out = os.path.join(a.workdir, "ours.gguf")
-                r1 = run([a.llama_quantize] + opts + [path, ref_out, preset, a.threads])
                 r2 = run([a.quantize, path, our_out, preset, "--threads", a.threads] + opts)
                 if "is not available in this build" in r2.stderr:
                     n_skip += 1
                     print(f"skip {label}: {r2.stderr.strip().split(': ')[-1]}")
                     continue
+                r1 = run([a.llama_quantize] + opts + [path, ref_out, preset, a.threads])
                 if r1.returncode != 0 or r2.returncode != 0:
                     problems, n = [f"failed: {r1.stderr[-300:]}{r2.stderr}"], 0
                 else:
