@@ -260,7 +260,8 @@ static inline HFQ_HD float hfq_dot_k_affine_q8_k(const uint8_t q[HFQ_QK_K], cons
         sum_scaled += sc * dot;
         sum_mins += m * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
     }
-    return a->d * (HFQ_FMUL(hfq_fp16_to_f32(d16), (float)sum_scaled) - HFQ_FMUL(hfq_fp16_to_f32(dmin16), (float)sum_mins));
+    float scaled = HFQ_FMUL(hfq_fp16_to_f32(d16), (float)sum_scaled);
+    return a->d * (scaled - HFQ_FMUL(hfq_fp16_to_f32(dmin16), (float)sum_mins));
 }
 
 static inline HFQ_HD float hfq_dot_q4_k_q8_k(const hfq_block_q4_k *w, const hfq_block_q8_k *a) {

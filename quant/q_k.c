@@ -77,7 +77,7 @@ static void k_affine_superblock(const k_affine_format *f, const float *x, const 
                                 uint8_t scales_out[HFQ_K_SCALE_BYTES], uint16_t *d_out, uint16_t *dmin_out,
                                 uint8_t L[HFQ_QK_K]) {
     float scales[N_AFFINE], mins[N_AFFINE], w[SUB_AFFINE];
-    uint8_t ls[N_AFFINE], lm[N_AFFINE], aux[SUB_AFFINE];
+    uint8_t ls[N_AFFINE], lm[N_AFFINE];
     float d, dmin;
     if (!importance) {
         /* weights favour large values relative to the sub-block's rms */
@@ -85,7 +85,7 @@ static void k_affine_superblock(const k_affine_format *f, const float *x, const 
             const float *xs = x + SUB_AFFINE * j;
             float av_x = sqrtf(hfq_sum_squares(SUB_AFFINE, xs) / SUB_AFFINE);
             for (int l = 0; l < SUB_AFFINE; ++l) w[l] = av_x + fabsf(xs[l]);
-            scales[j] = hfq_search_affine(SUB_AFFINE, f->nmax, xs, w, L + SUB_AFFINE * j, &mins[j], aux, f->ref_rmin,
+            scales[j] = hfq_search_affine(SUB_AFFINE, f->nmax, xs, w, L + SUB_AFFINE * j, &mins[j], f->ref_rmin,
                                           f->ref_rdelta, f->ref_nstep);
         }
         quantize_sub_scales_ref(scales, mins, ls, lm, &d, &dmin);
@@ -100,7 +100,7 @@ static void k_affine_superblock(const k_affine_format *f, const float *x, const 
             float sw = 0;
             for (int l = 0; l < SUB_AFFINE; ++l) sw += w[l];
             sum_w[j] = sw;
-            scales[j] = hfq_search_affine(SUB_AFFINE, f->nmax, xs, w, L + SUB_AFFINE * j, &mins[j], aux, -0.9f, 0.05f,
+            scales[j] = hfq_search_affine(SUB_AFFINE, f->nmax, xs, w, L + SUB_AFFINE * j, &mins[j], -0.9f, 0.05f,
                                           36);
         }
         d = hfq_search_positive(N_AFFINE, 63, scales, sum_w, ls);

@@ -77,9 +77,8 @@ static float block_levels(const legacy_format *f, const float x[HFQ_QK], const f
     float w[HFQ_QK];
     hfq_importance_weights(HFQ_QK, x, importance, sigma2, w);
     if (f->affine) {
-        uint8_t aux[HFQ_QK];
         float neg_min;
-        float d = hfq_search_affine(HFQ_QK, f->nmax, x, w, L, &neg_min, aux, -0.9f, 0.05f, 36);
+        float d = hfq_search_affine(HFQ_QK, f->nmax, x, w, L, &neg_min, -0.9f, 0.05f, 36);
         *m = -neg_min;
         return d;
     }

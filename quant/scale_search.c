@@ -22,43 +22,45 @@ float hfq_sum_squares(int64_t n, const float *x) {
     return sum;
 }
 
-/* One candidate for hfq_search_symmetric: levels for iscale, their weighted
- * sums sum(w x l) and sum(w l^2); stores L when asked. */
-static void symmetric_pass(int n, int nmax, const float *x, const float *w, float iscale, int8_t *L, float *sumlx,
-                           float *suml2) {
-    float slx = 0, sl2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = clamp_int(hfq_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        if (L) L[i] = (int8_t)(l + nmax);
-        float wi = w ? w[i] : x[i] * x[i];
-        slx += wi * x[i] * l;
-        sl2 += wi * l * l;
-    }
-    *sumlx = slx;
-    *suml2 = sl2;
-}
+/* The symmetric search tries a fixed ladder of independent candidate
+ * scales. ggml tries them one after another; here they run side by side over
+ * the values, so several accumulations are in flight at once (and the
+ * compiler may vectorize across candidates). Each candidate still adds its
+ * terms in value order with the same expressions, so every sum has ggml's
+ * bits, and the winner is then picked in ggml's order with ggml's tests. */
+
+#define SYMMETRIC_CANDIDATES 19 /* the starting scale, then nmax + 0.1 * (-9..9, not 0) */
 
 float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8_t *L) {
-    float extreme = hfq_signed_extreme(x, n);
+    const float extreme = hfq_signed_extreme(x, n);
     if (fabsf(extreme) < HFQ_GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
-    float sumlx, suml2;
-    symmetric_pass(n, nmax, x, w, -nmax / extreme, L, &sumlx, &suml2);
-    float scale = suml2 ? sumlx / suml2 : 0.0f;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; ++is) {
-        if (is == 0) continue;
-        float iscale = -(nmax + 0.1f * is) / extreme;
-        symmetric_pass(n, nmax, x, w, iscale, NULL, &sumlx, &suml2);
-        /* better fit: larger sumlx^2 / suml2, compared without dividing */
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            symmetric_pass(n, nmax, x, w, iscale, L, &sumlx, &suml2);
-            scale = sumlx / suml2;
-            best = scale * sumlx;
+    float iscale[SYMMETRIC_CANDIDATES], sumlx[SYMMETRIC_CANDIDATES] = {0}, suml2[SYMMETRIC_CANDIDATES] = {0};
+    iscale[0] = -nmax / extreme;
+    for (int is = -9, c = 1; is <= 9; ++is)
+        if (is != 0) iscale[c++] = -(nmax + 0.1f * is) / extreme;
+    for (int i = 0; i < n; ++i) {
+        const float xi = x[i], wi = w ? w[i] : x[i] * x[i];
+        for (int c = 0; c < SYMMETRIC_CANDIDATES; ++c) {
+            int l = clamp_int(hfq_nearest_int(iscale[c] * xi), -nmax, nmax - 1);
+            sumlx[c] += wi * xi * l;
+            suml2[c] += wi * l * l;
         }
     }
+    int chosen = 0;
+    float scale = suml2[0] ? sumlx[0] / suml2[0] : 0.0f;
+    float best = scale * sumlx[0];
+    for (int c = 1; c < SYMMETRIC_CANDIDATES; ++c) {
+        /* better fit: larger sumlx^2 / suml2, compared without dividing */
+        if (suml2[c] > 0 && sumlx[c] * sumlx[c] > best * suml2[c]) {
+            chosen = c;
+            scale = sumlx[c] / suml2[c];
+            best = scale * sumlx[c];
+        }
+    }
+    for (int i = 0; i < n; ++i) L[i] = (int8_t)(clamp_int(hfq_nearest_int(iscale[chosen] * x[i]), -nmax, nmax - 1) + nmax);
     return scale;
 }
 
@@ -73,8 +75,8 @@ static float affine_error(int n, const float *x, const float *w, const uint8_t *
     return err;
 }
 
-float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, uint8_t *aux,
-                        float rmin, float rdelta, int nstep) {
+float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
+                        float rdelta, int nstep) {
     float min = x[0], max = x[0];
     float sum_w = w[0];
     float sum_x = sum_w * x[0];
@@ -94,6 +96,11 @@ float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t
     float scale = 1 / iscale;
     for (int i = 0; i < n; ++i) L[i] = (uint8_t)clamp_int(hfq_nearest_int(iscale * (x[i] - min)), 0, nmax);
     float best_error = affine_error(n, x, w, L, scale, min);
+
+    /* Each candidate rounds with the min of the best fit so far, so unlike
+     * the symmetric search the candidates depend on each other: one at a
+     * time, in order. */
+    uint8_t aux[HFQ_AFFINE_MAX_N];
     for (int is = 0; is <= nstep; ++is) {
         iscale = (rmin + rdelta * is + nmax) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;

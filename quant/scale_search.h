@@ -34,12 +34,15 @@ float hfq_sum_squares(int64_t n, const float *x);
  * all L = 0 for an all-zero group). */
 float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8_t *L);
 
+/* Largest group hfq_search_affine takes (ggml's are 32). */
+#define HFQ_AFFINE_MAX_N 32
+
 /* Affine levels: x ~ scale * L - neg_min, L in [0, nmax], min <= 0. Starts at
  * the range fit, then tries nstep + 1 scales (nmax + rmin + rdelta * i) /
- * range with a least-squares scale and min each. w must not be NULL; aux
- * holds n scratch levels. Returns scale; *neg_min gets -min (>= 0). */
-float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, uint8_t *aux,
-                        float rmin, float rdelta, int nstep);
+ * range with a least-squares scale and min each. w must not be NULL; n at
+ * most HFQ_AFFINE_MAX_N. Returns scale; *neg_min gets -min (>= 0). */
+float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
+                        float rdelta, int nstep);
 
 /* Non-negative levels for non-negative values (the K-quant sub-block scales
  * and mins): x ~ scale * L, L in [0, nmax], weights w. Tries 9 scales, then
