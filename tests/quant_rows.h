@@ -40,12 +40,15 @@ enum row_kind {
     ROW_OFFSET,      /* all positive, far from zero: exercises mins */
     ROW_INTEGERS,    /* small integers: many exact ties in the searches */
     ROW_SPARSE,      /* mostly zero, some gaussians */
+    ROW_SIGNED_ZERO, /* +0.0 and -0.0 only */
+    ROW_SPIKE,       /* one gaussian per 256, zeros elsewhere */
     ROW_KIND_COUNT
 };
 
 static inline const char *row_kind_name(int k) {
     static const char *names[ROW_KIND_COUNT] = {"gauss", "uniform", "heavy", "zero", "constant", "tiny",
-                                                "large", "block_scaled", "offset", "integers", "sparse"};
+                                                "large", "block_scaled", "offset", "integers", "sparse",
+                                                "signed_zero", "spike"};
     return names[k];
 }
 
@@ -72,6 +75,8 @@ static inline void fill_row(test_rng *r, int kind, float *x, int64_t n) {
         case ROW_OFFSET: v = 5 + rng_uniform(r); break;
         case ROW_INTEGERS: v = (double)((int)(rng_uniform(r) * 9) - 4); break;
         case ROW_SPARSE: v = rng_uniform(r) < 0.1 ? rng_gauss(r) : 0; break;
+        case ROW_SIGNED_ZERO: v = rng_uniform(r) < 0.5 ? -0.0 : 0.0; break;
+        case ROW_SPIKE: v = i % 256 == 97 ? rng_gauss(r) : 0; break;
         }
         x[i] = (float)v;
     }

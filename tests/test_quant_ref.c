@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "quant/block_math.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/qtype.h"
@@ -87,6 +88,25 @@ static double q8_1_offset_error(const void *wrow, const void *arow, int64_t n) {
     return err;
 }
 
+/* The offset term of each decoded value (the m of Q5_1, dmin * m_j of
+ * Q4_K/Q5_K; 0 for symmetric formats): a dot product of an affine format
+ * subtracts two sums, so its float rounding scales with both, not with the
+ * difference. */
+static void offsets(hfq_qtype t, const void *row, int64_t n, float *off) {
+    for (int64_t i = 0; i < n; i++) {
+        off[i] = 0;
+        if (t == HFQ_QT_Q5_1) {
+            off[i] = hfq_fp16_to_f32(((const hfq_block_q5_1 *)row)[i / HFQ_QK].m);
+        } else if (t == HFQ_QT_Q4_K || t == HFQ_QT_Q5_K) {
+            /* d, dmin and scales lead both block types */
+            const uint8_t *blk = (const uint8_t *)row + (i / HFQ_QK_K) * hfq_qtype_row_size(t, HFQ_QK_K);
+            uint8_t sc, m;
+            hfq_k_scale_min((int)(i % HFQ_QK_K) / 32, blk + 4, &sc, &m);
+            off[i] = hfq_fp16_to_f32((uint16_t)(blk[2] | blk[3] << 8)) * m;
+        }
+    }
+}
+
 /* Dot products of one weight row against one activation row. */
 static void check_dots(const ref_case *c, const hfq_qtype_traits *t, int kind, int64_t n, const uint8_t *wrow,
                        test_rng *rng) {
@@ -103,10 +123,12 @@ static void check_dots(const ref_case *c, const hfq_qtype_traits *t, int kind, i
     t->dequantize(wrow, wdeq, n);
     at->dequantize(ours, adeq, n);
     if (!all_finite(wdeq, n)) return; /* the fp16 scale overflowed: no meaningful dot */
+    static float off[MAX_N];
+    offsets(t->type, wrow, n, off);
     double exact = 0, magnitude = 0;
     for (int64_t i = 0; i < n; i++) {
         exact += (double)wdeq[i] * adeq[i];
-        magnitude += fabs((double)wdeq[i] * adeq[i]);
+        magnitude += (fabs((double)wdeq[i]) + fabs((double)off[i])) * fabs((double)adeq[i]);
     }
     if (at->type == HFQ_QT_Q8_1) exact += q8_1_offset_error(wrow, ours, n);
     float got = t->vec_dot(wrow, ours, n), want = 0;
