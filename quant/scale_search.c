@@ -60,7 +60,8 @@ float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8
             best = scale * sumlx[c];
         }
     }
-    for (int i = 0; i < n; ++i) L[i] = (int8_t)(clamp_int(hfq_nearest_int(iscale[chosen] * x[i]), -nmax, nmax - 1) + nmax);
+    for (int i = 0; i < n; ++i)
+        L[i] = (int8_t)(clamp_int(hfq_nearest_int(iscale[chosen] * x[i]), -nmax, nmax - 1) + nmax);
     return scale;
 }
 

@@ -23,8 +23,8 @@ def rows(rng, n_per_row):
     yield "offset", 5 + rng.uniform(0, 1, (8, n_per_row))
     yield "integers", rng.integers(-4, 5, (8, n_per_row)).astype(np.float64)
     yield "zeros", np.zeros((2, n_per_row))
-    scaled = rng.standard_normal((8, n_per_row)) * 10.0 ** rng.uniform(-3, 3, (8, n_per_row // 32, 1)).repeat(32, -1).reshape(8, n_per_row)
-    yield "block_scaled", scaled
+    block_scale = 10.0 ** rng.uniform(-3, 3, (8, n_per_row // 32, 1))
+    yield "block_scaled", (rng.standard_normal((8, n_per_row // 32, 32)) * block_scale).reshape(8, n_per_row)
 
 
 def main():
