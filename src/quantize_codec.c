@@ -8,22 +8,28 @@
 #include "formats/ggml_type.h"
 #include "quant/fp4.h"
 #include "quant/fp8.h"
-#include "quant/half.h"
 #include "quant/int8.h"
 #include "quant/plan.h"
+#include "quant/qtype.h"
 
-static bool is_plain(uint32_t type) { return type == GT_F32 || type == GT_F16 || type == GT_BF16; }
+/* The quant/qtype.h row of a plan format, or NULL when this build has none. */
+static const hfq_qtype_traits *traits_of(uint32_t fmt) {
+    int t = fmt >= GT_COUNT ? hfq_qtype_from_name(hfq_fmt_name(fmt)) : hfq_qtype_from_ggml(fmt);
+    const hfq_qtype_traits *tr = t < 0 ? NULL : hfq_qtype_get((hfq_qtype)t);
+    return tr && !tr->is_activation_only ? tr : NULL;
+}
 
-bool hfq_codec_can_decode(uint32_t type) { return is_plain(type) || type == GT_MXFP4; }
+/* NVFP4 input would need its global scale tensor too: not decoded. */
+bool hfq_codec_can_decode(uint32_t type) {
+    const hfq_qtype_traits *tr = traits_of(type);
+    return tr && tr->dequantize && type != GT_NVFP4;
+}
 
+/* NVFP4, INT8 and FP8 are encoded here (scales beside the codes), the rest
+ * by the table's quantizer. */
 bool hfq_codec_can_encode(uint32_t fmt) {
-    switch (fmt) {
-    case GT_F32: case GT_F16: case GT_BF16: case GT_MXFP4: case GT_NVFP4:
-    case HFQ_FMT_INT8: case HFQ_FMT_FP8_E4M3: case HFQ_FMT_FP8_E5M2:
-        return true;
-    default:
-        return false;
-    }
+    const hfq_qtype_traits *tr = traits_of(fmt);
+    return tr && (tr->quantize || fmt == GT_NVFP4 || hfq_codec_qext_encoding(fmt));
 }
 
 const char *hfq_codec_qext_encoding(uint32_t fmt) {
@@ -67,43 +73,23 @@ int hfq_codec_begin(hfq_codec_job *job, const gguf_tensor_info *t, uint32_t fmt,
     return 0;
 }
 
-static void decode_halves(const uint8_t *s, float *dst, int64_t n, bool bf16) {
-    for (int64_t j = 0; j < n; j++) {
-        uint16_t h;
-        memcpy(&h, s + 2 * j, 2);
-        dst[j] = bf16 ? hfq_bf16_to_f32(h) : hfq_fp16_to_f32(h);
-    }
-}
-
 void hfq_codec_decode_row(const hfq_codec_job *job, const void *src, float *dst) {
-    int64_t n = job->n_per_row;
-    switch (job->in_type) {
-    case GT_F32: memcpy(dst, src, (size_t)n * 4); break;
-    case GT_F16: decode_halves(src, dst, n, false); break;
-    case GT_BF16: decode_halves(src, dst, n, true); break;
-    case GT_MXFP4: hfq_dequantize_row_mxfp4(src, dst, n); break;
-    }
-}
-
-static void encode_halves(const float *src, uint8_t *d, int64_t n, bool bf16) {
-    for (int64_t j = 0; j < n; j++) {
-        uint16_t h = bf16 ? hfq_f32_to_bf16(src[j]) : hfq_f32_to_fp16(src[j]);
-        memcpy(d + 2 * j, &h, 2);
-    }
+    traits_of(job->in_type)->dequantize(src, dst, job->n_per_row);
 }
 
 void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst, const float *importance,
                           float *row_scale) {
     int64_t n = job->n_per_row;
     switch (job->fmt) {
-    case GT_F32: memcpy(dst, src, (size_t)n * 4); break;
-    case GT_F16: encode_halves(src, dst, n, false); break;
-    case GT_BF16: encode_halves(src, dst, n, true); break;
-    /* ggml's quantize_mxfp4 ignores the importance; so do we, to stay identical */
-    case GT_MXFP4: hfq_quantize_mxfp4(src, dst, 1, n, NULL); break;
     case GT_NVFP4: hfq_quantize_nvfp4(src, dst, 1, n, importance, job->global_scale); break;
     case HFQ_FMT_INT8: hfq_quantize_int8(src, dst, 1, n, importance, row_scale, 0); break;
     case HFQ_FMT_FP8_E4M3: hfq_quantize_fp8(HFQ_FP8_E4M3, src, dst, 1, n, NULL, row_scale); break;
     case HFQ_FMT_FP8_E5M2: hfq_quantize_fp8(HFQ_FP8_E5M2, src, dst, 1, n, NULL, row_scale); break;
+    default: {
+        const hfq_qtype_traits *tr = traits_of(job->fmt);
+        /* ggml's quantize_mxfp4 ignores the importance: so do we, to stay identical */
+        bool imp = tr->uses_importance && job->fmt != GT_MXFP4;
+        tr->quantize(src, dst, 1, n, imp ? importance : NULL);
+    }
     }
 }

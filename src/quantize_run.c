@@ -11,7 +11,7 @@
 #include "formats/ggml_type.h"
 #include "src/quantize_codec.h"
 
-/* Floats decoded at a time: bounds memory whatever the tensor's size. */
+/* Floats decoded at a time by default: bounds memory whatever the tensor's size. */
 #define SLAB_FLOATS ((int64_t)1 << 24)
 
 hfq_quantize_opts hfq_quantize_opts_default(hfq_preset preset) {
@@ -204,7 +204,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         return -1;
     }
     const int64_t rows_per_mat = t->ne[1], n_mats = t->ne[2] * t->ne[3], n_rows = rows_per_mat * n_mats;
-    int64_t slab_rows = SLAB_FLOATS / t->ne[0];
+    int64_t slab_rows = (o->slab_floats > 0 ? o->slab_floats : SLAB_FLOATS) / t->ne[0];
     if (slab_rows < 1) slab_rows = 1;
     if (slab_rows > rows_per_mat) slab_rows = rows_per_mat;
     hfq_companion comp = hfq_codec_companion(e->fmt);

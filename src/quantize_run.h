@@ -34,6 +34,7 @@ typedef struct hfq_importance_source {
 typedef struct hfq_quantize_opts {
     hfq_plan_opts plan;
     int n_threads;                  /* 0: OpenMP's default */
+    int64_t slab_floats;            /* floats decoded at a time; 0: 16 Mi (at least one row is) */
     bool allow_requantize;          /* convert tensors that are already quantized */
     const char *const *override_args; /* the --tensor-type arguments, recorded in the metadata */
     int n_override_args;

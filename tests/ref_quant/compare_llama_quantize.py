@@ -49,7 +49,7 @@ OPTION_RUNS = [
     ("Q4_K_M", ["--pure"]),
     ("Q4_K_M", ["--leave-output-tensor"]),
     ("Q4_K_M", ["--output-tensor-type", "q8_0", "--token-embedding-type", "q4_0"]),
-    ("Q4_K_M", ["--tensor-type", r"blk\.0\.attn_v=q8_0", "--tensor-type", "ffn_(up|gate)=q3_K"]),
+    ("Q4_K_M", ["--tensor-type", r"blk\.0\.attn_v=q8_0", "--tensor-type", "ffn_(up|gate)=q5_K"]),
     ("MXFP4_MOE", ["--pure"]),
 ]
 
