@@ -10,6 +10,7 @@
 #include "formats/error.h"
 #include "formats/gguf.h"
 #include "quant/plan.h"
+#include "src/quantize_codec.h"
 #include "src/quantize_run.h"
 
 #define MAX_OVERRIDES 64
@@ -42,6 +43,10 @@ static void usage(FILE *out) {
         "FMT: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs\n"
         "     mxfp4 nvfp4 int8 fp8_e4m3 fp8_e5m2\n"
         "exit status: 0 ok, 1 failure, 2 usage\n");
+    fprintf(out, "\nplanned only (--dry-run), their formats are not in this build:");
+    for (int p = 0; p < HFQ_PRESET_COUNT; p++)
+        if (!hfq_codec_can_encode(hfq_preset_default_fmt((hfq_preset)p))) fprintf(out, " %s", hfq_preset_name((hfq_preset)p));
+    fputc('\n', out);
 }
 
 typedef struct args {
