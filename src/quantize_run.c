@@ -132,11 +132,12 @@ static int check_plan(const gguf_file *f, const hfq_plan *plan, const hfq_quanti
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
         const hfq_plan_entry *e = &plan->entries[i];
         if (!e->convert) continue;
+        if (!hfq_codec_can_decode(t->type))
+            return hfq_fail(err, gguf_path(f), "tensor %s: cannot convert from %s to %s", t->name,
+                            hfq_fmt_name(t->type), hfq_fmt_name(e->fmt));
         if (hfq_fmt_is_quantized(t->type) && !o->allow_requantize)
             return hfq_fail(err, gguf_path(f), "tensor %s is already %s: requantizing needs --allow-requantize",
                             t->name, hfq_fmt_name(t->type));
-        if (!hfq_codec_can_decode(t->type))
-            return hfq_fail(err, gguf_path(f), "tensor %s: cannot requantize from %s", t->name, hfq_fmt_name(t->type));
         if (!hfq_codec_can_encode(e->fmt))
             return hfq_fail(err, gguf_path(f), "tensor %s: format %s is not available in this build",
                             t->name, hfq_fmt_name(e->fmt));

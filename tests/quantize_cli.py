@@ -189,6 +189,15 @@ def test_refusals(tmp):
     check(r.returncode == 1 and "--allow-requantize" in r.stderr and "token_embd.weight" in r.stderr,
           f"requantize refusal: {r.returncode} {r.stderr}")
     check(not os.path.exists(out), "requantize refusal left an output")
+    r = run(q8, out, "F16", "--allow-requantize")
+    check(r.returncode == 0, f"--allow-requantize: {r.stderr}")
+    if r.returncode == 0:
+        _, a = tensors(q8)
+        _, b = tensors(out)
+        want = quants.dequantize(np.asarray(a["blk.0.ffn_up.weight"].data), GGMLQuantizationType.Q8_0)
+        check(np.array_equal(np.asarray(b["blk.0.ffn_up.weight"].data).view(np.uint16),
+                             want.astype(np.float16).view(np.uint16)), "Q8_0 -> F16 values")
+        os.unlink(out)
     # a tensor already in its target format is copied, as llama-quantize does
     q8_out = os.path.join(tmp, "q8_out.gguf")
     r = run(q8, q8_out, "Q8_0")
