@@ -41,6 +41,12 @@ MODELS = {
               "--vocab", "512", "--tied", "--wtype", "f32"], False),
 }
 
+# real trained checkpoints from the fixtures (../shared/fixtures), when present
+FIXTURE_MODELS = {
+    "stories260K": ("models/stories260K", "f32"),
+    "TinyStories-656K": ("models/TinyStories-656K", "f16"),
+}
+
 PRESETS = ["Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q2_K",
            "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "MXFP4_MOE", "F16", "BF16", "F32"]
 
@@ -122,6 +128,8 @@ def main():
     ap.add_argument("--presets", default=",".join(PRESETS))
     ap.add_argument("--no-options", action="store_true", help="skip the extra option sets")
     ap.add_argument("--gguf", action="append", default=[], help="also compare this (non-sparse) GGUF")
+    ap.add_argument("--fixtures", default=os.environ.get("HFQ_FIXTURES", os.path.join(HERE, "../../../shared/fixtures")),
+                    help="fixtures folder with models/stories260K and models/TinyStories-656K")
     ap.add_argument("--threads", default="2")
     a = ap.parse_args()
 
@@ -139,6 +147,16 @@ def main():
             cmd = [sys.executable, os.path.join(HERE, "mkgguf.py"), path] + args + (["--sparse"] if sparse else [])
             subprocess.run(cmd, check=True)
         inputs.append((name, path, sparse))
+    for name, (sub, wtype) in FIXTURE_MODELS.items():
+        src = os.path.join(a.fixtures, sub)
+        if not os.path.isdir(src):
+            print(f"note: {src} absent, {name} not compared")
+            continue
+        path = os.path.join(a.workdir, f"{name}-{wtype}.gguf")
+        if not os.path.exists(path):
+            subprocess.run([sys.executable, os.path.join(HERE, "mkgguf.py"), path, "--from-hf", src,
+                            "--wtype", wtype], check=True)
+        inputs.append((name, path, False))
     inputs += [(os.path.basename(p), p, False) for p in a.gguf]
 
     presets = a.presets.split(",")
