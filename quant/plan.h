@@ -62,7 +62,9 @@ uint32_t hfq_preset_file_type(hfq_preset p);
 /* The preset's base format (Q4_K for Q4_K_M, ...). */
 uint32_t hfq_preset_default_fmt(hfq_preset p);
 
-/* What the plan needs to know about the model (GGUF "{arch}.*" keys). */
+/* What the plan needs to know about the model (GGUF "{arch}.*" keys). Tied
+ * embeddings are not a field: as in llama.cpp, they are "no tensor named
+ * output.weight in the list". */
 typedef struct hfq_plan_model {
     char arch[64];        /* general.architecture, e.g. "llama" */
     int64_t n_layer;      /* {arch}.block_count */
