@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "formats/error.h"
+#include "formats/gguf.h"
 #include "src/read_file.h"
 #include "src/tokenizer.h"
 #include "src/unicode.h"
@@ -14,13 +15,16 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tokenize --tokenizer-dir DIR (--text FILE | -p STRING | --batch-hex FILE) [options]\n"
+            "usage: tokenize (MODEL.gguf | --tokenizer-dir DIR) (--text FILE | -p STRING | --batch-hex FILE)\n"
+            "                [options]\n"
             "\n"
-            "Encodes text with the tokenizer of a Hugging Face model folder (tokenizer.model or\n"
-            "tokenizer.json, with tokenizer_config.json / config.json) and prints the token ids,\n"
-            "space-separated on one line.\n"
+            "Encodes text with the tokenizer stored in a GGUF file (tokenizer.* keys) or with the\n"
+            "tokenizer of a Hugging Face model folder (tokenizer.model or tokenizer.json, with\n"
+            "tokenizer_config.json / config.json) and prints the token ids, space-separated on one\n"
+            "line.\n"
             "\n"
-            "  --tokenizer-dir DIR  folder holding the tokenizer files\n"
+            "  MODEL.gguf           GGUF file with the tokenizer.* keys\n"
+            "  --tokenizer-dir DIR  folder holding the Hugging Face tokenizer files instead\n"
             "  --text FILE          text to encode (bytes as they are)\n"
             "  -p STRING            text to encode\n"
             "  --batch-hex FILE     one text per line, written as hex bytes; prints one line of ids\n"
@@ -187,7 +191,7 @@ static int run_batch(const hfq_tokenizer *t, const char *path, const char *data,
 }
 
 int main(int argc, char **argv) {
-    const char *dir = NULL, *text_file = NULL, *prompt = NULL, *batch = NULL;
+    const char *dir = NULL, *gguf_path = NULL, *text_file = NULL, *prompt = NULL, *batch = NULL;
     int json = 0, flags = HFQ_TOK_ADD_SPECIAL;
     bool decode = false, special = false;
     for (int i = 1; i < argc; i++) {
@@ -208,12 +212,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return HFQ_EXIT_OK;
+        } else if (a[0] != '-' && !gguf_path) {
+            gguf_path = a;
         } else {
             fprintf(stderr, "tokenize: unknown argument \"%s\" (see --help)\n", a);
             return HFQ_EXIT_USAGE;
         }
     }
-    if (!dir || (!!text_file + !!prompt + !!batch) != 1) {
+    if (!dir == !gguf_path || (!!text_file + !!prompt + !!batch) != 1) {
         usage(stderr);
         return HFQ_EXIT_USAGE;
     }
@@ -230,7 +236,14 @@ int main(int argc, char **argv) {
             return HFQ_EXIT_FAILURE;
         }
     }
-    hfq_vocab *v = data ? hfq_vocab_from_dir(dir, &err) : NULL;
+    hfq_vocab *v = NULL;
+    if (data && dir) {
+        v = hfq_vocab_from_dir(dir, &err);
+    } else if (data) {
+        gguf_file *f = gguf_open(gguf_path, &err);
+        v = f ? hfq_vocab_from_gguf(f, &err) : NULL;
+        gguf_close(f);
+    }
     hfq_tokenizer *t = v ? hfq_tokenizer_new(v, &err) : NULL;
     int rc = HFQ_EXIT_FAILURE;
     if (!data) fprintf(stderr, "tokenize: out of memory\n");
