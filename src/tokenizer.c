@@ -339,6 +339,26 @@ static void add_sym(encoder *e, size_t *n, int32_t id) {
     (*n)++;
 }
 
+typedef void (*push_pair_fn)(encoder *e, int32_t left);
+
+/* Links syms[0..n) (n > 0) into a list and queues every adjacent pair. */
+static void queue_pairs(encoder *e, size_t n, push_pair_fn push) {
+    e->syms[n - 1].next = -1;
+    e->n_heap = 0;
+    for (size_t i = 0; i + 1 < n; i++) push(e, (int32_t)i);
+}
+
+/* Drops right, just merged into left, from the list and queues the two pairs
+ * the grown left symbol now forms. */
+static void unlink_merged(encoder *e, int32_t left, int32_t right, push_pair_fn push) {
+    symbol *s = e->syms;
+    s[right].len = 0;
+    s[left].next = s[right].next;
+    if (s[left].next >= 0) s[s[left].next].prev = left;
+    if (s[left].prev >= 0) push(e, s[left].prev);
+    push(e, left);
+}
+
 static void bpe_push_pair(encoder *e, int32_t pos) {
     const symbol *s = e->syms;
     if (s[pos].next < 0) return;
@@ -352,22 +372,15 @@ static void bpe_push_pair(encoder *e, int32_t pos) {
 static void bpe_merge_emit(encoder *e, size_t n) {
     if (n == 0 || e->oom) return;
     symbol *s = e->syms;
-    s[n - 1].next = -1;
-    e->n_heap = 0;
-    for (size_t i = 0; i + 1 < n; i++) bpe_push_pair(e, (int32_t)i);
+    queue_pairs(e, n, bpe_push_pair);
     while (e->n_heap && !e->oom) {
         heap_item top = heap_pop(e);
         int32_t pos = top.x;
         if (s[pos].len == 0 || s[pos].next < 0) continue;
-        int32_t nx = s[pos].next;
-        const merge_entry *m = merge_find(e->t, s[pos].id, s[nx].id);
+        const merge_entry *m = merge_find(e->t, s[pos].id, s[s[pos].next].id);
         if (!m || m->id != top.y) continue;
         s[pos].id = top.y;
-        s[nx].len = 0;
-        s[pos].next = s[nx].next;
-        if (s[pos].next >= 0) s[s[pos].next].prev = pos;
-        if (s[pos].prev >= 0) bpe_push_pair(e, s[pos].prev);
-        bpe_push_pair(e, pos);
+        unlink_merged(e, pos, s[pos].next, bpe_push_pair);
     }
     for (int32_t i = 0; i >= 0 && !e->oom; i = s[i].next) push_id(e, s[i].id);
 }
@@ -455,7 +468,7 @@ static uint64_t score_key(float score, int32_t left) {
 static void spm_push_pair(encoder *e, int32_t left) {
     const symbol *s = e->syms;
     int32_t right = s[left].next;
-    if (left < 0 || right < 0 || s[left].frozen || s[right].frozen) return;
+    if (right < 0 || s[left].frozen || s[right].frozen) return;
     int32_t id = spm_piece(e->t, e->norm.data + s[left].start, s[left].len + s[right].len);
     if (id >= 0) heap_push(e, score_key(e->t->v->scores[id], left), right, (int32_t)(s[left].len + s[right].len));
 }
@@ -477,19 +490,13 @@ static void spm_scores_encode(encoder *e) {
     }
     if (n == 0 || e->oom) return;
     symbol *sy = e->syms;
-    sy[n - 1].next = -1;
-    e->n_heap = 0;
-    for (size_t i = 0; i + 1 < n; i++) spm_push_pair(e, (int32_t)i);
+    queue_pairs(e, n, spm_push_pair);
     while (e->n_heap && !e->oom) {
         heap_item top = heap_pop(e);
         int32_t left = (int32_t)(uint32_t)top.key, right = top.x;
         if (sy[left].len == 0 || sy[right].len == 0 || sy[left].len + sy[right].len != (uint32_t)top.y) continue;
         sy[left].len += sy[right].len;
-        sy[right].len = 0;
-        sy[left].next = sy[right].next;
-        if (sy[left].next >= 0) sy[sy[left].next].prev = left;
-        if (sy[left].prev >= 0) spm_push_pair(e, sy[left].prev);
-        spm_push_pair(e, left);
+        unlink_merged(e, left, right, spm_push_pair);
     }
     bool prev_unk = false;
     for (int32_t i = 0; i >= 0 && !e->oom; i = sy[i].next) {
