@@ -547,14 +547,15 @@ static hfq_vocab *from_tokenizer_json(hf_dir *d, hfq_error *err) {
     hfq_vocab *v = hfq_vocab_new(d->tok_path, spm_style ? "llama" : "gpt2", pre, err);
     if (!v) return NULL;
     int64_t n_base = base_vocab_end(d, model, err), n_added_end = added_end(d->tok);
-    int64_t n = spm_style ? 0 : config_vocab_size(d);   /* LlamaHfVocab does not pad */
+    int64_t n = config_vocab_size(d);   /* padded with [PAD<id>] to the embedding rows */
     if (n_base < 0) goto fail;
     if (n_added_end > n) n = n_added_end;
     if (n_base > n) n = n_base;
     if (hfq_vocab_resize(v, n, spm_style, err) || read_base_vocab(model, v, err) ||
         set_added_tokens(d, v, spm_style, err) || read_merges(d, model, v, err))
         goto fail;
-    for (int64_t i = 0; spm_style && i < n; i++) {
+    int64_t n_real = n_base > n_added_end ? n_base : n_added_end;   /* padding follows */
+    for (int64_t i = 0; spm_style && i < n_real; i++) {
         if (!v->tokens[i]) {
             hfq_fail(err, d->tok_path, "token id %lld is neither in model.vocab nor in added_tokens", (long long)i);
             goto fail;
@@ -567,7 +568,7 @@ static hfq_vocab *from_tokenizer_json(hf_dir *d, hfq_error *err) {
     if (spm_style) {
         const char *unk = get_str(model, "unk_token");
         int64_t unk_id = -1;
-        for (int64_t i = 0; unk && unk_id < 0 && i < n; i++)
+        for (int64_t i = 0; unk && unk_id < 0 && i < n_real; i++)
             if (!strcmp(v->tokens[i], unk)) unk_id = i;
         set_special(v, "unk", unk_id);
         if (scores_from_merges(v, err)) goto fail;
