@@ -30,6 +30,7 @@ Prints mismatch counts per tokenizer and mode with the first differing case;
 exits 1 on any mismatch, 77 (skip) without fixtures.
 """
 import codecs
+import json
 import os
 import random
 import subprocess
@@ -165,6 +166,13 @@ class Reference:
         self.hf.encode_special_tokens = mode != 'special'
         return [e.ids for e in self.hf.encode_batch(texts, add_special_tokens=(mode == 'bos'))]
 
+    def pieces(self, text):
+        """Token texts of the plain encoding of text."""
+        if self.sp:
+            return self.sp.encode(text, out_type=str)
+        self.hf.encode_special_tokens = True
+        return self.hf.encode(text, add_special_tokens=False).tokens
+
     def normalized_added_ids(self):
         """Ids of added tokens with normalized=true: Hugging Face matches and decodes
         them in their normalized form ("\u2581<unk>"); we follow llama.cpp (a
@@ -253,10 +261,35 @@ def check_tokenizer(name, folder, tool, gguf_tool, cases, failures, tmpdir):
         bos_ref = ref.encode([texts[i] for i in short], 'bos')
     report(name, 'bos', [labels[i] for i in short], bos_ours, bos_ref, failures)
 
+    # --json: ids and the token texts
+    text = 'Hello, w\u00f6rld! 123'
+    out = subprocess.run([tool] + source + ['-p', text, '--json', '--no-bos'], capture_output=True, text=True)
+    got = json.loads(out.stdout) if out.returncode == 0 else {}
+    want = ref.encode([text], 'plain')[0]
+    ok = got.get('ids') == want and got.get('pieces') == ref.pieces(text)
+    print(f'{name:18s} {"json":8s} {1:6d} cases, {0 if ok else 1} mismatches')
+    if not ok:
+        print(f'  first: {text!r}: ours {out.stdout.strip()[:200]} {out.stderr.strip()[:200]}')
+        failures.append((name, 'json', 1))
+
     special = SPECIAL_TEXTS.get(name, [])
     if special and ref.hf:
         sp_ours = encode_ours(tool, source, [s.encode() for s in special], ['--no-bos', '--parse-special'])
         report(name, 'special', special, sp_ours, ref.encode(special, 'special'), failures)
+
+
+def check_cli(tool, failures):
+    """Exit codes and messages of the tool's failure paths."""
+    runs = [([], 2, 'usage'), (['-p', 'x'], 2, 'usage'), (['--tokenizer-dir'], 2, 'needs a value'),
+            (['/nonexistent/model.gguf', '-p', 'x'], 1, '/nonexistent/model.gguf: '),
+            (['--tokenizer-dir', '/nonexistent', '-p', 'x'], 1, '/nonexistent'),
+            (['--bogus'], 2, 'unknown argument')]
+    for args, rc, msg in runs:
+        out = subprocess.run([tool] + args, capture_output=True, text=True)
+        if out.returncode != rc or msg not in out.stderr:
+            print(f'cli {args}: exit {out.returncode} (want {rc}), stderr {out.stderr.strip()[:120]!r}')
+            failures.append(('cli', ' '.join(args), 1))
+    print(f'cli: {len(runs)} cases, {len([f for f in failures if f[0] == "cli"])} mismatches')
 
 
 def main():
@@ -270,8 +303,9 @@ def main():
         return 77
     specs = [('llama3', 'tokenizers/llama3'), ('qwen3', 'tokenizers/qwen3'), ('llama2', 'tokenizers/llama2'),
              ('stories260K', 'models/stories260K'), ('TinyStories-656K', 'models/TinyStories-656K')]
-    cases = build_cases()
     failures = []
+    check_cli(tool, failures)
+    cases = build_cases()
     with tempfile.TemporaryDirectory() as tmpdir:
         for name, rel in specs:
             check_tokenizer(name, os.path.join(FIX, rel), tool, gguf_tool, cases, failures, tmpdir)
