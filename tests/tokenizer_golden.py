@@ -23,9 +23,10 @@ combining-class tables, NFD forms of all decomposable characters, and seeded
 random strings over a pool of tricky characters. Invalid UTF-8 goes to the
 references with each invalid byte replaced by U+FFFD (our documented rule).
 
-Usage: tokenizer_golden.py TOKENIZE_TOOL [VOCAB_TO_GGUF_TOOL]
-With the second tool (tests/tok_vocab_gguf), every tokenizer is first written
-to a vocab-only GGUF and our side runs from that file.
+Usage: tokenizer_golden.py TOKENIZE_TOOL [GGUF_WRITER]
+With a GGUF writer, every tokenizer is first written to a vocab-only GGUF and
+our side runs from that file: `hfconv` (run as `hfconv DIR -o OUT
+--vocab-only`) or tests/tok_vocab_gguf (`tok_vocab_gguf DIR OUT`).
 Prints mismatch counts per tokenizer and mode with the first differing case;
 exits 1 on any mismatch, 77 (skip) without fixtures.
 """
@@ -222,7 +223,11 @@ def check_tokenizer(name, folder, tool, gguf_tool, cases, failures, tmpdir):
     source = ['--tokenizer-dir', folder]
     if gguf_tool:
         path = os.path.join(tmpdir, name + '.gguf')
-        out = subprocess.run([gguf_tool, folder, path], capture_output=True, text=True)
+        if os.path.basename(gguf_tool).startswith('hfconv'):
+            args = [gguf_tool, folder, '-o', path, '--vocab-only']
+        else:
+            args = [gguf_tool, folder, path]
+        out = subprocess.run(args, capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(f'{gguf_tool} failed: {out.stderr.strip()}')
         source = [path]
