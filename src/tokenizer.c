@@ -49,6 +49,8 @@ struct hfq_tokenizer {
     bool all_byte_tokens;
     uint32_t byte_char[256];    /* gpt2: byte -> code point */
     int16_t char_byte[512];     /* gpt2: code point -> byte, -1 */
+    uint8_t *in_merge;          /* per token: 1 when some merge uses it (BPE merges) */
+    uint8_t ascii_in_piece[128];/* SentencePiece: 1 when a longer mergeable piece has the byte */
     trie added;                 /* tokens cut out before tokenization */
     trie user_defined;          /* ALG_SPM_SCORES: pieces SentencePiece matches itself */
 };
@@ -209,6 +211,21 @@ hfq_tokenizer *hfq_tokenizer_new(const hfq_vocab *v, hfq_error *err) {
         goto fail;
     }
     if (v->n_merges && build_merges(t, err)) goto fail;
+    if (v->n_merges) {
+        t->in_merge = calloc((size_t)v->n_tokens, 1);
+        if (!t->in_merge) goto oom;
+        for (size_t h = 0; h <= t->merge_mask; h++) {
+            if (t->merges[h].key == EMPTY_KEY) continue;
+            t->in_merge[t->merges[h].key >> 32] = 1;
+            t->in_merge[t->merges[h].key & 0xFFFFFFFFu] = 1;
+        }
+    }
+    for (int64_t i = 0; i < v->n_tokens && t->alg == ALG_SPM_SCORES; i++) {
+        int32_t type = v->token_types[i];
+        if (v->token_lens[i] < 2 || (type != HFQ_TOKEN_NORMAL && type != HFQ_TOKEN_USER_DEFINED)) continue;
+        for (uint32_t k = 0; k < v->token_lens[i]; k++)
+            if ((unsigned char)v->tokens[i][k] < 128) t->ascii_in_piece[(unsigned char)v->tokens[i][k]] = 1;
+    }
     if (t->alg == ALG_BYTE_BPE) build_byte_chars(t);
     t->all_byte_tokens = true;
     for (int c = 0; c < 256; c++) {
@@ -243,6 +260,7 @@ void hfq_tokenizer_free(hfq_tokenizer *t) {
     if (!t) return;
     hfq_strmap_free(&t->tokens);
     free(t->merges);
+    free(t->in_merge);
     free(t->added.nodes);
     free(t->user_defined.nodes);
     free(t);
@@ -341,11 +359,25 @@ static void add_sym(encoder *e, size_t *n, int32_t id) {
 
 typedef void (*push_pair_fn)(encoder *e, int32_t left);
 
-/* Links syms[0..n) (n > 0) into a list and queues every adjacent pair. */
-static void queue_pairs(encoder *e, size_t n, push_pair_fn push) {
-    e->syms[n - 1].next = -1;
+/* Makes syms[a..b) (a < b) a list of its own and queues its adjacent pairs. */
+static void queue_pairs(encoder *e, size_t a, size_t b, push_pair_fn push) {
+    e->syms[a].prev = -1;
+    e->syms[b - 1].next = -1;
     e->n_heap = 0;
-    for (size_t i = 0; i + 1 < n; i++) push(e, (int32_t)i);
+    for (size_t i = a; i + 1 < b; i++) push(e, (int32_t)i);
+}
+
+/* Runs merge on every stretch of syms[0..n) between symbols that can never
+ * merge (isolated): merges cannot cross them, so the stretches are independent
+ * and their queues stay small. */
+typedef bool (*isolated_fn)(const encoder *e, const symbol *s);
+static void merge_stretches(encoder *e, size_t n, isolated_fn isolated, void (*merge)(encoder *, size_t, size_t)) {
+    size_t a = 0;
+    for (size_t i = 0; i <= n && !e->oom; i++) {
+        if (i < n && !isolated(e, &e->syms[i])) continue;
+        if (i > a) merge(e, a, i);
+        a = i + 1;
+    }
 }
 
 /* Drops right, just merged into left, from the list and queues the two pairs
@@ -366,13 +398,12 @@ static void bpe_push_pair(encoder *e, int32_t pos) {
     if (m) heap_push(e, (uint64_t)(uint32_t)m->rank << 32 | (uint32_t)pos, pos, m->id);
 }
 
-/* Hugging Face's Word::merge_all over syms[0..n): lowest rank first, then
+/* Hugging Face's Word::merge_all over syms[a..b): lowest rank first, then
  * leftmost; a queued merge is stale when the pair at its position no longer
- * yields the same token. Emits the resulting ids. */
-static void bpe_merge_emit(encoder *e, size_t n) {
-    if (n == 0 || e->oom) return;
+ * yields the same token. */
+static void bpe_merge_range(encoder *e, size_t a, size_t b) {
     symbol *s = e->syms;
-    queue_pairs(e, n, bpe_push_pair);
+    queue_pairs(e, a, b, bpe_push_pair);
     while (e->n_heap && !e->oom) {
         heap_item top = heap_pop(e);
         int32_t pos = top.x;
@@ -382,7 +413,17 @@ static void bpe_merge_emit(encoder *e, size_t n) {
         s[pos].id = top.y;
         unlink_merged(e, pos, s[pos].next, bpe_push_pair);
     }
-    for (int32_t i = 0; i >= 0 && !e->oom; i = s[i].next) push_id(e, s[i].id);
+}
+
+static bool bpe_isolated(const encoder *e, const symbol *s) {
+    return !e->t->in_merge || !e->t->in_merge[s->id];
+}
+
+static void bpe_merge_emit(encoder *e, size_t n) {
+    if (n == 0 || e->oom) return;
+    merge_stretches(e, n, bpe_isolated, bpe_merge_range);
+    for (size_t i = 0; i < n && !e->oom; i++)   /* merges absorb to the left: survivors are in order */
+        if (e->syms[i].len) push_id(e, e->syms[i].id);
 }
 
 /* One pre-tokenized piece of a byte-level BPE vocabulary. */
@@ -473,6 +514,25 @@ static void spm_push_pair(encoder *e, int32_t left) {
     if (id >= 0) heap_push(e, score_key(e->t->v->scores[id], left), right, (int32_t)(s[left].len + s[right].len));
 }
 
+/* SentencePiece's merge loop over syms[a..b): highest score first, then leftmost. */
+static void spm_merge_range(encoder *e, size_t a, size_t b) {
+    symbol *sy = e->syms;
+    queue_pairs(e, a, b, spm_push_pair);
+    while (e->n_heap && !e->oom) {
+        heap_item top = heap_pop(e);
+        int32_t left = (int32_t)(uint32_t)top.key, right = top.x;
+        if (sy[left].len == 0 || sy[right].len == 0 || sy[left].len + sy[right].len != (uint32_t)top.y) continue;
+        sy[left].len += sy[right].len;
+        unlink_merged(e, left, right, spm_push_pair);
+    }
+}
+
+/* A user-defined piece, or an ASCII character no longer piece contains. */
+static bool spm_isolated(const encoder *e, const symbol *s) {
+    unsigned char c = (unsigned char)e->norm.data[s->start];
+    return s->frozen || (s->len == 1 && c < 128 && !e->t->ascii_in_piece[c]);
+}
+
 /* SentencePiece's BPE over e->norm. */
 static void spm_scores_encode(encoder *e) {
     const hfq_tokenizer *t = e->t;
@@ -489,17 +549,11 @@ static void spm_scores_encode(encoder *e) {
         n++;
     }
     if (n == 0 || e->oom) return;
-    symbol *sy = e->syms;
-    queue_pairs(e, n, spm_push_pair);
-    while (e->n_heap && !e->oom) {
-        heap_item top = heap_pop(e);
-        int32_t left = (int32_t)(uint32_t)top.key, right = top.x;
-        if (sy[left].len == 0 || sy[right].len == 0 || sy[left].len + sy[right].len != (uint32_t)top.y) continue;
-        sy[left].len += sy[right].len;
-        unlink_merged(e, left, right, spm_push_pair);
-    }
+    merge_stretches(e, n, spm_isolated, spm_merge_range);
+    const symbol *sy = e->syms;
     bool prev_unk = false;
-    for (int32_t i = 0; i >= 0 && !e->oom; i = sy[i].next) {
+    for (size_t i = 0; i < n && !e->oom; i++) {   /* survivors, in order */
+        if (sy[i].len == 0) continue;
         const char *p = s + sy[i].start;
         int32_t id = spm_piece(t, p, sy[i].len);
         if (id >= 0) {
