@@ -24,7 +24,8 @@ int hfq_vocab_to_gguf(const hfq_vocab *v, gguf_writer *w, hfq_error *err) {
     if (rc) return set_failed(err, HFQ_KEY_TOKENS);
     if (v->scores && gguf_set_arr(w, HFQ_KEY_SCORES, GGUF_VT_FLOAT32, v->scores, v->n_tokens))
         return set_failed(err, HFQ_KEY_SCORES);
-    if (gguf_set_arr(w, HFQ_KEY_TOKEN_TYPE, GGUF_VT_INT32, v->token_types, v->n_tokens)) return set_failed(err, HFQ_KEY_TOKEN_TYPE);
+    if (gguf_set_arr(w, HFQ_KEY_TOKEN_TYPE, GGUF_VT_INT32, v->token_types, v->n_tokens))
+        return set_failed(err, HFQ_KEY_TOKEN_TYPE);
     if (v->n_merges && gguf_set_arr_str(w, HFQ_KEY_MERGES, (const char *const *)v->merges, NULL, v->n_merges))
         return set_failed(err, HFQ_KEY_MERGES);
     for (int k = 0; k < HFQ_VOCAB_N_ID_KEYS; k++) {
@@ -34,7 +35,8 @@ int hfq_vocab_to_gguf(const hfq_vocab *v, gguf_writer *w, hfq_error *err) {
     }
     if (gguf_set_bool(w, HFQ_KEY_ADD_BOS, v->add_bos)) return set_failed(err, HFQ_KEY_ADD_BOS);
     if (gguf_set_bool(w, HFQ_KEY_ADD_EOS, v->add_eos)) return set_failed(err, HFQ_KEY_ADD_EOS);
-    if (gguf_set_bool(w, HFQ_KEY_ADD_SPACE_PREFIX, v->add_space_prefix)) return set_failed(err, HFQ_KEY_ADD_SPACE_PREFIX);
+    if (gguf_set_bool(w, HFQ_KEY_ADD_SPACE_PREFIX, v->add_space_prefix))
+        return set_failed(err, HFQ_KEY_ADD_SPACE_PREFIX);
     if (v->chat_template && gguf_set_str(w, HFQ_KEY_CHAT_TEMPLATE, v->chat_template))
         return set_failed(err, HFQ_KEY_CHAT_TEMPLATE);
     return 0;

@@ -416,7 +416,8 @@ static const char *spm_style_prefix(const cJSON *tok, bool *prefix) {
                      !strcmp(get_str(s, "content"), SPACE_MARK))
                 replace = true;
             else
-                return "unsupported normalizer (supported: Prepend \"\xe2\x96\x81\" and Replace \" \" -> \"\xe2\x96\x81\")";
+                return "unsupported normalizer (supported: Prepend \"\xe2\x96\x81\" and Replace \" \" -> "
+                       "\"\xe2\x96\x81\")";
         }
         if (!replace) return "the normalizer does not replace spaces by \xe2\x96\x81";
         if (pre && !cJSON_IsNull(pre)) return "a pre-tokenizer after the normalizer is not supported";
@@ -535,9 +536,12 @@ static hfq_vocab *from_tokenizer_json(hf_dir *d, hfq_error *err) {
     bool prefix = false;
     const char *cont = get_str(model, "continuing_subword_prefix"), *suffix = get_str(model, "end_of_word_suffix");
     const cJSON *dropout = get(model, "dropout");
-    if ((cont && *cont) || (suffix && *suffix)) why = "continuing_subword_prefix / end_of_word_suffix are not supported";
-    else if (dropout && !cJSON_IsNull(dropout)) why = "BPE dropout is not supported";
-    else if (spm_style && cJSON_IsTrue(get(model, "ignore_merges"))) why = "ignore_merges with byte_fallback is not supported";
+    if ((cont && *cont) || (suffix && *suffix))
+        why = "continuing_subword_prefix / end_of_word_suffix are not supported";
+    else if (dropout && !cJSON_IsNull(dropout))
+        why = "BPE dropout is not supported";
+    else if (spm_style && cJSON_IsTrue(get(model, "ignore_merges")))
+        why = "ignore_merges with byte_fallback is not supported";
     else if (spm_style) why = spm_style_prefix(d->tok, &prefix);
     else pre = detect_pre(d->tok, &why);
     if (why) {

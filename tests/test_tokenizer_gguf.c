@@ -43,7 +43,8 @@ static void check_same(const hfq_vocab *a, const hfq_vocab *b, const char *what)
             bad = i;
     }
     CHECK_MSG(bad < 0, "%s: token %lld differs", what, (long long)bad);
-    for (int64_t i = 0; i < a->n_merges; i++) CHECK_MSG(!strcmp(a->merges[i], b->merges[i]), "%s: merge %lld", what, (long long)i);
+    for (int64_t i = 0; i < a->n_merges; i++)
+        CHECK_MSG(!strcmp(a->merges[i], b->merges[i]), "%s: merge %lld", what, (long long)i);
     CHECK_MSG(a->bos_id == b->bos_id && a->eos_id == b->eos_id && a->unk_id == b->unk_id && a->pad_id == b->pad_id &&
               a->sep_id == b->sep_id, "%s: special ids", what);
     CHECK_MSG(a->add_bos == b->add_bos && a->add_eos == b->add_eos && a->add_space_prefix == b->add_space_prefix,
