@@ -15,6 +15,8 @@ tokenizer.json, `sentencepiece` for tokenizer.model), like with like:
            tokens skipped on both sides)
   dir      (with the GGUF helper) --tokenizer-dir against the GGUF, on all but
            the text-file cases
+  gguf-py  (llama3, qwen3, stories260K) the same cases from a GGUF written with
+           gguf-py the way llama.cpp's convert_hf_to_gguf.py writes it
 
 Inputs: the whole text files, every distinct line of them, hand-made edge
 cases (emoji, CJK, combining marks, digit runs, CR/LF, tabs, long whitespace,
@@ -191,6 +193,59 @@ class Reference:
         return self.hf.decode_batch(ids_list, skip_special_tokens=True)
 
 
+def looks_special(t):
+    """convert_hf_to_gguf.py's does_token_look_special."""
+    return (t in ('<pad>', '<mask>', '<2mass>', '[@BOS@]') or (t.startswith('<|') and t.endswith('|>')) or
+            (t.startswith('<\uff5c') and t.endswith('\uff5c>')) or (t.startswith('<unused') and t.endswith('>')))
+
+
+def write_gguf_py(folder, path, pre):
+    """A vocab-only GGUF as llama.cpp's convert_hf_to_gguf.py writes it (gguf-py's
+    writer and SpecialVocab): _set_vocab_sentencepiece for tokenizer.model,
+    _set_vocab_gpt2 for byte-level tokenizer.json."""
+    import json
+    import gguf
+    w = gguf.GGUFWriter(path, 'llama')
+    spm_path = os.path.join(folder, 'tokenizer.model')
+    if os.path.exists(spm_path):
+        import sentencepiece
+        sp = sentencepiece.SentencePieceProcessor(model_file=spm_path)
+        n = sp.vocab_size()
+        types = [gguf.TokenType.UNKNOWN if sp.is_unknown(i) else gguf.TokenType.CONTROL if sp.is_control(i) else
+                 gguf.TokenType.UNUSED if sp.is_unused(i) else gguf.TokenType.BYTE if sp.is_byte(i) else
+                 gguf.TokenType.NORMAL for i in range(n)]
+        w.add_tokenizer_model('llama')
+        w.add_tokenizer_pre('default')
+        w.add_token_list([sp.id_to_piece(i).encode() for i in range(n)])
+        w.add_token_scores([sp.get_score(i) for i in range(n)])
+        w.add_token_types(types)
+        merges = False
+    else:
+        tj = json.load(open(os.path.join(folder, 'tokenizer.json'), encoding='utf-8'))
+        added = {a['id']: a for a in tj['added_tokens']}
+        rev = {i: t for t, i in tj['model']['vocab'].items()}
+        n = max(list(rev) + list(added)) + 1
+        tokens, types = [], []
+        for i in range(n):
+            if i in added:
+                t = added[i]['content']
+                special = added[i]['special'] or looks_special(t)
+                types.append(gguf.TokenType.CONTROL if special else gguf.TokenType.USER_DEFINED)
+            else:
+                t = rev.get(i, f'[PAD{i}]')
+                types.append(gguf.TokenType.NORMAL if i in rev else gguf.TokenType.UNUSED)
+            tokens.append(t)
+        w.add_tokenizer_model('gpt2')
+        w.add_tokenizer_pre(pre)
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        merges = True
+    gguf.SpecialVocab(folder, load_merges=merges, n_vocab=n).add_to_gguf(w, quiet=True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
+
+
 def run_tool(tool, source_args, lines, extra):
     with tempfile.NamedTemporaryFile('w', suffix='.txt', delete=False) as f:
         f.write('\n'.join(lines) + '\n')
@@ -279,6 +334,21 @@ def check_tokenizer(name, folder, tool, gguf_tool, cases, failures, tmpdir):
     if not ok:
         print(f'  first: {text!r}: ours {out.stdout.strip()[:200]} {out.stderr.strip()[:200]}')
         failures.append((name, 'json', 1))
+
+    # A GGUF written the way llama.cpp's converter does (not for tokenizer.json
+    # "llama" vocabularies: the converter keeps no merges, so llama.cpp's
+    # tokenization of those is not Hugging Face's).
+    pre = {'llama3': 'llama-bpe', 'qwen3': 'qwen2', 'stories260K': 'default'}.get(name)
+    if pre and gguf_tool:
+        path = os.path.join(tmpdir, name + '-gguf-py.gguf')
+        write_gguf_py(folder, path, pre)
+        sub = [i for i in range(len(cases)) if not labels[i].startswith(('file ', 'tiny', 'wiki'))]
+        flags = ['--no-bos', '--parse-special'] if ref.hf else ['--no-bos']
+        conv = encode_ours(tool, [path], [datas[i] for i in sub], flags)
+        want = [ours[i] for i in sub]
+        if ref.hf:   # non-special added tokens are matched by Hugging Face in both modes
+            want = ref.encode([texts[i] for i in sub], 'special')
+        report(name, 'gguf-py', [labels[i] for i in sub], conv, want, failures)
 
     special = SPECIAL_TEXTS.get(name, [])
     if special and ref.hf:
