@@ -432,15 +432,18 @@ static int byte_bpe_piece(void *ctx, size_t off, size_t len) {
     const hfq_tokenizer *t = e->t;
     const unsigned char *p = (const unsigned char *)e->tmp.data + off;
     if (t->ignore_merges) {   /* a whole piece in the vocabulary wins */
-        char chars[8 * 64];
-        if (len <= 64) {
-            size_t n = 0;
-            for (size_t i = 0; i < len; i++) n += (size_t)hfq_utf8_encode(t->byte_char[p[i]], chars + n);
-            int32_t id = hfq_strmap_get(&t->tokens, chars, n);
-            if (id >= 0) {
-                push_id(e, id);
-                return e->oom ? -1 : 0;
-            }
+        hfq_buf *chars = &e->norm;
+        chars->len = 0;
+        if (hfq_buf_reserve(chars, 2 * len)) {   /* mapped characters are below U+0800 */
+            e->oom = true;
+            return -1;
+        }
+        for (size_t i = 0; i < len; i++)
+            chars->len += (size_t)hfq_utf8_encode(t->byte_char[p[i]], chars->data + chars->len);
+        int32_t id = hfq_strmap_get(&t->tokens, chars->data, chars->len);
+        if (id >= 0 && t->v->token_types[id] == HFQ_TOKEN_NORMAL) {
+            push_id(e, id);
+            return e->oom ? -1 : 0;
         }
     }
     size_t n = 0;

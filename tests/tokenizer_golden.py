@@ -118,6 +118,20 @@ def class_edge_code_points():
     return sorted(cps)
 
 
+def vocab_texts(path, step):
+    """Every step-th token of a byte-level vocabulary, as the bytes it stands for."""
+    import json
+    byte_of = {}
+    n = 0
+    for b in range(256):   # GPT-2's byte -> character mapping
+        printable = 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF
+        byte_of[chr(b) if printable else chr(256 + n)] = b
+        n += 0 if printable else 1
+    vocab = json.load(open(path, encoding='utf-8'))['model']['vocab']
+    toks = sorted(vocab, key=vocab.get)[::step]
+    return [bytes(byte_of[c] for c in t) for t in toks if all(c in byte_of for c in t)]
+
+
 def build_cases():
     """[(label, bytes)] shared by all tokenizers."""
     cases = []
@@ -131,6 +145,13 @@ def build_cases():
                 cases.append((f'{name} line {i + 1}', line))
     for i, s in enumerate(EDGE):
         cases.append((f'edge {i} {s[:30]!r}', s.encode('utf-8')))
+    for c in '*-=/ ':   # runs as long as the longest tokens (Llama 3 and Qwen3 have 65..128 characters)
+        for n in (63, 64, 65, 66, 72, 75, 76, 78, 80, 100, 127, 128, 129):
+            for pre in ('', ' ', '/', '//'):
+                cases.append((f'run {pre!r}+{c!r}*{n}', (pre + c * n + ('x' if c == ' ' else '')).encode()))
+    for name in ('llama3', 'qwen3'):   # vocabulary entries as text (whole-word lookups, ignore_merges)
+        for text in vocab_texts(os.path.join(FIX, 'tokenizers', name, 'tokenizer.json'), 150):
+            cases.append((f'{name} token {text[:20]!r}', text))
     for i, b in enumerate(EDGE_BYTES):
         cases.append((f'invalid {i} {b!r}', b))
     cps = class_edge_code_points()
