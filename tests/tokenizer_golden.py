@@ -13,9 +13,9 @@ tokenizer.json, `sentencepiece` for tokenizer.model), like with like:
            Llama 3, whose tokenizer.json has no template, BOS + plain ids)
   decode   our ids decoded by our tool against the reference's decode (control
            tokens skipped on both sides)
-  dir      (with the GGUF helper) --tokenizer-dir against the GGUF, on all but
-           the text-file cases
-  gguf-py  (llama3, qwen3, stories260K) the same cases from a GGUF written with
+  dir      (with the GGUF helper) --tokenizer-dir against the GGUF, on the
+           hand-made cases
+  gguf-py  (llama3, qwen3, stories260K) the hand-made cases from a GGUF written with
            gguf-py the way llama.cpp's convert_hf_to_gguf.py writes it
 
 Inputs: the whole text files, every distinct line of them, hand-made edge
@@ -97,6 +97,7 @@ SPECIAL_TEXTS = {
     'stories260K': ['<s>Once upon a time</s>', 'x <s> y'],
 }
 
+HAND_MADE = ('edge', 'invalid', 'run', 'random', 'classes')   # the subset for the extra modes
 MAX_LINES = 1200   # distinct lines per text file (the whole files are cases too)
 
 POOL = (list('abcXYZ019 _-.,!?\'"()') + ['\u017f', ' ', ' ', '  ', '\n', '\r', '\r\n', '\t', '\u00a0', '\u3000',
@@ -317,7 +318,7 @@ def check_tokenizer(name, folder, tool, gguf_tool, cases, failures, tmpdir):
     ours = encode_ours(tool, source, datas, ['--no-bos'])
     report(name, 'plain', labels, ours, ref.encode(texts, 'plain'), failures)
     if gguf_tool:   # the folder itself gives the same ids as its GGUF
-        edge = [i for i in range(len(cases)) if not labels[i].startswith(('file ', 'tiny', 'wiki'))]
+        edge = [i for i in range(len(cases)) if labels[i].startswith(HAND_MADE)]
         from_dir = encode_ours(tool, ['--tokenizer-dir', folder], [datas[i] for i in edge], ['--no-bos'])
         report(name, 'dir', [labels[i] for i in edge], from_dir, [ours[i] for i in edge], failures)
 
@@ -363,7 +364,7 @@ def check_tokenizer(name, folder, tool, gguf_tool, cases, failures, tmpdir):
     if pre and gguf_tool:
         path = os.path.join(tmpdir, name + '-gguf-py.gguf')
         write_gguf_py(folder, path, pre)
-        sub = [i for i in range(len(cases)) if not labels[i].startswith(('file ', 'tiny', 'wiki'))]
+        sub = [i for i in range(len(cases)) if labels[i].startswith(HAND_MADE)]
         flags = ['--no-bos', '--parse-special'] if ref.hf else ['--no-bos']
         conv = encode_ours(tool, [path], [datas[i] for i in sub], flags)
         want = [ours[i] for i in sub]
