@@ -296,36 +296,39 @@ typedef struct encoder {
     bool oom;
 } encoder;
 
-static void push_id(encoder *e, int32_t id) {
-    if (e->n_ids == e->cap_ids) {
-        size_t cap = e->cap_ids ? e->cap_ids * 2 : 256;
-        int32_t *p = realloc(e->ids, cap * sizeof *p);
-        if (!p) { e->oom = true; return; }
-        e->ids = p;
-        e->cap_ids = cap;
+/* Array p (capacity *cap elements of size elem) with room for n: p itself or
+ * a larger copy (capacities double); NULL with e->oom set when out of memory
+ * (p is then unchanged). */
+static void *reserve(encoder *e, void *p, size_t *cap, size_t n, size_t elem) {
+    if (n <= *cap) return p;
+    size_t c = *cap ? *cap : 64;
+    while (c < n) c *= 2;
+    void *q = realloc(p, c * elem);
+    if (!q) {
+        e->oom = true;
+        return NULL;
     }
+    *cap = c;
+    return q;
+}
+
+static void push_id(encoder *e, int32_t id) {
+    int32_t *p = reserve(e, e->ids, &e->cap_ids, e->n_ids + 1, sizeof *p);
+    if (!p) return;
+    e->ids = p;
     e->ids[e->n_ids++] = id;
 }
 
 static bool reserve_syms(encoder *e, size_t n) {
-    if (n <= e->cap_syms) return true;
-    size_t cap = e->cap_syms ? e->cap_syms : 64;
-    while (cap < n) cap *= 2;
-    symbol *p = realloc(e->syms, cap * sizeof *p);
-    if (!p) { e->oom = true; return false; }
-    e->syms = p;
-    e->cap_syms = cap;
-    return true;
+    symbol *p = reserve(e, e->syms, &e->cap_syms, n, sizeof *p);
+    if (p) e->syms = p;
+    return p != NULL;
 }
 
 static void heap_push(encoder *e, uint64_t key, int32_t x, int32_t y) {
-    if (e->n_heap == e->cap_heap) {
-        size_t cap = e->cap_heap ? e->cap_heap * 2 : 64;
-        heap_item *p = realloc(e->heap, cap * sizeof *p);
-        if (!p) { e->oom = true; return; }
-        e->heap = p;
-        e->cap_heap = cap;
-    }
+    heap_item *p = reserve(e, e->heap, &e->cap_heap, e->n_heap + 1, sizeof *p);
+    if (!p) return;
+    e->heap = p;
     size_t i = e->n_heap++;
     heap_item it = {key, x, y};
     while (i > 0 && e->heap[(i - 1) / 2].key > key) {
