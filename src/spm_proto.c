@@ -88,100 +88,128 @@ static int pb_bool(pb *b, int wire, const char *field, bool *out) {
     return 0;
 }
 
-static int parse_piece(pb *b, hfq_spm_piece *out, int64_t index) {
-    out->type = SPM_NORMAL;
-    out->score = 0.0f;
-    bool have_text = false;
+/* Calls fn for every field of the message in b; stops at the first failure. */
+typedef int (*pb_field_fn)(pb *b, uint32_t field, int wire, void *ctx);
+static int pb_walk(pb *b, pb_field_fn fn, void *ctx) {
     for (;;) {
         uint32_t field = 0;
         int wire = 0;
         int r = pb_key(b, &field, &wire);
-        if (r < 0) return -1;
-        if (r > 0) break;
-        if (field == 1) {
-            pb s;
-            if (expect_wire(b, wire, WT_LEN, "pieces.piece") || pb_len(b, &s)) return -1;
-            size_t n = (size_t)(s.end - s.p);
-            if (n == 0 || n > UINT32_MAX) return hfq_fail(b->err, b->path, "piece %lld: empty or oversized text", (long long)index);
-            for (size_t i = 0; i < n;) {
-                size_t k = hfq_utf8_valid_len((const char *)s.p + i, n - i);
-                if (!k) return hfq_fail(b->err, b->path, "piece %lld: text is not valid UTF-8", (long long)index);
-                i += k;
-            }
-            free(out->text);
-            out->text = malloc(n + 1);
-            if (!out->text) return hfq_fail(b->err, b->path, "out of memory");
-            memcpy(out->text, s.p, n);
-            out->text[n] = '\0';
-            out->len = (uint32_t)n;
-            have_text = true;
-        } else if (field == 2) {
-            if (expect_wire(b, wire, WT_I32, "pieces.score")) return -1;
-            if (b->end - b->p < 4) return hfq_fail(b->err, b->path, "truncated score");
-            uint32_t bits = (uint32_t)b->p[0] | (uint32_t)b->p[1] << 8 | (uint32_t)b->p[2] << 16 |
-                            (uint32_t)b->p[3] << 24;
-            memcpy(&out->score, &bits, 4);
-            b->p += 4;
-        } else if (field == 3) {
-            int32_t t;
-            if (pb_int32(b, wire, "pieces.type", &t)) return -1;
-            if (t < SPM_NORMAL || t > SPM_BYTE)
-                return hfq_fail(b->err, b->path, "piece %lld: unknown type %d", (long long)index, t);
-            out->type = t;
-        } else if (pb_skip(b, wire)) {
-            return -1;
-        }
+        if (r) return r < 0 ? -1 : 0;
+        if (fn(b, field, wire, ctx)) return -1;
     }
-    if (!have_text) return hfq_fail(b->err, b->path, "piece %lld has no text", (long long)index);
+}
+
+/* A length-delimited field's bytes as a sub-cursor. */
+static int pb_sub(pb *b, int wire, const char *field, pb *sub) {
+    if (expect_wire(b, wire, WT_LEN, field)) return -1;
+    return pb_len(b, sub);
+}
+
+typedef struct piece_ctx {
+    hfq_spm_piece *out;
+    int64_t index;
+} piece_ctx;
+
+static int piece_field(pb *b, uint32_t field, int wire, void *ctx) {
+    piece_ctx *pc = ctx;
+    hfq_spm_piece *out = pc->out;
+    if (field == 1) {
+        pb s;
+        if (pb_sub(b, wire, "pieces.piece", &s)) return -1;
+        size_t n = (size_t)(s.end - s.p);
+        if (n == 0 || n > UINT32_MAX)
+            return hfq_fail(b->err, b->path, "piece %lld: empty or oversized text", (long long)pc->index);
+        for (size_t i = 0; i < n;) {
+            size_t k = hfq_utf8_valid_len((const char *)s.p + i, n - i);
+            if (!k) return hfq_fail(b->err, b->path, "piece %lld: text is not valid UTF-8", (long long)pc->index);
+            i += k;
+        }
+        free(out->text);
+        out->text = malloc(n + 1);
+        if (!out->text) return hfq_fail(b->err, b->path, "out of memory");
+        memcpy(out->text, s.p, n);
+        out->text[n] = '\0';
+        out->len = (uint32_t)n;
+        return 0;
+    }
+    if (field == 2) {
+        if (expect_wire(b, wire, WT_I32, "pieces.score")) return -1;
+        if (b->end - b->p < 4) return hfq_fail(b->err, b->path, "truncated score");
+        uint32_t bits = (uint32_t)b->p[0] | (uint32_t)b->p[1] << 8 | (uint32_t)b->p[2] << 16 | (uint32_t)b->p[3] << 24;
+        memcpy(&out->score, &bits, 4);
+        b->p += 4;
+        return 0;
+    }
+    if (field == 3) {
+        int32_t t;
+        if (pb_int32(b, wire, "pieces.type", &t)) return -1;
+        if (t < SPM_NORMAL || t > SPM_BYTE)
+            return hfq_fail(b->err, b->path, "piece %lld: unknown type %d", (long long)pc->index, t);
+        out->type = t;
+        return 0;
+    }
+    return pb_skip(b, wire);
+}
+
+static int trainer_field(pb *b, uint32_t field, int wire, void *ctx) {
+    hfq_spm_model *m = ctx;
+    switch (field) {
+    case 3: return pb_int32(b, wire, "trainer_spec.model_type", &m->model_type);
+    case 24: return pb_bool(b, wire, "trainer_spec.treat_whitespace_as_suffix", &m->treat_whitespace_as_suffix);
+    case 35: return pb_bool(b, wire, "trainer_spec.byte_fallback", &m->byte_fallback);
+    case 40: return pb_int32(b, wire, "trainer_spec.unk_id", &m->unk_id);
+    case 41: return pb_int32(b, wire, "trainer_spec.bos_id", &m->bos_id);
+    case 42: return pb_int32(b, wire, "trainer_spec.eos_id", &m->eos_id);
+    case 43: return pb_int32(b, wire, "trainer_spec.pad_id", &m->pad_id);
+    default: return pb_skip(b, wire);
+    }
+}
+
+static int normalizer_field(pb *b, uint32_t field, int wire, void *ctx) {
+    hfq_spm_model *m = ctx;
+    pb s;
+    switch (field) {
+    case 1:
+        if (pb_sub(b, wire, "normalizer_spec.name", &s)) return -1;
+        free(m->normalizer_name);
+        m->normalizer_name = strndup((const char *)s.p, (size_t)(s.end - s.p));
+        return m->normalizer_name ? 0 : hfq_fail(b->err, b->path, "out of memory");
+    case 2:
+        if (pb_sub(b, wire, "normalizer_spec.precompiled_charsmap", &s)) return -1;
+        m->precompiled_charsmap_len = (uint64_t)(s.end - s.p);
+        return 0;
+    case 3: return pb_bool(b, wire, "normalizer_spec.add_dummy_prefix", &m->add_dummy_prefix);
+    case 4: return pb_bool(b, wire, "normalizer_spec.remove_extra_whitespaces", &m->remove_extra_whitespaces);
+    case 5: return pb_bool(b, wire, "normalizer_spec.escape_whitespaces", &m->escape_whitespaces);
+    default: return pb_skip(b, wire);
+    }
+}
+
+static int add_piece(pb *b, hfq_spm_model *m, pb *sub) {
+    if (m->n_pieces == INT32_MAX) return hfq_fail(b->err, b->path, "too many pieces");
+    if ((m->n_pieces & (m->n_pieces - 1)) == 0) {   /* grow at powers of two */
+        size_t cap = m->n_pieces ? (size_t)m->n_pieces * 2 : 1024;
+        hfq_spm_piece *p = realloc(m->pieces, cap * sizeof *p);
+        if (!p) return hfq_fail(b->err, b->path, "out of memory");
+        m->pieces = p;
+    }
+    hfq_spm_piece *pc = &m->pieces[m->n_pieces++];
+    *pc = (hfq_spm_piece){NULL, 0, 0.0f, SPM_NORMAL};
+    piece_ctx ctx = {pc, m->n_pieces - 1};
+    if (pb_walk(sub, piece_field, &ctx)) return -1;
+    if (!pc->text) return hfq_fail(b->err, b->path, "piece %lld has no text", (long long)ctx.index);
     return 0;
 }
 
-static int parse_trainer(pb *b, hfq_spm_model *m) {
-    for (;;) {
-        uint32_t field = 0;
-        int wire = 0;
-        int r = pb_key(b, &field, &wire);
-        if (r < 0) return -1;
-        if (r > 0) return 0;
-        switch (field) {
-        case 3: r = pb_int32(b, wire, "trainer_spec.model_type", &m->model_type); break;
-        case 24: r = pb_bool(b, wire, "trainer_spec.treat_whitespace_as_suffix", &m->treat_whitespace_as_suffix); break;
-        case 35: r = pb_bool(b, wire, "trainer_spec.byte_fallback", &m->byte_fallback); break;
-        case 40: r = pb_int32(b, wire, "trainer_spec.unk_id", &m->unk_id); break;
-        case 41: r = pb_int32(b, wire, "trainer_spec.bos_id", &m->bos_id); break;
-        case 42: r = pb_int32(b, wire, "trainer_spec.eos_id", &m->eos_id); break;
-        case 43: r = pb_int32(b, wire, "trainer_spec.pad_id", &m->pad_id); break;
-        default: r = pb_skip(b, wire); break;
-        }
-        if (r) return -1;
-    }
-}
-
-static int parse_normalizer(pb *b, hfq_spm_model *m) {
-    for (;;) {
-        uint32_t field = 0;
-        int wire = 0;
-        int r = pb_key(b, &field, &wire);
-        if (r < 0) return -1;
-        if (r > 0) return 0;
-        pb s;
-        switch (field) {
-        case 1:
-            if (expect_wire(b, wire, WT_LEN, "normalizer_spec.name") || pb_len(b, &s)) return -1;
-            free(m->normalizer_name);
-            m->normalizer_name = strndup((const char *)s.p, (size_t)(s.end - s.p));
-            if (!m->normalizer_name) return hfq_fail(b->err, b->path, "out of memory");
-            break;
-        case 2:
-            if (expect_wire(b, wire, WT_LEN, "normalizer_spec.precompiled_charsmap") || pb_len(b, &s)) return -1;
-            m->precompiled_charsmap_len = (uint64_t)(s.end - s.p);
-            break;
-        case 3: r = pb_bool(b, wire, "normalizer_spec.add_dummy_prefix", &m->add_dummy_prefix); break;
-        case 4: r = pb_bool(b, wire, "normalizer_spec.remove_extra_whitespaces", &m->remove_extra_whitespaces); break;
-        case 5: r = pb_bool(b, wire, "normalizer_spec.escape_whitespaces", &m->escape_whitespaces); break;
-        default: r = pb_skip(b, wire); break;
-        }
-        if (r) return -1;
+static int model_field(pb *b, uint32_t field, int wire, void *ctx) {
+    hfq_spm_model *m = ctx;
+    pb sub;
+    switch (field) {
+    case 1: return pb_sub(b, wire, "pieces", &sub) || add_piece(b, m, &sub) ? -1 : 0;
+    case 2: return pb_sub(b, wire, "trainer_spec", &sub) || pb_walk(&sub, trainer_field, m) ? -1 : 0;
+    case 3: return pb_sub(b, wire, "normalizer_spec", &sub) || pb_walk(&sub, normalizer_field, m) ? -1 : 0;
+    default: return pb_skip(b, wire);
     }
 }
 
@@ -203,47 +231,8 @@ int hfq_spm_parse(const void *data, size_t len, const char *path, hfq_spm_model 
     m->add_dummy_prefix = m->remove_extra_whitespaces = m->escape_whitespaces = true;
     m->normalizer_name = strdup("");
     if (!m->normalizer_name) return hfq_fail(err, path, "out of memory");
-
     pb b = {(const uint8_t *)data, (const uint8_t *)data + len, path, err};
-    int64_t cap = 0;
-    for (;;) {
-        uint32_t field = 0;
-        int wire = 0;
-        int r = pb_key(&b, &field, &wire);
-        if (r < 0) goto fail;
-        if (r > 0) break;
-        pb sub;
-        if (field >= 1 && field <= 3) {
-            if (expect_wire(&b, wire, WT_LEN, field == 1 ? "pieces" : field == 2 ? "trainer_spec" : "normalizer_spec") ||
-                pb_len(&b, &sub))
-                goto fail;
-        }
-        if (field == 1) {
-            if (m->n_pieces == INT32_MAX) {
-                hfq_fail(err, path, "too many pieces");
-                goto fail;
-            }
-            if (m->n_pieces == cap) {
-                int64_t ncap = cap ? cap * 2 : 1024;
-                hfq_spm_piece *p = realloc(m->pieces, (size_t)ncap * sizeof *p);
-                if (!p) {
-                    hfq_fail(err, path, "out of memory");
-                    goto fail;
-                }
-                m->pieces = p;
-                cap = ncap;
-            }
-            hfq_spm_piece *pc = &m->pieces[m->n_pieces++];
-            memset(pc, 0, sizeof *pc);
-            if (parse_piece(&sub, pc, m->n_pieces - 1)) goto fail;
-        } else if (field == 2) {
-            if (parse_trainer(&sub, m)) goto fail;
-        } else if (field == 3) {
-            if (parse_normalizer(&sub, m)) goto fail;
-        } else if (pb_skip(&b, wire)) {
-            goto fail;
-        }
-    }
+    if (pb_walk(&b, model_field, m)) goto fail;
     if (m->n_pieces == 0) {
         hfq_fail(err, path, "no pieces: not a SentencePiece model");
         goto fail;

@@ -49,6 +49,8 @@ struct hfq_tokenizer {
     bool all_byte_tokens;
     uint32_t byte_char[256];    /* gpt2: byte -> code point */
     int16_t char_byte[512];     /* gpt2: code point -> byte, -1 */
+    uint8_t *in_merge;          /* per token: 1 when some merge uses it (BPE merges) */
+    uint8_t ascii_in_piece[128];/* SentencePiece: 1 when a longer mergeable piece has the byte */
     trie added;                 /* tokens cut out before tokenization */
     trie user_defined;          /* ALG_SPM_SCORES: pieces SentencePiece matches itself */
 };
@@ -209,6 +211,21 @@ hfq_tokenizer *hfq_tokenizer_new(const hfq_vocab *v, hfq_error *err) {
         goto fail;
     }
     if (v->n_merges && build_merges(t, err)) goto fail;
+    if (v->n_merges) {
+        t->in_merge = calloc((size_t)v->n_tokens, 1);
+        if (!t->in_merge) goto oom;
+        for (size_t h = 0; h <= t->merge_mask; h++) {
+            if (t->merges[h].key == EMPTY_KEY) continue;
+            t->in_merge[t->merges[h].key >> 32] = 1;
+            t->in_merge[t->merges[h].key & 0xFFFFFFFFu] = 1;
+        }
+    }
+    for (int64_t i = 0; i < v->n_tokens && t->alg == ALG_SPM_SCORES; i++) {
+        int32_t type = v->token_types[i];
+        if (v->token_lens[i] < 2 || (type != HFQ_TOKEN_NORMAL && type != HFQ_TOKEN_USER_DEFINED)) continue;
+        for (uint32_t k = 0; k < v->token_lens[i]; k++)
+            if ((unsigned char)v->tokens[i][k] < 128) t->ascii_in_piece[(unsigned char)v->tokens[i][k]] = 1;
+    }
     if (t->alg == ALG_BYTE_BPE) build_byte_chars(t);
     t->all_byte_tokens = true;
     for (int c = 0; c < 256; c++) {
@@ -243,6 +260,7 @@ void hfq_tokenizer_free(hfq_tokenizer *t) {
     if (!t) return;
     hfq_strmap_free(&t->tokens);
     free(t->merges);
+    free(t->in_merge);
     free(t->added.nodes);
     free(t->user_defined.nodes);
     free(t);
@@ -278,36 +296,39 @@ typedef struct encoder {
     bool oom;
 } encoder;
 
-static void push_id(encoder *e, int32_t id) {
-    if (e->n_ids == e->cap_ids) {
-        size_t cap = e->cap_ids ? e->cap_ids * 2 : 256;
-        int32_t *p = realloc(e->ids, cap * sizeof *p);
-        if (!p) { e->oom = true; return; }
-        e->ids = p;
-        e->cap_ids = cap;
+/* Array p (capacity *cap elements of size elem) with room for n: p itself or
+ * a larger copy (capacities double); NULL with e->oom set when out of memory
+ * (p is then unchanged). */
+static void *reserve(encoder *e, void *p, size_t *cap, size_t n, size_t elem) {
+    if (n <= *cap) return p;
+    size_t c = *cap ? *cap : 64;
+    while (c < n) c *= 2;
+    void *q = realloc(p, c * elem);
+    if (!q) {
+        e->oom = true;
+        return NULL;
     }
+    *cap = c;
+    return q;
+}
+
+static void push_id(encoder *e, int32_t id) {
+    int32_t *p = reserve(e, e->ids, &e->cap_ids, e->n_ids + 1, sizeof *p);
+    if (!p) return;
+    e->ids = p;
     e->ids[e->n_ids++] = id;
 }
 
 static bool reserve_syms(encoder *e, size_t n) {
-    if (n <= e->cap_syms) return true;
-    size_t cap = e->cap_syms ? e->cap_syms : 64;
-    while (cap < n) cap *= 2;
-    symbol *p = realloc(e->syms, cap * sizeof *p);
-    if (!p) { e->oom = true; return false; }
-    e->syms = p;
-    e->cap_syms = cap;
-    return true;
+    symbol *p = reserve(e, e->syms, &e->cap_syms, n, sizeof *p);
+    if (p) e->syms = p;
+    return p != NULL;
 }
 
 static void heap_push(encoder *e, uint64_t key, int32_t x, int32_t y) {
-    if (e->n_heap == e->cap_heap) {
-        size_t cap = e->cap_heap ? e->cap_heap * 2 : 64;
-        heap_item *p = realloc(e->heap, cap * sizeof *p);
-        if (!p) { e->oom = true; return; }
-        e->heap = p;
-        e->cap_heap = cap;
-    }
+    heap_item *p = reserve(e, e->heap, &e->cap_heap, e->n_heap + 1, sizeof *p);
+    if (!p) return;
+    e->heap = p;
     size_t i = e->n_heap++;
     heap_item it = {key, x, y};
     while (i > 0 && e->heap[(i - 1) / 2].key > key) {
@@ -339,6 +360,40 @@ static void add_sym(encoder *e, size_t *n, int32_t id) {
     (*n)++;
 }
 
+typedef void (*push_pair_fn)(encoder *e, int32_t left);
+
+/* Makes syms[a..b) (a < b) a list of its own and queues its adjacent pairs. */
+static void queue_pairs(encoder *e, size_t a, size_t b, push_pair_fn push) {
+    e->syms[a].prev = -1;
+    e->syms[b - 1].next = -1;
+    e->n_heap = 0;
+    for (size_t i = a; i + 1 < b; i++) push(e, (int32_t)i);
+}
+
+/* Runs merge on every stretch of syms[0..n) between symbols that can never
+ * merge (isolated): merges cannot cross them, so the stretches are independent
+ * and their queues stay small. */
+typedef bool (*isolated_fn)(const encoder *e, const symbol *s);
+static void merge_stretches(encoder *e, size_t n, isolated_fn isolated, void (*merge)(encoder *, size_t, size_t)) {
+    size_t a = 0;
+    for (size_t i = 0; i <= n && !e->oom; i++) {
+        if (i < n && !isolated(e, &e->syms[i])) continue;
+        if (i > a) merge(e, a, i);
+        a = i + 1;
+    }
+}
+
+/* Drops right, just merged into left, from the list and queues the two pairs
+ * the grown left symbol now forms. */
+static void unlink_merged(encoder *e, int32_t left, int32_t right, push_pair_fn push) {
+    symbol *s = e->syms;
+    s[right].len = 0;
+    s[left].next = s[right].next;
+    if (s[left].next >= 0) s[s[left].next].prev = left;
+    if (s[left].prev >= 0) push(e, s[left].prev);
+    push(e, left);
+}
+
 static void bpe_push_pair(encoder *e, int32_t pos) {
     const symbol *s = e->syms;
     if (s[pos].next < 0) return;
@@ -346,30 +401,32 @@ static void bpe_push_pair(encoder *e, int32_t pos) {
     if (m) heap_push(e, (uint64_t)(uint32_t)m->rank << 32 | (uint32_t)pos, pos, m->id);
 }
 
-/* Hugging Face's Word::merge_all over syms[0..n): lowest rank first, then
+/* Hugging Face's Word::merge_all over syms[a..b): lowest rank first, then
  * leftmost; a queued merge is stale when the pair at its position no longer
- * yields the same token. Emits the resulting ids. */
-static void bpe_merge_emit(encoder *e, size_t n) {
-    if (n == 0 || e->oom) return;
+ * yields the same token. */
+static void bpe_merge_range(encoder *e, size_t a, size_t b) {
     symbol *s = e->syms;
-    s[n - 1].next = -1;
-    e->n_heap = 0;
-    for (size_t i = 0; i + 1 < n; i++) bpe_push_pair(e, (int32_t)i);
+    queue_pairs(e, a, b, bpe_push_pair);
     while (e->n_heap && !e->oom) {
         heap_item top = heap_pop(e);
         int32_t pos = top.x;
         if (s[pos].len == 0 || s[pos].next < 0) continue;
-        int32_t nx = s[pos].next;
-        const merge_entry *m = merge_find(e->t, s[pos].id, s[nx].id);
+        const merge_entry *m = merge_find(e->t, s[pos].id, s[s[pos].next].id);
         if (!m || m->id != top.y) continue;
         s[pos].id = top.y;
-        s[nx].len = 0;
-        s[pos].next = s[nx].next;
-        if (s[pos].next >= 0) s[s[pos].next].prev = pos;
-        if (s[pos].prev >= 0) bpe_push_pair(e, s[pos].prev);
-        bpe_push_pair(e, pos);
+        unlink_merged(e, pos, s[pos].next, bpe_push_pair);
     }
-    for (int32_t i = 0; i >= 0 && !e->oom; i = s[i].next) push_id(e, s[i].id);
+}
+
+static bool bpe_isolated(const encoder *e, const symbol *s) {
+    return !e->t->in_merge || !e->t->in_merge[s->id];
+}
+
+static void bpe_merge_emit(encoder *e, size_t n) {
+    if (n == 0 || e->oom) return;
+    merge_stretches(e, n, bpe_isolated, bpe_merge_range);
+    for (size_t i = 0; i < n && !e->oom; i++)   /* merges absorb to the left: survivors are in order */
+        if (e->syms[i].len) push_id(e, e->syms[i].id);
 }
 
 /* One pre-tokenized piece of a byte-level BPE vocabulary. */
@@ -378,15 +435,18 @@ static int byte_bpe_piece(void *ctx, size_t off, size_t len) {
     const hfq_tokenizer *t = e->t;
     const unsigned char *p = (const unsigned char *)e->tmp.data + off;
     if (t->ignore_merges) {   /* a whole piece in the vocabulary wins */
-        char chars[8 * 64];
-        if (len <= 64) {
-            size_t n = 0;
-            for (size_t i = 0; i < len; i++) n += (size_t)hfq_utf8_encode(t->byte_char[p[i]], chars + n);
-            int32_t id = hfq_strmap_get(&t->tokens, chars, n);
-            if (id >= 0) {
-                push_id(e, id);
-                return e->oom ? -1 : 0;
-            }
+        hfq_buf *chars = &e->norm;
+        chars->len = 0;
+        if (hfq_buf_reserve(chars, 2 * len)) {   /* mapped characters are below U+0800 */
+            e->oom = true;
+            return -1;
+        }
+        for (size_t i = 0; i < len; i++)
+            chars->len += (size_t)hfq_utf8_encode(t->byte_char[p[i]], chars->data + chars->len);
+        int32_t id = hfq_strmap_get(&t->tokens, chars->data, chars->len);
+        if (id >= 0 && t->v->token_types[id] == HFQ_TOKEN_NORMAL) {
+            push_id(e, id);
+            return e->oom ? -1 : 0;
         }
     }
     size_t n = 0;
@@ -455,9 +515,28 @@ static uint64_t score_key(float score, int32_t left) {
 static void spm_push_pair(encoder *e, int32_t left) {
     const symbol *s = e->syms;
     int32_t right = s[left].next;
-    if (left < 0 || right < 0 || s[left].frozen || s[right].frozen) return;
+    if (right < 0 || s[left].frozen || s[right].frozen) return;
     int32_t id = spm_piece(e->t, e->norm.data + s[left].start, s[left].len + s[right].len);
     if (id >= 0) heap_push(e, score_key(e->t->v->scores[id], left), right, (int32_t)(s[left].len + s[right].len));
+}
+
+/* SentencePiece's merge loop over syms[a..b): highest score first, then leftmost. */
+static void spm_merge_range(encoder *e, size_t a, size_t b) {
+    symbol *sy = e->syms;
+    queue_pairs(e, a, b, spm_push_pair);
+    while (e->n_heap && !e->oom) {
+        heap_item top = heap_pop(e);
+        int32_t left = (int32_t)(uint32_t)top.key, right = top.x;
+        if (sy[left].len == 0 || sy[right].len == 0 || sy[left].len + sy[right].len != (uint32_t)top.y) continue;
+        sy[left].len += sy[right].len;
+        unlink_merged(e, left, right, spm_push_pair);
+    }
+}
+
+/* A user-defined piece, or an ASCII character no longer piece contains. */
+static bool spm_isolated(const encoder *e, const symbol *s) {
+    unsigned char c = (unsigned char)e->norm.data[s->start];
+    return s->frozen || (s->len == 1 && c < 128 && !e->t->ascii_in_piece[c]);
 }
 
 /* SentencePiece's BPE over e->norm. */
@@ -476,23 +555,11 @@ static void spm_scores_encode(encoder *e) {
         n++;
     }
     if (n == 0 || e->oom) return;
-    symbol *sy = e->syms;
-    sy[n - 1].next = -1;
-    e->n_heap = 0;
-    for (size_t i = 0; i + 1 < n; i++) spm_push_pair(e, (int32_t)i);
-    while (e->n_heap && !e->oom) {
-        heap_item top = heap_pop(e);
-        int32_t left = (int32_t)(uint32_t)top.key, right = top.x;
-        if (sy[left].len == 0 || sy[right].len == 0 || sy[left].len + sy[right].len != (uint32_t)top.y) continue;
-        sy[left].len += sy[right].len;
-        sy[right].len = 0;
-        sy[left].next = sy[right].next;
-        if (sy[left].next >= 0) sy[sy[left].next].prev = left;
-        if (sy[left].prev >= 0) spm_push_pair(e, sy[left].prev);
-        spm_push_pair(e, left);
-    }
+    merge_stretches(e, n, spm_isolated, spm_merge_range);
+    const symbol *sy = e->syms;
     bool prev_unk = false;
-    for (int32_t i = 0; i >= 0 && !e->oom; i = sy[i].next) {
+    for (size_t i = 0; i < n && !e->oom; i++) {   /* survivors, in order */
+        if (sy[i].len == 0) continue;
         const char *p = s + sy[i].start;
         int32_t id = spm_piece(t, p, sy[i].len);
         if (id >= 0) {

@@ -122,7 +122,8 @@ int hfq_vocab_validate(const hfq_vocab *v, hfq_error *err) {
     for (int k = 0; k < HFQ_VOCAB_N_ID_KEYS; k++) {
         int32_t id = *(const int32_t *)((const char *)v + hfq_vocab_id_keys[k].offset);
         if (id < -1 || id >= v->n_tokens)
-            return hfq_fail(err, v->source, "%s = %d is outside the vocabulary of %lld tokens", hfq_vocab_id_keys[k].key,
+            return hfq_fail(err, v->source, "%s = %d is outside the vocabulary of %lld tokens",
+                            hfq_vocab_id_keys[k].key,
                             id, (long long)v->n_tokens);
     }
     for (int64_t i = 0; i < v->n_merges; i++) {

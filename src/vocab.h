@@ -18,6 +18,9 @@
  *   hfq_vocab_from_gguf: the tokenizer.* keys of a GGUF file, validated.
  * hfq_vocab_to_gguf writes the tokenizer.* keys.
  *
+ * Token ids up to config.json's vocab_size that no file names become
+ * "[PAD<id>]" (UNUSED), so there is a token per embedding row.
+ *
  * Differences from convert_hf_to_gguf.py (on purpose): "llama" vocabularies
  * from tokenizer.json keep their merges (tokenizer.ggml.merges, which
  * llama.cpp ignores for "llama") and get scores from merge ranks (-rank of the

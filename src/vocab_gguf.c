@@ -24,7 +24,8 @@ int hfq_vocab_to_gguf(const hfq_vocab *v, gguf_writer *w, hfq_error *err) {
     if (rc) return set_failed(err, HFQ_KEY_TOKENS);
     if (v->scores && gguf_set_arr(w, HFQ_KEY_SCORES, GGUF_VT_FLOAT32, v->scores, v->n_tokens))
         return set_failed(err, HFQ_KEY_SCORES);
-    if (gguf_set_arr(w, HFQ_KEY_TOKEN_TYPE, GGUF_VT_INT32, v->token_types, v->n_tokens)) return set_failed(err, HFQ_KEY_TOKEN_TYPE);
+    if (gguf_set_arr(w, HFQ_KEY_TOKEN_TYPE, GGUF_VT_INT32, v->token_types, v->n_tokens))
+        return set_failed(err, HFQ_KEY_TOKEN_TYPE);
     if (v->n_merges && gguf_set_arr_str(w, HFQ_KEY_MERGES, (const char *const *)v->merges, NULL, v->n_merges))
         return set_failed(err, HFQ_KEY_MERGES);
     for (int k = 0; k < HFQ_VOCAB_N_ID_KEYS; k++) {
@@ -34,7 +35,8 @@ int hfq_vocab_to_gguf(const hfq_vocab *v, gguf_writer *w, hfq_error *err) {
     }
     if (gguf_set_bool(w, HFQ_KEY_ADD_BOS, v->add_bos)) return set_failed(err, HFQ_KEY_ADD_BOS);
     if (gguf_set_bool(w, HFQ_KEY_ADD_EOS, v->add_eos)) return set_failed(err, HFQ_KEY_ADD_EOS);
-    if (gguf_set_bool(w, HFQ_KEY_ADD_SPACE_PREFIX, v->add_space_prefix)) return set_failed(err, HFQ_KEY_ADD_SPACE_PREFIX);
+    if (gguf_set_bool(w, HFQ_KEY_ADD_SPACE_PREFIX, v->add_space_prefix))
+        return set_failed(err, HFQ_KEY_ADD_SPACE_PREFIX);
     if (v->chat_template && gguf_set_str(w, HFQ_KEY_CHAT_TEMPLATE, v->chat_template))
         return set_failed(err, HFQ_KEY_CHAT_TEMPLATE);
     return 0;
@@ -66,15 +68,16 @@ static int get_bool_key(const gguf_file *f, const char *key, bool *out, hfq_erro
     return gguf_get_bool(f, i, out, err);
 }
 
-/* Index of a required array key whose elements have type t and count n (n < 0: any). */
-static int64_t find_array(const gguf_file *f, const char *key, gguf_vtype t, int64_t n, bool required,
-                          hfq_error *err) {
+/* Index of an array key whose elements have type t (or t_alt) and count n
+ * (n < 0: any); -1 when absent and not required, -2 (err set) when invalid. */
+static int64_t find_array(const gguf_file *f, const char *key, gguf_vtype t, gguf_vtype t_alt, int64_t n,
+                          bool required, hfq_error *err) {
     int64_t i = gguf_find_key(f, key);
     if (i < 0) {
         if (required) hfq_fail(err, gguf_path(f), "%s: missing", key);
         return required ? -2 : -1;
     }
-    if (gguf_kv_type(f, i) != GGUF_VT_ARRAY || gguf_arr_type(f, i) != t) {
+    if (gguf_kv_type(f, i) != GGUF_VT_ARRAY || (gguf_arr_type(f, i) != t && gguf_arr_type(f, i) != t_alt)) {
         hfq_fail(err, gguf_path(f), "%s: expected an array of %s", key, gguf_vtype_name(t));
         return -2;
     }
@@ -87,16 +90,18 @@ static int64_t find_array(const gguf_file *f, const char *key, gguf_vtype t, int
 }
 
 static int read_tokens(const gguf_file *f, hfq_vocab *v, hfq_error *err) {
-    int64_t ti = find_array(f, HFQ_KEY_TOKENS, GGUF_VT_STRING, -1, true, err);
+    int64_t ti = find_array(f, HFQ_KEY_TOKENS, GGUF_VT_STRING, GGUF_VT_STRING, -1, true, err);
     if (ti < 0) return -1;
     int64_t n = gguf_arr_n(f, ti);
     if (n <= 0 || n > INT32_MAX)
         return hfq_fail(err, gguf_path(f), "%s: bad token count %lld", HFQ_KEY_TOKENS, (long long)n);
-    int64_t si = find_array(f, HFQ_KEY_SCORES, GGUF_VT_FLOAT32, n, false, err);
-    int64_t yi = find_array(f, HFQ_KEY_TOKEN_TYPE, GGUF_VT_INT32, n, false, err);
+    /* llama.cpp also accepts integer scores */
+    int64_t si = find_array(f, HFQ_KEY_SCORES, GGUF_VT_FLOAT32, GGUF_VT_INT32, n, false, err);
+    int64_t yi = find_array(f, HFQ_KEY_TOKEN_TYPE, GGUF_VT_INT32, GGUF_VT_INT32, n, false, err);
     if (si == -2 || yi == -2) return -1;
     if (hfq_vocab_resize(v, n, si >= 0, err)) return -1;
     const char *scores = si >= 0 ? gguf_arr_data(f, si) : NULL;
+    bool int_scores = si >= 0 && gguf_arr_type(f, si) == GGUF_VT_INT32;
     const char *types = yi >= 0 ? gguf_arr_data(f, yi) : NULL;
     for (int64_t j = 0; j < n; j++) {
         uint64_t len;
@@ -105,13 +110,19 @@ static int read_tokens(const gguf_file *f, hfq_vocab *v, hfq_error *err) {
         int32_t type = HFQ_TOKEN_NORMAL;
         if (types) memcpy(&type, types + 4 * j, 4);
         if (hfq_vocab_set_token(v, j, s, len, type, err)) return -1;
-        if (scores) memcpy(&v->scores[j], scores + 4 * j, 4);
+        if (scores && int_scores) {
+            int32_t x;
+            memcpy(&x, scores + 4 * j, 4);
+            v->scores[j] = (float)x;
+        } else if (scores) {
+            memcpy(&v->scores[j], scores + 4 * j, 4);
+        }
     }
     return 0;
 }
 
 static int read_merges(const gguf_file *f, hfq_vocab *v, hfq_error *err) {
-    int64_t mi = find_array(f, HFQ_KEY_MERGES, GGUF_VT_STRING, -1, false, err);
+    int64_t mi = find_array(f, HFQ_KEY_MERGES, GGUF_VT_STRING, GGUF_VT_STRING, -1, false, err);
     if (mi == -2) return -1;
     if (mi < 0) return 0;
     int64_t n = gguf_arr_n(f, mi);

@@ -416,7 +416,8 @@ static const char *spm_style_prefix(const cJSON *tok, bool *prefix) {
                      !strcmp(get_str(s, "content"), SPACE_MARK))
                 replace = true;
             else
-                return "unsupported normalizer (supported: Prepend \"\xe2\x96\x81\" and Replace \" \" -> \"\xe2\x96\x81\")";
+                return "unsupported normalizer (supported: Prepend \"\xe2\x96\x81\" and Replace \" \" -> "
+                       "\"\xe2\x96\x81\")";
         }
         if (!replace) return "the normalizer does not replace spaces by \xe2\x96\x81";
         if (pre && !cJSON_IsNull(pre)) return "a pre-tokenizer after the normalizer is not supported";
@@ -535,9 +536,12 @@ static hfq_vocab *from_tokenizer_json(hf_dir *d, hfq_error *err) {
     bool prefix = false;
     const char *cont = get_str(model, "continuing_subword_prefix"), *suffix = get_str(model, "end_of_word_suffix");
     const cJSON *dropout = get(model, "dropout");
-    if ((cont && *cont) || (suffix && *suffix)) why = "continuing_subword_prefix / end_of_word_suffix are not supported";
-    else if (dropout && !cJSON_IsNull(dropout)) why = "BPE dropout is not supported";
-    else if (spm_style && cJSON_IsTrue(get(model, "ignore_merges"))) why = "ignore_merges with byte_fallback is not supported";
+    if ((cont && *cont) || (suffix && *suffix))
+        why = "continuing_subword_prefix / end_of_word_suffix are not supported";
+    else if (dropout && !cJSON_IsNull(dropout))
+        why = "BPE dropout is not supported";
+    else if (spm_style && cJSON_IsTrue(get(model, "ignore_merges")))
+        why = "ignore_merges with byte_fallback is not supported";
     else if (spm_style) why = spm_style_prefix(d->tok, &prefix);
     else pre = detect_pre(d->tok, &why);
     if (why) {
@@ -547,14 +551,15 @@ static hfq_vocab *from_tokenizer_json(hf_dir *d, hfq_error *err) {
     hfq_vocab *v = hfq_vocab_new(d->tok_path, spm_style ? "llama" : "gpt2", pre, err);
     if (!v) return NULL;
     int64_t n_base = base_vocab_end(d, model, err), n_added_end = added_end(d->tok);
-    int64_t n = spm_style ? 0 : config_vocab_size(d);   /* LlamaHfVocab does not pad */
+    int64_t n = config_vocab_size(d);   /* padded with [PAD<id>] to the embedding rows */
     if (n_base < 0) goto fail;
     if (n_added_end > n) n = n_added_end;
     if (n_base > n) n = n_base;
     if (hfq_vocab_resize(v, n, spm_style, err) || read_base_vocab(model, v, err) ||
         set_added_tokens(d, v, spm_style, err) || read_merges(d, model, v, err))
         goto fail;
-    for (int64_t i = 0; spm_style && i < n; i++) {
+    int64_t n_real = n_base > n_added_end ? n_base : n_added_end;   /* padding follows */
+    for (int64_t i = 0; spm_style && i < n_real; i++) {
         if (!v->tokens[i]) {
             hfq_fail(err, d->tok_path, "token id %lld is neither in model.vocab nor in added_tokens", (long long)i);
             goto fail;
@@ -567,7 +572,7 @@ static hfq_vocab *from_tokenizer_json(hf_dir *d, hfq_error *err) {
     if (spm_style) {
         const char *unk = get_str(model, "unk_token");
         int64_t unk_id = -1;
-        for (int64_t i = 0; unk && unk_id < 0 && i < n; i++)
+        for (int64_t i = 0; unk && unk_id < 0 && i < n_real; i++)
             if (!strcmp(v->tokens[i], unk)) unk_id = i;
         set_special(v, "unk", unk_id);
         if (scores_from_merges(v, err)) goto fail;

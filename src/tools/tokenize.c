@@ -1,10 +1,11 @@
 /* tokenize - text -> token ids with a model's tokenizer (or ids -> text). */
-#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/error.h"
+#include "formats/gguf.h"
 #include "src/read_file.h"
 #include "src/tokenizer.h"
 #include "src/unicode.h"
@@ -14,17 +15,20 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tokenize --tokenizer-dir DIR (--text FILE | -p STRING | --batch-hex FILE) [options]\n"
+            "usage: tokenize (MODEL.gguf | --tokenizer-dir DIR) (--text FILE | -p STRING | --batch-hex FILE)\n"
+            "                [options]\n"
             "\n"
-            "Encodes text with the tokenizer of a Hugging Face model folder (tokenizer.model or\n"
-            "tokenizer.json, with tokenizer_config.json / config.json) and prints the token ids,\n"
-            "space-separated on one line.\n"
+            "Encodes text with the tokenizer stored in a GGUF file (tokenizer.* keys) or with the\n"
+            "tokenizer of a Hugging Face model folder (tokenizer.model or tokenizer.json, with\n"
+            "tokenizer_config.json / config.json) and prints the token ids, space-separated on one\n"
+            "line.\n"
             "\n"
-            "  --tokenizer-dir DIR  folder holding the tokenizer files\n"
+            "  MODEL.gguf           GGUF file with the tokenizer.* keys\n"
+            "  --tokenizer-dir DIR  folder holding the Hugging Face tokenizer files instead\n"
             "  --text FILE          text to encode (bytes as they are)\n"
             "  -p STRING            text to encode\n"
             "  --batch-hex FILE     one text per line, written as hex bytes; prints one line of ids\n"
-            "                       per input line (for tests)\n"
+            "                       per input line (with --decode: ids in, hex text out; for tests)\n"
             "  --json               print {\"ids\": [...], \"pieces\": [...]} (pieces: token texts)\n"
             "  --no-bos             do not add the BOS/EOS tokens the vocabulary asks for\n"
             "  --parse-special      match control-token texts (e.g. <|eot_id|>) in the input\n"
@@ -82,56 +86,29 @@ static int hexval(int c) {
     return -1;
 }
 
-static int run_batch(const hfq_tokenizer *t, const char *path, const char *data, size_t len, int flags, int json) {
-    char *text = malloc(len / 2 + 1);
-    if (!text) {
-        fprintf(stderr, "tokenize: out of memory\n");
-        return HFQ_EXIT_FAILURE;
-    }
-    size_t line = 1;
-    for (size_t pos = 0; pos < len; line++) {
-        size_t end = pos;
-        while (end < len && data[end] != '\n') end++;
-        size_t n = 0;
-        for (size_t i = pos; i + 1 < end + 1 && i < end; i += 2) {
-            int hi = hexval((unsigned char)data[i]), lo = i + 1 < end ? hexval((unsigned char)data[i + 1]) : -1;
-            if (hi < 0 || lo < 0) {
-                fprintf(stderr, "%s: line %zu: not hex\n", path, line);
-                free(text);
-                return HFQ_EXIT_FAILURE;
-            }
-            text[n++] = (char)(hi * 16 + lo);
-        }
-        int32_t *ids;
-        size_t n_ids;
-        hfq_error err;
-        if (hfq_tokenize(t, text, n, flags, &ids, &n_ids, &err)) {
-            fprintf(stderr, "%s\n", err.msg);
-            free(text);
-            return HFQ_EXIT_FAILURE;
-        }
-        print_ids(t, ids, n_ids, json);
-        free(ids);
-        pos = end + 1;
-    }
-    free(text);
-    return HFQ_EXIT_OK;
-}
-
-static int run_decode(const hfq_tokenizer *t, const char *data, bool special) {
+/* Parses whitespace/comma-separated ids from s[0..len) into a malloc'd array. */
+static int parse_ids(const char *s, size_t len, int32_t **out, size_t *n_out) {
     size_t n = 0, cap = 64;
     int32_t *ids = malloc(cap * sizeof *ids);
-    const char *p = data;
-    while (ids) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',') p++;
-        if (!*p) break;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < INT32_MIN || v > INT32_MAX) {
-            fprintf(stderr, "tokenize: --decode: \"%.20s\" is not a token id\n", p);
+    for (size_t pos = 0; ids;) {
+        while (pos < len && (s[pos] == ' ' || s[pos] == '\t' || s[pos] == '\n' || s[pos] == '\r' || s[pos] == ','))
+            pos++;
+        if (pos == len) {
+            *out = ids;
+            *n_out = n;
+            return 0;
+        }
+        long long v = 0;
+        size_t start = pos;
+        bool neg = s[pos] == '-';
+        if (neg) pos++;
+        while (pos < len && s[pos] >= '0' && s[pos] <= '9' && v <= INT32_MAX) v = v * 10 + (s[pos++] - '0');
+        if (neg) v = -v;
+        if (pos == start + neg || v < INT32_MIN || v > INT32_MAX ||
+            (pos < len && s[pos] != ' ' && s[pos] != '\t' && s[pos] != '\n' && s[pos] != '\r' && s[pos] != ',')) {
+            fprintf(stderr, "tokenize: \"%.20s\" is not a token id\n", s + start);
             free(ids);
-            return HFQ_EXIT_FAILURE;
+            return -1;
         }
         if (n == cap) {
             int32_t *q = realloc(ids, 2 * cap * sizeof *ids);
@@ -140,29 +117,83 @@ static int run_decode(const hfq_tokenizer *t, const char *data, bool special) {
             cap *= 2;
         }
         ids[n++] = (int32_t)v;
-        p = end;
     }
-    if (!ids || *p) {
-        fprintf(stderr, "tokenize: out of memory\n");
-        free(ids);
-        return HFQ_EXIT_FAILURE;
-    }
+    free(ids);
+    fprintf(stderr, "tokenize: out of memory\n");
+    return -1;
+}
+
+/* Decodes ids; prints the text, or its hex and a newline (batch mode). */
+static int decode_one(const hfq_tokenizer *t, const char *s, size_t len, bool special, bool hex) {
+    int32_t *ids;
+    size_t n, text_len;
     hfq_error err;
-    size_t len;
-    char *text = hfq_detokenize(t, ids, n, special, &len, &err);
+    if (parse_ids(s, len, &ids, &n)) return HFQ_EXIT_FAILURE;
+    char *text = hfq_detokenize(t, ids, n, special, &text_len, &err);
     free(ids);
     if (!text) {
         fprintf(stderr, "%s\n", err.msg);
         return HFQ_EXIT_FAILURE;
     }
-    fwrite(text, 1, len, stdout);
+    if (hex) {
+        for (size_t i = 0; i < text_len; i++) printf("%02x", (unsigned char)text[i]);
+        putchar('\n');
+    } else {
+        fwrite(text, 1, text_len, stdout);
+    }
     free(text);
     return HFQ_EXIT_OK;
 }
 
+/* One input per line: hex bytes of a text (or, with decode, ids); one output
+ * line each. */
+static int run_batch(const hfq_tokenizer *t, const char *path, const char *data, size_t len, int flags, int json,
+                     bool decode, bool special) {
+    char *text = malloc(len / 2 + 1);
+    if (!text) {
+        fprintf(stderr, "tokenize: out of memory\n");
+        return HFQ_EXIT_FAILURE;
+    }
+    int rc = HFQ_EXIT_OK;
+    size_t line = 1;
+    for (size_t pos = 0; pos < len && rc == HFQ_EXIT_OK; line++) {
+        size_t end = pos;
+        while (end < len && data[end] != '\n') end++;
+        if (decode) {
+            rc = decode_one(t, data + pos, end - pos, special, true);
+            pos = end + 1;
+            continue;
+        }
+        size_t n = 0;
+        for (size_t i = pos; i < end; i += 2) {
+            int hi = hexval((unsigned char)data[i]), lo = i + 1 < end ? hexval((unsigned char)data[i + 1]) : -1;
+            if (hi < 0 || lo < 0) {
+                fprintf(stderr, "%s: line %zu: not hex\n", path, line);
+                rc = HFQ_EXIT_FAILURE;
+                break;
+            }
+            text[n++] = (char)(hi * 16 + lo);
+        }
+        int32_t *ids;
+        size_t n_ids;
+        hfq_error err;
+        if (rc == HFQ_EXIT_OK && hfq_tokenize(t, text, n, flags, &ids, &n_ids, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            rc = HFQ_EXIT_FAILURE;
+        } else if (rc == HFQ_EXIT_OK) {
+            print_ids(t, ids, n_ids, json);
+            free(ids);
+        }
+        pos = end + 1;
+    }
+    free(text);
+    return rc;
+}
+
 int main(int argc, char **argv) {
-    const char *dir = NULL, *text_file = NULL, *prompt = NULL, *batch = NULL;
-    int json = 0, flags = HFQ_TOK_ADD_SPECIAL, decode = 0, special = 0;
+    const char *dir = NULL, *gguf_path = NULL, *text_file = NULL, *prompt = NULL, *batch = NULL;
+    int json = 0, flags = HFQ_TOK_ADD_SPECIAL;
+    bool decode = false, special = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **value = !strcmp(a, "--tokenizer-dir") ? &dir : !strcmp(a, "--text") ? &text_file :
@@ -176,17 +207,19 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--no-bos")) flags &= ~HFQ_TOK_ADD_SPECIAL;
         else if (!strcmp(a, "--parse-special")) flags |= HFQ_TOK_PARSE_SPECIAL;
-        else if (!strcmp(a, "--decode")) decode = 1;
-        else if (!strcmp(a, "--special")) special = 1;
+        else if (!strcmp(a, "--decode")) decode = true;
+        else if (!strcmp(a, "--special")) special = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return HFQ_EXIT_OK;
+        } else if (a[0] != '-' && !gguf_path) {
+            gguf_path = a;
         } else {
             fprintf(stderr, "tokenize: unknown argument \"%s\" (see --help)\n", a);
             return HFQ_EXIT_USAGE;
         }
     }
-    if (!dir || (!!text_file + !!prompt + !!batch) != 1 || (decode && batch)) {
+    if (!dir == !gguf_path || (!!text_file + !!prompt + !!batch) != 1) {
         usage(stderr);
         return HFQ_EXIT_USAGE;
     }
@@ -203,13 +236,20 @@ int main(int argc, char **argv) {
             return HFQ_EXIT_FAILURE;
         }
     }
-    hfq_vocab *v = data ? hfq_vocab_from_dir(dir, &err) : NULL;
+    hfq_vocab *v = NULL;
+    if (data && dir) {
+        v = hfq_vocab_from_dir(dir, &err);
+    } else if (data) {
+        gguf_file *f = gguf_open(gguf_path, &err);
+        v = f ? hfq_vocab_from_gguf(f, &err) : NULL;
+        gguf_close(f);
+    }
     hfq_tokenizer *t = v ? hfq_tokenizer_new(v, &err) : NULL;
     int rc = HFQ_EXIT_FAILURE;
     if (!data) fprintf(stderr, "tokenize: out of memory\n");
     else if (!t) fprintf(stderr, "%s\n", err.msg);
-    else if (batch) rc = run_batch(t, batch, data, len, flags, json);
-    else if (decode) rc = run_decode(t, data, special);
+    else if (batch) rc = run_batch(t, batch, data, len, flags, json, decode, special);
+    else if (decode) rc = decode_one(t, data, len, special, false);
     else {
         int32_t *ids;
         size_t n;
