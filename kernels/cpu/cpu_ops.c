@@ -18,7 +18,7 @@
 
 #include "formats/ggml_type.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/vexp.h"
+#include "kernels/cpu/vec_kernels.h"
 
 #define SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 /* Elementwise work below this many values stays on one thread. */
@@ -142,32 +142,11 @@ static void cpu_rope(hfq_backend *b, float *x, int64_t n_tokens, int64_t n_heads
 /* One query head against n_keys cached positions:
  *   out = softmax(scale * q.K^T) V
  * q, out: [hd];  kt: [hd][n_ctx] (this kv head's K, transposed);  v: rows v_stride apart;  s: [n_keys] scratch */
-SIMD_CLONES static void attend(const float *restrict q, const float *restrict kt, const float *restrict v,
-                               int64_t v_stride, int64_t n_keys, int64_t n_ctx, int64_t hd, float scale,
-                               float *restrict s, float *restrict out) {
-    for (int64_t p = 0; p < n_keys; p++) s[p] = 0.0f;
-    for (int64_t d = 0; d < hd; d++) {
-        const float qd = q[d];
-        const float *restrict kd = kt + d * n_ctx;
-        for (int64_t p = 0; p < n_keys; p++) s[p] += qd * kd[p];
-    }
-    float max = s[0];
-    #pragma omp simd reduction(max : max)
-    for (int64_t p = 1; p < n_keys; p++) max = s[p] > max ? s[p] : max;
-    const float max_scaled = max * scale;
-    float sum = 0.0f;
-    #pragma omp simd reduction(+ : sum)
-    for (int64_t p = 0; p < n_keys; p++) {
-        s[p] = cpu_expf(s[p] * scale - max_scaled);
-        sum += s[p];
-    }
-    for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
-    for (int64_t p = 0; p < n_keys; p++) {
-        const float e = s[p];
-        const float *restrict vp = v + p * v_stride;
-        for (int64_t d = 0; d < hd; d++) out[d] += e * vp[d];
-    }
-    const float inv = 1.0f / sum;
+static void attend(const cpu_vec_kernels *k, const float *q, const float *kt, const float *v, int64_t v_stride,
+                   int64_t n_keys, int64_t n_ctx, int64_t hd, float scale, float *s, float *out) {
+    k->scores(q, kt, n_ctx, hd, n_keys, s);
+    const float inv = 1.0f / k->softmax(s, n_keys, scale);
+    k->mix(s, v, v_stride, n_keys, hd, out);
     for (int64_t d = 0; d < hd; d++) out[d] *= inv;
 }
 
@@ -180,19 +159,15 @@ static void cpu_attention(hfq_backend *b, float *out, const float *q, const floa
         memcpy(v_cache + (pos0 + t) * kv_dim, v + t * kv_dim, (size_t)kv_dim * sizeof *v);
     }
     const int64_t work = n_tokens * a->n_head * (pos0 + n_tokens) * hd;
+    const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
     #pragma omp parallel for collapse(2) num_threads(b->n_threads) schedule(static) if (work >= PARALLEL_MIN_VALUES)
     for (int64_t t = 0; t < n_tokens; t++)
         for (int64_t h = 0; h < a->n_head; h++) {
             const int64_t hk = h / group;
             float *s = b->scores + (size_t)omp_get_thread_num() * (size_t)n_ctx;
-            attend(q + t * q_dim + h * hd, k_cache + hk * hd * n_ctx, v_cache + hk * hd, kv_dim, pos0 + t + 1, n_ctx,
+            attend(&kern, q + t * q_dim + h * hd, k_cache + hk * hd * n_ctx, v_cache + hk * hd, kv_dim, pos0 + t + 1, n_ctx,
                    hd, a->scale, s, out + t * q_dim + h * hd);
         }
-}
-
-/* gate = silu(gate) * up = gate / (1 + e^-gate) * up */
-SIMD_CLONES static void swiglu_range(float *restrict gate, const float *restrict up, size_t n) {
-    for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + cpu_expf(-gate[i])) * up[i];
 }
 
 SIMD_CLONES static void add_range(float *restrict x, const float *restrict y, size_t n) {
@@ -211,7 +186,8 @@ SIMD_CLONES static void add_range(float *restrict x, const float *restrict y, si
     } while (0)
 
 static void cpu_swiglu(hfq_backend *b, float *gate, const float *up, size_t n) {
-    FOR_RANGES(b, n, swiglu_range(gate + lo, up + lo, hi - lo));
+    const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
+    FOR_RANGES(b, n, kern.swiglu(gate + lo, up + lo, hi - lo));
 }
 
 static void cpu_add(hfq_backend *b, float *x, const float *y, size_t n) {
