@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void atomic_free(hfq_atomic_file *af) {
@@ -28,6 +29,16 @@ int hfq_atomic_open(hfq_atomic_file *af, const char *path, hfq_error *err) {
         int e = errno;
         atomic_free(af);
         return hfq_fail(err, path, "cannot create output: %s", strerror(e));
+    }
+    /* mkstemp creates 0600; outputs get the usual 0666 minus the umask */
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(af->tmp_path);
+        atomic_free(af);
+        return hfq_fail(err, path, "cannot set permissions on output: %s", strerror(e));
     }
     af->fp = fdopen(fd, "wb");
     if (!af->fp) {

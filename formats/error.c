@@ -24,7 +24,12 @@ int hfq_fail(hfq_error *err, const char *where, const char *fmt, ...) {
 
 void hfq_error_prefix(hfq_error *err, const char *where) {
     if (!err || !where || !*where) return;
-    char old[sizeof err->msg];
-    memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", where, old);
+    size_t wl = strlen(where), ml = strnlen(err->msg, sizeof err->msg - 1);
+    if (wl + 2 >= sizeof err->msg) wl = sizeof err->msg - 3;
+    if (wl + 2 + ml >= sizeof err->msg) ml = sizeof err->msg - 1 - wl - 2; /* keep the end cut */
+    memmove(err->msg + wl + 2, err->msg, ml);
+    memcpy(err->msg, where, wl);
+    err->msg[wl] = ':';
+    err->msg[wl + 1] = ' ';
+    err->msg[wl + 2 + ml] = 0;
 }

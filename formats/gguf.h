@@ -12,7 +12,15 @@
  * the bytes left, string lengths, type ids, duplicate keys and tensor names,
  * dims, block-size divisibility of ne[0], overflow of sizes, offsets inside the
  * file and aligned, overlaps) and fails with a one-line error naming the file
- * and the key or tensor.
+ * and the key or tensor. Like llama.cpp it also refuses: version != 3, empty
+ * keys, strings over 1 GiB, arrays over 2^30 elements, and tensor offsets other
+ * than the dense packing (each tensor at the previous one's end rounded up to
+ * the alignment). Stricter than llama.cpp: keys and tensor names may not be
+ * empty or hold NUL bytes, and n_dims must be 1..4.
+ *
+ * Ownership: every string the reader returns is owned by the gguf_file and
+ * tensor data points into its read-only mapping; all stay valid until
+ * gguf_close. The writer copies every key, value and name it is given.
  */
 #ifndef HFQ_FORMATS_GGUF_H
 #define HFQ_FORMATS_GGUF_H
@@ -61,7 +69,10 @@ const char *gguf_path(const gguf_file *f);
 uint32_t gguf_version(const gguf_file *f);
 uint32_t gguf_alignment(const gguf_file *f);
 uint64_t gguf_data_offset(const gguf_file *f);  /* absolute offset of the data section */
+uint64_t gguf_file_size(const gguf_file *f);
 
+/* Keys in file order. gguf_kv_type gives GGUF_VT_ARRAY for arrays;
+ * out-of-range i gives NULL / GGUF_VT_COUNT. */
 int64_t gguf_n_kv(const gguf_file *f);
 const char *gguf_kv_key(const gguf_file *f, int64_t i);
 gguf_vtype gguf_kv_type(const gguf_file *f, int64_t i);
@@ -74,12 +85,19 @@ int gguf_get_int(const gguf_file *f, int64_t i, int64_t *out, hfq_error *err);
 int gguf_get_uint64(const gguf_file *f, int64_t i, uint64_t *out, hfq_error *err);
 int gguf_get_float(const gguf_file *f, int64_t i, double *out, hfq_error *err);
 int gguf_get_bool(const gguf_file *f, int64_t i, bool *out, hfq_error *err);
-/* NUL-terminated copy owned by f (strings may contain NUL bytes: len gives all). */
+/* Bytes of a numeric or BOOL scalar (little-endian, possibly unaligned: read
+ * with memcpy); NULL for strings, arrays and out-of-range i. */
+const void *gguf_get_val_data(const gguf_file *f, int64_t i);
+/* STRING value: NUL-terminated copy owned by f; len (may be NULL) gets its
+ * length in bytes. */
 const char *gguf_get_str(const gguf_file *f, int64_t i, uint64_t *len, hfq_error *err);
 
 /* Arrays. Element type and count; numeric data is a pointer into the mapping
  * (little-endian, possibly unaligned: read with memcpy); string elements are
- * returned one by one (NUL-terminated copies owned by f, made on first use). */
+ * returned one by one (NUL-terminated copies owned by f, made at open).
+ * When key i is not an array: gguf_arr_type gives GGUF_VT_COUNT, gguf_arr_n -1,
+ * gguf_arr_data NULL (also NULL for string arrays); gguf_arr_str gives NULL
+ * when i is not a string array or j is out of range. */
 gguf_vtype gguf_arr_type(const gguf_file *f, int64_t i);
 int64_t gguf_arr_n(const gguf_file *f, int64_t i);
 const void *gguf_arr_data(const gguf_file *f, int64_t i);
@@ -87,7 +105,15 @@ const char *gguf_arr_str(const gguf_file *f, int64_t i, int64_t j, uint64_t *len
 
 int64_t gguf_n_tensors(const gguf_file *f);
 const gguf_tensor_info *gguf_tensor_at(const gguf_file *f, int64_t i);
-const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name);
+const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name);  /* NULL if absent */
+
+/* Integrity hashes (GGUF_KEY_TENSOR_HASHES). gguf_stored_hash returns 1 and
+ * sets *out when the file stores hashes, 0 when it has none (files from other
+ * writers), -1 with err when the key is malformed (not an array of UINT64 with
+ * one element per tensor) or i is out of range. gguf_tensor_hash computes
+ * XXH3-64 of a tensor's bytes. */
+int gguf_stored_hash(const gguf_file *f, int64_t i, uint64_t *out, hfq_error *err);
+uint64_t gguf_tensor_hash(const gguf_tensor_info *t);
 
 /* ---- streaming writer ----
  * Build the metadata and tensor table first, then gguf_writer_begin writes the
@@ -96,7 +122,21 @@ const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name);
  * time, or in pieces with gguf_writer_write_data); gguf_writer_finish pads,
  * patches the GGUF_KEY_TENSOR_HASHES array (reserved at begin), fsyncs and
  * renames. Any failure, or gguf_writer_free before finish, removes the
- * temporary file. Setting a key that exists replaces its value in place. */
+ * temporary file. Setting a key that exists replaces its value in place
+ * (keeping its position and possibly changing its type); keys are written in
+ * the order they were first set.
+ *
+ * Setters return 0, or -1 on a bad argument (empty key, STRING/ARRAY element
+ * type for gguf_set_arr, n < 0, over llama.cpp's limits of 1 GiB per string
+ * and 2^30 elements per array), when out of memory, or after begin; the first
+ * such failure is kept and gguf_writer_begin then fails with its message, so
+ * callers may check only begin. Changing keys after begin (set or remove) fails
+ * the whole writer and removes its temporary file.
+ *
+ * The writer owns GGUF_KEY_TENSOR_HASHES: begin sets it (in place when it was
+ * copied from another file) or removes it when there are no tensors.
+ * general.alignment, when set, must be a UINT32 power of two (checked at
+ * begin); it is the alignment used for the data. Output is deterministic. */
 
 typedef struct gguf_writer gguf_writer;
 
@@ -122,19 +162,23 @@ int gguf_set_arr_str(gguf_writer *w, const char *key, const char *const *strs,
                      const uint64_t *lens, int64_t n);
 /* Copies one key (any type, arrays included) from a reader. */
 int gguf_copy_kv(gguf_writer *w, const gguf_file *src, int64_t i);
-int gguf_remove_key(gguf_writer *w, const char *key);
+int gguf_remove_key(gguf_writer *w, const char *key);   /* 0, or -1 if absent */
 
 /* Declares a tensor; returns its index (>= 0) or -1 with err filled (bad
- * name, duplicate, dims, ne[0] not a multiple of the type's block size). */
+ * name, duplicate, dims, ne[0] not a multiple of the type's block size, size
+ * overflow, called after begin). ne has n_dims entries; ne[0] is the row length. */
 int64_t gguf_add_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims,
                         const int64_t *ne, hfq_error *err);
 uint64_t gguf_tensor_nbytes(const gguf_writer *w, int64_t i);
 
 int gguf_writer_begin(gguf_writer *w, const char *path, hfq_error *err);
-/* Writes tensor i's whole data (must be the next tensor in order). */
+/* Writes tensor i's whole data (must be the next tensor in order). Any failure
+ * from here on removes the temporary file and fails every later call. */
 int gguf_writer_write_tensor(gguf_writer *w, int64_t i, const void *data, hfq_error *err);
-/* Writes part of the current tensor's data; pieces must add up to its nbytes. */
+/* Writes part of the current tensor's data; pieces must add up to its nbytes
+ * (more is an error). A tensor of 0 bytes is completed by writing 0 bytes. */
 int gguf_writer_write_data(gguf_writer *w, const void *data, uint64_t n, hfq_error *err);
+/* Fails unless every tensor was written completely. */
 int gguf_writer_finish(gguf_writer *w, hfq_error *err);
 
 #endif

@@ -39,6 +39,13 @@ typedef struct st_model st_model;
 
 size_t st_dtype_size(st_dtype dt);
 const char *st_dtype_name(st_dtype dt);         /* "F32", "BF16", ... */
+st_dtype st_dtype_from_name(const char *name);  /* ST_DTYPE_COUNT if unknown */
+/* Element count and byte size of dtype x shape; -1 on a negative dim or overflow. */
+int st_shape_bytes(st_dtype dtype, int n_dims, const int64_t *shape, int64_t *n_elements,
+                   uint64_t *nbytes);
+/* A tensor name fit for a one-line message: control characters become '?',
+ * long names are cut with "...". */
+void st_printable_name(char *out, size_t out_size, const char *name);
 
 /* Opens one .safetensors file. */
 st_model *st_open_file(const char *path, hfq_error *err);
@@ -52,6 +59,7 @@ int64_t st_n_tensors(const st_model *m);
 const st_tensor *st_tensor_at(const st_model *m, int64_t i);
 const st_tensor *st_find(const st_model *m, const char *name);   /* NULL if absent */
 const char *st_shard_path(const st_model *m, int shard);
+int st_n_shards(const st_model *m);
 
 /* A value of the "__metadata__" object (string -> string) of any shard, or NULL. */
 const char *st_metadata_get(const st_model *m, const char *key);

@@ -1,0 +1,147 @@
+/* fp4.c - MXFP4 and NVFP4 row quantizers (reference, global-scale and
+ * importance-weighted), dequantizers and dot products; the per-block
+ * arithmetic is the inline code in fp4.h. */
+#include "quant/fp4.h"
+
+#define NVFP4_SUBS (HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB)
+#define NVFP4_SEARCH_RADIUS 2 /* scale codes tried on each side of the reference */
+
+/* ggml's `floorf(log2f(amax)) - 2 + 127`, clamped to [0, 254] where ggml's
+ * conversion to uint8_t would be undefined. */
+static uint8_t mxfp4_exponent(float amax) {
+    if (!(amax > 0.0f)) return 0;
+    const float e = floorf(log2f(amax)) - 2 + 127;
+    return e < 0.0f ? 0 : e > 254.0f ? 254 : (uint8_t)e;
+}
+
+/* sum w[j] * (x[j] - decoded x[j])^2 for n values coded at scale d. */
+static double weighted_error(const float *x, const float *w, int n, float d, int rne) {
+    double err = 0.0;
+    for (int j = 0; j < n; j++) {
+        const double diff = (double)x[j] - (double)hfq_e2m1_doubled(hfq_fp4_encode(x[j], d, rne)) * d;
+        err += (double)w[j] * diff * diff;
+    }
+    return err;
+}
+
+size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                          const float *importance) {
+    if (nrows < 0 || n_per_row <= 0 || n_per_row % HFQ_QK_MXFP4) return 0;
+    const int64_t nb = n_per_row / HFQ_QK_MXFP4;
+    hfq_block_mxfp4 *y = (hfq_block_mxfp4 *)dst;
+    for (int64_t r = 0; r < nrows; r++) {
+        for (int64_t b = 0; b < nb; b++, y++) {
+            const float *x = src + r * n_per_row + b * HFQ_QK_MXFP4;
+            uint8_t e = mxfp4_exponent(hfq_fp4_amax(x, HFQ_QK_MXFP4));
+            if (importance && e < 254) {
+                /* the next exponent stops clipping the values in [6, 8) * 2^(e-127) */
+                const float *w = importance + b * HFQ_QK_MXFP4;
+                if (weighted_error(x, w, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32((uint8_t)(e + 1)), 0) <
+                    weighted_error(x, w, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(e), 0))
+                    e++;
+            }
+            y->e = e;
+            hfq_fp4_pack(x, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(e), 0, y->qs);
+        }
+    }
+    return (size_t)(nrows * nb) * sizeof(hfq_block_mxfp4);
+}
+
+/* The scale code within NVFP4_SEARCH_RADIUS of the reference one with the
+ * least weighted error (the reference on ties). */
+static uint8_t nvfp4_search_code(const float *x, const float *w, float g) {
+    const int c0 = hfq_nvfp4_scale_code(hfq_fp4_amax(x, HFQ_QK_NVFP4_SUB), g);
+    int best = c0;
+    double best_err = weighted_error(x, w, HFQ_QK_NVFP4_SUB, hfq_nvfp4_sub_scale((uint8_t)c0, g), g > 0.0f);
+    for (int c = c0 - NVFP4_SEARCH_RADIUS; c <= c0 + NVFP4_SEARCH_RADIUS; c++) {
+        if (c == c0 || c < 0 || c > 0x7E) continue;
+        const double err = weighted_error(x, w, HFQ_QK_NVFP4_SUB, hfq_nvfp4_sub_scale((uint8_t)c, g), g > 0.0f);
+        if (err < best_err) {
+            best = c;
+            best_err = err;
+        }
+    }
+    return (uint8_t)best;
+}
+
+size_t hfq_quantize_nvfp4(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                          const float *importance, float global_scale) {
+    if (nrows < 0 || n_per_row <= 0 || n_per_row % HFQ_QK_NVFP4) return 0;
+    const float g = global_scale > 0.0f ? global_scale : 0.0f;
+    const int64_t nb = n_per_row / HFQ_QK_NVFP4;
+    hfq_block_nvfp4 *y = (hfq_block_nvfp4 *)dst;
+    for (int64_t r = 0; r < nrows; r++) {
+        for (int64_t b = 0; b < nb; b++, y++) {
+            const float *x = src + r * n_per_row + b * HFQ_QK_NVFP4;
+            if (!importance) {
+                hfq_quantize_block_nvfp4(x, y, g);
+                continue;
+            }
+            for (int s = 0; s < NVFP4_SUBS; s++) {
+                const int64_t off = b * HFQ_QK_NVFP4 + s * HFQ_QK_NVFP4_SUB;
+                const float *xs = x + s * HFQ_QK_NVFP4_SUB;
+                hfq_nvfp4_pack_sub(xs, nvfp4_search_code(xs, importance + off, g), g, y, s);
+            }
+        }
+    }
+    return (size_t)(nrows * nb) * sizeof(hfq_block_nvfp4);
+}
+
+float hfq_nvfp4_global_scale(const float *x, int64_t n) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    return amax / HFQ_NVFP4_GLOBAL_DIV;
+}
+
+void hfq_dequantize_row_mxfp4(const void *src, float *dst, int64_t n) {
+    const hfq_block_mxfp4 *x = (const hfq_block_mxfp4 *)src;
+    for (int64_t b = 0; b < n / HFQ_QK_MXFP4; b++) hfq_decode_block_mxfp4(x + b, dst + b * HFQ_QK_MXFP4);
+}
+
+void hfq_dequantize_row_nvfp4(const void *src, float *dst, int64_t n) {
+    const hfq_block_nvfp4 *x = (const hfq_block_nvfp4 *)src;
+    for (int64_t b = 0; b < n / HFQ_QK_NVFP4; b++) hfq_decode_block_nvfp4(x + b, dst + b * HFQ_QK_NVFP4);
+}
+
+float hfq_dot_mxfp4_f32(const void *w, const float *x, int64_t n) {
+    const hfq_block_mxfp4 *q = (const hfq_block_mxfp4 *)w;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / HFQ_QK_MXFP4; b++)
+        acc += hfq_fp4_dot_f32(q[b].qs, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(q[b].e), x + b * HFQ_QK_MXFP4);
+    return acc;
+}
+
+float hfq_dot_nvfp4_f32(const void *w, const float *x, int64_t n) {
+    const hfq_block_nvfp4 *q = (const hfq_block_nvfp4 *)w;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / HFQ_QK_NVFP4; b++)
+        for (int s = 0; s < NVFP4_SUBS; s++)
+            acc += hfq_fp4_dot_f32(q[b].qs + s * (HFQ_QK_NVFP4_SUB / 2), HFQ_QK_NVFP4_SUB,
+                                   hfq_ue4m3_half_to_f32(q[b].d[s]),
+                                   x + b * HFQ_QK_NVFP4 + s * HFQ_QK_NVFP4_SUB);
+    return acc;
+}
+
+float hfq_dot_mxfp4_q8_0(const void *w, const void *a, int64_t n) {
+    const hfq_block_mxfp4 *q = (const hfq_block_mxfp4 *)w;
+    const hfq_block_q8_0 *y = (const hfq_block_q8_0 *)a;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / HFQ_QK_MXFP4; b++) acc = hfq_acc_block_mxfp4_q8_0(acc, q + b, y + b);
+    return acc;
+}
+
+float hfq_dot_nvfp4_q8_0(const void *w, const void *a, int64_t n) {
+    const hfq_block_nvfp4 *q = (const hfq_block_nvfp4 *)w;
+    const hfq_block_q8_0 *y = (const hfq_block_q8_0 *)a;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / HFQ_QK_NVFP4; b++) acc = hfq_acc_block_nvfp4_q8_0(acc, q + b, y + 2 * b);
+    return acc;
+}
+
+float hfq_dot_nvfp4_nvfp4(const void *w, const void *a, int64_t n) {
+    const hfq_block_nvfp4 *qw = (const hfq_block_nvfp4 *)w;
+    const hfq_block_nvfp4 *qa = (const hfq_block_nvfp4 *)a;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / HFQ_QK_NVFP4; b++) acc = hfq_acc_block_nvfp4_nvfp4(acc, qw + b, qa + b);
+    return acc;
+}

@@ -1,0 +1,59 @@
+/* fp8.c - FP8 tensor quantization, dequantization and dot products; the
+ * codecs themselves are the inline functions in fp8.h. */
+#include "quant/fp8.h"
+
+#include <math.h>
+
+float hfq_fp8_scale(hfq_fp8_format fmt, const float *x, int64_t n) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    return amax / hfq_fp8_max(fmt);
+}
+
+static void quantize_row(hfq_fp8_format fmt, const float *x, uint8_t *q, int64_t n, float scale) {
+    if (scale == 0.0f) {
+        for (int64_t i = 0; i < n; i++) q[i] = 0;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) q[i] = hfq_f32_to_fp8(fmt, x[i] / scale);
+}
+
+size_t hfq_quantize_fp8(hfq_fp8_format fmt, const float *src, void *dst, int64_t nrows,
+                        int64_t n_per_row, const float *importance, float *scales) {
+    (void)importance;
+    if (nrows < 0 || n_per_row <= 0) return 0;
+    uint8_t *q = (uint8_t *)dst;
+    for (int64_t r = 0; r < nrows; r++) {
+        const float *x = src + r * n_per_row;
+        scales[r] = hfq_fp8_scale(fmt, x, n_per_row);
+        quantize_row(fmt, x, q + r * n_per_row, n_per_row, scales[r]);
+    }
+    return (size_t)(nrows * n_per_row);
+}
+
+size_t hfq_quantize_fp8_static(hfq_fp8_format fmt, const float *src, void *dst, int64_t nrows,
+                               int64_t n_per_row, float scale) {
+    if (nrows < 0 || n_per_row <= 0) return 0;
+    quantize_row(fmt, src, (uint8_t *)dst, nrows * n_per_row, scale);
+    return (size_t)(nrows * n_per_row);
+}
+
+void hfq_dequantize_row_fp8(hfq_fp8_format fmt, const void *src, float *dst, int64_t n, float scale) {
+    const uint8_t *q = (const uint8_t *)src;
+    for (int64_t i = 0; i < n; i++) dst[i] = scale * hfq_fp8_to_f32(fmt, q[i]);
+}
+
+float hfq_dot_fp8_f32(hfq_fp8_format wfmt, const void *w, float w_scale, const float *x, int64_t n) {
+    const uint8_t *q = (const uint8_t *)w;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) sum += hfq_fp8_to_f32(wfmt, q[i]) * x[i];
+    return sum * w_scale;
+}
+
+float hfq_dot_fp8_fp8(hfq_fp8_format wfmt, const void *w, float w_scale,
+                      hfq_fp8_format afmt, const void *a, float a_scale, int64_t n) {
+    const uint8_t *qw = (const uint8_t *)w, *qa = (const uint8_t *)a;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) sum += hfq_fp8_to_f32(wfmt, qw[i]) * hfq_fp8_to_f32(afmt, qa[i]);
+    return sum * (w_scale * a_scale);
+}

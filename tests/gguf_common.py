@@ -1,0 +1,31 @@
+"""Shared by the GGUF Python tests: check() collects failures, finish() reports
+them as the exit status, write_spec() writes a GGUF file with our writer
+through tests/gguf_spec_writer (see its header for the spec format)."""
+import json
+import os
+import subprocess
+
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
+
+
+def finish():
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("ok")
+    return 0
+
+
+def write_spec(spec_writer, spec, tmp, name):
+    spec_path, path = os.path.join(tmp, name + ".json"), os.path.join(tmp, name + ".gguf")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    r = subprocess.run([spec_writer, "write", spec_path, path], capture_output=True, text=True)
+    check(r.returncode == 0, f"spec writer: {r.stderr}")
+    return path
