@@ -20,7 +20,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Test tooling (never needed by the shipped C tools).
-py_pkgs=(gguf==0.19.0 numpy==2.3.5 tokenizers==0.23.3 sentencepiece==0.2.3)
+py_pkgs=(gguf==0.19.0 numpy==2.3.5 tokenizers==0.23.3 sentencepiece==0.2.3 ml_dtypes==0.6.0)
 stamp=.venv/.hfq-setup-$(echo "${py_pkgs[*]}" | md5sum | cut -c1-12)
 if [ ! -f "$stamp" ]; then
   echo "setup: creating .venv with ${py_pkgs[*]}"
