@@ -1,0 +1,342 @@
+/* block_math.h - per-block decode, dot products and activation quantizers of
+ * the integer formats, written once for the CPU and CUDA (HFQ_HD).
+ *
+ * Decoders produce exactly ggml's dequantize_row_* values: the float
+ * operations and their order are ggml's (d * q, or (d * sc) * q - dmin * m),
+ * so the same bits come out on the CPU (built without FMA contraction) and
+ * on CUDA devices (products feeding a sum go through HFQ_FMUL, which nvcc
+ * cannot fuse).
+ *
+ * Dot products pair a weight block with its activation block (Q8_0 for
+ * Q8_0/Q4_0/Q5_0, Q8_1 for Q5_1, Q8_K for the K-quants, as ggml's CPU
+ * backend does) and sum integer products exactly before scaling once per
+ * block; they agree with a double-precision dot of the decoded values up to
+ * float rounding of the block results.
+ *
+ * Activation quantizers are ggml's quantize_row_q8_0/q8_1/q8_K_ref per block.
+ */
+#ifndef HFQ_QUANT_BLOCK_MATH_H
+#define HFQ_QUANT_BLOCK_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quant/blocks.h"
+#include "quant/half.h"
+#include "quant/hd.h"
+
+/* A product that is rounded before it is added to anything: nvcc contracts
+ * a * b + c into one FMA by default, which rounds once instead of twice. */
+#ifdef __CUDA_ARCH__
+#define HFQ_FMUL(a, b) __fmul_rn((a), (b))
+#else
+#define HFQ_FMUL(a, b) ((a) * (b))
+#endif
+
+/* Round to nearest, ties to even, as ggml's nearest_int: adding 1.5 * 2^23
+ * leaves the rounded integer in the low mantissa bits. Exact for
+ * |x| <= 2^22; beyond that it returns what ggml returns (garbage bits that
+ * callers clamp), which is what keeps pathological blocks bit-identical. */
+static inline HFQ_HD int hfq_nearest_int(float x) {
+    float biased = x + 12582912.f;
+    int32_t bits;
+    memcpy(&bits, &biased, sizeof bits);
+    return (bits & 0x007fffff) - 0x00400000;
+}
+
+/* ---- 32-element formats ---- */
+
+/* The first element of largest magnitude, with its sign (0 for n = 0 or an
+ * all-zero group): the symmetric formats map it to their most negative
+ * level, which has one more step than the positive side. */
+static inline HFQ_HD float hfq_signed_extreme(const float *x, int n) {
+    float amax = 0.0f, extreme = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            extreme = x[j];
+        }
+    }
+    return extreme;
+}
+
+static inline HFQ_HD uint32_t hfq_load_le32(const uint8_t b[4]) {
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Unpacks 32 nibbles (element j low, j + 16 high) and subtracts bias. */
+static inline HFQ_HD void hfq_unpack_nibbles(const uint8_t qs[HFQ_QK / 2], int bias, int8_t q[HFQ_QK]) {
+    for (int j = 0; j < HFQ_QK / 2; j++) {
+        q[j] = (int8_t)((qs[j] & 0x0f) - bias);
+        q[j + HFQ_QK / 2] = (int8_t)((qs[j] >> 4) - bias);
+    }
+}
+
+/* Unpacks 32 five-bit values (nibbles plus bit j of qh) and subtracts bias. */
+static inline HFQ_HD void hfq_unpack_5bit(const uint8_t qs[HFQ_QK / 2], const uint8_t qh_bytes[4], int bias,
+                                          int8_t q[HFQ_QK]) {
+    uint32_t qh = hfq_load_le32(qh_bytes);
+    for (int j = 0; j < HFQ_QK / 2; j++) {
+        int lo = (qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4;
+        int hi = (qs[j] >> 4) | (int)((qh >> (j + HFQ_QK / 2)) & 1) << 4;
+        q[j] = (int8_t)(lo - bias);
+        q[j + HFQ_QK / 2] = (int8_t)(hi - bias);
+    }
+}
+
+static inline HFQ_HD void hfq_levels_q4_0(const hfq_block_q4_0 *b, int8_t q[HFQ_QK]) {
+    hfq_unpack_nibbles(b->qs, 8, q);
+}
+static inline HFQ_HD void hfq_levels_q5_0(const hfq_block_q5_0 *b, int8_t q[HFQ_QK]) {
+    hfq_unpack_5bit(b->qs, b->qh, 16, q);
+}
+static inline HFQ_HD void hfq_levels_q5_1(const hfq_block_q5_1 *b, int8_t q[HFQ_QK]) {
+    hfq_unpack_5bit(b->qs, b->qh, 0, q);
+}
+
+/* y = q * d (no "+ 0": that would turn ggml's -0.0 results into +0.0). */
+static inline HFQ_HD void hfq_scale_levels(const int8_t *q, int n, float d, float *y) {
+    for (int j = 0; j < n; j++) y[j] = (float)q[j] * d;
+}
+
+static inline HFQ_HD void hfq_decode_q8_0(const hfq_block_q8_0 *b, float y[HFQ_QK]) {
+    hfq_scale_levels(b->qs, HFQ_QK, hfq_fp16_to_f32(b->d), y);
+}
+
+static inline HFQ_HD void hfq_decode_q8_1(const hfq_block_q8_1 *b, float y[HFQ_QK]) {
+    hfq_scale_levels(b->qs, HFQ_QK, hfq_fp16_to_f32(b->d), y);
+}
+
+static inline HFQ_HD void hfq_decode_q4_0(const hfq_block_q4_0 *b, float y[HFQ_QK]) {
+    int8_t q[HFQ_QK];
+    hfq_levels_q4_0(b, q);
+    hfq_scale_levels(q, HFQ_QK, hfq_fp16_to_f32(b->d), y);
+}
+
+static inline HFQ_HD void hfq_decode_q5_0(const hfq_block_q5_0 *b, float y[HFQ_QK]) {
+    int8_t q[HFQ_QK];
+    hfq_levels_q5_0(b, q);
+    hfq_scale_levels(q, HFQ_QK, hfq_fp16_to_f32(b->d), y);
+}
+
+static inline HFQ_HD void hfq_decode_q5_1(const hfq_block_q5_1 *b, float y[HFQ_QK]) {
+    int8_t q[HFQ_QK];
+    hfq_levels_q5_1(b, q);
+    float d = hfq_fp16_to_f32(b->d), m = hfq_fp16_to_f32(b->m);
+    for (int j = 0; j < HFQ_QK; j++) y[j] = HFQ_FMUL((float)q[j], d) + m;
+}
+
+static inline HFQ_HD int32_t hfq_dot_i8(const int8_t *a, const int8_t *b, int n) {
+    int32_t sum = 0;
+    for (int j = 0; j < n; j++) sum += (int32_t)a[j] * b[j];
+    return sum;
+}
+
+static inline HFQ_HD float hfq_dot_q8_0_q8_0(const hfq_block_q8_0 *w, const hfq_block_q8_0 *a) {
+    return (float)hfq_dot_i8(w->qs, a->qs, HFQ_QK) * (hfq_fp16_to_f32(w->d) * hfq_fp16_to_f32(a->d));
+}
+
+static inline HFQ_HD float hfq_dot_q4_0_q8_0(const hfq_block_q4_0 *w, const hfq_block_q8_0 *a) {
+    int8_t q[HFQ_QK];
+    hfq_levels_q4_0(w, q);
+    return (float)hfq_dot_i8(q, a->qs, HFQ_QK) * (hfq_fp16_to_f32(w->d) * hfq_fp16_to_f32(a->d));
+}
+
+static inline HFQ_HD float hfq_dot_q5_0_q8_0(const hfq_block_q5_0 *w, const hfq_block_q8_0 *a) {
+    int8_t q[HFQ_QK];
+    hfq_levels_q5_0(w, q);
+    return (float)hfq_dot_i8(q, a->qs, HFQ_QK) * (hfq_fp16_to_f32(w->d) * hfq_fp16_to_f32(a->d));
+}
+
+/* sum (d q + m) * a = d * da * sum(q qa) + m * (da * sum(qa)); the last
+ * factor is the activation block's stored s. */
+static inline HFQ_HD float hfq_dot_q5_1_q8_1(const hfq_block_q5_1 *w, const hfq_block_q8_1 *a) {
+    int8_t q[HFQ_QK];
+    hfq_levels_q5_1(w, q);
+    return HFQ_FMUL((float)hfq_dot_i8(q, a->qs, HFQ_QK), hfq_fp16_to_f32(w->d) * hfq_fp16_to_f32(a->d)) +
+           HFQ_FMUL(hfq_fp16_to_f32(w->m), hfq_fp16_to_f32(a->s));
+}
+
+/* ---- K-quants ---- */
+
+/* The 6-bit scale and min of Q4_K/Q5_K sub-block j (0..7): sub-blocks 0-3
+ * keep theirs in the low 6 bits of bytes j and j + 4; sub-blocks 4-7 keep
+ * the low 4 bits in the nibbles of byte j + 4 and the high 2 bits in the top
+ * bits of bytes j - 4 (scale) and j (min). */
+static inline HFQ_HD void hfq_k_scale_min(int j, const uint8_t scales[HFQ_K_SCALE_BYTES], uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = scales[j] & 63;
+        *m = scales[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((scales[j + 4] & 0x0f) | (scales[j - 4] >> 6) << 4);
+        *m = (uint8_t)((scales[j + 4] >> 4) | (scales[j] >> 6) << 4);
+    }
+}
+
+/* Levels 0..15 (Q4_K) or 0..31 (Q5_K) in element order. */
+static inline HFQ_HD void hfq_levels_q4_k(const hfq_block_q4_k *b, uint8_t q[HFQ_QK_K]) {
+    for (int pair = 0; pair < HFQ_QK_K / 64; pair++) {
+        const uint8_t *qs = b->qs + 32 * pair;
+        for (int l = 0; l < 32; l++) {
+            q[64 * pair + l] = qs[l] & 0x0f;
+            q[64 * pair + 32 + l] = qs[l] >> 4;
+        }
+    }
+}
+
+static inline HFQ_HD void hfq_levels_q5_k(const hfq_block_q5_k *b, uint8_t q[HFQ_QK_K]) {
+    for (int pair = 0; pair < HFQ_QK_K / 64; pair++) {
+        const uint8_t *qs = b->qs + 32 * pair;
+        for (int l = 0; l < 32; l++) {
+            q[64 * pair + l] = (uint8_t)((qs[l] & 0x0f) | ((b->qh[l] >> (2 * pair)) & 1) << 4);
+            q[64 * pair + 32 + l] = (uint8_t)((qs[l] >> 4) | ((b->qh[l] >> (2 * pair + 1)) & 1) << 4);
+        }
+    }
+}
+
+/* Levels q - 32 in [-32, 31]: each 128-element half uses 64 ql bytes (low
+ * nibbles for elements 0-63, high nibbles for 64-127) and 32 qh bytes (two
+ * bits for each of the four 32-element quarters). */
+static inline HFQ_HD void hfq_levels_q6_k(const hfq_block_q6_k *b, int8_t q[HFQ_QK_K]) {
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *ql = b->ql + 64 * half;
+        const uint8_t *qh = b->qh + 32 * half;
+        int8_t *out = q + 128 * half;
+        for (int l = 0; l < 32; l++) {
+            out[l] = (int8_t)(((ql[l] & 0x0f) | ((qh[l] >> 0) & 3) << 4) - 32);
+            out[l + 32] = (int8_t)(((ql[l + 32] & 0x0f) | ((qh[l] >> 2) & 3) << 4) - 32);
+            out[l + 64] = (int8_t)(((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32);
+            out[l + 96] = (int8_t)(((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32);
+        }
+    }
+}
+
+/* Q4_K/Q5_K: y = (d * sc) * q - dmin * m per 32-element sub-block. */
+static inline HFQ_HD void hfq_decode_k_affine(const uint8_t q[HFQ_QK_K], const uint8_t scales[HFQ_K_SCALE_BYTES],
+                                              uint16_t d16, uint16_t dmin16, float y[HFQ_QK_K]) {
+    float d = hfq_fp16_to_f32(d16), dmin = hfq_fp16_to_f32(dmin16);
+    for (int j = 0; j < HFQ_QK_K / 32; j++) {
+        uint8_t sc, m;
+        hfq_k_scale_min(j, scales, &sc, &m);
+        float dj = d * sc, mj = dmin * m;
+        for (int l = 0; l < 32; l++) y[32 * j + l] = HFQ_FMUL(dj, (float)q[32 * j + l]) - mj;
+    }
+}
+
+static inline HFQ_HD void hfq_decode_q4_k(const hfq_block_q4_k *b, float y[HFQ_QK_K]) {
+    uint8_t q[HFQ_QK_K];
+    hfq_levels_q4_k(b, q);
+    hfq_decode_k_affine(q, b->scales, b->d, b->dmin, y);
+}
+
+static inline HFQ_HD void hfq_decode_q5_k(const hfq_block_q5_k *b, float y[HFQ_QK_K]) {
+    uint8_t q[HFQ_QK_K];
+    hfq_levels_q5_k(b, q);
+    hfq_decode_k_affine(q, b->scales, b->d, b->dmin, y);
+}
+
+static inline HFQ_HD void hfq_decode_q6_k(const hfq_block_q6_k *b, float y[HFQ_QK_K]) {
+    int8_t q[HFQ_QK_K];
+    hfq_levels_q6_k(b, q);
+    float d = hfq_fp16_to_f32(b->d);
+    for (int j = 0; j < HFQ_QK_K / 16; j++) hfq_scale_levels(q + 16 * j, 16, d * b->scales[j], y + 16 * j);
+}
+
+static inline HFQ_HD void hfq_decode_q8_k(const hfq_block_q8_k *b, float y[HFQ_QK_K]) {
+    hfq_scale_levels(b->qs, HFQ_QK_K, b->d, y);
+}
+
+/* Q4_K/Q5_K against Q8_K: sum_j (d sc_j sum(q qa) - dmin m_j sum(qa)) * da,
+ * with sum(qa) over a sub-block taken from the two bsums covering it. */
+static inline HFQ_HD float hfq_dot_k_affine_q8_k(const uint8_t q[HFQ_QK_K], const uint8_t scales[HFQ_K_SCALE_BYTES],
+                                                 uint16_t d16, uint16_t dmin16, const hfq_block_q8_k *a) {
+    int32_t sum_scaled = 0, sum_mins = 0;
+    for (int j = 0; j < HFQ_QK_K / 32; j++) {
+        uint8_t sc, m;
+        hfq_k_scale_min(j, scales, &sc, &m);
+        int32_t dot = 0;
+        for (int l = 0; l < 32; l++) dot += (int32_t)q[32 * j + l] * a->qs[32 * j + l];
+        sum_scaled += sc * dot;
+        sum_mins += m * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
+    }
+    float scaled = HFQ_FMUL(hfq_fp16_to_f32(d16), (float)sum_scaled);
+    return a->d * (scaled - HFQ_FMUL(hfq_fp16_to_f32(dmin16), (float)sum_mins));
+}
+
+static inline HFQ_HD float hfq_dot_q4_k_q8_k(const hfq_block_q4_k *w, const hfq_block_q8_k *a) {
+    uint8_t q[HFQ_QK_K];
+    hfq_levels_q4_k(w, q);
+    return hfq_dot_k_affine_q8_k(q, w->scales, w->d, w->dmin, a);
+}
+
+static inline HFQ_HD float hfq_dot_q5_k_q8_k(const hfq_block_q5_k *w, const hfq_block_q8_k *a) {
+    uint8_t q[HFQ_QK_K];
+    hfq_levels_q5_k(w, q);
+    return hfq_dot_k_affine_q8_k(q, w->scales, w->d, w->dmin, a);
+}
+
+static inline HFQ_HD float hfq_dot_q6_k_q8_k(const hfq_block_q6_k *w, const hfq_block_q8_k *a) {
+    int8_t q[HFQ_QK_K];
+    hfq_levels_q6_k(w, q);
+    int32_t sum = 0;
+    for (int j = 0; j < HFQ_QK_K / 16; j++) sum += w->scales[j] * hfq_dot_i8(q + 16 * j, a->qs + 16 * j, 16);
+    return a->d * hfq_fp16_to_f32(w->d) * (float)sum;
+}
+
+/* ---- activation quantizers (ggml's *_ref, one block) ---- */
+
+static inline HFQ_HD float hfq_abs_max(const float *x, int n) {
+    float amax = 0.0f;
+    for (int j = 0; j < n; j++) amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+    return amax;
+}
+
+/* d = amax / 127 stored as fp16; q = round(x / d) (half away from zero, as
+ * roundf). Returns the unrounded d; *sum gets the sum of the quants. */
+static inline HFQ_HD float hfq_quantize_q8_32(const float x[HFQ_QK], uint16_t *d16, int8_t qs[HFQ_QK], int *sum) {
+    float d = hfq_abs_max(x, HFQ_QK) / 127;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *d16 = hfq_f32_to_fp16(d);
+    *sum = 0;
+    for (int j = 0; j < HFQ_QK; j++) {
+        qs[j] = (int8_t)roundf(x[j] * id);
+        *sum += qs[j];
+    }
+    return d;
+}
+
+static inline HFQ_HD void hfq_quantize_block_q8_0(const float x[HFQ_QK], hfq_block_q8_0 *b) {
+    int sum;
+    hfq_quantize_q8_32(x, &b->d, b->qs, &sum);
+}
+
+/* s uses the unrounded d, as ggml. */
+static inline HFQ_HD void hfq_quantize_block_q8_1(const float x[HFQ_QK], hfq_block_q8_1 *b) {
+    int sum;
+    float d = hfq_quantize_q8_32(x, &b->d, b->qs, &sum);
+    b->s = hfq_f32_to_fp16((float)sum * d);
+}
+
+/* Q8_K keeps d in float and scales by the signed extreme so that it lands on
+ * -127 exactly; bsums are the sums of each 16 quants. */
+static inline HFQ_HD void hfq_quantize_block_q8_k(const float x[HFQ_QK_K], hfq_block_q8_k *b) {
+    float extreme = hfq_signed_extreme(x, HFQ_QK_K);
+    if (extreme == 0.0f) {
+        memset(b, 0, sizeof *b);
+        return;
+    }
+    float iscale = -127.f / extreme;
+    for (int j = 0; j < HFQ_QK_K; j++) {
+        int v = hfq_nearest_int(HFQ_FMUL(iscale, x[j]));
+        b->qs[j] = (int8_t)(v < 127 ? v : 127);
+    }
+    for (int g = 0; g < HFQ_QK_K / 16; g++) {
+        int sum = 0;
+        for (int l = 0; l < 16; l++) sum += b->qs[16 * g + l];
+        b->bsums[g] = (int16_t)sum;
+    }
+    b->d = 1 / iscale;
+}
+
+#endif

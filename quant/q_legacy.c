@@ -1,0 +1,163 @@
+/* Q8_0, Q4_0, Q5_0, Q5_1 and Q8_1; see q_legacy.h. The reference paths
+ * reproduce ggml's quantize_row_*_ref, including its float-to-small-int
+ * conversions (truncating casts after adding 0.5, unmasked Q4_0 packing), so
+ * the bytes agree even for blocks whose scale underflows. */
+#include "quant/q_legacy.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+
+#include "quant/block_math.h"
+#include "quant/rows.h"
+#include "quant/scale_search.h"
+
+/* ---- packing ---- */
+
+/* Q4_0 nibbles. Not masked, as ggml: levels are 0..15 for finite input. */
+static void pack_q4(const uint8_t L[HFQ_QK], uint8_t qs[HFQ_QK / 2]) {
+    for (int j = 0; j < HFQ_QK / 2; j++) qs[j] = (uint8_t)(L[j] | L[j + HFQ_QK / 2] << 4);
+}
+
+/* Q5 nibbles plus bit 4 of element j in bit j of qh. */
+static void pack_q5(const uint8_t L[HFQ_QK], uint8_t qs[HFQ_QK / 2], uint8_t qh_bytes[4]) {
+    uint32_t qh = 0;
+    for (int j = 0; j < HFQ_QK / 2; j++) {
+        uint8_t lo = L[j], hi = L[j + HFQ_QK / 2];
+        qs[j] = (uint8_t)((lo & 0x0f) | (hi & 0x0f) << 4);
+        qh |= ((lo & 0x10u) >> 4) << j;
+        qh |= ((hi & 0x10u) >> 4) << (j + HFQ_QK / 2);
+    }
+    for (int k = 0; k < 4; k++) qh_bytes[k] = (uint8_t)(qh >> (8 * k));
+}
+
+/* ---- levels of one block ---- */
+
+/* What differs between Q4_0, Q5_0 and Q5_1 when quantizing. */
+typedef struct legacy_format {
+    int nmax;           /* symmetric: levels 0..2 nmax - 1 around nmax; affine: 0..nmax */
+    bool affine;        /* x = d * L + m (Q5_1) rather than d * (L - nmax) */
+    size_t block_bytes;
+    void (*store)(const uint8_t L[HFQ_QK], float d, float m, void *block);
+} legacy_format;
+
+/* Reference, symmetric: d maps the signed extreme to level 0 (value
+ * -nmax * d); levels are truncate(x / d + nmax + 0.5), capped at 2 nmax - 1. */
+static float symmetric_levels_ref(const float x[HFQ_QK], int nmax, uint8_t L[HFQ_QK]) {
+    const float d = hfq_signed_extreme(x, HFQ_QK) / -nmax;
+    const float id = d ? 1.0f / d : 0.0f;
+    const int8_t top = (int8_t)(2 * nmax - 1);
+    for (int j = 0; j < HFQ_QK; j++) {
+        int8_t t = (int8_t)(x[j] * id + (nmax + 0.5f));
+        L[j] = (uint8_t)(t < top ? t : top);
+    }
+    return d;
+}
+
+/* Reference, affine: min and d = range / nmax from the block's extremes;
+ * levels truncate((x - min) / d + 0.5), uncapped as in ggml. */
+static float affine_levels_ref(const float x[HFQ_QK], int nmax, uint8_t L[HFQ_QK], float *m) {
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int j = 0; j < HFQ_QK; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / nmax;
+    const float id = d ? 1.0f / d : 0.0f;
+    for (int j = 0; j < HFQ_QK; j++) L[j] = (uint8_t)((x[j] - min) * id + 0.5f);
+    *m = min;
+    return d;
+}
+
+/* Levels, d and m of one block; importance NULL selects the reference. */
+static float block_levels(const legacy_format *f, const float x[HFQ_QK], const float *importance, float sigma2,
+                          uint8_t L[HFQ_QK], float *m) {
+    *m = 0.0f;
+    if (!importance) return f->affine ? affine_levels_ref(x, f->nmax, L, m) : symmetric_levels_ref(x, f->nmax, L);
+    float w[HFQ_QK];
+    hfq_importance_weights(HFQ_QK, x, importance, sigma2, w);
+    if (f->affine) {
+        float neg_min;
+        float d = hfq_search_affine(HFQ_QK, f->nmax, x, w, L, &neg_min, -0.9f, 0.05f, 36);
+        *m = -neg_min;
+        return d;
+    }
+    int8_t levels[HFQ_QK];
+    float d = hfq_search_symmetric(HFQ_QK, f->nmax, x, w, levels);
+    for (int j = 0; j < HFQ_QK; j++) L[j] = (uint8_t)levels[j];
+    return d;
+}
+
+/* One row; the weighted paths weight errors relative to the row's mean square. */
+static void legacy_row(const legacy_format *f, const float *x, void *y, int64_t n, const float *importance) {
+    const float sigma2 = importance ? hfq_sum_squares(n, x) / n : 0.0f;
+    for (int64_t i = 0; i < n / HFQ_QK; i++) {
+        uint8_t L[HFQ_QK];
+        float m;
+        float d = block_levels(f, x + i * HFQ_QK, importance ? importance + i * HFQ_QK : NULL, sigma2, L, &m);
+        f->store(L, d, m, (char *)y + (size_t)i * f->block_bytes);
+    }
+}
+
+static void store_q4_0(const uint8_t L[HFQ_QK], float d, float m, void *block) {
+    hfq_block_q4_0 *b = (hfq_block_q4_0 *)block;
+    (void)m;
+    b->d = hfq_f32_to_fp16(d);
+    pack_q4(L, b->qs);
+}
+
+static void store_q5_0(const uint8_t L[HFQ_QK], float d, float m, void *block) {
+    hfq_block_q5_0 *b = (hfq_block_q5_0 *)block;
+    (void)m;
+    b->d = hfq_f32_to_fp16(d);
+    pack_q5(L, b->qs, b->qh);
+}
+
+static void store_q5_1(const uint8_t L[HFQ_QK], float d, float m, void *block) {
+    hfq_block_q5_1 *b = (hfq_block_q5_1 *)block;
+    b->d = hfq_f32_to_fp16(d);
+    b->m = hfq_f32_to_fp16(m);
+    pack_q5(L, b->qs, b->qh);
+}
+
+static const legacy_format Q4_0_FORMAT = {8, false, sizeof(hfq_block_q4_0), store_q4_0};
+static const legacy_format Q5_0_FORMAT = {16, false, sizeof(hfq_block_q5_0), store_q5_0};
+static const legacy_format Q5_1_FORMAT = {31, true, sizeof(hfq_block_q5_1), store_q5_1};
+
+/* ---- rows ---- */
+
+static void q8_0_row(const float *x, void *y, int64_t n, const float *importance) {
+    (void)importance; /* ggml's Q8_0 has no importance-weighted variant */
+    hfq_quantize_row_q8_0(x, y, n);
+}
+
+static void q4_0_row(const float *x, void *y, int64_t n, const float *importance) {
+    legacy_row(&Q4_0_FORMAT, x, y, n, importance);
+}
+
+static void q5_0_row(const float *x, void *y, int64_t n, const float *importance) {
+    legacy_row(&Q5_0_FORMAT, x, y, n, importance);
+}
+
+static void q5_1_row(const float *x, void *y, int64_t n, const float *importance) {
+    legacy_row(&Q5_1_FORMAT, x, y, n, importance);
+}
+
+HFQ_DEFINE_QUANTIZE(hfq_quantize_q8_0, hfq_block_q8_0, HFQ_QK, q8_0_row)
+HFQ_DEFINE_QUANTIZE(hfq_quantize_q4_0, hfq_block_q4_0, HFQ_QK, q4_0_row)
+HFQ_DEFINE_QUANTIZE(hfq_quantize_q5_0, hfq_block_q5_0, HFQ_QK, q5_0_row)
+HFQ_DEFINE_QUANTIZE(hfq_quantize_q5_1, hfq_block_q5_1, HFQ_QK, q5_1_row)
+
+HFQ_DEFINE_QUANTIZE_ACT_ROW(hfq_quantize_row_q8_0, hfq_block_q8_0, HFQ_QK, hfq_quantize_block_q8_0)
+HFQ_DEFINE_QUANTIZE_ACT_ROW(hfq_quantize_row_q8_1, hfq_block_q8_1, HFQ_QK, hfq_quantize_block_q8_1)
+
+HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q8_0, hfq_block_q8_0, HFQ_QK, hfq_decode_q8_0)
+HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q8_1, hfq_block_q8_1, HFQ_QK, hfq_decode_q8_1)
+HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q4_0, hfq_block_q4_0, HFQ_QK, hfq_decode_q4_0)
+HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q5_0, hfq_block_q5_0, HFQ_QK, hfq_decode_q5_0)
+HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q5_1, hfq_block_q5_1, HFQ_QK, hfq_decode_q5_1)
+
+HFQ_DEFINE_VEC_DOT(hfq_vec_dot_q8_0, hfq_block_q8_0, hfq_block_q8_0, HFQ_QK, hfq_dot_q8_0_q8_0)
+HFQ_DEFINE_VEC_DOT(hfq_vec_dot_q4_0, hfq_block_q4_0, hfq_block_q8_0, HFQ_QK, hfq_dot_q4_0_q8_0)
+HFQ_DEFINE_VEC_DOT(hfq_vec_dot_q5_0, hfq_block_q5_0, hfq_block_q8_0, HFQ_QK, hfq_dot_q5_0_q8_0)
+HFQ_DEFINE_VEC_DOT(hfq_vec_dot_q5_1, hfq_block_q5_1, hfq_block_q8_1, HFQ_QK, hfq_dot_q5_1_q8_1)

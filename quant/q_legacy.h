@@ -1,0 +1,46 @@
+/* q_legacy.h - ggml's 32-element integer formats: Q8_0, Q4_0, Q5_0, Q5_1,
+ * and Q8_1 (activations for Q5_1). Block layouts in quant/blocks.h.
+ *
+ * Quantizers (weights) have ggml's quantize_<type> contract and output:
+ * rows of n_per_row elements (a positive multiple of 32); importance NULL
+ * gives exactly quantize_row_<type>_ref, importance (n_per_row per-column
+ * weights, shared by all rows, e.g. an imatrix's mean x^2) gives exactly
+ * ggml's importance-weighted quantizer. Q8_0 ignores importance, as ggml.
+ * They return the bytes written (0 for a bad n_per_row or nrows < 0).
+ *
+ * Input must be finite: NaN/Inf make scales NaN/Inf and the bytes are
+ * unspecified (ggml's are too); the quantize tool rejects such tensors first.
+ *
+ * Row functions take n elements (a multiple of 32) and do not check it:
+ * callers size rows with hfq_qtype_row_size (quant/qtype.h).
+ */
+#ifndef HFQ_QUANT_Q_LEGACY_H
+#define HFQ_QUANT_Q_LEGACY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+size_t hfq_quantize_q8_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
+size_t hfq_quantize_q4_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
+size_t hfq_quantize_q5_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
+size_t hfq_quantize_q5_1(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
+
+/* Activation rows (ggml's quantize_row_q8_0_ref / quantize_row_q8_1_ref). */
+void hfq_quantize_row_q8_0(const float *x, void *y, int64_t n);
+void hfq_quantize_row_q8_1(const float *x, void *y, int64_t n);
+
+/* Exactly ggml's dequantize_row_<type> values. */
+void hfq_dequantize_q8_0(const void *src, float *dst, int64_t n);
+void hfq_dequantize_q8_1(const void *src, float *dst, int64_t n);
+void hfq_dequantize_q4_0(const void *src, float *dst, int64_t n);
+void hfq_dequantize_q5_0(const void *src, float *dst, int64_t n);
+void hfq_dequantize_q5_1(const void *src, float *dst, int64_t n);
+
+/* Dot of a weight row with an activation row of n elements: Q8_0, Q4_0 and
+ * Q5_0 pair with Q8_0 activations, Q5_1 with Q8_1. */
+float hfq_vec_dot_q8_0(const void *w, const void *a, int64_t n);
+float hfq_vec_dot_q4_0(const void *w, const void *a, int64_t n);
+float hfq_vec_dot_q5_0(const void *w, const void *a, int64_t n);
+float hfq_vec_dot_q5_1(const void *w, const void *a, int64_t n);
+
+#endif

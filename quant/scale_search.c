@@ -1,0 +1,200 @@
+/* Scale searches; see scale_search.h. Every float expression keeps ggml's
+ * operand order (a * b * c is (a * b) * c, ints convert where ggml's do):
+ * float arithmetic is not associative and the output must match to the bit. */
+#include "quant/scale_search.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "quant/block_math.h"
+
+static inline int clamp_int(int v, int lo, int hi) {
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+void hfq_importance_weights(int n, const float *x, const float *importance, float sigma2, float *w) {
+    for (int i = 0; i < n; ++i) w[i] = importance[i] * sqrtf(sigma2 + x[i] * x[i]);
+}
+
+float hfq_sum_squares(int64_t n, const float *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
+    return sum;
+}
+
+/* The symmetric search tries a fixed ladder of independent candidate
+ * scales. ggml tries them one after another; here they run side by side over
+ * the values, so several accumulations are in flight at once (and the
+ * compiler may vectorize across candidates). Each candidate still adds its
+ * terms in value order with the same expressions, so every sum has ggml's
+ * bits, and the winner is then picked in ggml's order with ggml's tests. */
+
+#define SYMMETRIC_CANDIDATES 19 /* the starting scale, then nmax + 0.1 * (-9..9, not 0) */
+
+float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8_t *L) {
+    const float extreme = hfq_signed_extreme(x, n);
+    if (fabsf(extreme) < HFQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale[SYMMETRIC_CANDIDATES], sumlx[SYMMETRIC_CANDIDATES] = {0}, suml2[SYMMETRIC_CANDIDATES] = {0};
+    iscale[0] = -nmax / extreme;
+    for (int is = -9, c = 1; is <= 9; ++is)
+        if (is != 0) iscale[c++] = -(nmax + 0.1f * is) / extreme;
+    for (int i = 0; i < n; ++i) {
+        const float xi = x[i], wi = w ? w[i] : x[i] * x[i];
+        for (int c = 0; c < SYMMETRIC_CANDIDATES; ++c) {
+            int l = clamp_int(hfq_nearest_int(iscale[c] * xi), -nmax, nmax - 1);
+            sumlx[c] += wi * xi * l;
+            suml2[c] += wi * l * l;
+        }
+    }
+    int chosen = 0;
+    float scale = suml2[0] ? sumlx[0] / suml2[0] : 0.0f;
+    float best = scale * sumlx[0];
+    for (int c = 1; c < SYMMETRIC_CANDIDATES; ++c) {
+        /* better fit: larger sumlx^2 / suml2, compared without dividing */
+        if (suml2[c] > 0 && sumlx[c] * sumlx[c] > best * suml2[c]) {
+            chosen = c;
+            scale = sumlx[c] / suml2[c];
+            best = scale * sumlx[c];
+        }
+    }
+    for (int i = 0; i < n; ++i)
+        L[i] = (int8_t)(clamp_int(hfq_nearest_int(iscale[chosen] * x[i]), -nmax, nmax - 1) + nmax);
+    return scale;
+}
+
+/* Weighted squared error of x against scale * L + min. */
+static float affine_error(int n, const float *x, const float *w, const uint8_t *L, float scale, float min) {
+    float err = 0;
+    for (int i = 0; i < n; ++i) {
+        float diff = scale * L[i] + min - x[i];
+        diff = diff * diff;
+        err += w[i] * diff;
+    }
+    return err;
+}
+
+float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
+                        float rdelta, int nstep) {
+    float min = x[0], max = x[0];
+    float sum_w = w[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0) min = 0; /* the format's offset only ever lowers values */
+    if (max == min) {
+        memset(L, 0, (size_t)n);
+        *neg_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    for (int i = 0; i < n; ++i) L[i] = (uint8_t)clamp_int(hfq_nearest_int(iscale * (x[i] - min)), 0, nmax);
+    float best_error = affine_error(n, x, w, L, scale, min);
+
+    /* Each candidate rounds with the min of the best fit so far, so unlike
+     * the symmetric search the candidates depend on each other: one at a
+     * time, in order. */
+    uint8_t aux[HFQ_AFFINE_MAX_N];
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = clamp_int(hfq_nearest_int(iscale * (x[i] - min)), 0, nmax);
+            aux[i] = (uint8_t)l;
+            sum_l += w[i] * l;
+            sum_l2 += w[i] * l * l;
+            sum_xl += w[i] * l * x[i];
+        }
+        /* weighted least squares for x ~ scale * l + min */
+        float det = sum_w * sum_l2 - sum_l * sum_l;
+        if (!(det > 0)) continue;
+        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+        float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+        if (this_min > 0) {
+            this_min = 0;
+            this_scale = sum_xl / sum_l2;
+        }
+        float err = affine_error(n, x, w, aux, this_scale, this_min);
+        if (err < best_error) {
+            memcpy(L, aux, (size_t)n);
+            best_error = err;
+            scale = this_scale;
+            min = this_min;
+        }
+    }
+    *neg_min = -min;
+    return scale;
+}
+
+float hfq_search_positive(int n, int nmax, const float *x, const float *w, uint8_t *L) {
+    float max = 0;
+    for (int i = 0; i < n; ++i) max = max > x[i] ? max : x[i];
+    if (max < HFQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    /* coarse: the best of nine scales around nmax / max, by weighted error;
+     * the starting candidate is not clamped to nmax, as in ggml */
+    float iscale = nmax / max;
+    float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; ++i) {
+        L[i] = (uint8_t)hfq_nearest_int(iscale * x[i]);
+        float diff = x[i] - scale * L[i];
+        best_mse += w[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        float iscale_is = (0.1f * is + nmax) / max;
+        float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = hfq_nearest_int(iscale_is * x[i]);
+            l = l < nmax ? l : nmax;
+            float diff = x[i] - scale_is * l;
+            mse += w[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = hfq_nearest_int(iscale * x[i]);
+        l = l < nmax ? l : nmax;
+        L[i] = (uint8_t)l;
+        sumlx += w[i] * x[i] * l;
+        suml2 += w[i] * l * l;
+    }
+    /* fine: move single levels to their least-squares value while the fit
+     * (sumlx^2 / suml2) improves */
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            float slx = sumlx - w[i] * x[i] * L[i];
+            float sl2 = suml2 - w[i] * L[i] * L[i];
+            if (!(slx > 0 && sl2 > 0)) continue;
+            int new_l = hfq_nearest_int(x[i] * sl2 / slx);
+            new_l = new_l < nmax ? new_l : nmax;
+            if (new_l == L[i]) continue;
+            slx += w[i] * x[i] * new_l;
+            sl2 += w[i] * new_l * new_l;
+            if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                L[i] = (uint8_t)new_l;
+                sumlx = slx;
+                suml2 = sl2;
+                ++n_changed;
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}

@@ -1,0 +1,35 @@
+/* ggml_ref.h - prototypes of the llama.cpp reference functions the tests
+ * compare against (ggml-quants.c, ggml-cpu/quants.c built with
+ * GGML_CPU_GENERIC), with block pointers as void * so the tests need no
+ * ggml headers. Only available when HFQ_HAVE_GGML_REF is defined. */
+#ifndef HFQ_TESTS_GGML_REF_H
+#define HFQ_TESTS_GGML_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GGML_REF_FORMATS(X) X(q8_0) X(q4_0) X(q5_0) X(q5_1) X(q4_K) X(q5_K) X(q6_K)
+
+#define GGML_REF_DECLARE(t)                                                              \
+    void quantize_row_##t##_ref(const float *x, void *y, int64_t k);                      \
+    size_t quantize_##t(const float *src, void *dst, int64_t nrow, int64_t n_per_row,     \
+                        const float *imatrix);                                            \
+    void dequantize_row_##t(const void *x, float *y, int64_t k);
+GGML_REF_FORMATS(GGML_REF_DECLARE)
+#undef GGML_REF_DECLARE
+
+void quantize_row_q8_1_ref(const float *x, void *y, int64_t k);
+void quantize_row_q8_K_ref(const float *x, void *y, int64_t k);
+void dequantize_row_q8_K(const void *x, float *y, int64_t k);
+
+typedef void (*ggml_ref_vec_dot)(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                                 int nrc);
+void ggml_vec_dot_q8_0_q8_0(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_q4_0_q8_0(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_q5_0_q8_0(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_q5_1_q8_1(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_q4_K_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_q5_K_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_q6_K_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+
+#endif

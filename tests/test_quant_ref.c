@@ -1,0 +1,181 @@
+/* Bit-for-bit agreement with llama.cpp's own quantizers, compiled from
+ * .cache/llama.cpp into a test-only library (tests/ref/): for every integer
+ * format, many random rows of varied distributions and lengths,
+ *   - quantize without importance == ggml quantize_<type>(..., NULL)
+ *     (which is quantize_row_<type>_ref),
+ *   - quantize with a random importance == ggml quantize_<type>(..., imatrix),
+ *   - dequantize == ggml dequantize_row_<type> (float bits),
+ *   - activation quantizers == quantize_row_q8_0/q8_1/q8_K_ref,
+ *   - vec_dot == ggml's generic vec_dot and a double-precision dot of the
+ *     decoded rows, within float rounding.
+ * Skips when the llama.cpp sources were not there at configure time. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "quant/block_math.h"
+#include "quant/blocks.h"
+#include "quant/half.h"
+#include "quant/qtype.h"
+#include "quant_rows.h"
+
+#ifndef HFQ_HAVE_GGML_REF
+int main(void) {
+    CHECK_SKIP("llama.cpp reference sources (.cache/llama.cpp) were absent at configure time; "
+               "run scripts/fetch_reference.sh and reconfigure");
+}
+#else
+#include "ref/ggml_ref.h"
+
+typedef struct ref_case {
+    hfq_qtype type;
+    size_t (*quantize)(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
+    void (*dequantize)(const void *x, float *y, int64_t k);
+    ggml_ref_vec_dot vec_dot;
+    void (*act_ref)(const float *x, void *y, int64_t k);
+} ref_case;
+
+static const ref_case cases[] = {
+    {HFQ_QT_Q8_0, quantize_q8_0, dequantize_row_q8_0, ggml_vec_dot_q8_0_q8_0, quantize_row_q8_0_ref},
+    {HFQ_QT_Q4_0, quantize_q4_0, dequantize_row_q4_0, ggml_vec_dot_q4_0_q8_0, quantize_row_q8_0_ref},
+    {HFQ_QT_Q5_0, quantize_q5_0, dequantize_row_q5_0, ggml_vec_dot_q5_0_q8_0, quantize_row_q8_0_ref},
+    {HFQ_QT_Q5_1, quantize_q5_1, dequantize_row_q5_1, ggml_vec_dot_q5_1_q8_1, quantize_row_q8_1_ref},
+    {HFQ_QT_Q4_K, quantize_q4_K, dequantize_row_q4_K, ggml_vec_dot_q4_K_q8_K, quantize_row_q8_K_ref},
+    {HFQ_QT_Q5_K, quantize_q5_K, dequantize_row_q5_K, ggml_vec_dot_q5_K_q8_K, quantize_row_q8_K_ref},
+    {HFQ_QT_Q6_K, quantize_q6_K, dequantize_row_q6_K, ggml_vec_dot_q6_K_q8_K, quantize_row_q8_K_ref},
+};
+
+enum { MAX_N = 4096, NROWS = 6 };
+
+static int64_t first_diff(const void *a, const void *b, size_t n) {
+    const uint8_t *x = a, *y = b;
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != y[i]) return (int64_t)i;
+    return -1;
+}
+
+/* Counts a byte mismatch and reports the first few. */
+static int mismatches;
+static void expect_same(const char *what, const hfq_qtype_traits *t, int kind, int64_t n, const void *ours,
+                        const void *theirs, size_t bytes) {
+    int64_t at = first_diff(ours, theirs, bytes);
+    if (at < 0) return;
+    if (mismatches++ < 10)
+        fprintf(stderr, "%s %s: %s rows of %lld differ from ggml at byte %lld of %zu\n", t->name, what,
+                row_kind_name(kind), (long long)n, (long long)at, bytes);
+    check_failures++;
+}
+
+static int all_finite(const float *x, int64_t n) {
+    return hfq_first_nonfinite(x, n) < 0;
+}
+
+/* Q8_1 stores s = d * sum(q) rounded to fp16 (and from the unrounded d), and
+ * the Q5_1 dot uses it for the m * sum(a) term: a designed approximation, so
+ * the exact value to compare with includes m * (s - d16 * sum(q)). */
+static double q8_1_offset_error(const void *wrow, const void *arow, int64_t n) {
+    const hfq_block_q5_1 *w = wrow;
+    const hfq_block_q8_1 *a = arow;
+    double err = 0;
+    for (int64_t b = 0; b < n / HFQ_QK; b++) {
+        int sum = 0;
+        for (int j = 0; j < HFQ_QK; j++) sum += a[b].qs[j];
+        double stored = hfq_fp16_to_f32(a[b].s), decoded = (double)hfq_fp16_to_f32(a[b].d) * sum;
+        err += (double)hfq_fp16_to_f32(w[b].m) * (stored - decoded);
+    }
+    return err;
+}
+
+/* The offset term of each decoded value (the m of Q5_1, dmin * m_j of
+ * Q4_K/Q5_K; 0 for symmetric formats): a dot product of an affine format
+ * subtracts two sums, so its float rounding scales with both, not with the
+ * difference. */
+static void offsets(hfq_qtype t, const void *row, int64_t n, float *off) {
+    for (int64_t i = 0; i < n; i++) {
+        off[i] = 0;
+        if (t == HFQ_QT_Q5_1) {
+            off[i] = hfq_fp16_to_f32(((const hfq_block_q5_1 *)row)[i / HFQ_QK].m);
+        } else if (t == HFQ_QT_Q4_K || t == HFQ_QT_Q5_K) {
+            /* d, dmin and scales lead both block types */
+            const uint8_t *blk = (const uint8_t *)row + (i / HFQ_QK_K) * hfq_qtype_row_size(t, HFQ_QK_K);
+            uint8_t sc, m;
+            hfq_k_scale_min((int)(i % HFQ_QK_K) / 32, blk + 4, &sc, &m);
+            off[i] = hfq_fp16_to_f32((uint16_t)(blk[2] | blk[3] << 8)) * m;
+        }
+    }
+}
+
+/* Dot products of one weight row against one activation row. */
+static void check_dots(const ref_case *c, const hfq_qtype_traits *t, int kind, int64_t n, const uint8_t *wrow,
+                       test_rng *rng) {
+    const hfq_qtype_traits *at = hfq_qtype_get(t->vec_dot_type);
+    static float act[MAX_N], wdeq[MAX_N], adeq[MAX_N];
+    static uint8_t ours[MAX_N * 2], theirs[MAX_N * 2];
+    fill_row(rng, ROW_GAUSS, act, n);
+    size_t abytes = (size_t)hfq_qtype_row_size(at->type, n);
+    memset(theirs, 0, abytes); /* ggml leaves an all-zero Q8_K block's bsums unwritten */
+    at->quantize_row(act, ours, n);
+    c->act_ref(act, theirs, n);
+    expect_same("activations", at, ROW_GAUSS, n, ours, theirs, abytes);
+
+    t->dequantize(wrow, wdeq, n);
+    at->dequantize(ours, adeq, n);
+    if (!all_finite(wdeq, n)) return; /* the fp16 scale overflowed: no meaningful dot */
+    static float off[MAX_N];
+    offsets(t->type, wrow, n, off);
+    double exact = 0, magnitude = 0;
+    for (int64_t i = 0; i < n; i++) {
+        exact += (double)wdeq[i] * adeq[i];
+        magnitude += (fabs((double)wdeq[i]) + fabs((double)off[i])) * fabs((double)adeq[i]);
+    }
+    if (at->type == HFQ_QT_Q8_1) exact += q8_1_offset_error(wrow, ours, n);
+    float got = t->vec_dot(wrow, ours, n), want = 0;
+    c->vec_dot((int)n, &want, 0, wrow, 0, ours, 0, 1);
+    /* float rounding: a few ulps per block result, one per block summed */
+    double tol = 1.2e-7 * (double)(n / t->block_size + 8) * magnitude + 1e-35;
+    CHECK_MSG(fabs(got - exact) <= tol, "%s %s n=%lld: vec_dot %.9g vs exact %.9g", t->name, row_kind_name(kind),
+              (long long)n, got, exact);
+    CHECK_MSG(fabs(got - want) <= tol, "%s %s n=%lld: vec_dot %.9g vs ggml %.9g", t->name, row_kind_name(kind),
+              (long long)n, got, want);
+}
+
+static void check_case(const ref_case *c, test_rng *rng) {
+    const hfq_qtype_traits *t = hfq_qtype_get(c->type);
+    static float src[NROWS * MAX_N], imp[MAX_N], deq_ours[NROWS * MAX_N], deq_theirs[NROWS * MAX_N];
+    static uint8_t ours[NROWS * MAX_N * 2], theirs[NROWS * MAX_N * 2];
+    const int64_t lengths[] = {256, 768, 2048, 4096};
+    for (int kind = 0; kind < ROW_KIND_COUNT; kind++) {
+        for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+            const int64_t n = lengths[li];
+            fill_row(rng, kind, src, NROWS * n);
+            const size_t bytes = (size_t)(NROWS * hfq_qtype_row_size(c->type, n));
+            for (int weighted = 0; weighted < 2; weighted++) {
+                const float *importance = NULL;
+                if (weighted) {
+                    fill_importance(rng, imp, n);
+                    importance = imp;
+                }
+                memset(ours, 0xA5, bytes);
+                memset(theirs, 0x5A, bytes);
+                size_t got = t->quantize(src, ours, NROWS, n, importance);
+                size_t want = c->quantize(src, theirs, NROWS, n, importance);
+                CHECK(got == bytes && want == bytes);
+                expect_same(weighted ? "quantize(importance)" : "quantize", t, kind, n, ours, theirs, bytes);
+
+                t->dequantize(ours, deq_ours, NROWS * n);
+                c->dequantize(ours, deq_theirs, NROWS * n);
+                expect_same("dequantize", t, kind, n, deq_ours, deq_theirs, sizeof(float) * (size_t)(NROWS * n));
+                check_dots(c, t, kind, n, ours, rng);
+            }
+        }
+    }
+}
+
+int main(void) {
+    test_rng rng = {20240611};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &rng);
+    return check_exit();
+}
+#endif
