@@ -1,61 +1,96 @@
-/* test_runner_ops.c - the CPU matmul over F32/F16/BF16 weights against a
- * double-precision product, on shapes that leave SIMD tails and partial
+/* test_runner_ops.c - the CPU matmul over every weight format it supports
+ * (F32/F16/BF16 SIMD tiles, ggml quant formats through quant/qtype.h) against
+ * a double-precision product of the stored weights with the activations as
+ * converted to the companion format; shapes that leave SIMD tails and partial
  * tiles; batched == single-token and 1 thread == 2 threads bit for bit; the
- * portable kernels agree with the SIMD ones. */
+ * portable float kernels agree with the SIMD ones; unsupported formats are
+ * refused by name. */
+#include "check.h"
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/cpu/matmul.h"
-#include "tests/check.h"
-#include "tests/test_runner_synth.h"
+#include "test_runner_synth.h"
 
-static const uint32_t types[] = {GT_F32, GT_F16, GT_BF16};
+typedef struct shape {
+    int64_t n_in, n_out, n_tokens;
+} shape;
 
-/* The value an activation takes once converted to the weight's format. */
-static double act_value(uint32_t type, float x) {
-    if (type == GT_F16) return hfq_fp16_to_f32(hfq_f32_to_fp16(x));
-    if (type == GT_BF16) return hfq_bf16_to_f32(hfq_f32_to_bf16(x));
-    return x;
-}
-
-/* Checks y [T][n_out] against the exact product; the bound is float
- * accumulation error, n * 2^-24 * sum |w x|, with headroom. */
-static void check_product(const synth_model *sm, uint32_t type, const float *x, const float *bias, const float *y,
-                          int64_t n_in, int64_t n_out, int64_t T, const char *what) {
+/* Checks y [T][n_out] against the exact product of the stored weights with
+ * the converted activations a_values [T][n_in]; the bound is float
+ * accumulation error, n * 2^-24 * sum |w a|, with headroom. Q8_1 activations
+ * (for Q5_1) also carry each 32-value block's sum s = d * sum(q) in fp16 with
+ * d unrounded, as ggml stores it, while the values dequantize with d in fp16:
+ * the affine term min_w * s is off by up to 2 * 2^-11 of it per block, and
+ * |min_w| <= max |w| of the block. */
+static void check_product(const synth_model *sm, const double *a_values, const float *bias, const float *y,
+                          shape s, bool fp16_sums, const char *what) {
     const double *w = sm->values[0];
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t o = 0; o < n_out; o++) {
-            double ref = bias ? bias[o] : 0.0, mag = fabs(ref);
-            for (int64_t i = 0; i < n_in; i++) {
-                double p = w[o * n_in + i] * act_value(type, x[t * n_in + i]);
-                ref += p;
-                mag += fabs(p);
+    for (int64_t t = 0; t < s.n_tokens; t++)
+        for (int64_t o = 0; o < s.n_out; o++) {
+            const double *wr = w + o * s.n_in, *ar = a_values + t * s.n_in;
+            double ref = bias ? bias[o] : 0.0, mag = fabs(ref), sums_err = 0;
+            for (int64_t i = 0; i < s.n_in; i++) {
+                ref += wr[i] * ar[i];
+                mag += fabs(wr[i] * ar[i]);
             }
-            double tol = 2.0 * (double)(n_in + 2) * 0x1p-24 * mag + 1e-30;
-            CHECK_MSG(fabs(y[t * n_out + o] - ref) <= tol, "%s %s n_in %lld n_out %lld T %lld: [%lld][%lld] %.9g vs %.9g",
-                      what, ggml_type_get(type)->name, (long long)n_in, (long long)n_out, (long long)T, (long long)t,
-                      (long long)o, y[t * n_out + o], ref);
+            for (int64_t b0 = 0; fp16_sums && b0 < s.n_in; b0 += 32) {
+                double wmax = 0, asum = 0;
+                for (int64_t i = b0; i < b0 + 32; i++) {
+                    wmax = fmax(wmax, fabs(wr[i]));
+                    asum += ar[i];
+                }
+                sums_err += 2.02 * 0x1p-11 * wmax * fabs(asum);
+            }
+            double tol = 2.0 * (double)(s.n_in + 2) * 0x1p-24 * mag + sums_err + 1e-30;
+            CHECK_MSG(fabs(y[t * s.n_out + o] - ref) <= tol, "%s %s n_in %lld n_out %lld T %lld: [%lld][%lld] %.9g vs %.9g",
+                      what, ggml_type_get(sm->info[0].type)->name, (long long)s.n_in, (long long)s.n_out,
+                      (long long)s.n_tokens, (long long)t, (long long)o, y[t * s.n_out + o], ref);
         }
 }
 
-static void test_shape(uint32_t type, int64_t n_in, int64_t n_out, int64_t T, bool with_bias, uint64_t seed) {
+/* The portable float kernel, tile by tile, on activations already converted. */
+static void portable_product(uint32_t type, const hfq_tensor *w, const char *act, size_t a_stride, float *y, shape s) {
+    cpu_tile_fn portable = cpu_float_tile(type, false);
+    for (int64_t t = 0; t < s.n_tokens; t += CPU_TILE_COLS)
+        for (int64_t o = 0; o < s.n_out; o += CPU_TILE_ROWS) {
+            int nr = (int)(s.n_out - o < CPU_TILE_ROWS ? s.n_out - o : CPU_TILE_ROWS);
+            int nc = (int)(s.n_tokens - t < CPU_TILE_COLS ? s.n_tokens - t : CPU_TILE_COLS);
+            portable(s.n_in, (const char *)w->data + o * w->row_bytes, w->row_bytes, nr, act + t * a_stride, a_stride, nc,
+                     y + t * s.n_out + o, (size_t)s.n_out);
+        }
+}
+
+static void test_shape(uint32_t type, shape s, bool with_bias, uint64_t seed) {
     synth_model sm;
     memset(&sm, 0, sizeof sm);
     uint64_t rng = seed;
-    synth_add(&sm, "w", type, n_in, n_out, 0.0f, 1.0f, &rng);
-    const gguf_tensor_info *ti = &sm.info[0];
-    hfq_tensor w = {.name = "w", .type = type, .ne0 = n_in, .ne1 = n_out,
-                    .row_bytes = (size_t)ggml_row_size(type, n_in), .data = ti->data};
+    synth_add(&sm, "w", type, s.n_in, s.n_out, 0.0f, 1.0f, &rng);
+    hfq_tensor w = {.name = "w", .type = type, .ne0 = s.n_in, .ne1 = s.n_out,
+                    .row_bytes = (size_t)ggml_row_size(type, s.n_in), .data = sm.data[0]};
+    cpu_wkernel k;
+    hfq_error err;
+    CHECK_MSG(cpu_wkernel_get(&w, &k, "test", &err) == 0, "%s", err.msg);
+    const int64_t T = s.n_tokens, n_in = s.n_in, n_out = s.n_out;
+    const size_t a_stride = (size_t)hfq_qtype_row_size(k.act->type, n_in);
     float *x = malloc((size_t)(T * n_in) * sizeof *x), *bias = malloc((size_t)n_out * sizeof *bias);
     float *y = malloc((size_t)(T * n_out) * sizeof *y), *y1 = malloc((size_t)(T * n_out) * sizeof *y1);
-    float *yt = malloc((size_t)n_out * sizeof *yt);
-    /* room for F32 rows too: the portable check below fills it for every type */
-    void *act = malloc((size_t)(T * n_in) * sizeof(float));
+    float *yt = malloc((size_t)n_out * sizeof *yt), *back = malloc((size_t)(T * n_in) * sizeof *back);
+    double *a_values = malloc((size_t)(T * n_in) * sizeof *a_values);
+    char *act = malloc(a_stride * (size_t)T);
+    CHECK(cpu_matmul_act_bytes(&w, T) == (k.act->type == HFQ_QT_F32 ? 0 : a_stride * (size_t)T));
     for (int64_t i = 0; i < T * n_in; i++) x[i] = 4.0f * synth_uniform(&rng);
     for (int64_t o = 0; o < n_out; o++) bias[o] = synth_uniform(&rng);
     const float *b = with_bias ? bias : NULL;
+    /* the activations as the product sees them: quantized to the companion format */
+    for (int64_t t = 0; t < T; t++) {
+        k.act->quantize_row(x + t * n_in, act + t * a_stride, n_in);
+        k.act->dequantize(act + t * a_stride, back + t * n_in, n_in);
+    }
+    for (int64_t i = 0; i < T * n_in; i++) a_values[i] = back[i];
 
     cpu_matmul(2, act, y, &w, b, x, T);
-    check_product(&sm, type, x, b, y, n_in, n_out, T, "simd");
+    const bool fp16_sums = k.act->type == HFQ_QT_Q8_1;
+    check_product(&sm, a_values, b, y, s, fp16_sums, "cpu_matmul");
     cpu_matmul(1, act, y1, &w, b, x, T);
     CHECK_MSG(memcmp(y, y1, (size_t)(T * n_out) * sizeof *y) == 0, "1 vs 2 threads differ");
     for (int64_t t = 0; t < T; t++) {
@@ -64,38 +99,20 @@ static void test_shape(uint32_t type, int64_t n_in, int64_t n_out, int64_t T, bo
                   "%s n_in %lld n_out %lld: token %lld alone differs from the batch", ggml_type_get(type)->name,
                   (long long)n_in, (long long)n_out, (long long)t);
     }
-
-    /* the portable kernel, tile by tile, on the same converted activations */
-    cpu_wkernel k;
-    CHECK(cpu_wkernel_get(type, &k) == 0);
-    cpu_tile_fn portable = cpu_float_tile(type, false);
-    size_t a_stride = (size_t)ggml_row_size(k.act_type, n_in);
-    for (int64_t t = 0; t < T; t++) {
-        if (k.act_from_f32) k.act_from_f32(x + t * n_in, (char *)act + t * a_stride, n_in);
-        else memcpy((char *)act + t * a_stride, x + t * n_in, a_stride);
+    if (k.tile) {
+        for (int64_t t = 0; t < T; t++) k.act->quantize_row(x + t * n_in, act + t * a_stride, n_in);
+        portable_product(type, &w, act, a_stride, y1, s);
+        if (b)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t o = 0; o < n_out; o++) y1[t * n_out + o] += b[o];
+        check_product(&sm, a_values, b, y1, s, false, "portable");
     }
-    for (int64_t t = 0; t < T; t += CPU_TILE_COLS)
-        for (int64_t o = 0; o < n_out; o += CPU_TILE_ROWS) {
-            int nr = (int)(n_out - o < CPU_TILE_ROWS ? n_out - o : CPU_TILE_ROWS);
-            int nc = (int)(T - t < CPU_TILE_COLS ? T - t : CPU_TILE_COLS);
-            portable(n_in, (const char *)ti->data + o * w.row_bytes, w.row_bytes, nr, (char *)act + t * a_stride,
-                     a_stride, nc, y1 + t * n_out + o, (size_t)n_out);
-        }
-    if (b)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t o = 0; o < n_out; o++) y1[t * n_out + o] += b[o];
-    check_product(&sm, type, x, b, y1, n_in, n_out, T, "portable");
-
-    /* rows read back as floats are the stored values */
-    float *row = malloc((size_t)n_in * sizeof *row);
-    k.row_to_f32((const char *)ti->data + (n_out - 1) * w.row_bytes, row, n_in);
-    for (int64_t i = 0; i < n_in; i++) CHECK(row[i] == (float)sm.values[0][(n_out - 1) * n_in + i]);
-    free(row);
-    free(x); free(bias); free(y); free(y1); free(yt); free(act);
+    free(x); free(bias); free(y); free(y1); free(yt); free(back); free(a_values); free(act);
     synth_free(&sm);
 }
 
-static void test_matmul_shapes(void) {
+static void test_float_formats(void) {
+    static const uint32_t types[] = {GT_F32, GT_F16, GT_BF16};
     const int64_t n_ins[] = {1, 7, 8, 9, 36, 100, 257};
     const int64_t n_outs[] = {1, 3, 4, 5, 13};
     const int64_t Ts[] = {1, 2, 3, 5, 70};   /* 70: two token blocks */
@@ -104,16 +121,40 @@ static void test_matmul_shapes(void) {
         for (size_t i = 0; i < sizeof n_ins / sizeof n_ins[0]; i++)
             for (size_t o = 0; o < sizeof n_outs / sizeof n_outs[0]; o++)
                 for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
-                    test_shape(types[ty], n_ins[i], n_outs[o], Ts[t], (i + o + t) % 2 == 0, seed++);
+                    test_shape(types[ty], (shape){n_ins[i], n_outs[o], Ts[t]}, (i + o + t) % 2 == 0, seed++);
+    /* big enough to run on both threads, every edge at once */
+    for (size_t ty = 0; ty < sizeof types / sizeof types[0]; ty++) test_shape(types[ty], (shape){203, 517, 131}, true, 99);
 }
 
-/* A product big enough to run on both threads, with every edge at once. */
-static void test_matmul_parallel(void) {
-    for (size_t ty = 0; ty < sizeof types / sizeof types[0]; ty++) test_shape(types[ty], 203, 517, 131, true, 99);
+static void test_quant_formats(void) {
+    static const uint32_t legacy[] = {GT_Q8_0, GT_Q4_0, GT_Q5_0, GT_Q5_1};
+    static const uint32_t kquants[] = {GT_Q4_K, GT_Q5_K, GT_Q6_K};
+    static const shape shapes[] = {{256, 1, 1}, {256, 5, 4}, {512, 13, 70}, {256, 130, 67}};
+    uint64_t seed = 500;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (size_t ty = 0; ty < sizeof legacy / sizeof legacy[0]; ty++) test_shape(legacy[ty], shapes[s], s % 2, seed++);
+        for (size_t ty = 0; ty < sizeof kquants / sizeof kquants[0]; ty++) test_shape(kquants[ty], shapes[s], s % 2, seed++);
+    }
+    for (size_t ty = 0; ty < sizeof legacy / sizeof legacy[0]; ty++) test_shape(legacy[ty], (shape){96, 7, 5}, true, seed++);
+}
+
+static void expect_refused(uint32_t type, int64_t n_in, const char *want) {
+    hfq_tensor w = {.name = "blk.0.ffn_up.weight", .type = type, .ne0 = n_in, .ne1 = 4};
+    cpu_wkernel k;
+    hfq_error err = {{0}};
+    CHECK(cpu_wkernel_get(&w, &k, "m.gguf", &err) == -1);
+    CHECK_STR_CONTAINS(err.msg, want);
+}
+
+static void test_refused(void) {
+    expect_refused(GT_I32, 64, "m.gguf: tensor 'blk.0.ffn_up.weight': type i32 is not supported by the cpu backend");
+    expect_refused(GT_Q8_K, 256, "type q8_K is not supported");     /* an activation format */
+    expect_refused(GT_IQ2_XXS, 256, "type iq2_xxs is not supported");
 }
 
 int main(void) {
-    test_matmul_shapes();
-    test_matmul_parallel();
+    test_float_formats();
+    test_quant_formats();
+    test_refused();
     return check_exit();
 }

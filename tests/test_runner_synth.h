@@ -15,7 +15,7 @@
 #include "formats/ggml_type.h"
 #include "formats/gguf.h"
 #include "kernels/model.h"
-#include "quant/half.h"
+#include "quant/qtype.h"
 
 #define SYNTH_MAX_TENSORS 160
 
@@ -58,33 +58,27 @@ static inline float synth_uniform(uint64_t *s) {
     return (float)((double)(synth_next(s) >> 11) * 0x1.0p-52 - 1.0);
 }
 
-/* Adds a tensor of ne0 x ne1 values center + amp * uniform, stored as type. */
+/* Adds a tensor of ne0 x ne1 values center + amp * uniform, stored as type
+ * (any format quant/qtype.h can quantize). */
 static inline void synth_add(synth_model *m, const char *name, uint32_t type, int64_t ne0, int64_t ne1, float center,
                              float amp, uint64_t *rng) {
     int i = m->n++;
     if (i >= SYNTH_MAX_TENSORS) abort();
     snprintf(m->names[i], sizeof m->names[i], "%.63s", name);
-    size_t n = (size_t)(ne0 * ne1), es = type == GT_F32 ? 4 : 2;
-    m->data[i] = malloc(n * es);
+    const hfq_qtype_traits *tr = hfq_qtype_get((hfq_qtype)hfq_qtype_from_ggml(type));
+    int64_t row_bytes = ggml_row_size(type, ne0);
+    size_t n = (size_t)(ne0 * ne1), nbytes = (size_t)(row_bytes * ne1);
+    float *f = malloc(n * sizeof *f);
+    m->data[i] = malloc(nbytes);
     m->values[i] = malloc(n * sizeof(double));
-    if (!m->data[i] || !m->values[i]) abort();
-    for (size_t j = 0; j < n; j++) {
-        float f = center + amp * synth_uniform(rng);
-        if (type == GT_F16) {
-            uint16_t h = hfq_f32_to_fp16(f);
-            ((uint16_t *)m->data[i])[j] = h;
-            m->values[i][j] = hfq_fp16_to_f32(h);
-        } else if (type == GT_BF16) {
-            uint16_t h = hfq_f32_to_bf16(f);
-            ((uint16_t *)m->data[i])[j] = h;
-            m->values[i][j] = hfq_bf16_to_f32(h);
-        } else {
-            ((float *)m->data[i])[j] = f;
-            m->values[i][j] = f;
-        }
-    }
+    if (!tr || row_bytes < 0 || !f || !m->data[i] || !m->values[i]) abort();
+    for (size_t j = 0; j < n; j++) f[j] = center + amp * synth_uniform(rng);
+    if (tr->quantize(f, m->data[i], ne1, ne0, NULL) != nbytes) abort();
+    tr->dequantize(m->data[i], f, (int64_t)n);
+    for (size_t j = 0; j < n; j++) m->values[i][j] = f[j];
+    free(f);
     m->info[i] = (gguf_tensor_info){.name = m->names[i], .type = type, .n_dims = ne1 > 1 ? 2 : 1,
-                                    .ne = {ne0, ne1, 1, 1}, .nbytes = n * es, .data = m->data[i]};
+                                    .ne = {ne0, ne1, 1, 1}, .nbytes = nbytes, .data = m->data[i]};
 }
 
 static inline const gguf_tensor_info *synth_lookup(const void *source, const char *name) {
@@ -193,13 +187,38 @@ static inline void ref_rmsnorm(double *y, const double *x, const double *w, int6
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
-/* y[o] = sum_i W[o][i] x[i] (+ b[o]) */
-static inline void ref_matvec(double *y, const double *W, const double *b, const double *x, int64_t n_in, int64_t n_out) {
+/* The activations a weight of format wtype multiplies: x rounded to float
+ * and through wtype's companion activation format (quant/qtype.h
+ * vec_dot_type; F32 leaves them as they are), as ggml and the runner do. */
+static inline void ref_act(double *xa, const double *x, int64_t n, uint32_t wtype) {
+    const hfq_qtype_traits *at = hfq_qtype_get(hfq_qtype_get((hfq_qtype)hfq_qtype_from_ggml(wtype))->vec_dot_type);
+    if (at->type == HFQ_QT_F32) {
+        memcpy(xa, x, (size_t)n * sizeof *x);
+        return;
+    }
+    float *f = malloc((size_t)n * sizeof *f);
+    void *q = malloc((size_t)hfq_qtype_row_size(at->type, n));
+    if (!f || !q) abort();
+    for (int64_t i = 0; i < n; i++) f[i] = (float)x[i];
+    at->quantize_row(f, q, n);
+    at->dequantize(q, f, n);
+    for (int64_t i = 0; i < n; i++) xa[i] = f[i];
+    free(f);
+    free(q);
+}
+
+/* y[o] = sum_i W[o][i] x[i] (+ b[o]), W stored as wtype */
+static inline void ref_matvec(double *y, const double *W, const double *b, const double *x, int64_t n_in, int64_t n_out,
+                              uint32_t wtype) {
+    double *xa = malloc((size_t)n_in * sizeof *xa);
+    if (!xa) abort();
+    ref_act(xa, x, n_in, wtype);
     for (int64_t o = 0; o < n_out; o++) {
         double acc = b ? b[o] : 0.0;
-        for (int64_t i = 0; i < n_in; i++) acc += W[o * n_in + i] * x[i];
+        for (int64_t i = 0; i < n_in; i++) acc += W[o * n_in + i] * xa[i];
         y[o] = acc;
     }
+    free(xa);
 }
 
 /* Rotates each head of x by the formula: angle of pair i at pos is
@@ -237,9 +256,9 @@ static inline void ref_token(ref_state *r, int32_t token, const ref_trace *tr) {
         double *kc = r->k_cache + (il * r->n_ctx) * KV, *vc = r->v_cache + (il * r->n_ctx) * KV;
         ref_rmsnorm(xn, x, synth_layer_values(m, il, "attn_norm.weight"), E, s->rms_eps);
         if (tr->attn_in) memcpy(tr->attn_in + il * E, xn, (size_t)E * sizeof *xn);
-        ref_matvec(q, synth_layer_values(m, il, "attn_q.weight"), synth_layer_values(m, il, "attn_q.bias"), xn, E, Q);
-        ref_matvec(kc + pos * KV, synth_layer_values(m, il, "attn_k.weight"), synth_layer_values(m, il, "attn_k.bias"), xn, E, KV);
-        ref_matvec(vc + pos * KV, synth_layer_values(m, il, "attn_v.weight"), synth_layer_values(m, il, "attn_v.bias"), xn, E, KV);
+        ref_matvec(q, synth_layer_values(m, il, "attn_q.weight"), synth_layer_values(m, il, "attn_q.bias"), xn, E, Q, s->wtype);
+        ref_matvec(kc + pos * KV, synth_layer_values(m, il, "attn_k.weight"), synth_layer_values(m, il, "attn_k.bias"), xn, E, KV, s->wtype);
+        ref_matvec(vc + pos * KV, synth_layer_values(m, il, "attn_v.weight"), synth_layer_values(m, il, "attn_v.bias"), xn, E, KV, s->wtype);
         ref_rope(q, s->n_head, pos, m);
         ref_rope(kc + pos * KV, s->n_head_kv, pos, m);
         for (int64_t h = 0; h < s->n_head; h++) {
@@ -259,21 +278,21 @@ static inline void ref_token(ref_state *r, int32_t token, const ref_trace *tr) {
             }
         }
         if (tr->wo_in) memcpy(tr->wo_in + il * Q, att, (size_t)Q * sizeof *att);
-        ref_matvec(tmp, synth_layer_values(m, il, "attn_output.weight"), NULL, att, Q, E);
+        ref_matvec(tmp, synth_layer_values(m, il, "attn_output.weight"), NULL, att, Q, E, s->wtype);
         for (int64_t i = 0; i < E; i++) x[i] += tmp[i];
         ref_rmsnorm(xn, x, synth_layer_values(m, il, "ffn_norm.weight"), E, s->rms_eps);
         if (tr->ffn_in) memcpy(tr->ffn_in + il * E, xn, (size_t)E * sizeof *xn);
-        ref_matvec(g, synth_layer_values(m, il, "ffn_gate.weight"), NULL, xn, E, F);
-        ref_matvec(u, synth_layer_values(m, il, "ffn_up.weight"), NULL, xn, E, F);
+        ref_matvec(g, synth_layer_values(m, il, "ffn_gate.weight"), NULL, xn, E, F, s->wtype);
+        ref_matvec(u, synth_layer_values(m, il, "ffn_up.weight"), NULL, xn, E, F, s->wtype);
         for (int64_t i = 0; i < F; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
         if (tr->down_in) memcpy(tr->down_in + il * F, g, (size_t)F * sizeof *g);
-        ref_matvec(tmp, synth_layer_values(m, il, "ffn_down.weight"), NULL, g, F, E);
+        ref_matvec(tmp, synth_layer_values(m, il, "ffn_down.weight"), NULL, g, F, E, s->wtype);
         for (int64_t i = 0; i < E; i++) x[i] += tmp[i];
     }
     if (tr->logits) {
         const double *out = synth_values(m, s->tied ? "token_embd.weight" : "output.weight");
         ref_rmsnorm(xn, x, synth_values(m, "output_norm.weight"), E, s->rms_eps);
-        ref_matvec(tr->logits, out, NULL, xn, E, s->n_vocab);
+        ref_matvec(tr->logits, out, NULL, xn, E, s->n_vocab, s->wtype);
     }
     r->n_past++;
     free(x); free(xn); free(q); free(att); free(g); free(u); free(tmp); free(sc);

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/ggml_type.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/vec_kernels.h"
 
@@ -41,11 +40,7 @@ typedef struct type_check {
 static int check_matrix(void *user, const hfq_tensor *t) {
     type_check *tc = user;
     cpu_wkernel k;
-    if (cpu_wkernel_get(t->type, &k)) {
-        const ggml_type_info *ti = ggml_type_get(t->type);
-        return hfq_fail(tc->err, tc->path, "tensor '%s': type %s is not supported by the cpu backend", t->name,
-                        ti ? ti->name : "?");
-    }
+    if (cpu_wkernel_get(t, &k, tc->path, tc->err)) return -1;
     size_t n = cpu_matmul_act_bytes(t, tc->max_tokens);
     if (n > tc->act_bytes) tc->act_bytes = n;
     return 0;
@@ -93,10 +88,10 @@ static void cpu_copy(hfq_backend *b, float *dst, const float *src, size_t n) {
 static void cpu_embed(hfq_backend *b, float *x, const hfq_tensor *tok_embd, const int32_t *tokens, int64_t n_tokens) {
     (void)b;
     cpu_wkernel k;
-    if (cpu_wkernel_get(tok_embd->type, &k)) return;
+    if (cpu_wkernel_get(tok_embd, &k, NULL, NULL)) return;
     const int64_t n = tok_embd->ne0;
     for (int64_t t = 0; t < n_tokens; t++)
-        k.row_to_f32((const char *)tok_embd->data + (size_t)tokens[t] * tok_embd->row_bytes, x + t * n, n);
+        k.w->dequantize((const char *)tok_embd->data + (size_t)tokens[t] * tok_embd->row_bytes, x + t * n, n);
 }
 
 /* As ggml: the mean square summed in double, then x * scale * w in float. */

@@ -1,10 +1,12 @@
 /* matmul.h - CPU products of stored weight rows with activation rows.
  *
- * As ggml's CPU backend does, each weight type names the format its
- * activation rows are converted to once per batch (F16 weights dot F16
- * activations, BF16 weights BF16 ones, F32 stays F32), and a kernel dots a
- * tile of up to CPU_TILE_ROWS weight rows with up to CPU_TILE_COLS activation
- * rows. A result never depends on the tile it was computed in: batched and
+ * As ggml's CPU backend does, each weight format names the format its
+ * activation rows are quantized to once per batch (quant/qtype.h
+ * vec_dot_type: F16 weights dot F16 activations, Q4_K weights Q8_K ones, F32
+ * stays F32), then every weight row is dotted with every activation row.
+ * F32/F16/BF16 use SIMD tiles of up to CPU_TILE_ROWS weight rows x
+ * CPU_TILE_COLS activation rows; the other formats their traits' vec_dot. A
+ * result never depends on the tile it was computed in: batched and
  * single-token products agree bit for bit, whatever the thread count.
  */
 #ifndef HFQ_KERNELS_CPU_MATMUL_H
@@ -13,7 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "formats/error.h"
 #include "kernels/model.h"
+#include "quant/qtype.h"
 
 #define CPU_TILE_ROWS 4
 #define CPU_TILE_COLS 3
@@ -24,21 +28,22 @@ typedef void (*cpu_tile_fn)(int64_t n, const void *w, size_t w_stride, int nr, c
                             size_t a_stride, int nc, float *out, size_t out_stride);
 
 typedef struct cpu_wkernel {
-    uint32_t act_type;                                        /* ggml type of activation rows */
-    void (*act_from_f32)(const float *x, void *a, int64_t n); /* NULL when act_type is F32 */
-    void (*row_to_f32)(const void *w, float *y, int64_t n);   /* one stored row as floats */
-    cpu_tile_fn tile;
+    const hfq_qtype_traits *w;     /* the weight's format */
+    const hfq_qtype_traits *act;   /* its activation format; F32: used as given */
+    cpu_tile_fn tile;              /* NULL: w->vec_dot one pair at a time */
 } cpu_wkernel;
 
-/* Fills *k with the kernel for weights of a ggml type on this CPU; returns
- * -1 when the type is not supported. */
-int cpu_wkernel_get(uint32_t type, cpu_wkernel *k);
+/* Fills *k for weights of a ggml type on this CPU; returns -1 (err naming
+ * `where` and the tensor) when the type cannot be multiplied by or the row
+ * length does not fit the activation format's blocks. */
+int cpu_wkernel_get(const hfq_tensor *w, cpu_wkernel *k, const char *where, hfq_error *err);
 
 /* Bytes cpu_matmul needs in `act` for n_tokens rows of the weight's input. */
 size_t cpu_matmul_act_bytes(const hfq_tensor *w, int64_t n_tokens);
 
 /* y[t] = W x[t] (+ bias): x [n_tokens][w->ne0] -> y [n_tokens][w->ne1], on up
- * to n_threads OpenMP threads; act is scratch of cpu_matmul_act_bytes. */
+ * to n_threads OpenMP threads; act is scratch of cpu_matmul_act_bytes. The
+ * weight must have passed cpu_wkernel_get. */
 void cpu_matmul(int n_threads, void *act, float *y, const hfq_tensor *w, const float *bias, const float *x,
                 int64_t n_tokens);
 
