@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant/blocks.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "quant/hd.h"
@@ -48,7 +49,6 @@
 #define HFQ_QK_MXFP4 32
 #define HFQ_QK_NVFP4 64
 #define HFQ_QK_NVFP4_SUB 16
-#define HFQ_QK8_0 32
 #define HFQ_NVFP4_GLOBAL_DIV (6.0f * 448.0f) /* global scale = amax / this */
 
 typedef struct hfq_block_mxfp4 {
@@ -60,17 +60,6 @@ typedef struct hfq_block_nvfp4 {
     uint8_t d[HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB]; /* UE4M3 sub-block scales */
     uint8_t qs[HFQ_QK_NVFP4 / 2];               /* E2M1 codes, two per byte */
 } hfq_block_nvfp4;
-
-/* ggml's block_q8_0 (activations for the ggml-compatible dots): an fp16
- * scale and 32 int8 values. Local until the integer formats' header provides
- * it; the guard keeps one definition when both are included. */
-#ifndef HFQ_BLOCK_Q8_0_DEFINED
-#define HFQ_BLOCK_Q8_0_DEFINED
-typedef struct hfq_block_q8_0 {
-    uint16_t d;
-    int8_t qs[HFQ_QK8_0];
-} hfq_block_q8_0;
-#endif
 
 #ifdef __cplusplus
 static_assert(sizeof(hfq_block_mxfp4) == 17, "mxfp4 block is 17 bytes");

@@ -6,6 +6,7 @@
 
 #include "formats/ggml_type.h"
 #include "quant/blocks.h"
+#include "quant/fp4.h"
 #include "quant/plain.h"
 #include "quant/q_k.h"
 #include "quant/q_legacy.h"
@@ -14,6 +15,11 @@
     [t] = {.type = t, .name = nm, .ggml_type = gt, .is_ggml_native = native, .is_activation_only = act_only, \
            .uses_importance = imp, .block_size = bs, .type_size = ts, .quantize = q, .quantize_row = qr,     \
            .dequantize = dq, .vec_dot = dot, .vec_dot_type = dot_t}
+
+static size_t quantize_nvfp4_unscaled(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                                      const float *importance) {
+    return hfq_quantize_nvfp4(src, dst, nrows, n_per_row, importance, 0.0f);
+}
 
 static const hfq_qtype_traits traits[HFQ_QT_COUNT] = {
     ROW(HFQ_QT_F32, "f32", GT_F32, true, false, false, 1, 4, hfq_quantize_f32, hfq_quantize_row_f32,
@@ -40,12 +46,15 @@ static const hfq_qtype_traits traits[HFQ_QT_COUNT] = {
         hfq_dequantize_q8_1, NULL, HFQ_QT_Q8_1),
     ROW(HFQ_QT_Q8_K, "q8_K", GT_Q8_K, true, true, false, HFQ_QK_K, sizeof(hfq_block_q8_k), NULL,
         hfq_quantize_row_q8_k, hfq_dequantize_q8_k, NULL, HFQ_QT_Q8_K),
-    /* Filled in by quant/fp*: storage facts only for now. MXFP4 and NVFP4
-     * are ggml's (activations Q8_0, as ggml's CPU backend); INT8 and FP8
-     * have no ggml type and are one byte per element here, their scales
-     * being the FP module's to define. */
-    ROW(HFQ_QT_MXFP4, "mxfp4", GT_MXFP4, true, false, false, 32, 17, NULL, NULL, NULL, NULL, HFQ_QT_Q8_0),
-    ROW(HFQ_QT_NVFP4, "nvfp4", GT_NVFP4, true, false, false, 64, 36, NULL, NULL, NULL, NULL, HFQ_QT_Q8_0),
+    /* MXFP4 and NVFP4 are ggml's (activations Q8_0, as ggml's CPU backend);
+     * NVFP4's per-tensor global scale lives beside it (quant/fp4.h), so the
+     * table's entry is ggml's reference quantizer without one. INT8 and FP8
+     * have no ggml type: one byte per element, with scale tensors defined by
+     * quant/int8.h and quant/fp8.h (docs/format-quant-ext.md). */
+    ROW(HFQ_QT_MXFP4, "mxfp4", GT_MXFP4, true, false, true, HFQ_QK_MXFP4, sizeof(hfq_block_mxfp4),
+        hfq_quantize_mxfp4, NULL, hfq_dequantize_row_mxfp4, hfq_dot_mxfp4_q8_0, HFQ_QT_Q8_0),
+    ROW(HFQ_QT_NVFP4, "nvfp4", GT_NVFP4, true, false, true, HFQ_QK_NVFP4, sizeof(hfq_block_nvfp4),
+        quantize_nvfp4_unscaled, NULL, hfq_dequantize_row_nvfp4, hfq_dot_nvfp4_q8_0, HFQ_QT_Q8_0),
     ROW(HFQ_QT_INT8, "int8", HFQ_NO_GGML_TYPE, false, false, false, 1, 1, NULL, NULL, NULL, NULL, HFQ_QT_INT8),
     ROW(HFQ_QT_FP8_E4M3, "fp8_e4m3", HFQ_NO_GGML_TYPE, false, false, false, 1, 1, NULL, NULL, NULL, NULL,
         HFQ_QT_FP8_E4M3),

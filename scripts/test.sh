@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# Runs the whole test suite (setting up first if needed) and ends with the line
-# "N passed, N failed, N skipped". Exit status: 0 only when nothing failed.
+# Runs the whole test suite (setting up first if needed): once on the release
+# build, once more on an ASan+UBSan build (build-asan; HFQ_SANITIZE=0 skips
+# it), and ends with the line "N passed, N failed, N skipped" over both.
+# Exit status: 0 only when nothing failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
-meson test -C build --num-processes "${HFQ_TEST_JOBS:-2}" --print-errorlogs "$@"
-.venv/bin/python scripts/test_summary.py build/meson-logs/testlog.json
+jobs=${HFQ_TEST_JOBS:-2}
+logs=(build/meson-logs/testlog.json)
+meson test -C build --num-processes "$jobs" --print-errorlogs "$@"
+if [ "${HFQ_SANITIZE:-1}" = 1 ]; then
+  if [ ! -f build-asan/build.ninja ]; then
+    meson setup build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined \
+      -Dc_args=-fno-sanitize-recover=all >/dev/null || { echo "0 passed, 1 failed"; exit 1; }
+  fi
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+  meson test -C build-asan --num-processes "$jobs" --print-errorlogs "$@"
+  logs+=(build-asan/meson-logs/testlog.json)
+fi
+.venv/bin/python scripts/test_summary.py "${logs[@]}"

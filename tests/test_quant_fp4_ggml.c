@@ -13,7 +13,7 @@ int main(void) { CHECK_SKIP(".cache/llama.cpp/ggml/src/ggml-quants.c not found (
 
 #include "quant/fp4.h"
 #include "tests/quant_rng.h"
-#include "tests/ref_fp/ggml_ref.h"
+#include "tests/ref/ggml_ref_fp.h"
 
 #define NKINDS 12
 
@@ -123,7 +123,6 @@ static void test_dots(void) {
 
 int main(void) {
     rnd_seed(0x853C49E6748FEA9Bull);
-    ggml_ref_init();
     test_quantizers();
     test_decoders();
     test_ue4m3_encoder();

@@ -1,6 +1,5 @@
-/* ggml_ref.c - wrappers around llama.cpp's reference code (see ggml_ref.h),
- * plus the few ggml symbols ggml-quants.c and ggml-cpu/quants.c link
- * against; the harness never calls the stubbed ones. */
+/* ggml_ref_fp.c - typed wrappers around llama.cpp's reference MXFP4/NVFP4
+ * code (see ggml_ref_fp.h); the ggml symbols it needs are in ggml_stubs.c. */
 #define GGML_COMMON_DECL_C
 #include "ggml-common.h"
 
@@ -8,30 +7,7 @@
 #include "ggml-quants.h"
 #include "ggml-cpu/quants.h"
 
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-#include "ggml_ref.h"
-
-float ggml_table_f32_f16[1 << 16];
-
-void ggml_ref_init(void) {
-    for (uint32_t i = 0; i < (1u << 16); i++) ggml_table_f32_f16[i] = ggml_compute_fp16_to_fp32((ggml_fp16_t)i);
-}
-
-void ggml_abort(const char *file, int line, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ggml_abort %s:%d: ", file, line);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    abort();
-}
-
-size_t ggml_type_size(enum ggml_type type) { (void)type; abort(); }
-size_t ggml_row_size(enum ggml_type type, int64_t ne) { (void)type; (void)ne; abort(); }
-const char *ggml_type_name(enum ggml_type type) { (void)type; return "?"; }
+#include "ggml_ref_fp.h"
 
 void ggml_ref_quantize_mxfp4(const float *x, void *y, int64_t k) { quantize_row_mxfp4_ref(x, (block_mxfp4 *)y, k); }
 void ggml_ref_quantize_nvfp4(const float *x, void *y, int64_t k) { quantize_row_nvfp4_ref(x, (block_nvfp4 *)y, k); }
@@ -41,13 +17,13 @@ void ggml_ref_dequantize_nvfp4(const void *x, float *y, int64_t k) { dequantize_
 
 float ggml_ref_dot_mxfp4_q8_0(int n, const void *x, const void *y) {
     float s;
-    ggml_vec_dot_mxfp4_q8_0_generic(n, &s, 0, x, 0, y, 0, 1);
+    ggml_vec_dot_mxfp4_q8_0(n, &s, 0, x, 0, y, 0, 1);
     return s;
 }
 
 float ggml_ref_dot_nvfp4_q8_0(int n, const void *x, const void *y) {
     float s;
-    ggml_vec_dot_nvfp4_q8_0_generic(n, &s, 0, x, 0, y, 0, 1);
+    ggml_vec_dot_nvfp4_q8_0(n, &s, 0, x, 0, y, 0, 1);
     return s;
 }
 

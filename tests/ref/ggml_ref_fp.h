@@ -1,16 +1,13 @@
 /* ggml_ref.h - test-only access to llama.cpp's reference MXFP4/NVFP4 code.
  *
- * ggml_ref.c is compiled together with .cache/llama.cpp's ggml-quants.c and
+ * ggml_ref_fp.c is compiled together with .cache/llama.cpp's ggml-quants.c and
  * ggml-cpu/quants.c (only when that tree exists) so tests can compare our
  * quantizers, decoders and dot products with ggml's bit for bit. Blocks are
  * passed as bytes in ggml's layout. */
-#ifndef HFQ_TESTS_GGML_REF_H
-#define HFQ_TESTS_GGML_REF_H
+#ifndef HFQ_TESTS_GGML_REF_FP_H
+#define HFQ_TESTS_GGML_REF_FP_H
 
 #include <stdint.h>
-
-/* Fills the fp16 table ggml-cpu's generic dot products read; call first. */
-void ggml_ref_init(void);
 
 void ggml_ref_quantize_mxfp4(const float *x, void *y, int64_t k);
 void ggml_ref_quantize_nvfp4(const float *x, void *y, int64_t k);
