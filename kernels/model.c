@@ -99,6 +99,21 @@ static int bind_tensor(const binder *b, hfq_tensor *out, const char *name, int64
     return 0;
 }
 
+/* The optional per-tensor scale of matrix w: "<base>.scale", F32 [1], finite. */
+static int bind_scale(const binder *b, hfq_tensor *w) {
+    char name[96];
+    size_t base = strlen(w->name) - strlen(".weight");
+    snprintf(name, sizeof name, "%.*s.scale", (int)base, w->name);
+    hfq_tensor s;
+    if (bind_tensor(b, &s, name, 1, 0, true)) return -1;
+    if (!s.data) return 0;
+    float v;
+    memcpy(&v, s.data, sizeof v);
+    if (!isfinite(v)) return hfq_fail(b->err, b->where, "tensor '%s' holds %g, not a finite scale", s.name, v);
+    w->scale = s.data;
+    return 0;
+}
+
 /* Tensors llama.cpp may find in a llama/qwen2 file that this runner does not
  * compute with: refusing them beats silently ignoring part of the model. */
 static int refuse_extra(const binder *b, int64_t il) {
@@ -134,6 +149,7 @@ static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_la
     for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, spec[i].suffix);
         if (bind_tensor(b, spec[i].t, name, spec[i].ne0, spec[i].ne1, spec[i].optional)) return -1;
+        if (spec[i].ne1 && bind_scale(b, spec[i].t)) return -1;
     }
     return refuse_extra(b, il);
 }

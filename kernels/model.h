@@ -38,6 +38,9 @@ typedef struct hfq_tensor {
     int64_t ne0, ne1;
     size_t row_bytes;
     const void *data;       /* host memory: the file mapping */
+    /* Matrices: the per-tensor factor of the product from "<base>.scale"
+     * (F32 [1], e.g. NVFP4's global scale), as llama.cpp applies it; NULL: 1. */
+    const float *scale;
 } hfq_tensor;
 
 typedef struct hfq_hparams {

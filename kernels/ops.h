@@ -66,7 +66,8 @@ typedef struct hfq_ops {
     void (*rmsnorm)(hfq_backend *b, float *y, const float *x, const hfq_tensor *w, int64_t n_tokens,
                     float eps);
 
-    /* y[t] = W x[t] (+ bias).   W: w->ne1 rows of w->ne0;  x: [n_tokens][w->ne0];
+    /* y[t] = W x[t] * scale (+ bias), scale = *w->scale when set.
+     * W: w->ne1 rows of w->ne0;  x: [n_tokens][w->ne0];
      * y: [n_tokens][w->ne1]; bias NULL or [w->ne1] F32. y must not overlap x. */
     void (*matmul)(hfq_backend *b, float *y, const hfq_tensor *w, const hfq_tensor *bias, const float *x,
                    int64_t n_tokens);

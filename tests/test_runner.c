@@ -150,6 +150,10 @@ static void test_variants(void) {
     qwen.rope_scale = 0.25f;     /* linear scaling by 4 */
     qwen.rms_eps = 1e-6f;
     printf("qwen2 biases linear scaling: %.3g\n", check_forward(&qwen, 64, 2e-5, "qwen2"));
+
+    synth_spec scaled = s;
+    scaled.scales = true;        /* per-tensor .scale factors on every layer matrix */
+    printf("llama scaled matrices: %.3g\n", check_forward(&scaled, 64, 2e-5, "scales"));
 }
 
 /* Lower-precision weights. The reference multiplies the stored values with
@@ -175,7 +179,8 @@ static void test_lower_precision_weights(void) {
         printf("%s: %.3g\n", ggml_type_get(s.wtype)->name, check_forward(&s, 64, 12.0 / 127, ggml_type_get(s.wtype)->name));
     }
     s.n_embd = 256, s.n_ff = 256, s.n_head = 8, s.n_head_kv = 4, s.head_dim = 32, s.n_rot = 32;
-    static const uint32_t kquants[] = {GT_Q4_K, GT_Q5_K, GT_Q6_K};
+    s.scales = true;             /* NVFP4 checkpoints carry a per-tensor scale */
+    static const uint32_t kquants[] = {GT_Q4_K, GT_Q5_K, GT_Q6_K, GT_MXFP4, GT_NVFP4};
     for (size_t i = 0; i < sizeof kquants / sizeof kquants[0]; i++) {
         s.wtype = kquants[i];
         printf("%s: %.3g\n", ggml_type_get(s.wtype)->name, check_forward(&s, 64, 12.0 / 127, ggml_type_get(s.wtype)->name));
@@ -324,6 +329,14 @@ static void test_bind_errors(void) {
     uint64_t rng = 7;
     synth_add(&sm, "blk.1.attn_output.bias", GT_F32, 36, 1, 0.0f, 1.0f, &rng);
     expect_bind_error(&sm, "tensor 'blk.1.attn_output.bias' is not supported by the runner");
+    sm.names[sm.n - 1][0] = 'x';
+
+    synth_add(&sm, "blk.0.ffn_gate.scale", GT_F32, 2, 1, 1.0f, 0.0f, &rng);
+    expect_bind_error(&sm, "tensor 'blk.0.ffn_gate.scale' has shape [2, 1, 1, 1], expected [1]");
+    sm.names[sm.n - 1][0] = 'x';
+    synth_add(&sm, "blk.1.attn_v.scale", GT_F32, 1, 1, 1.0f, 0.0f, &rng);
+    ((float *)sm.data[sm.n - 1])[0] = INFINITY;
+    expect_bind_error(&sm, "tensor 'blk.1.attn_v.scale' holds inf, not a finite scale");
     sm.names[sm.n - 1][0] = 'x';
 
     synth_add(&sm, "rope_freqs.weight", GT_F32, 5, 1, 0.0f, 0.0f, &rng);

@@ -128,7 +128,7 @@ static void test_float_formats(void) {
 
 static void test_quant_formats(void) {
     static const uint32_t legacy[] = {GT_Q8_0, GT_Q4_0, GT_Q5_0, GT_Q5_1};
-    static const uint32_t kquants[] = {GT_Q4_K, GT_Q5_K, GT_Q6_K};
+    static const uint32_t kquants[] = {GT_Q4_K, GT_Q5_K, GT_Q6_K, GT_MXFP4, GT_NVFP4};
     static const shape shapes[] = {{256, 1, 1}, {256, 5, 4}, {512, 13, 70}, {256, 130, 67}};
     uint64_t seed = 500;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

@@ -24,6 +24,7 @@ typedef struct synth_spec {
     int64_t n_vocab, n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim, n_rot, n_ctx_train;
     float rms_eps, rope_base, rope_scale;  /* rope_scale: hparams.rope_freq_scale */
     bool biases, tied, rope_factors;
+    bool scales;                           /* per-tensor .scale of every layer matrix (NVFP4's global scale) */
     uint32_t wtype;                        /* type of the matrices: GT_F32, GT_F16, GT_BF16 */
     uint64_t seed;
 } synth_spec;
@@ -129,6 +130,11 @@ static inline void synth_build(synth_model *m, const synth_spec *s) {
         SYNTH_LAYER("ffn_gate.weight", s->wtype, E, F, 0.0f, 2.0f * aE);
         SYNTH_LAYER("ffn_up.weight", s->wtype, E, F, 0.0f, 2.0f * aE);
         SYNTH_LAYER("ffn_down.weight", s->wtype, F, E, 0.0f, aF);
+        static const char *const matrices[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+        for (size_t j = 0; s->scales && j < sizeof matrices / sizeof matrices[0]; j++) {
+            snprintf(name, sizeof name, "blk.%lld.%s.scale", (long long)il, matrices[j]);
+            synth_add(m, name, GT_F32, 1, 1, 1.0f, 0.75f, &rng);
+        }
 #undef SYNTH_LAYER
     }
     m->hp = (hfq_hparams){.arch = s->arch, .n_embd = E, .n_ff = F, .n_layer = s->n_layer, .n_head = s->n_head,
@@ -207,16 +213,26 @@ static inline void ref_act(double *xa, const double *x, int64_t n, uint32_t wtyp
     free(q);
 }
 
-/* y[o] = sum_i W[o][i] x[i] (+ b[o]), W stored as wtype */
-static inline void ref_matvec(double *y, const double *W, const double *b, const double *x, int64_t n_in, int64_t n_out,
-                              uint32_t wtype) {
+/* y = W x (+ bias), times the per-tensor scale when the model has one, for
+ * layer il's weight "blk.il.<base>.weight" (il < 0: "<base>.weight"). */
+static inline void ref_linear(double *y, const synth_model *m, int64_t il, const char *base, const double *x,
+                              int64_t n_in, int64_t n_out) {
+    char name[96];
+    const char *prefix = il < 0 ? "" : "blk.";
+    char layer[24] = "";
+    if (il >= 0) snprintf(layer, sizeof layer, "%lld.", (long long)il);
+#define REF_NAME(suffix) (snprintf(name, sizeof name, "%s%s%s.%s", prefix, layer, base, suffix), name)
+    const double *W = synth_values(m, REF_NAME("weight"));
+    const double *b = synth_values(m, REF_NAME("bias"));
+    const double *scale = synth_values(m, REF_NAME("scale"));
+#undef REF_NAME
     double *xa = malloc((size_t)n_in * sizeof *xa);
-    if (!xa) abort();
-    ref_act(xa, x, n_in, wtype);
+    if (!W || !xa) abort();
+    ref_act(xa, x, n_in, m->spec.wtype);
     for (int64_t o = 0; o < n_out; o++) {
-        double acc = b ? b[o] : 0.0;
+        double acc = 0.0;
         for (int64_t i = 0; i < n_in; i++) acc += W[o * n_in + i] * xa[i];
-        y[o] = acc;
+        y[o] = acc * (scale ? scale[0] : 1.0) + (b ? b[o] : 0.0);
     }
     free(xa);
 }
@@ -256,9 +272,9 @@ static inline void ref_token(ref_state *r, int32_t token, const ref_trace *tr) {
         double *kc = r->k_cache + (il * r->n_ctx) * KV, *vc = r->v_cache + (il * r->n_ctx) * KV;
         ref_rmsnorm(xn, x, synth_layer_values(m, il, "attn_norm.weight"), E, s->rms_eps);
         if (tr->attn_in) memcpy(tr->attn_in + il * E, xn, (size_t)E * sizeof *xn);
-        ref_matvec(q, synth_layer_values(m, il, "attn_q.weight"), synth_layer_values(m, il, "attn_q.bias"), xn, E, Q, s->wtype);
-        ref_matvec(kc + pos * KV, synth_layer_values(m, il, "attn_k.weight"), synth_layer_values(m, il, "attn_k.bias"), xn, E, KV, s->wtype);
-        ref_matvec(vc + pos * KV, synth_layer_values(m, il, "attn_v.weight"), synth_layer_values(m, il, "attn_v.bias"), xn, E, KV, s->wtype);
+        ref_linear(q, m, il, "attn_q", xn, E, Q);
+        ref_linear(kc + pos * KV, m, il, "attn_k", xn, E, KV);
+        ref_linear(vc + pos * KV, m, il, "attn_v", xn, E, KV);
         ref_rope(q, s->n_head, pos, m);
         ref_rope(kc + pos * KV, s->n_head_kv, pos, m);
         for (int64_t h = 0; h < s->n_head; h++) {
@@ -278,21 +294,20 @@ static inline void ref_token(ref_state *r, int32_t token, const ref_trace *tr) {
             }
         }
         if (tr->wo_in) memcpy(tr->wo_in + il * Q, att, (size_t)Q * sizeof *att);
-        ref_matvec(tmp, synth_layer_values(m, il, "attn_output.weight"), NULL, att, Q, E, s->wtype);
+        ref_linear(tmp, m, il, "attn_output", att, Q, E);
         for (int64_t i = 0; i < E; i++) x[i] += tmp[i];
         ref_rmsnorm(xn, x, synth_layer_values(m, il, "ffn_norm.weight"), E, s->rms_eps);
         if (tr->ffn_in) memcpy(tr->ffn_in + il * E, xn, (size_t)E * sizeof *xn);
-        ref_matvec(g, synth_layer_values(m, il, "ffn_gate.weight"), NULL, xn, E, F, s->wtype);
-        ref_matvec(u, synth_layer_values(m, il, "ffn_up.weight"), NULL, xn, E, F, s->wtype);
+        ref_linear(g, m, il, "ffn_gate", xn, E, F);
+        ref_linear(u, m, il, "ffn_up", xn, E, F);
         for (int64_t i = 0; i < F; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
         if (tr->down_in) memcpy(tr->down_in + il * F, g, (size_t)F * sizeof *g);
-        ref_matvec(tmp, synth_layer_values(m, il, "ffn_down.weight"), NULL, g, F, E, s->wtype);
+        ref_linear(tmp, m, il, "ffn_down", g, F, E);
         for (int64_t i = 0; i < E; i++) x[i] += tmp[i];
     }
     if (tr->logits) {
-        const double *out = synth_values(m, s->tied ? "token_embd.weight" : "output.weight");
         ref_rmsnorm(xn, x, synth_values(m, "output_norm.weight"), E, s->rms_eps);
-        ref_matvec(tr->logits, out, NULL, xn, E, s->n_vocab, s->wtype);
+        ref_linear(tr->logits, m, -1, s->tied ? "token_embd" : "output", xn, E, s->n_vocab);
     }
     r->n_past++;
     free(x); free(xn); free(q); free(att); free(g); free(u); free(tmp); free(sc);

@@ -72,6 +72,10 @@ void cpu_matmul(int n_threads, void *act, float *restrict y, const hfq_tensor *w
                 else tile_vec_dot(k.w->vec_dot, n_in, wt, w->row_bytes, nr, at, a_stride, nc, out, (size_t)n_out);
             }
         }
+    if (w->scale) {
+        const float scale = *w->scale;
+        for (int64_t i = 0; i < n_tokens * n_out; i++) y[i] *= scale;
+    }
     if (bias)
         for (int64_t t = 0; t < n_tokens; t++)
             for (int64_t o = 0; o < n_out; o++) y[t * n_out + o] += bias[o];

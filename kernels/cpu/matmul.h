@@ -41,7 +41,7 @@ int cpu_wkernel_get(const hfq_tensor *w, cpu_wkernel *k, const char *where, hfq_
 /* Bytes cpu_matmul needs in `act` for n_tokens rows of the weight's input. */
 size_t cpu_matmul_act_bytes(const hfq_tensor *w, int64_t n_tokens);
 
-/* y[t] = W x[t] (+ bias): x [n_tokens][w->ne0] -> y [n_tokens][w->ne1], on up
+/* y[t] = W x[t] * scale (+ bias), scale = *w->scale when set: x [n_tokens][w->ne0] -> y [n_tokens][w->ne1], on up
  * to n_threads OpenMP threads; act is scratch of cpu_matmul_act_bytes. The
  * weight must have passed cpu_wkernel_get. */
 void cpu_matmul(int n_threads, void *act, float *y, const hfq_tensor *w, const float *bias, const float *x,
