@@ -193,26 +193,30 @@ static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int6
     ops->download(be, logits, c->logits, (size_t)(n_out * hp->n_vocab));
 }
 
-int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, hfq_logits_mode mode,
-                float *logits, hfq_error *err) {
+int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t n_logits, float *logits,
+                hfq_error *err) {
     const char *path = hfq_model_path(c->model);
     const int64_t n_vocab = c->hp->n_vocab;
     if (n_tokens <= 0) return hfq_fail(err, path, "no tokens to evaluate");
     if (n_tokens > c->n_ctx - c->n_past)
         return hfq_fail(err, path, "%lld tokens do not fit after %lld in a context of %lld", (long long)n_tokens,
                         (long long)c->n_past, (long long)c->n_ctx);
+    if (n_logits < 0 || n_logits > n_tokens)
+        return hfq_fail(err, path, "logits of %lld tokens asked for %lld tokens", (long long)n_logits,
+                        (long long)n_tokens);
     for (int64_t i = 0; i < n_tokens; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             return hfq_fail(err, path, "token id %d at %lld is outside the vocabulary [0, %lld)", (int)tokens[i],
                             (long long)i, (long long)n_vocab);
-    if (mode != HFQ_LOGITS_NONE && !logits) return hfq_fail(err, path, "no buffer for the logits");
+    if (n_logits > 0 && !logits) return hfq_fail(err, path, "no buffer for the logits");
     if (c->observer && !c->ops->host_visible)
         return hfq_fail(err, path, "the %s backend cannot show activations to an observer", c->ops->name);
+    const int64_t first_out = n_tokens - n_logits;  /* first token whose logits are asked for */
     for (int64_t done = 0; done < n_tokens; done += c->n_batch) {
         int64_t T = n_tokens - done < c->n_batch ? n_tokens - done : c->n_batch;
-        bool last_batch = done + T == n_tokens;
-        int64_t n_out = mode == HFQ_LOGITS_ALL ? T : (mode == HFQ_LOGITS_LAST && last_batch ? 1 : 0);
-        float *out = mode == HFQ_LOGITS_ALL ? logits + done * n_vocab : logits;
+        int64_t n_out = done + T - (first_out > done ? first_out : done);
+        if (n_out < 0) n_out = 0;
+        float *out = n_out ? logits + (done + T - n_out - first_out) * n_vocab : NULL;
         forward_batch(c, tokens + done, T, c->n_past, n_out, out);
         c->n_past += T;
     }

@@ -33,12 +33,6 @@ typedef struct hfq_context_params {
     const hfq_ops *ops;     /* NULL: the CPU backend */
 } hfq_context_params;
 
-typedef enum hfq_logits_mode {
-    HFQ_LOGITS_NONE,        /* only fill the KV cache */
-    HFQ_LOGITS_LAST,        /* one row: the last token's */
-    HFQ_LOGITS_ALL,         /* one row per token */
-} hfq_logits_mode;
-
 hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hfq_error *err);
 void hfq_context_free(hfq_context *c);
 
@@ -50,11 +44,12 @@ void hfq_context_reset(hfq_context *c);
 /* fn NULL: no observer. */
 void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user);
 
-/* Runs tokens[0..n_tokens) at positions n_past.., then n_past += n_tokens.
- * logits: [n_tokens][n_vocab] for HFQ_LOGITS_ALL, [n_vocab] for LAST,
- * unused for NONE. Fails, changing nothing, when a token id is out of range
- * or the tokens do not fit in the context. */
-int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, hfq_logits_mode mode,
-                float *logits, hfq_error *err);
+/* Runs tokens[0..n_tokens) at positions n_past.., then n_past += n_tokens,
+ * and writes the logits of the last n_logits tokens (0..n_tokens: 0 only
+ * fills the KV cache, 1 the next-token logits, n_tokens all) to logits,
+ * [n_logits][n_vocab]. Fails, changing nothing, when a token id is out of
+ * range, the tokens do not fit in the context or n_logits is out of range. */
+int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t n_logits, float *logits,
+                hfq_error *err);
 
 #endif

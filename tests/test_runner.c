@@ -87,8 +87,8 @@ static double check_forward(const synth_spec *spec, int64_t n_batch, double tol,
     hfq_context_set_observer(ctx, observe, &cap);
     /* two calls: the KV cache must carry over between them */
     const int64_t split = 4;
-    CHECK_MSG(hfq_forward(ctx, prompt, split, HFQ_LOGITS_ALL, logits, &err) == 0, "%s: %s", label, err.msg);
-    CHECK_MSG(hfq_forward(ctx, prompt + split, N_PROMPT - split, HFQ_LOGITS_ALL, logits + split * V, &err) == 0,
+    CHECK_MSG(hfq_forward(ctx, prompt, split, split, logits, &err) == 0, "%s: %s", label, err.msg);
+    CHECK_MSG(hfq_forward(ctx, prompt + split, N_PROMPT - split, N_PROMPT - split, logits + split * V, &err) == 0,
               "%s: %s", label, err.msg);
     CHECK(hfq_context_n_past(ctx) == N_PROMPT);
     int64_t n_batches = (split + n_batch - 1) / n_batch + (N_PROMPT - split + n_batch - 1) / n_batch;
@@ -202,23 +202,33 @@ static void test_batched_vs_decode(void) {
     const int64_t V = s.n_vocab;
     float *all = calloc((size_t)(N_PROMPT * V), sizeof(float)), *step = calloc((size_t)V, sizeof(float));
     float *last = calloc((size_t)V, sizeof(float));
-    CHECK(hfq_forward(cb, prompt, N_PROMPT, HFQ_LOGITS_ALL, all, &err) == 0);
+    CHECK(hfq_forward(cb, prompt, N_PROMPT, N_PROMPT, all, &err) == 0);
     double worst = 0;
     for (int t = 0; t < N_PROMPT; t++) {
-        CHECK(hfq_forward(cd, prompt + t, 1, HFQ_LOGITS_LAST, step, &err) == 0);
+        CHECK(hfq_forward(cd, prompt + t, 1, 1, step, &err) == 0);
         for (int64_t i = 0; i < V; i++) worst = fmax(worst, fabs(step[i] - all[t * V + i]));
     }
     printf("batched vs decode: max abs diff %.3g\n", worst);
     CHECK(worst <= 1e-5);
-    /* LAST over a whole prompt is the last row of ALL; reset starts over */
+    /* the logits of the last 5 tokens, over batches of 3: the last rows of all */
+    hfq_context_params three = {.n_ctx = N_CTX, .n_batch = 3, .n_threads = 2};
+    hfq_context *c3 = hfq_context_new(m, &three, &err);
+    float *tail = calloc((size_t)(5 * V), sizeof(float));
+    CHECK(hfq_forward(c3, prompt, N_PROMPT, 5, tail, &err) == 0);
+    CHECK(memcmp(tail, all + (N_PROMPT - 5) * V, (size_t)(5 * V) * sizeof(float)) == 0);
+    CHECK(hfq_forward(c3, prompt, 2, 3, tail, &err) == -1);
+    CHECK_STR_CONTAINS(err.msg, "logits of 3 tokens asked for 2 tokens");
+    free(tail);
+    hfq_context_free(c3);
+    /* the last token's logits over a whole prompt are the last row of all; reset starts over */
     hfq_context_reset(cb);
     CHECK(hfq_context_n_past(cb) == 0);
-    CHECK(hfq_forward(cb, prompt, N_PROMPT, HFQ_LOGITS_LAST, last, &err) == 0);
+    CHECK(hfq_forward(cb, prompt, N_PROMPT, 1, last, &err) == 0);
     CHECK(memcmp(last, all + (N_PROMPT - 1) * V, (size_t)V * sizeof(float)) == 0);
-    /* NONE fills the cache only */
+    /* no logits: the cache fills only */
     hfq_context_reset(cb);
-    CHECK(hfq_forward(cb, prompt, N_PROMPT - 1, HFQ_LOGITS_NONE, NULL, &err) == 0);
-    CHECK(hfq_forward(cb, prompt + N_PROMPT - 1, 1, HFQ_LOGITS_LAST, last, &err) == 0);
+    CHECK(hfq_forward(cb, prompt, N_PROMPT - 1, 0, NULL, &err) == 0);
+    CHECK(hfq_forward(cb, prompt + N_PROMPT - 1, 1, 1, last, &err) == 0);
     CHECK(memcmp(last, all + (N_PROMPT - 1) * V, (size_t)V * sizeof(float)) == 0);
     free(all); free(step); free(last);
     hfq_context_free(cb);
@@ -237,14 +247,14 @@ static void test_forward_errors(void) {
     hfq_context *c = hfq_context_new(m, &cp, &err);
     float logits[64 * 8];
     int32_t bad[2] = {3, 50};
-    CHECK(hfq_forward(c, bad, 2, HFQ_LOGITS_LAST, logits, &err) == -1);
+    CHECK(hfq_forward(c, bad, 2, 1, logits, &err) == -1);
     CHECK_STR_CONTAINS(err.msg, "token id 50 at 1");
     CHECK(hfq_context_n_past(c) == 0);
-    CHECK(hfq_forward(c, prompt, 9, HFQ_LOGITS_LAST, logits, &err) == -1);
+    CHECK(hfq_forward(c, prompt, 9, 1, logits, &err) == -1);
     CHECK_STR_CONTAINS(err.msg, "do not fit");
-    CHECK(hfq_forward(c, prompt, 8, HFQ_LOGITS_NONE, NULL, &err) == 0);
-    CHECK(hfq_forward(c, prompt, 1, HFQ_LOGITS_LAST, logits, &err) == -1);
-    CHECK(hfq_forward(c, prompt, 1, HFQ_LOGITS_LAST, NULL, &err) == -1);
+    CHECK(hfq_forward(c, prompt, 8, 0, NULL, &err) == 0);
+    CHECK(hfq_forward(c, prompt, 1, 1, logits, &err) == -1);
+    CHECK(hfq_forward(c, prompt, 1, 1, NULL, &err) == -1);
     hfq_context_free(c);
     hfq_model_free(m);
     synth_free(&sm);

@@ -58,7 +58,7 @@ static float *logits_of(const hfq_model *m, const int32_t *tokens, int64_t n) {
     hfq_context *c = hfq_context_new(m, &cp, &err);
     CHECK_MSG(c != NULL, "%s", err.msg);
     float *logits = calloc((size_t)(n * hfq_model_hparams(m)->n_vocab), sizeof(float));
-    if (c) CHECK_MSG(hfq_forward(c, tokens, n, HFQ_LOGITS_ALL, logits, &err) == 0, "%s", err.msg);
+    if (c) CHECK_MSG(hfq_forward(c, tokens, n, n, logits, &err) == 0, "%s", err.msg);
     hfq_context_free(c);
     return logits;
 }

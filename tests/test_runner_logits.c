@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     if (c && !logits) snprintf(err.msg, sizeof err.msg, "out of memory");
     if (!logits) goto done;
     if (strcmp(argv[2], "logits") == 0) {
-        if (hfq_forward(c, tokens, n_prompt, HFQ_LOGITS_ALL, logits, &err)) goto done;
+        if (hfq_forward(c, tokens, n_prompt, n_prompt, logits, &err)) goto done;
         FILE *f = fopen(argv[3], "wb");
         if (!f || fwrite(logits, sizeof *logits, (size_t)(n_prompt * n_vocab), f) != (size_t)(n_prompt * n_vocab)) {
             snprintf(err.msg, sizeof err.msg, "%s: cannot write", argv[3]);
@@ -49,11 +49,11 @@ int main(int argc, char **argv) {
         if (fclose(f)) goto done;
     } else {
         int n = atoi(argv[3]);
-        if (hfq_forward(c, tokens, n_prompt, HFQ_LOGITS_LAST, logits, &err)) goto done;
+        if (hfq_forward(c, tokens, n_prompt, 1, logits, &err)) goto done;
         for (int i = 0; i < n; i++) {
             int32_t next = argmax(logits, n_vocab);
             printf("%d%c", next, i + 1 < n ? ' ' : '\n');
-            if (i + 1 < n && hfq_forward(c, &next, 1, HFQ_LOGITS_LAST, logits, &err)) goto done;
+            if (i + 1 < n && hfq_forward(c, &next, 1, 1, logits, &err)) goto done;
         }
     }
     rc = 0;
