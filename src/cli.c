@@ -1,0 +1,25 @@
+#include "src/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+int hfq_cli_int(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out, hfq_error *err) {
+    char *end;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < min || v > max)
+        return hfq_fail(err, opt, "expects an integer in [%lld, %lld], got '%s'", (long long)min, (long long)max,
+                        s ? s : "");
+    *out = v;
+    return 0;
+}
+
+int hfq_cli_float(const char *opt, const char *s, double min, double max, double *out, hfq_error *err) {
+    char *end;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || !isfinite(v) || v < min || v > max)
+        return hfq_fail(err, opt, "expects a number in [%g, %g], got '%s'", min, max, s ? s : "");
+    *out = v;
+    return 0;
+}
