@@ -5,20 +5,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct hfq_ppl {
-    const hfq_model *model;
+/* Models with at most this many matrix elements evaluate one chunk per
+ * thread: their operations are too small to share among threads without the
+ * synchronization costing more than it saves. */
+#define TINY_MODEL_ELEMENTS ((int64_t)1 << 24)
+
+/* One chunk in flight: its own context and buffers. */
+typedef struct slot {
     hfq_context *ctx;
-    const int32_t *tokens;
-    int64_t n_ctx, first, n_chunks, next_chunk;
-    bool add_bos;
-    int32_t bos_id;
-    int32_t *chunk_tokens;  /* [n_ctx - 1]: the chunk as evaluated */
+    int32_t *tokens;        /* [n_ctx]: the chunk as evaluated */
     float *logits;          /* [n_scored][n_vocab] */
     double *token_nll;      /* [n_scored] */
-    int n_threads;
+    int64_t chunk;          /* chunk index held, -1 when none */
+    int rc;
+    hfq_error err;
+} slot;
+
+struct hfq_ppl {
+    const hfq_model *model;
+    const int32_t *tokens;
+    int64_t n_ctx, first, n_scored, n_vocab, n_chunks, next_chunk;
+    bool add_bos;
+    int32_t bos_id;
+    int n_slots, threads_per_slot;
+    slot *slots;
     double nll, nll2;       /* sums of -log p and its square */
     int64_t count;
 };
+
+static int count_elements(void *user, const hfq_tensor *t) {
+    *(int64_t *)user += t->ne0 * t->ne1;
+    return 0;
+}
+
+static int slots_for(const hfq_model *m, int n_threads, int n_parallel, int64_t n_chunks) {
+    int64_t n = n_parallel;
+    if (n <= 0) {
+        int64_t elements = 0;
+        hfq_model_each_matrix(m, count_elements, &elements);
+        n = elements <= TINY_MODEL_ELEMENTS ? n_threads : 1;
+    }
+    if (n > n_threads) n = n_threads;
+    if (n > n_chunks) n = n_chunks;
+    return n < 1 ? 1 : (int)n;
+}
 
 hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens, const hfq_ppl_params *p,
                      hfq_error *err) {
@@ -40,26 +70,28 @@ hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens
     }
     hfq_ppl *s = calloc(1, sizeof *s);
     if (!s) goto oom;
-    s->model = m;
-    s->tokens = tokens;
-    s->n_ctx = n_ctx;
-    s->first = n_ctx / 2;
-    s->n_chunks = n_tokens / n_ctx;
+    *s = (hfq_ppl){.model = m, .tokens = tokens, .n_ctx = n_ctx, .first = n_ctx / 2, .n_vocab = n_vocab,
+                   .n_chunks = n_tokens / n_ctx, .add_bos = p->add_bos, .bos_id = p->bos_id};
+    s->n_scored = n_ctx - s->first - 1;
     if (p->n_chunks > 0 && p->n_chunks < s->n_chunks) s->n_chunks = p->n_chunks;
-    s->add_bos = p->add_bos;
-    s->bos_id = p->bos_id;
-    const int64_t n_scored = n_ctx - s->first - 1;
-    s->chunk_tokens = malloc((size_t)n_ctx * sizeof *s->chunk_tokens);
-    s->logits = malloc((size_t)n_scored * (size_t)n_vocab * sizeof *s->logits);
-    s->token_nll = malloc((size_t)n_scored * sizeof *s->token_nll);
-    if (!s->chunk_tokens || !s->logits || !s->token_nll) goto oom;
-    s->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
+    const int n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
+    s->n_slots = slots_for(m, n_threads, p->n_parallel, s->n_chunks);
+    s->threads_per_slot = n_threads / s->n_slots;
+    if (!(s->slots = calloc((size_t)s->n_slots, sizeof *s->slots))) goto oom;
     /* the last token of a chunk is only ever a target: n_ctx - 1 positions suffice */
     hfq_context_params cp = {.n_ctx = n_ctx - 1, .n_batch = p->n_batch > 0 ? p->n_batch : n_ctx,
-                             .n_threads = p->n_threads};
-    if (!(s->ctx = hfq_context_new(m, &cp, err))) {
-        hfq_ppl_free(s);
-        return NULL;
+                             .n_threads = s->threads_per_slot};
+    for (int i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        sl->chunk = -1;
+        sl->tokens = malloc((size_t)n_ctx * sizeof *sl->tokens);
+        sl->logits = malloc((size_t)s->n_scored * (size_t)n_vocab * sizeof *sl->logits);
+        sl->token_nll = malloc((size_t)s->n_scored * sizeof *sl->token_nll);
+        if (!sl->tokens || !sl->logits || !sl->token_nll) goto oom;
+        if (!(sl->ctx = hfq_context_new(m, &cp, err))) {
+            hfq_ppl_free(s);
+            return NULL;
+        }
     }
     return s;
 oom:
@@ -70,14 +102,18 @@ oom:
 
 void hfq_ppl_free(hfq_ppl *s) {
     if (!s) return;
-    hfq_context_free(s->ctx);
-    free(s->chunk_tokens);
-    free(s->logits);
-    free(s->token_nll);
+    for (int i = 0; s->slots && i < s->n_slots; i++) {
+        hfq_context_free(s->slots[i].ctx);
+        free(s->slots[i].tokens);
+        free(s->slots[i].logits);
+        free(s->slots[i].token_nll);
+    }
+    free(s->slots);
     free(s);
 }
 
 int64_t hfq_ppl_n_chunks(const hfq_ppl *s) { return s->n_chunks; }
+int hfq_ppl_n_parallel(const hfq_ppl *s) { return s->n_slots; }
 
 /* -log softmax(logits)[target], as llama.cpp's log_softmax. */
 static double neg_log_prob(const float *logits, int64_t n_vocab, int32_t target) {
@@ -88,29 +124,47 @@ static double neg_log_prob(const float *logits, int64_t n_vocab, int32_t target)
     return -((double)(logits[target] - max) - log(sum_exp));
 }
 
+/* Evaluates chunk sl->chunk into the slot; its rows' -log p in token_nll. */
+static void eval_chunk(const hfq_ppl *s, slot *sl) {
+    const int32_t *src = s->tokens + sl->chunk * s->n_ctx;
+    memcpy(sl->tokens, src, (size_t)s->n_ctx * sizeof *src);
+    if (s->add_bos) sl->tokens[0] = s->bos_id;
+    hfq_context_reset(sl->ctx);
+    sl->rc = hfq_forward(sl->ctx, sl->tokens, s->n_ctx - 1, s->n_scored, sl->logits, &sl->err);
+    if (sl->rc) return;
+    const int32_t *targets = src + s->first + 1;
+    #pragma omp parallel for num_threads(s->threads_per_slot) schedule(static)
+    for (int64_t j = 0; j < s->n_scored; j++)
+        sl->token_nll[j] = neg_log_prob(sl->logits + j * s->n_vocab, s->n_vocab, targets[j]);
+}
+
 int hfq_ppl_next(hfq_ppl *s, hfq_ppl_chunk *chunk, hfq_error *err) {
     if (s->next_chunk >= s->n_chunks) return 0;
-    const int64_t n_vocab = hfq_model_hparams(s->model)->n_vocab;
-    const int64_t n_scored = s->n_ctx - s->first - 1;
-    const int32_t *src = s->tokens + s->next_chunk * s->n_ctx;
-    memcpy(s->chunk_tokens, src, (size_t)s->n_ctx * sizeof *src);
-    if (s->add_bos) s->chunk_tokens[0] = s->bos_id;
-    hfq_context_reset(s->ctx);
-    if (hfq_forward(s->ctx, s->chunk_tokens, s->n_ctx - 1, n_scored, s->logits, err)) return -1;
-    const int32_t *targets = src + s->first + 1;
-    /* rows in parallel, sums in order: the same bytes whatever the thread count */
-    #pragma omp parallel for num_threads(s->n_threads) schedule(static)
-    for (int64_t j = 0; j < n_scored; j++) s->token_nll[j] = neg_log_prob(s->logits + j * n_vocab, n_vocab, targets[j]);
+    slot *sl = &s->slots[s->next_chunk % s->n_slots];
+    if (sl->chunk != s->next_chunk) {
+        /* the slots hold the next n_slots chunks, evaluated side by side */
+        const int n = (int)(s->n_chunks - s->next_chunk < s->n_slots ? s->n_chunks - s->next_chunk : s->n_slots);
+        for (int i = 0; i < n; i++) s->slots[(s->next_chunk + i) % s->n_slots].chunk = s->next_chunk + i;
+        #pragma omp parallel for num_threads(n) schedule(static, 1)
+        for (int i = 0; i < n; i++) eval_chunk(s, &s->slots[(s->next_chunk + i) % s->n_slots]);
+    }
+    if (sl->rc) {   /* chunks before a failed one are still returned first */
+        if (err) *err = sl->err;
+        for (int k = 0; k < s->n_slots; k++) s->slots[k].chunk = -1;
+        return -1;
+    }
+    /* sums in chunk and token order: the same bytes whatever the threads */
     double nll = 0.0, nll2 = 0.0;
-    for (int64_t j = 0; j < n_scored; j++) {
-        nll += s->token_nll[j];
-        nll2 += s->token_nll[j] * s->token_nll[j];
+    for (int64_t j = 0; j < s->n_scored; j++) {
+        nll += sl->token_nll[j];
+        nll2 += sl->token_nll[j] * sl->token_nll[j];
     }
     s->nll += nll;
     s->nll2 += nll2;
-    s->count += n_scored;
-    *chunk = (hfq_ppl_chunk){.index = s->next_chunk, .n_scored = n_scored, .n_vocab = n_vocab, .logits = s->logits,
-                             .targets = targets, .nll = nll};
+    s->count += s->n_scored;
+    *chunk = (hfq_ppl_chunk){.index = s->next_chunk, .n_scored = s->n_scored, .n_vocab = s->n_vocab,
+                             .logits = sl->logits, .targets = s->tokens + s->next_chunk * s->n_ctx + s->first + 1,
+                             .nll = nll};
     s->next_chunk++;
     return 1;
 }

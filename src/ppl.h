@@ -14,6 +14,8 @@
  *
  * Evaluation is a session stepped chunk by chunk, so the logits of two
  * models (a base and a quantized one) can be compared chunk against chunk.
+ * Chunks may be evaluated side by side, each with its own context and a share
+ * of the threads; results do not depend on how (same bytes).
  */
 #ifndef HFQ_SRC_PPL_H
 #define HFQ_SRC_PPL_H
@@ -29,6 +31,10 @@ typedef struct hfq_ppl_params {
     int64_t n_chunks;       /* chunks to evaluate; <= 0: every whole chunk */
     int64_t n_batch;        /* tokens per forward batch; <= 0: n_ctx */
     int n_threads;          /* <= 0: all available */
+    /* chunks evaluated side by side, each on n_threads / n_parallel threads;
+     * <= 0: one per thread for tiny models (at most 2^24 matrix elements,
+     * whose operations are too small to share among threads), else 1 */
+    int n_parallel;
     bool add_bos;           /* put bos_id first in every chunk */
     int32_t bos_id;
 } hfq_ppl_params;
@@ -62,6 +68,7 @@ hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens
 void hfq_ppl_free(hfq_ppl *s);
 
 int64_t hfq_ppl_n_chunks(const hfq_ppl *s);   /* chunks the session will evaluate */
+int hfq_ppl_n_parallel(const hfq_ppl *s);     /* chunks evaluated side by side */
 
 /* Evaluates the next chunk: returns 1 with *chunk filled, 0 when every chunk
  * is done, -1 with err. */

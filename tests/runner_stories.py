@@ -19,7 +19,7 @@ import tempfile
 
 import numpy as np
 
-RUNNER = sys.argv[1]
+RUNNER = None  # test_runner_logits, from the command line
 FIXTURES = os.environ.get("HFQ_FIXTURES", "")
 MODEL_DIR = os.path.join(FIXTURES, "models", "stories260K")
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner_stories_golden.json")
@@ -53,10 +53,33 @@ def permute(w, n_head):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(path, cfg, w):
+def add_vocab(g, sp):
+    """tokenizer.* keys from a SentencePiece model, as llama.cpp's converter writes them."""
+    tokens, scores, types = [], [], []
+    for i in range(sp.get_piece_size()):
+        tokens.append(sp.id_to_piece(i).encode())
+        scores.append(sp.get_score(i))
+        types.append(2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 5 if sp.is_unused(i)
+                     else 6 if sp.is_byte(i) else 1)
+    g.add_tokenizer_model("llama")
+    g.add_tokenizer_pre("default")
+    g.add_token_list(tokens)
+    g.add_token_scores(scores)
+    g.add_token_types(types)
+    g.add_bos_token_id(sp.bos_id())
+    g.add_eos_token_id(sp.eos_id())
+    g.add_unk_token_id(sp.unk_id())
+    g.add_add_bos_token(True)
+    g.add_add_eos_token(False)
+
+
+def write_gguf(path, cfg, w, sp=None):
+    """The model as an F32 GGUF (with the tokenizer when sp is given)."""
     import gguf
     n_head, n_kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     g = gguf.GGUFWriter(path, "llama")
+    if sp is not None:
+        add_vocab(g, sp)
     g.add_context_length(cfg["max_position_embeddings"])
     g.add_embedding_length(cfg["hidden_size"])
     g.add_block_count(cfg["num_hidden_layers"])
@@ -194,4 +217,5 @@ def main():
 
 
 if __name__ == "__main__":
+    RUNNER = sys.argv[1]
     sys.exit(main())

@@ -91,11 +91,18 @@ static void test_against_reference(void) {
         CHECK_NEAR(r.ppl_err, err_ref, 1e-3 * err_ref);
         CHECK_NEAR(r.nll_mean, mean, 1e-4 * mean);
 
-        /* the same bytes on one thread and with other batches */
+        /* the same bytes on one thread, with other batches, chunks side by side */
         p.n_threads = 1;
         p.n_batch = 0;
         hfq_ppl_result r1 = run(m, text, N_TEXT, p, NULL, &seen);
         CHECK(memcmp(&r, &r1, sizeof r) == 0);
+        for (int par = 1; par <= 3; par++) {
+            p.n_threads = par == 1 ? 2 : par;
+            p.n_parallel = par;
+            hfq_ppl_result rp = run(m, text, N_TEXT, p, &e, &seen);
+            CHECK_MSG(memcmp(&r, &rp, sizeof r) == 0, "%d chunks side by side", par);
+        }
+        p.n_parallel = 0;
 
         /* --chunks limits the chunks */
         p.n_chunks = 2;
