@@ -1,0 +1,130 @@
+/* plan.h - choose each tensor's target format for a quantization preset.
+ *
+ * For the llama.cpp presets (Q4_K_M, Q8_0, ...) the choice is exactly the one
+ * llama.cpp's llama-quant.cpp makes (llama_tensor_get_type and its helpers):
+ * which tensors may be quantized at all, the per-category bumps (attn_v,
+ * ffn_down, attn_output, output / tied token_embd) with their counters taken in
+ * llama.cpp's tensor order, the 70B rule, the shape fallbacks (Q4_K->Q5_0,
+ * Q5_K->Q5_1, Q6_K->Q8_0, Q2_K/Q3_K->Q4_0, then F16), --pure,
+ * --leave-output-tensor, --token-embedding-type, --output-tensor-type and
+ * --tensor-type overrides (first matching pattern wins). Presets llama.cpp does
+ * not have (MXFP4 for dense models, NVFP4, INT8, FP8) follow the rules in
+ * docs/quantize-tool.md. Nothing here reads or writes files.
+ */
+#ifndef HFQ_QUANT_PLAN_H
+#define HFQ_QUANT_PLAN_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "formats/error.h"
+
+/* A target format: a ggml type id (formats/ggml_type.h) for the ggml formats,
+ * or one of these ids for formats stored as I8 codes plus FP32 scales. */
+enum {
+    HFQ_FMT_INT8 = 0x100,     /* symmetric int8, one FP32 scale per row */
+    HFQ_FMT_FP8_E4M3 = 0x101, /* OCP E4M3FN codes, one FP32 scale per row */
+    HFQ_FMT_FP8_E5M2 = 0x102, /* OCP E5M2 codes, one FP32 scale per row */
+};
+
+/* Name of a format ("q4_K", "fp8_e4m3"); "?" when unknown. */
+const char *hfq_fmt_name(uint32_t fmt);
+/* Parses a format a tool accepts as a target (case-insensitive); -1 if unknown
+ * or not a target (i8, i32, q8_K, ...). */
+int hfq_fmt_from_name(const char *name);
+/* Bytes one tensor of this format and shape occupies in the file, companion
+ * scale tensors included; -1 if ne[0] is not a multiple of the block size. */
+int64_t hfq_fmt_nbytes(uint32_t fmt, const int64_t ne[4]);
+/* Elements per block of the format (1 for F32/F16/BF16 and the I8 formats). */
+int64_t hfq_fmt_block_size(uint32_t fmt);
+/* True for the formats that are not plain F32/F16/BF16. */
+bool hfq_fmt_is_quantized(uint32_t fmt);
+
+typedef enum hfq_preset {
+    HFQ_PRESET_F32, HFQ_PRESET_F16, HFQ_PRESET_BF16,
+    HFQ_PRESET_Q4_0, HFQ_PRESET_Q4_1, HFQ_PRESET_Q5_0, HFQ_PRESET_Q5_1, HFQ_PRESET_Q8_0,
+    HFQ_PRESET_Q2_K, HFQ_PRESET_Q3_K_S, HFQ_PRESET_Q3_K_M, HFQ_PRESET_Q3_K_L,
+    HFQ_PRESET_Q4_K_S, HFQ_PRESET_Q4_K_M, HFQ_PRESET_Q5_K_S, HFQ_PRESET_Q5_K_M, HFQ_PRESET_Q6_K,
+    HFQ_PRESET_IQ4_NL, HFQ_PRESET_IQ4_XS,
+    HFQ_PRESET_MXFP4_MOE, HFQ_PRESET_MXFP4, HFQ_PRESET_NVFP4,
+    HFQ_PRESET_INT8, HFQ_PRESET_FP8_E4M3, HFQ_PRESET_FP8_E5M2,
+    HFQ_PRESET_COUNT
+} hfq_preset;
+
+/* Preset by name (case-insensitive; llama.cpp's aliases Q4_K, Q5_K, Q3_K
+ * accepted); -1 if unknown. */
+int hfq_preset_from_name(const char *name);
+const char *hfq_preset_name(hfq_preset p);
+/* general.file_type written for the preset: llama.cpp's llama_ftype value
+ * where one exists, else a value of ours (see docs/quantize-tool.md). */
+uint32_t hfq_preset_file_type(hfq_preset p);
+/* The preset's base format (Q4_K for Q4_K_M, ...). */
+uint32_t hfq_preset_default_fmt(hfq_preset p);
+
+/* What the plan needs to know about the model (GGUF "{arch}.*" keys). Tied
+ * embeddings are not a field: as in llama.cpp, they are "no tensor named
+ * output.weight in the list". */
+typedef struct hfq_plan_model {
+    char arch[64];        /* general.architecture, e.g. "llama" */
+    int64_t n_layer;      /* {arch}.block_count */
+    int64_t n_head;       /* {arch}.attention.head_count (layer 0) */
+    int64_t n_head_kv;    /* {arch}.attention.head_count_kv (layer 0; n_head if absent) */
+    int64_t n_expert;     /* {arch}.expert_count (0 if absent) */
+} hfq_plan_model;
+
+typedef struct hfq_plan_tensor {
+    const char *name;
+    int64_t ne[4];        /* unused dims are 1 */
+    uint32_t type;        /* current ggml type */
+} hfq_plan_tensor;
+
+/* One --tensor-type REGEX=FORMAT rule. */
+typedef struct hfq_plan_override {
+    char *pattern;
+    regex_t re;           /* POSIX extended, case-insensitive, unanchored */
+    uint32_t fmt;
+} hfq_plan_override;
+
+/* Parses "REGEX=FORMAT" into o (compiles the regex); -1 with err filled when
+ * malformed. Free with hfq_plan_override_free. */
+int hfq_plan_override_parse(hfq_plan_override *o, const char *arg, hfq_error *err);
+void hfq_plan_override_free(hfq_plan_override *o);
+
+typedef struct hfq_plan_opts {
+    hfq_preset preset;
+    bool pure;                 /* no per-category bumps: every quantizable tensor gets the base format */
+    bool leave_output;         /* output.weight is not quantized */
+    bool has_imatrix;          /* importance data will be supplied (changes a few of llama.cpp's rules) */
+    int token_embd_fmt;        /* --token-embedding-type, -1 if unset */
+    int output_fmt;            /* --output-tensor-type, -1 if unset */
+    const hfq_plan_override *overrides;
+    int n_overrides;
+} hfq_plan_opts;
+
+/* Options with every field at its default for the preset. */
+hfq_plan_opts hfq_plan_opts_default(hfq_preset preset);
+
+typedef struct hfq_plan_entry {
+    uint32_t fmt;         /* target format; the input type when the tensor is copied */
+    bool convert;         /* false: the tensor's bytes are copied unchanged */
+    int64_t nbytes;       /* bytes in the output, companion scale tensors included */
+    char note[192];       /* override / fallback applied, "" when none */
+} hfq_plan_entry;
+
+typedef struct hfq_plan {
+    int64_t n;                /* entries, in the order of the input list */
+    hfq_plan_entry *entries;
+    int64_t n_fallback;       /* tensors whose shape forced a different format */
+    int64_t n_elements;       /* total elements of all tensors */
+    int64_t in_nbytes;        /* total bytes of the input tensors */
+    int64_t out_nbytes;       /* total bytes of the output tensors */
+} hfq_plan;
+
+/* Chooses every tensor's format. Fails (err filled) for shapes or types the
+ * plan cannot handle, e.g. a target no fallback can fit. */
+int hfq_plan_build(hfq_plan *plan, const hfq_plan_model *model, const hfq_plan_tensor *tensors,
+                   int64_t n_tensors, const hfq_plan_opts *opts, hfq_error *err);
+void hfq_plan_free(hfq_plan *plan);
+
+#endif

@@ -1,0 +1,95 @@
+/* quantize_codec.c - see quantize_codec.h. */
+#include "src/quantize_codec.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "formats/ggml_type.h"
+#include "quant/fp4.h"
+#include "quant/fp8.h"
+#include "quant/int8.h"
+#include "quant/plan.h"
+#include "quant/qtype.h"
+
+/* The quant/qtype.h row of a plan format, or NULL when this build has none. */
+static const hfq_qtype_traits *traits_of(uint32_t fmt) {
+    int t = fmt >= GT_COUNT ? hfq_qtype_from_name(hfq_fmt_name(fmt)) : hfq_qtype_from_ggml(fmt);
+    const hfq_qtype_traits *tr = t < 0 ? NULL : hfq_qtype_get((hfq_qtype)t);
+    return tr && !tr->is_activation_only ? tr : NULL;
+}
+
+/* NVFP4 input would need its global scale tensor too: not decoded. */
+bool hfq_codec_can_decode(uint32_t type) {
+    const hfq_qtype_traits *tr = traits_of(type);
+    return tr && tr->dequantize && type != GT_NVFP4;
+}
+
+/* NVFP4, INT8 and FP8 are encoded here (scales beside the codes), the rest
+ * by the table's quantizer. */
+bool hfq_codec_can_encode(uint32_t fmt) {
+    const hfq_qtype_traits *tr = traits_of(fmt);
+    return tr && (tr->quantize || fmt == GT_NVFP4 || hfq_codec_qext_encoding(fmt));
+}
+
+const char *hfq_codec_qext_encoding(uint32_t fmt) {
+    switch (fmt) {
+    case HFQ_FMT_INT8: case HFQ_FMT_FP8_E4M3: case HFQ_FMT_FP8_E5M2: return hfq_fmt_name(fmt);
+    default: return NULL;
+    }
+}
+
+uint32_t hfq_codec_storage_type(uint32_t fmt) { return hfq_codec_qext_encoding(fmt) ? GT_I8 : fmt; }
+
+hfq_companion hfq_codec_companion(uint32_t fmt) {
+    if (fmt == GT_NVFP4) return HFQ_COMPANION_TENSOR_SCALE;
+    return hfq_codec_qext_encoding(fmt) ? HFQ_COMPANION_ROW_SCALES : HFQ_COMPANION_NONE;
+}
+
+int hfq_codec_scale_name(const char *weight_name, char *out, size_t n) {
+    size_t len = strlen(weight_name);
+    if (len >= 7 && strcmp(weight_name + len - 7, ".weight") == 0) len -= 7;
+    int w = snprintf(out, n, "%.*s.scale", (int)len, weight_name);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+bool hfq_codec_needs_amax(uint32_t fmt) { return fmt == GT_NVFP4; }
+
+float hfq_codec_global_scale(uint32_t fmt, float amax) {
+    /* NVIDIA's NVFP4 global scale, as hfq_nvfp4_global_scale computes it */
+    return fmt == GT_NVFP4 ? amax / HFQ_NVFP4_GLOBAL_DIV : 0.0f;
+}
+
+int hfq_codec_begin(hfq_codec_job *job, const gguf_tensor_info *t, uint32_t fmt, hfq_error *err) {
+    memset(job, 0, sizeof *job);
+    if (!hfq_codec_can_decode(t->type))
+        return hfq_fail(err, t->name, "cannot decode type %s", hfq_fmt_name(t->type));
+    if (!hfq_codec_can_encode(fmt)) return hfq_fail(err, t->name, "cannot encode %s", hfq_fmt_name(fmt));
+    int64_t in_row = ggml_row_size(t->type, t->ne[0]);
+    int64_t out_row = hfq_codec_qext_encoding(fmt) ? t->ne[0] : ggml_row_size(fmt, t->ne[0]);
+    if (in_row < 0 || out_row < 0)
+        return hfq_fail(err, t->name, "row of %" PRId64 " does not fit %s", t->ne[0], hfq_fmt_name(fmt));
+    *job = (hfq_codec_job){t->type, fmt, t->ne[0], (size_t)in_row, (size_t)out_row, 0.0f};
+    return 0;
+}
+
+void hfq_codec_decode_row(const hfq_codec_job *job, const void *src, float *dst) {
+    traits_of(job->in_type)->dequantize(src, dst, job->n_per_row);
+}
+
+void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst, const float *importance,
+                          float *row_scale) {
+    int64_t n = job->n_per_row;
+    switch (job->fmt) {
+    case GT_NVFP4: hfq_quantize_nvfp4(src, dst, 1, n, importance, job->global_scale); break;
+    case HFQ_FMT_INT8: hfq_quantize_int8(src, dst, 1, n, importance, row_scale, 0); break;
+    case HFQ_FMT_FP8_E4M3: hfq_quantize_fp8(HFQ_FP8_E4M3, src, dst, 1, n, NULL, row_scale); break;
+    case HFQ_FMT_FP8_E5M2: hfq_quantize_fp8(HFQ_FP8_E5M2, src, dst, 1, n, NULL, row_scale); break;
+    default: {
+        const hfq_qtype_traits *tr = traits_of(job->fmt);
+        /* ggml's quantize_mxfp4 ignores the importance: so do we, to stay identical */
+        bool imp = tr->uses_importance && job->fmt != GT_MXFP4;
+        tr->quantize(src, dst, 1, n, imp ? importance : NULL);
+    }
+    }
+}

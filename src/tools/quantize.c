@@ -1,0 +1,267 @@
+/* quantize - convert a GGUF model's tensors to a quantization preset. */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/error.h"
+#include "formats/gguf.h"
+#include "quant/plan.h"
+#include "src/quantize_codec.h"
+#include "src/quantize_run.h"
+
+#define MAX_OVERRIDES 64
+
+static void usage(FILE *out) {
+    fprintf(out,
+        "usage: quantize IN.gguf OUT.gguf PRESET [options]\n"
+        "       quantize IN.gguf PRESET --dry-run [options]\n"
+        "\n"
+        "Converts the tensors of IN.gguf to PRESET, choosing each tensor's format\n"
+        "exactly as llama.cpp's llama-quantize does for its presets.\n"
+        "\n"
+        "presets: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M (Q3_K) Q3_K_L\n"
+        "         Q4_K_S Q4_K_M (Q4_K) Q5_K_S Q5_K_M (Q5_K) Q6_K IQ4_NL IQ4_XS MXFP4_MOE\n"
+        "         MXFP4 NVFP4 INT8 FP8_E4M3 FP8_E5M2 (see docs/quantize-tool.md)\n"
+        "\n"
+        "options:\n"
+        "  --dry-run                  print the plan (every tensor and the totals); write nothing\n"
+        "  --json                     print the plan and totals as JSON on stdout\n"
+        "  --threads N                threads for quantizing (default: all); output is the same for any N\n"
+        "  --tensor-type REGEX=FMT    tensors whose name matches REGEX (POSIX extended, case-insensitive)\n"
+        "                             get FMT instead; repeatable, the first match wins\n"
+        "  --token-embedding-type FMT format of token_embd.weight\n"
+        "  --output-tensor-type FMT   format of output.weight (and of a tied token_embd.weight)\n"
+        "  --pure                     no per-tensor bumps: the preset's base format everywhere\n"
+        "  --leave-output-tensor      do not quantize output.weight\n"
+        "  --allow-requantize         accept tensors that are already quantized\n"
+        "  -h, --help                 this help\n"
+        "\n"
+        "FMT: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs\n"
+        "     mxfp4 nvfp4 int8 fp8_e4m3 fp8_e5m2\n"
+        "exit status: 0 ok, 1 failure, 2 usage\n");
+    fprintf(out, "\nplanned only (--dry-run), their formats are not in this build:");
+    for (int p = 0; p < HFQ_PRESET_COUNT; p++)
+        if (!hfq_codec_can_encode(hfq_preset_default_fmt((hfq_preset)p))) fprintf(out, " %s", hfq_preset_name((hfq_preset)p));
+    fputc('\n', out);
+}
+
+typedef struct args {
+    const char *in, *out;
+    hfq_quantize_opts q;
+    bool dry_run, json;
+    hfq_plan_override overrides[MAX_OVERRIDES];
+    const char *override_args[MAX_OVERRIDES];
+} args;
+
+static int bad_usage(const char *fmt, const char *what) {
+    fprintf(stderr, "quantize: ");
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, "\n(see quantize --help)\n");
+    return -1;
+}
+
+static int parse_fmt_arg(const char *opt, const char *val, int *out) {
+    if (!val) return bad_usage("%s needs a format", opt);
+    *out = hfq_fmt_from_name(val);
+    return *out < 0 ? bad_usage("unknown format '%s'", val) : 0;
+}
+
+/* Returns 0, 1 for --help, -1 for bad usage. */
+static int parse_args(int argc, char **argv, args *a) {
+    const char *pos[3];
+    int n_pos = 0;
+    hfq_plan_opts *p = &a->q.plan;
+    p->overrides = a->overrides;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) return 1;
+        if (strcmp(s, "--dry-run") == 0) a->dry_run = true;
+        else if (strcmp(s, "--json") == 0) a->json = true;
+        else if (strcmp(s, "--pure") == 0) p->pure = true;
+        else if (strcmp(s, "--leave-output-tensor") == 0) p->leave_output = true;
+        else if (strcmp(s, "--allow-requantize") == 0) a->q.allow_requantize = true;
+        else if (strcmp(s, "--threads") == 0) {
+            char *end;
+            long v = next ? strtol(next, &end, 10) : 0;
+            if (!next || *end || v < 1 || v > 4096) return bad_usage("--threads needs a count from 1 to 4096, got '%s'", next ? next : "");
+            a->q.n_threads = (int)v;
+            i++;
+        } else if (strcmp(s, "--token-embedding-type") == 0 || strcmp(s, "--output-tensor-type") == 0) {
+            if (parse_fmt_arg(s, next, s[2] == 't' ? &p->token_embd_fmt : &p->output_fmt) < 0) return -1;
+            i++;
+        } else if (strcmp(s, "--tensor-type") == 0) {
+            hfq_error err = {{0}};
+            if (!next) return bad_usage("%s needs REGEX=FORMAT", s);
+            if (p->n_overrides == MAX_OVERRIDES) return bad_usage("more than %s --tensor-type options", "64");
+            if (hfq_plan_override_parse(&a->overrides[p->n_overrides], next, &err) < 0) return bad_usage("%s", err.msg);
+            a->override_args[p->n_overrides++] = next;
+            i++;
+        } else if (s[0] == '-' && s[1] != '\0') {
+            return bad_usage("unknown option '%s'", s);
+        } else if (n_pos == 3) {
+            return bad_usage("unexpected argument '%s'", s);
+        } else {
+            pos[n_pos++] = s;
+        }
+    }
+    if (n_pos != 3 && !(a->dry_run && n_pos == 2))
+        return bad_usage("%s", a->dry_run ? "expected IN.gguf [OUT.gguf] PRESET" : "expected IN.gguf OUT.gguf PRESET");
+    a->in = pos[0];
+    a->out = n_pos == 3 ? pos[1] : NULL;
+    int preset = hfq_preset_from_name(pos[n_pos - 1]);
+    if (preset < 0) return bad_usage("unknown preset '%s'", pos[n_pos - 1]);
+    p->preset = (hfq_preset)preset;
+    a->q.override_args = a->override_args;
+    a->q.n_override_args = p->n_overrides;
+    /* llama.cpp consults --tensor-type only when the preset's base format is
+     * quantized; refusing beats silently ignoring */
+    if (p->n_overrides > 0 && !hfq_fmt_is_quantized(hfq_preset_default_fmt(p->preset)))
+        return bad_usage("--tensor-type has no effect with preset %s (as in llama.cpp)", hfq_preset_name(p->preset));
+    return 0;
+}
+
+static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+static double bpw(int64_t bytes, int64_t n) { return n > 0 ? 8.0 * (double)bytes / (double)n : 0.0; }
+
+static int64_t n_elements(const gguf_tensor_info *t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
+
+static void shape_str(const gguf_tensor_info *t, char *buf, size_t n) {
+    size_t len = 0;
+    for (int d = 0; d < t->n_dims && len < n; d++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%" PRId64, d ? " x " : "", t->ne[d]);
+}
+
+static int64_t n_converted(const hfq_plan *plan) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < plan->n; i++) n += plan->entries[i].convert;
+    return n;
+}
+
+static void print_text(const gguf_file *f, const hfq_plan *plan, bool table) {
+    for (int64_t i = 0; i < plan->n; i++) {
+        const gguf_tensor_info *t = gguf_tensor_at(f, i);
+        const hfq_plan_entry *e = &plan->entries[i];
+        if (table) {
+            char shape[96];
+            shape_str(t, shape, sizeof shape);
+            printf("%5" PRId64 " %-40s %-22s %8s -> %-8s %10.3f MiB %6.2f bpw%s%s\n", i + 1, t->name,
+                   shape, hfq_fmt_name(t->type), hfq_fmt_name(e->fmt), mib(e->nbytes),
+                   bpw(e->nbytes, n_elements(t)), e->note[0] ? "  " : "", e->note);
+        } else if (e->note[0]) {
+            printf("%s: %s\n", t->name, e->note);
+        }
+    }
+    printf("input:  %10.2f MiB (%.2f bpw)\noutput: %10.2f MiB (%.2f bpw)\n", mib(plan->in_nbytes),
+           bpw(plan->in_nbytes, plan->n_elements), mib(plan->out_nbytes), bpw(plan->out_nbytes, plan->n_elements));
+    printf("%" PRId64 " of %" PRId64 " tensors converted, %" PRId64 " fallback(s)\n", n_converted(plan), plan->n,
+           plan->n_fallback);
+}
+
+static int print_json(const gguf_file *f, const hfq_plan *plan, const args *a) {
+    cJSON *root = cJSON_CreateObject(), *list = cJSON_CreateArray(), *tot = cJSON_CreateObject();
+    if (!root || !list || !tot) goto oom;
+    const hfq_plan_opts *p = &a->q.plan;
+    cJSON_AddStringToObject(root, "input", a->in);
+    if (a->out) cJSON_AddStringToObject(root, "output", a->out);
+    else cJSON_AddNullToObject(root, "output");
+    cJSON_AddBoolToObject(root, "dry_run", a->dry_run);
+    cJSON_AddStringToObject(root, "preset", hfq_preset_name(p->preset));
+    cJSON_AddNumberToObject(root, "file_type", hfq_preset_file_type(p->preset));
+    for (int64_t i = 0; i < plan->n; i++) {
+        const gguf_tensor_info *t = gguf_tensor_at(f, i);
+        const hfq_plan_entry *e = &plan->entries[i];
+        cJSON *o = cJSON_CreateObject(), *shape = cJSON_CreateArray();
+        if (!o || !shape || !cJSON_AddItemToArray(list, o) || !cJSON_AddItemToObject(o, "shape", shape)) goto oom;
+        for (int d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->ne[d]));
+        cJSON_AddStringToObject(o, "name", t->name);
+        cJSON_AddStringToObject(o, "from", hfq_fmt_name(t->type));
+        cJSON_AddStringToObject(o, "to", hfq_fmt_name(e->fmt));
+        cJSON_AddBoolToObject(o, "convert", e->convert);
+        cJSON_AddNumberToObject(o, "bytes", (double)e->nbytes);
+        cJSON_AddNumberToObject(o, "bpw", bpw(e->nbytes, n_elements(t)));
+        cJSON_AddStringToObject(o, "note", e->note);
+    }
+    cJSON_AddItemToObject(root, "tensors", list);
+    list = NULL;
+    cJSON_AddNumberToObject(tot, "n_tensors", (double)plan->n);
+    cJSON_AddNumberToObject(tot, "n_converted", (double)n_converted(plan));
+    cJSON_AddNumberToObject(tot, "n_fallback", (double)plan->n_fallback);
+    cJSON_AddNumberToObject(tot, "n_elements", (double)plan->n_elements);
+    cJSON_AddNumberToObject(tot, "in_bytes", (double)plan->in_nbytes);
+    cJSON_AddNumberToObject(tot, "out_bytes", (double)plan->out_nbytes);
+    cJSON_AddNumberToObject(tot, "in_bpw", bpw(plan->in_nbytes, plan->n_elements));
+    cJSON_AddNumberToObject(tot, "out_bpw", bpw(plan->out_nbytes, plan->n_elements));
+    cJSON_AddItemToObject(root, "totals", tot);
+    tot = NULL;
+    char *text = cJSON_Print(root);
+    if (!text) goto oom;
+    puts(text);
+    free(text);
+    cJSON_Delete(root);
+    return 0;
+oom:
+    cJSON_Delete(root);
+    cJSON_Delete(list);
+    cJSON_Delete(tot);
+    fprintf(stderr, "quantize: out of memory\n");
+    return -1;
+}
+
+static void progress(void *ctx, int64_t i, int64_t n, const char *name, uint32_t fmt) {
+    (void)ctx;
+    fprintf(stderr, "\r\033[K[%4" PRId64 "/%4" PRId64 "] %s -> %s", i + 1, n, name, hfq_fmt_name(fmt));
+    if (i + 1 == n) fputc('\n', stderr);
+}
+
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int run(args *a) {
+    hfq_error err = {{0}};
+    if (a->out && same_file(a->in, a->out)) {
+        fprintf(stderr, "quantize: input and output are the same file: %s\n", a->out);
+        return HFQ_EXIT_USAGE;
+    }
+    gguf_file *f = gguf_open(a->in, &err);
+    if (!f) {
+        fprintf(stderr, "quantize: %s\n", err.msg);
+        return HFQ_EXIT_FAILURE;
+    }
+    hfq_plan plan = {0};
+    int rc = hfq_quantize_plan(f, &a->q.plan, &plan, &err);
+    if (rc == 0 && !a->dry_run) {
+        if (isatty(STDERR_FILENO)) a->q.progress = progress;
+        rc = hfq_quantize_write(f, &plan, a->out, &a->q, &err);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "quantize: %s\n", err.msg);
+    } else if (a->json) {
+        rc = print_json(f, &plan, a);
+    } else {
+        print_text(f, &plan, a->dry_run);
+        if (!a->dry_run) printf("wrote %s\n", a->out);
+    }
+    hfq_plan_free(&plan);
+    gguf_close(f);
+    return rc < 0 ? HFQ_EXIT_FAILURE : HFQ_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    static args a;
+    a.q = hfq_quantize_opts_default(HFQ_PRESET_Q8_0);
+    int parsed = parse_args(argc, argv, &a), rc;
+    if (parsed == 1) {
+        usage(stdout);
+        rc = HFQ_EXIT_OK;
+    } else {
+        rc = parsed == 0 ? run(&a) : HFQ_EXIT_USAGE;
+    }
+    for (int i = 0; i < a.q.plan.n_overrides; i++) hfq_plan_override_free(&a.overrides[i]);
+    return rc;
+}
