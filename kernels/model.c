@@ -24,8 +24,7 @@ struct hfq_model {
 };
 
 typedef struct binder {
-    hfq_tensor_lookup lookup;
-    const void *source;
+    const hfq_tensor_source *src;
     const char *where;
     hfq_error *err;
 } binder;
@@ -67,7 +66,7 @@ static int check_hparams(const hfq_hparams *hp, const char *where, hfq_error *er
 static int bind_tensor(const binder *b, hfq_tensor *out, const char *name, int64_t ne0, int64_t ne1,
                        bool optional) {
     memset(out, 0, sizeof *out);
-    const gguf_tensor_info *ti = b->lookup(b->source, name);
+    const gguf_tensor_info *ti = b->src->find(b->src->source, name);
     if (!ti) {
         if (optional) return 0;
         return hfq_fail(b->err, b->where, "tensor '%s' is missing", name);
@@ -99,19 +98,82 @@ static int bind_tensor(const binder *b, hfq_tensor *out, const char *name, int64
     return 0;
 }
 
-/* The optional per-tensor scale of matrix w: "<base>.scale", F32 [1], finite. */
-static int bind_scale(const binder *b, hfq_tensor *w) {
-    char name[96];
-    size_t base = strlen(w->name) - strlen(".weight");
-    snprintf(name, sizeof name, "%.*s.scale", (int)base, w->name);
-    hfq_tensor s;
-    if (bind_tensor(b, &s, name, 1, 0, true)) return -1;
-    if (!s.data) return 0;
-    float v;
-    memcpy(&v, s.data, sizeof v);
-    if (!isfinite(v)) return hfq_fail(b->err, b->where, "tensor '%s' holds %g, not a finite scale", s.name, v);
-    w->scale = s.data;
+/* "<base>.<suffix>" of weight "<base>.weight". */
+static const char *side_name(char *buf, size_t n, const char *weight, const char *suffix) {
+    size_t base = strlen(weight) - strlen(".weight");
+    snprintf(buf, n, "%.*s.%s", (int)base, weight, suffix);
+    return buf;
+}
+
+/* Every value of an F32 tensor is finite and at least min (min_open: above). */
+static int check_values(const binder *b, const gguf_tensor_info *ti, float min, bool min_open) {
+    const int64_t n = ti->ne[0] * ti->ne[1];
+    for (int64_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, (const char *)ti->data + i * (int64_t)sizeof v, sizeof v);
+        if (!isfinite(v) || v < min || (min_open && v == min))
+            return hfq_fail(b->err, b->where, "tensor '%s' holds %g, not a valid scale", ti->name, v);
+    }
     return 0;
+}
+
+/* "<base>.scale": per tensor ([1]) for any matrix, the factor of its product;
+ * I8 weights must have one, per tensor or [groups][ne1] (per channel or per
+ * group along the rows; FP8: not per group). "<base>.input_scale" ([1], > 0)
+ * is read for I8 weights only (llama.cpp does not apply it to ggml types). */
+static int bind_scales(const binder *b, hfq_tensor *w) {
+    char name[96];
+    const gguf_tensor_info *ti = b->src->find(b->src->source, side_name(name, sizeof name, w->name, "scale"));
+    if (!ti) return w->qext ? hfq_fail(b->err, b->where, "tensor '%s' has no scales '%s'", w->name, name) : 0;
+    const bool per_tensor = ti->n_dims == 1 && ti->ne[0] == 1;
+    const bool per_rows = ti->ne[1] == w->ne1 && ti->ne[0] >= 1 && w->ne0 % ti->ne[0] == 0;
+    if (ti->type != GT_F32 || ti->ne[2] != 1 || ti->ne[3] != 1 || !(per_tensor || (w->qext && per_rows)) ||
+        ti->nbytes != (uint64_t)(ti->ne[0] * ti->ne[1]) * sizeof(float) || !ti->data)
+        return hfq_fail(b->err, b->where, "tensor '%s' (%s [%lld, %lld]) is not the F32 scale%s of '%s'", ti->name,
+                        ggml_type_get(ti->type) ? ggml_type_get(ti->type)->name : "?", (long long)ti->ne[0],
+                        (long long)ti->ne[1], w->qext ? "s" : " [1]", w->name);
+    if (!per_tensor && ti->ne[0] > 1 && (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2))
+        return hfq_fail(b->err, b->where, "tensor '%s': FP8 scales per group of a row are not supported", ti->name);
+    if (check_values(b, ti, w->qext ? 0.0f : -INFINITY, false)) return -1;
+    w->scale = ti->data;
+    w->scale_groups = per_tensor ? 0 : ti->ne[0];
+    if (!w->qext) return 0;
+    hfq_tensor in;
+    if (bind_tensor(b, &in, side_name(name, sizeof name, w->name, "input_scale"), 1, 0, true)) return -1;
+    if (in.data) {
+        const gguf_tensor_info *ii = b->src->find(b->src->source, name);
+        if (check_values(b, ii, 0.0f, true)) return -1;
+        w->input_scale = in.data;
+    }
+    return 0;
+}
+
+/* The I8 encoding of w, from the source's hfq.qext keys. */
+static int bind_qext(const binder *b, hfq_tensor *w) {
+    static const struct { const char *name; hfq_qext qext; } encodings[] = {
+        {"int8", HFQ_QEXT_INT8}, {"fp8_e4m3", HFQ_QEXT_FP8_E4M3}, {"fp8_e5m2", HFQ_QEXT_FP8_E5M2}};
+    const char *enc = b->src->qext ? b->src->qext(b->src->source, w->name) : NULL;
+    if (!enc) {
+        if (w->type == GT_I8)
+            return hfq_fail(b->err, b->where, "tensor '%s' has type i8 but no hfq.qext encoding", w->name);
+        return 0;
+    }
+    if (w->type != GT_I8)
+        return hfq_fail(b->err, b->where, "tensor '%s' has an hfq.qext encoding but type %s, not i8", w->name,
+                        ggml_type_get(w->type)->name);
+    for (size_t i = 0; i < sizeof encodings / sizeof encodings[0]; i++)
+        if (strcmp(enc, encodings[i].name) == 0) {
+            w->qext = encodings[i].qext;
+            return 0;
+        }
+    return hfq_fail(b->err, b->where, "tensor '%s': unknown hfq.qext encoding '%s'", w->name, enc);
+}
+
+/* A weight matrix [ne0] x ne1 with its encoding and scales. */
+static int bind_matrix(const binder *b, hfq_tensor *w, const char *name, int64_t ne0, int64_t ne1, bool optional) {
+    if (bind_tensor(b, w, name, ne0, ne1, optional)) return -1;
+    if (!w->data) return 0;
+    return bind_qext(b, w) || bind_scales(b, w) ? -1 : 0;
 }
 
 /* Tensors llama.cpp may find in a llama/qwen2 file that this runner does not
@@ -122,7 +184,7 @@ static int refuse_extra(const binder *b, int64_t il) {
     char name[96];
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, extra[i]);
-        if (b->lookup(b->source, name))
+        if (b->src->find(b->src->source, name))
             return hfq_fail(b->err, b->where, "tensor '%s' is not supported by the runner", name);
     }
     return 0;
@@ -148,8 +210,9 @@ static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_la
     char name[96];
     for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, spec[i].suffix);
-        if (bind_tensor(b, spec[i].t, name, spec[i].ne0, spec[i].ne1, spec[i].optional)) return -1;
-        if (spec[i].ne1 && bind_scale(b, spec[i].t)) return -1;
+        int (*bind)(const binder *, hfq_tensor *, const char *, int64_t, int64_t, bool) =
+            spec[i].ne1 ? bind_matrix : bind_tensor;
+        if (bind(b, spec[i].t, name, spec[i].ne0, spec[i].ne1, spec[i].optional)) return -1;
     }
     return refuse_extra(b, il);
 }
@@ -166,9 +229,8 @@ static int check_rope_factors(const hfq_tensor *t, const char *where, hfq_error 
     return 0;
 }
 
-hfq_model *hfq_model_bind(const hfq_hparams *hp, hfq_tensor_lookup lookup, const void *source,
-                          const char *where, hfq_error *err) {
-    if (!where) where = "model";
+hfq_model *hfq_model_bind(const hfq_hparams *hp, const hfq_tensor_source *src, hfq_error *err) {
+    const char *where = src->where ? src->where : "model";
     hfq_hparams h = *hp;
     h.n_vocab = 1;  /* checked below, once token_embd is known */
     if (check_hparams(&h, where, err)) return NULL;
@@ -178,8 +240,8 @@ hfq_model *hfq_model_bind(const hfq_hparams *hp, hfq_tensor_lookup lookup, const
         hfq_fail(err, where, "out of memory");
         return NULL;
     }
-    binder b = {lookup, source, m->path, err};
-    const gguf_tensor_info *te = lookup(source, "token_embd.weight");
+    binder b = {src, m->path, err};
+    const gguf_tensor_info *te = src->find(src->source, "token_embd.weight");
     if (!te) {
         hfq_fail(err, where, "tensor 'token_embd.weight' is missing");
         goto fail;
@@ -191,9 +253,9 @@ hfq_model *hfq_model_bind(const hfq_hparams *hp, hfq_tensor_lookup lookup, const
         goto fail;
     }
     m->hp = h;
-    if (bind_tensor(&b, &m->tok_embd, "token_embd.weight", h.n_embd, h.n_vocab, false) ||
+    if (bind_matrix(&b, &m->tok_embd, "token_embd.weight", h.n_embd, h.n_vocab, false) ||
         bind_tensor(&b, &m->output_norm, "output_norm.weight", h.n_embd, 0, false) ||
-        bind_tensor(&b, &m->output, "output.weight", h.n_embd, h.n_vocab, true) ||
+        bind_matrix(&b, &m->output, "output.weight", h.n_embd, h.n_vocab, true) ||
         bind_tensor(&b, &m->rope_factors, "rope_freqs.weight", h.n_rot / 2, 0, true))
         goto fail;
     if (!m->output.data) m->output = m->tok_embd;

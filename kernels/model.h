@@ -30,6 +30,14 @@ typedef enum hfq_rope_mode {
     HFQ_ROPE_NEOX,    /* pairs (i, i + n_rot/2) */
 } hfq_rope_mode;
 
+/* Encodings of I8 weight codes (hfq.qext.<name> keys, docs/format-quant-ext.md). */
+typedef enum hfq_qext {
+    HFQ_QEXT_NONE = 0,      /* a ggml type */
+    HFQ_QEXT_INT8,
+    HFQ_QEXT_FP8_E4M3,
+    HFQ_QEXT_FP8_E5M2,
+} hfq_qext;
+
 /* One weight as stored: a matrix of ne1 rows of ne0 elements (vectors have
  * ne1 = 1), rows row_bytes apart, in ggml type `type`. */
 typedef struct hfq_tensor {
@@ -38,9 +46,16 @@ typedef struct hfq_tensor {
     int64_t ne0, ne1;
     size_t row_bytes;
     const void *data;       /* host memory: the file mapping */
-    /* Matrices: the per-tensor factor of the product from "<base>.scale"
-     * (F32 [1], e.g. NVFP4's global scale), as llama.cpp applies it; NULL: 1. */
+    /* Matrices only. "<base>.scale" (F32): NULL when absent; scale_groups 0:
+     * one value for the whole tensor (the product's factor, e.g. NVFP4's
+     * global scale, as llama.cpp applies it); otherwise [ne1][scale_groups],
+     * each row's scales for scale_groups equal groups of values (I8 codes). */
     const float *scale;
+    int64_t scale_groups;
+    hfq_qext qext;          /* I8 tensors: how the codes encode values */
+    /* "<base>.input_scale" (F32 [1], > 0): I8 weights quantize their
+     * activations with this one scale instead of each token's; NULL: absent. */
+    const float *input_scale;
 } hfq_tensor;
 
 typedef struct hfq_hparams {
@@ -72,16 +87,21 @@ typedef struct hfq_layer {
 
 typedef struct hfq_model hfq_model;
 
-/* Where binding finds tensors: returns the tensor named `name`, or NULL when
- * the source has none. gguf_find_tensor has this shape. */
-typedef const gguf_tensor_info *(*hfq_tensor_lookup)(const void *source, const char *name);
+/* Where binding finds tensors. */
+typedef struct hfq_tensor_source {
+    const void *source;
+    const char *where;      /* names the source in error messages (the file path) */
+    /* The tensor named `name`, or NULL when the source has none. */
+    const gguf_tensor_info *(*find)(const void *source, const char *name);
+    /* The hfq.qext encoding of tensor `name` ("int8", "fp8_e4m3", "fp8_e5m2"),
+     * or NULL when it has none; the callback may be NULL (no encodings). */
+    const char *(*qext)(const void *source, const char *name);
+} hfq_tensor_source;
 
-/* Binds a model to the tensors of `source` for the given hyper-parameters
- * (n_vocab is taken from token_embd.weight). `where` names the source in
- * error messages (the file path). Tensors the model does not use are ignored.
- * Returns NULL with err filled on any problem. */
-hfq_model *hfq_model_bind(const hfq_hparams *hp, hfq_tensor_lookup lookup, const void *source,
-                          const char *where, hfq_error *err);
+/* Binds a model to the tensors of a source for the given hyper-parameters
+ * (n_vocab is taken from token_embd.weight). Tensors the model does not use
+ * are ignored. Returns NULL with err filled on any problem. */
+hfq_model *hfq_model_bind(const hfq_hparams *hp, const hfq_tensor_source *src, hfq_error *err);
 
 /* Loads a model from a GGUF file (general.architecture "llama" or "qwen2",
  * llama.cpp's keys and tensor names). The file stays mapped until

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "formats/ggml_type.h"
 #include "kernels/model.h"
 #include "kernels/model_priv.h"
 
@@ -127,13 +128,49 @@ static const gguf_tensor_info *lookup_tensor(const void *file, const char *name)
     return gguf_find_tensor(file, name);
 }
 
+#define QEXT_PREFIX "hfq.qext."
+#define QEXT_VERSION_KEY QEXT_PREFIX "version"
+
+static const char *lookup_qext(const void *file, const char *name) {
+    char key[160];
+    snprintf(key, sizeof key, QEXT_PREFIX "%s", name);
+    int64_t i = gguf_find_key(file, key);
+    return i < 0 || gguf_kv_type(file, i) != GGUF_VT_STRING ? NULL : gguf_get_str(file, i, NULL, NULL);
+}
+
+/* hfq.qext.* keys: version 1 when any is present; each a string naming an I8
+ * tensor of the file (docs/format-quant-ext.md). Values are checked where the
+ * tensors are bound. */
+static int check_qext_keys(const gguf_file *f, hfq_error *err) {
+    const char *path = gguf_path(f);
+    bool any = false;
+    for (int64_t i = 0; i < gguf_n_kv(f); i++) {
+        const char *key = gguf_kv_key(f, i);
+        if (strncmp(key, QEXT_PREFIX, strlen(QEXT_PREFIX)) != 0 || strcmp(key, QEXT_VERSION_KEY) == 0) continue;
+        any = true;
+        const gguf_tensor_info *t = gguf_find_tensor(f, key + strlen(QEXT_PREFIX));
+        if (gguf_kv_type(f, i) != GGUF_VT_STRING)
+            return hfq_fail(err, path, "key '%s' is not a string", key);
+        if (!t || t->type != GT_I8)
+            return hfq_fail(err, path, "key '%s' names no i8 tensor of the file", key);
+    }
+    if (!any) return 0;
+    int64_t iv = gguf_find_key(f, QEXT_VERSION_KEY);
+    int64_t version;
+    if (iv < 0) return hfq_fail(err, path, "key '" QEXT_VERSION_KEY "' is missing");
+    if (gguf_get_int(f, iv, &version, err)) return -1;
+    if (version != 1)
+        return hfq_fail(err, path, "key '" QEXT_VERSION_KEY "' = %lld: this runner reads version 1", (long long)version);
+    return 0;
+}
+
 hfq_model *hfq_model_load(const char *path, hfq_error *err) {
     gguf_file *f = gguf_open(path, err);
     if (!f) return NULL;
     hfq_hparams hp;
     hfq_model *m = NULL;
-    if (read_hparams(f, &hp, err) == 0)
-        m = hfq_model_bind(&hp, lookup_tensor, f, path, err);
+    hfq_tensor_source src = {.source = f, .where = path, .find = lookup_tensor, .qext = lookup_qext};
+    if (read_hparams(f, &hp, err) == 0 && check_qext_keys(f, err) == 0) m = hfq_model_bind(&hp, &src, err);
     if (!m) {
         gguf_close(f);
         return NULL;

@@ -187,6 +187,27 @@ static void test_lower_precision_weights(void) {
     }
 }
 
+/* INT8/FP8 weights (I8 codes with scales, W8A8): the reference quantizes its
+ * activations per token the same way, so only flips at rounding boundaries
+ * (one code step: 1/127 of a row's largest value for INT8, 2^-4 / 2^-3
+ * relative for E4M3 / E5M2) separate the two. Token embeddings and the output
+ * are I8 too. */
+static void test_qext_weights(void) {
+    synth_spec s = synth_default_spec();
+    s.wqext = HFQ_QEXT_INT8;
+    printf("int8 per row: %.3g\n", check_forward(&s, 64, 12.0 / 127, "int8"));
+    s.qext_group = 4;            /* divides 36, 40 and 52 */
+    printf("int8 per 4 values: %.3g\n", check_forward(&s, 64, 12.0 / 127, "int8 groups"));
+    s.input_scales = true;
+    printf("int8 static activation scales: %.3g\n", check_forward(&s, 5, 12.0 / 127, "int8 input_scale"));
+    s = synth_default_spec();
+    s.wqext = HFQ_QEXT_FP8_E4M3;
+    printf("fp8 e4m3: %.3g\n", check_forward(&s, 64, 0.25, "fp8_e4m3"));
+    s.wqext = HFQ_QEXT_FP8_E5M2;
+    s.tied = true;
+    printf("fp8 e5m2 tied: %.3g\n", check_forward(&s, 64, 0.5, "fp8_e5m2"));
+}
+
 /* All logits of a prompt in one batch == token by token decode. */
 static void test_batched_vs_decode(void) {
     synth_spec s = synth_default_spec();
@@ -342,11 +363,11 @@ static void test_bind_errors(void) {
     sm.names[sm.n - 1][0] = 'x';
 
     synth_add(&sm, "blk.0.ffn_gate.scale", GT_F32, 2, 1, 1.0f, 0.0f, &rng);
-    expect_bind_error(&sm, "tensor 'blk.0.ffn_gate.scale' has shape [2, 1, 1, 1], expected [1]");
+    expect_bind_error(&sm, "tensor 'blk.0.ffn_gate.scale' (f32 [2, 1]) is not the F32 scale [1] of 'blk.0.ffn_gate.weight'");
     sm.names[sm.n - 1][0] = 'x';
     synth_add(&sm, "blk.1.attn_v.scale", GT_F32, 1, 1, 1.0f, 0.0f, &rng);
     ((float *)sm.data[sm.n - 1])[0] = INFINITY;
-    expect_bind_error(&sm, "tensor 'blk.1.attn_v.scale' holds inf, not a finite scale");
+    expect_bind_error(&sm, "tensor 'blk.1.attn_v.scale' holds inf, not a valid scale");
     sm.names[sm.n - 1][0] = 'x';
 
     synth_add(&sm, "rope_freqs.weight", GT_F32, 5, 1, 0.0f, 0.0f, &rng);
@@ -366,11 +387,45 @@ static void test_bind_errors(void) {
     synth_free(&sm);
 }
 
+/* I8 weights need a known encoding, and scales of a shape and sign that make sense. */
+static void test_qext_bind_errors(void) {
+    synth_spec s = synth_default_spec();
+    s.wqext = HFQ_QEXT_INT8;
+    s.qext_group = 4;
+    synth_model sm;
+    synth_build(&sm, &s);
+    gguf_tensor_info *t = find_info(&sm, "blk.0.attn_k.scale");
+    sm.names[t - sm.info][0] = 'x';
+    expect_bind_error(&sm, "tensor 'blk.0.attn_k.weight' has no scales 'blk.0.attn_k.scale'");
+    sm.names[t - sm.info][0] = 'b';
+    t->ne[0] = 5;   /* 36 values a row are not 5 groups */
+    expect_bind_error(&sm, "tensor 'blk.0.attn_k.scale' (f32 [5, 20]) is not the F32 scales of 'blk.0.attn_k.weight'");
+    t->ne[0] = 9;
+    ((float *)sm.data[t - sm.info])[7] = -1.0f;
+    expect_bind_error(&sm, "tensor 'blk.0.attn_k.scale' holds -1, not a valid scale");
+    ((float *)sm.data[t - sm.info])[7] = 1.0f;
+    int iw = (int)(find_info(&sm, "blk.1.ffn_down.weight") - sm.info);
+    sm.qext[iw] = HFQ_QEXT_NONE;
+    expect_bind_error(&sm, "tensor 'blk.1.ffn_down.weight' has type i8 but no hfq.qext encoding");
+    sm.qext[iw] = HFQ_QEXT_FP8_E4M3;   /* its scales come in groups of 4 */
+    expect_bind_error(&sm, "tensor 'blk.1.ffn_down.scale': FP8 scales per group of a row are not supported");
+    sm.qext[iw] = HFQ_QEXT_INT8;
+    synth_model plain;
+    synth_spec ps = synth_default_spec();
+    synth_build(&plain, &ps);
+    plain.qext[find_info(&plain, "blk.0.ffn_up.weight") - plain.info] = HFQ_QEXT_INT8;
+    expect_bind_error(&plain, "tensor 'blk.0.ffn_up.weight' has an hfq.qext encoding but type f32, not i8");
+    synth_free(&plain);
+    synth_free(&sm);
+}
+
 int main(void) {
     test_variants();
     test_lower_precision_weights();
+    test_qext_weights();
     test_batched_vs_decode();
     test_forward_errors();
     test_bind_errors();
+    test_qext_bind_errors();
     return check_exit();
 }

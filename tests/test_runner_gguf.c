@@ -38,6 +38,12 @@ static int write_model(const synth_model *sm, const char *path, edit_fn edit, hf
         gguf_set_f32(w, KEY("rope.scaling.factor"), 1.0f / s->rope_scale);
     }
 #undef KEY
+    for (int i = 0; i < sm->n; i++)
+        if (sm->qext[i]) {
+            snprintf(key, sizeof key, "hfq.qext.%s", sm->names[i]);
+            gguf_set_str(w, key, synth_qext_name(sm->qext[i]));
+            gguf_set_u32(w, "hfq.qext.version", 1);
+        }
     if (edit) edit(w);
     int rc = -1;
     for (int i = 0; i < sm->n; i++)
@@ -94,6 +100,14 @@ static void check_same_as_bound(const synth_spec *spec) {
 static void test_load(void) {
     synth_spec s = synth_default_spec();
     check_same_as_bound(&s);
+    s.wqext = HFQ_QEXT_INT8;
+    s.qext_group = 4;
+    s.input_scales = true;
+    check_same_as_bound(&s);
+    s = synth_default_spec();
+    s.wqext = HFQ_QEXT_FP8_E4M3;
+    check_same_as_bound(&s);
+    s = synth_default_spec();
     s.arch = HFQ_ARCH_QWEN2;
     s.biases = true;
     s.rope_scale = 0.5f;
@@ -128,8 +142,33 @@ static void no_key_length_5_heads(gguf_writer *w) {
 }
 static void huge_ff(gguf_writer *w) { gguf_set_u64(w, "llama.feed_forward_length", (uint64_t)1 << 40); }
 
+static void qext_no_version(gguf_writer *w) { gguf_remove_key(w, "hfq.qext.version"); }
+static void qext_version_2(gguf_writer *w) { gguf_set_u32(w, "hfq.qext.version", 2); }
+static void qext_not_i8(gguf_writer *w) { gguf_set_str(w, "hfq.qext.output_norm.weight", "int8"); }
+static void qext_no_tensor(gguf_writer *w) { gguf_set_str(w, "hfq.qext.blk.9.ffn_up.weight", "int8"); }
+static void qext_not_str(gguf_writer *w) { gguf_set_u32(w, "hfq.qext.blk.0.ffn_up.weight", 8); }
+static void qext_int4(gguf_writer *w) { gguf_set_str(w, "hfq.qext.blk.1.attn_q.weight", "int4"); }
+
+static void expect_load_error_spec(const synth_spec *spec, edit_fn edit, const char *want);
+
 static void expect_load_error(edit_fn edit, const char *want) {
     synth_spec s = synth_default_spec();
+    expect_load_error_spec(&s, edit, want);
+}
+
+static void test_bad_qext(void) {
+    synth_spec s = synth_default_spec();
+    s.wqext = HFQ_QEXT_INT8;
+    expect_load_error_spec(&s, qext_no_version, "key 'hfq.qext.version' is missing");
+    expect_load_error_spec(&s, qext_version_2, "key 'hfq.qext.version' = 2: this runner reads version 1");
+    expect_load_error_spec(&s, qext_not_i8, "key 'hfq.qext.output_norm.weight' names no i8 tensor of the file");
+    expect_load_error_spec(&s, qext_no_tensor, "key 'hfq.qext.blk.9.ffn_up.weight' names no i8 tensor");
+    expect_load_error_spec(&s, qext_not_str, "key 'hfq.qext.blk.0.ffn_up.weight' is not a string");
+    expect_load_error_spec(&s, qext_int4, "tensor 'blk.1.attn_q.weight': unknown hfq.qext encoding 'int4'");
+}
+
+static void expect_load_error_spec(const synth_spec *spec, edit_fn edit, const char *want) {
+    synth_spec s = *spec;
     synth_model sm;
     synth_build(&sm, &s);
     char path[256];
@@ -171,6 +210,7 @@ int main(void) {
     if (!mkdtemp(tmpdir)) CHECK_SKIP("no temporary directory");
     test_load();
     test_bad_metadata();
+    test_bad_qext();
     rmdir(tmpdir);
     return check_exit();
 }

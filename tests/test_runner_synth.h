@@ -15,6 +15,8 @@
 #include "formats/ggml_type.h"
 #include "formats/gguf.h"
 #include "kernels/model.h"
+#include "quant/fp8.h"
+#include "quant/int8.h"
 #include "quant/qtype.h"
 
 #define SYNTH_MAX_TENSORS 160
@@ -25,7 +27,10 @@ typedef struct synth_spec {
     float rms_eps, rope_base, rope_scale;  /* rope_scale: hparams.rope_freq_scale */
     bool biases, tied, rope_factors;
     bool scales;                           /* per-tensor .scale of every layer matrix (NVFP4's global scale) */
-    uint32_t wtype;                        /* type of the matrices: GT_F32, GT_F16, GT_BF16 */
+    uint32_t wtype;                        /* type of the matrices: any quant/qtype.h format with a quantizer */
+    hfq_qext wqext;                        /* instead: I8 matrices with this encoding and .scale tensors */
+    int64_t qext_group;                    /* values per INT8 scale along a row; 0: one scale per row */
+    bool input_scales;                     /* I8 matrices: a static activation scale each */
     uint64_t seed;
 } synth_spec;
 
@@ -36,8 +41,13 @@ typedef struct synth_model {
     gguf_tensor_info info[SYNTH_MAX_TENSORS];
     char names[SYNTH_MAX_TENSORS][GGUF_MAX_NAME + 1];
     void *data[SYNTH_MAX_TENSORS];         /* as stored */
-    double *values[SYNTH_MAX_TENSORS];     /* the stored values, exactly */
+    double *values[SYNTH_MAX_TENSORS];     /* the stored values, exactly (I8: decoded and scaled) */
+    hfq_qext qext[SYNTH_MAX_TENSORS];
 } synth_model;
+
+static inline const char *synth_qext_name(hfq_qext q) {
+    return q == HFQ_QEXT_INT8 ? "int8" : q == HFQ_QEXT_FP8_E4M3 ? "fp8_e4m3" : q == HFQ_QEXT_FP8_E5M2 ? "fp8_e5m2" : NULL;
+}
 
 static inline synth_spec synth_default_spec(void) {
     /* n_embd, n_ff and head_dim are not multiples of 8: SIMD tails are exercised. */
@@ -82,6 +92,60 @@ static inline void synth_add(synth_model *m, const char *name, uint32_t type, in
                                     .ne = {ne0, ne1, 1, 1}, .nbytes = nbytes, .data = m->data[i]};
 }
 
+/* Adds I8 weight "<base>.weight" of ne0 x ne1 values center + amp * uniform,
+ * quantized as q says (INT8 per row or per group of `group` values, FP8 per
+ * row), its "<base>.scale", and with input_scale a "<base>.input_scale". */
+static inline void synth_add_qext(synth_model *m, const char *name, hfq_qext q, int64_t group, bool input_scale,
+                                  int64_t ne0, int64_t ne1, float center, float amp, uint64_t *rng) {
+    const int64_t groups = q == HFQ_QEXT_INT8 && group ? ne0 / group : 1;
+    const size_t n = (size_t)(ne0 * ne1);
+    char side[96];
+    synth_add(m, name, GT_F32, ne0, ne1, center, amp, rng);   /* the values to quantize */
+    const int w = m->n - 1;
+    snprintf(side, sizeof side, "%.*s.scale", (int)(strlen(name) - strlen(".weight")), name);
+    synth_add(m, side, GT_F32, groups, ne1, 0.0f, 0.0f, rng);
+    const int sc = m->n - 1;
+    float *f = malloc(n * sizeof *f), *scales = (float *)m->data[sc];
+    int8_t *codes = malloc(n);
+    if (!f || !codes) abort();
+    for (size_t j = 0; j < n; j++) f[j] = (float)m->values[w][j];
+    const hfq_fp8_format fmt = q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+    if (q == HFQ_QEXT_INT8) hfq_quantize_int8(f, codes, ne1, ne0, NULL, scales, group);
+    else hfq_quantize_fp8(fmt, f, codes, ne1, ne0, NULL, scales);
+    for (int64_t r = 0; r < ne1; r++) {
+        if (q == HFQ_QEXT_INT8) hfq_dequantize_row_int8(codes + r * ne0, f + r * ne0, ne0, scales + r * groups, group);
+        else hfq_dequantize_row_fp8(fmt, codes + r * ne0, f + r * ne0, ne0, scales[r]);
+    }
+    for (size_t j = 0; j < n; j++) m->values[w][j] = f[j];
+    for (int64_t j = 0; j < groups * ne1; j++) m->values[sc][j] = scales[j];
+    free(f);
+    free(m->data[w]);
+    m->data[w] = codes;
+    m->qext[w] = q;
+    m->info[w].type = GT_I8;
+    m->info[w].nbytes = n;
+    m->info[w].data = codes;
+    if (input_scale) {
+        snprintf(side, sizeof side, "%.*s.input_scale", (int)(strlen(name) - strlen(".weight")), name);
+        synth_add(m, side, GT_F32, 1, 1, 0.03f, 0.01f, rng);
+    }
+}
+
+/* A weight matrix as the spec says: wtype, or I8 with wqext. */
+static inline void synth_matrix(synth_model *m, const char *name, int64_t ne0, int64_t ne1, float center, float amp,
+                                uint64_t *rng) {
+    const synth_spec *s = &m->spec;
+    if (s->wqext) synth_add_qext(m, name, s->wqext, s->qext_group, s->input_scales, ne0, ne1, center, amp, rng);
+    else synth_add(m, name, s->wtype, ne0, ne1, center, amp, rng);
+}
+
+static inline const char *synth_qext(const void *source, const char *name) {
+    const synth_model *m = source;
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(m->names[i], name) == 0) return synth_qext_name(m->qext[i]);
+    return NULL;
+}
+
 static inline const gguf_tensor_info *synth_lookup(const void *source, const char *name) {
     const synth_model *m = source;
     for (int i = 0; i < m->n; i++)
@@ -108,34 +172,37 @@ static inline void synth_build(synth_model *m, const synth_spec *s) {
     uint64_t rng = s->seed;
     const int64_t E = s->n_embd, Q = s->n_head * s->head_dim, KV = s->n_head_kv * s->head_dim, F = s->n_ff;
     const float aE = 1.0f / sqrtf((float)E), aQ = 1.0f / sqrtf((float)Q), aF = 1.0f / sqrtf((float)F);
-    synth_add(m, "token_embd.weight", s->wtype, E, s->n_vocab, 0.0f, 1.0f, &rng);
+    synth_matrix(m, "token_embd.weight", E, s->n_vocab, 0.0f, 1.0f, &rng);
     synth_add(m, "output_norm.weight", GT_F32, E, 1, 1.0f, 0.2f, &rng);
-    if (!s->tied) synth_add(m, "output.weight", s->wtype, E, s->n_vocab, 0.0f, 2.0f * aE, &rng);
+    if (!s->tied) synth_matrix(m, "output.weight", E, s->n_vocab, 0.0f, 2.0f * aE, &rng);
     if (s->rope_factors) synth_add(m, "rope_freqs.weight", GT_F32, s->n_rot / 2, 1, 2.0f, 1.0f, &rng);
     for (int64_t il = 0; il < s->n_layer; il++) {
         char name[96];
 #define SYNTH_LAYER(suffix, type, ne0, ne1, center, amp) \
         (snprintf(name, sizeof name, "blk.%lld." suffix, (long long)il), synth_add(m, name, type, ne0, ne1, center, amp, &rng))
+#define SYNTH_MATRIX(suffix, ne0, ne1, center, amp) \
+        (snprintf(name, sizeof name, "blk.%lld." suffix, (long long)il), synth_matrix(m, name, ne0, ne1, center, amp, &rng))
         SYNTH_LAYER("attn_norm.weight", GT_F32, E, 1, 1.0f, 0.2f);
-        SYNTH_LAYER("attn_q.weight", s->wtype, E, Q, 0.0f, 2.0f * aE);
-        SYNTH_LAYER("attn_k.weight", s->wtype, E, KV, 0.0f, 2.0f * aE);
-        SYNTH_LAYER("attn_v.weight", s->wtype, E, KV, 0.0f, 2.0f * aE);
+        SYNTH_MATRIX("attn_q.weight", E, Q, 0.0f, 2.0f * aE);
+        SYNTH_MATRIX("attn_k.weight", E, KV, 0.0f, 2.0f * aE);
+        SYNTH_MATRIX("attn_v.weight", E, KV, 0.0f, 2.0f * aE);
         if (s->biases) {
             SYNTH_LAYER("attn_q.bias", GT_F32, Q, 1, 0.0f, 0.5f);
             SYNTH_LAYER("attn_k.bias", GT_F32, KV, 1, 0.0f, 0.5f);
             SYNTH_LAYER("attn_v.bias", GT_F32, KV, 1, 0.0f, 0.5f);
         }
-        SYNTH_LAYER("attn_output.weight", s->wtype, Q, E, 0.0f, aQ);
+        SYNTH_MATRIX("attn_output.weight", Q, E, 0.0f, aQ);
         SYNTH_LAYER("ffn_norm.weight", GT_F32, E, 1, 1.0f, 0.2f);
-        SYNTH_LAYER("ffn_gate.weight", s->wtype, E, F, 0.0f, 2.0f * aE);
-        SYNTH_LAYER("ffn_up.weight", s->wtype, E, F, 0.0f, 2.0f * aE);
-        SYNTH_LAYER("ffn_down.weight", s->wtype, F, E, 0.0f, aF);
+        SYNTH_MATRIX("ffn_gate.weight", E, F, 0.0f, 2.0f * aE);
+        SYNTH_MATRIX("ffn_up.weight", E, F, 0.0f, 2.0f * aE);
+        SYNTH_MATRIX("ffn_down.weight", F, E, 0.0f, aF);
         static const char *const matrices[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
         for (size_t j = 0; s->scales && j < sizeof matrices / sizeof matrices[0]; j++) {
             snprintf(name, sizeof name, "blk.%lld.%s.scale", (long long)il, matrices[j]);
             synth_add(m, name, GT_F32, 1, 1, 1.0f, 0.75f, &rng);
         }
 #undef SYNTH_LAYER
+#undef SYNTH_MATRIX
     }
     m->hp = (hfq_hparams){.arch = s->arch, .n_embd = E, .n_ff = F, .n_layer = s->n_layer, .n_head = s->n_head,
                           .n_head_kv = s->n_head_kv, .head_dim = s->head_dim, .n_rot = s->n_rot,
@@ -153,7 +220,8 @@ static inline void synth_free(synth_model *m) {
 }
 
 static inline hfq_model *synth_bind(synth_model *m, hfq_error *err) {
-    return hfq_model_bind(&m->hp, synth_lookup, m, "synthetic", err);
+    hfq_tensor_source src = {.source = m, .where = "synthetic", .find = synth_lookup, .qext = synth_qext};
+    return hfq_model_bind(&m->hp, &src, err);
 }
 
 /* ---- reference forward (double) ---- */
@@ -193,42 +261,64 @@ static inline void ref_rmsnorm(double *y, const double *x, const double *w, int6
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
-/* The activations a weight of format wtype multiplies: x rounded to float
- * and through wtype's companion activation format (quant/qtype.h
- * vec_dot_type; F32 leaves them as they are), as ggml and the runner do. */
-static inline void ref_act(double *xa, const double *x, int64_t n, uint32_t wtype) {
-    const hfq_qtype_traits *at = hfq_qtype_get(hfq_qtype_get((hfq_qtype)hfq_qtype_from_ggml(wtype))->vec_dot_type);
-    if (at->type == HFQ_QT_F32) {
+/* The activations weight `name` multiplies: x rounded to float and through
+ * the weight's companion activation format, as ggml and the runner do: the
+ * quant/qtype.h vec_dot_type of wtype (F32 leaves them as they are), or for
+ * I8 weights the same encoding with a per-token scale (amax / max code) or
+ * the weight's static input_scale. */
+static inline void ref_act(const synth_model *m, const char *name, double *xa, const double *x, int64_t n) {
+    const synth_spec *s = &m->spec;
+    const hfq_qtype_traits *at = hfq_qtype_get(hfq_qtype_get((hfq_qtype)hfq_qtype_from_ggml(s->wtype))->vec_dot_type);
+    if (!s->wqext && at->type == HFQ_QT_F32) {
         memcpy(xa, x, (size_t)n * sizeof *x);
         return;
     }
     float *f = malloc((size_t)n * sizeof *f);
-    void *q = malloc((size_t)hfq_qtype_row_size(at->type, n));
+    void *q = malloc((size_t)n * 4);
     if (!f || !q) abort();
     for (int64_t i = 0; i < n; i++) f[i] = (float)x[i];
-    at->quantize_row(f, q, n);
-    at->dequantize(q, f, n);
+    if (s->wqext) {
+        char side[96];
+        snprintf(side, sizeof side, "%.*s.input_scale", (int)(strlen(name) - strlen(".weight")), name);
+        const double *in = synth_values(m, side);
+        float scale = in ? (float)in[0] : 0.0f;
+        const hfq_fp8_format fmt = s->wqext == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+        if (s->wqext == HFQ_QEXT_INT8) {
+            if (in) hfq_quantize_int8_static(f, q, 1, n, scale);
+            else hfq_quantize_int8(f, q, 1, n, NULL, &scale, 0);
+            hfq_dequantize_row_int8(q, f, n, &scale, 0);
+        } else {
+            if (in) hfq_quantize_fp8_static(fmt, f, q, 1, n, scale);
+            else hfq_quantize_fp8(fmt, f, q, 1, n, NULL, &scale);
+            hfq_dequantize_row_fp8(fmt, q, f, n, scale);
+        }
+    } else {
+        at->quantize_row(f, q, n);
+        at->dequantize(q, f, n);
+    }
     for (int64_t i = 0; i < n; i++) xa[i] = f[i];
     free(f);
     free(q);
 }
 
-/* y = W x (+ bias), times the per-tensor scale when the model has one, for
- * layer il's weight "blk.il.<base>.weight" (il < 0: "<base>.weight"). */
+/* y = W x (+ bias) for layer il's weight "blk.il.<base>.weight" (il < 0:
+ * "<base>.weight"), times its per-tensor scale when it has one (I8 weights'
+ * values already hold their scales). */
 static inline void ref_linear(double *y, const synth_model *m, int64_t il, const char *base, const double *x,
                               int64_t n_in, int64_t n_out) {
-    char name[96];
+    char name[96], weight[96];
     const char *prefix = il < 0 ? "" : "blk.";
     char layer[24] = "";
     if (il >= 0) snprintf(layer, sizeof layer, "%lld.", (long long)il);
 #define REF_NAME(suffix) (snprintf(name, sizeof name, "%s%s%s.%s", prefix, layer, base, suffix), name)
     const double *W = synth_values(m, REF_NAME("weight"));
+    snprintf(weight, sizeof weight, "%s", name);
     const double *b = synth_values(m, REF_NAME("bias"));
-    const double *scale = synth_values(m, REF_NAME("scale"));
+    const double *scale = m->spec.wqext ? NULL : synth_values(m, REF_NAME("scale"));
 #undef REF_NAME
     double *xa = malloc((size_t)n_in * sizeof *xa);
     if (!W || !xa) abort();
-    ref_act(xa, x, n_in, m->spec.wtype);
+    ref_act(m, weight, xa, x, n_in);
     for (int64_t o = 0; o < n_out; o++) {
         double acc = 0.0;
         for (int64_t i = 0; i < n_in; i++) acc += W[o * n_in + i] * xa[i];

@@ -87,11 +87,7 @@ static void cpu_copy(hfq_backend *b, float *dst, const float *src, size_t n) {
 
 static void cpu_embed(hfq_backend *b, float *x, const hfq_tensor *tok_embd, const int32_t *tokens, int64_t n_tokens) {
     (void)b;
-    cpu_wkernel k;
-    if (cpu_wkernel_get(tok_embd, &k, NULL, NULL)) return;
-    const int64_t n = tok_embd->ne0;
-    for (int64_t t = 0; t < n_tokens; t++)
-        k.w->dequantize((const char *)tok_embd->data + (size_t)tokens[t] * tok_embd->row_bytes, x + t * n, n);
+    for (int64_t t = 0; t < n_tokens; t++) cpu_row_to_f32(tok_embd, tokens[t], x + t * tok_embd->ne0);
 }
 
 /* As ggml: the mean square summed in double, then x * scale * w in float. */
