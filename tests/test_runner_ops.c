@@ -9,6 +9,7 @@
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/vec_kernels.h"
 #include "test_runner_synth.h"
 
 typedef struct shape {
@@ -138,6 +139,64 @@ static void test_quant_formats(void) {
     for (size_t ty = 0; ty < sizeof legacy / sizeof legacy[0]; ty++) test_shape(legacy[ty], (shape){96, 7, 5}, true, seed++);
 }
 
+/* I8 weights: products equal quant/int8.h's and quant/fp8.h's dots bit for
+ * bit (activations quantized per token as the runner does). */
+static void test_qext_products(void) {
+    static const struct { hfq_qext q; int64_t group; } cases[] = {
+        {HFQ_QEXT_INT8, 0}, {HFQ_QEXT_INT8, 8}, {HFQ_QEXT_FP8_E4M3, 0}, {HFQ_QEXT_FP8_E5M2, 0}};
+    const int64_t n_in = 72, n_out = 11, T = 7;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        synth_model sm;
+        memset(&sm, 0, sizeof sm);
+        uint64_t rng = 900 + c;
+        synth_add_qext(&sm, "w.weight", cases[c].q, cases[c].group, false, n_in, n_out, 0.0f, 1.0f, &rng);
+        const int64_t groups = cases[c].group ? n_in / cases[c].group : 1;
+        hfq_tensor w = {.name = "w.weight", .type = GT_I8, .ne0 = n_in, .ne1 = n_out, .row_bytes = (size_t)n_in,
+                        .data = sm.data[0], .scale = sm.data[1], .scale_groups = groups, .qext = cases[c].q};
+        float x[7 * 72], y[7 * 11], a_scale;
+        int8_t a[72];
+        for (int64_t i = 0; i < T * n_in; i++) x[i] = 3.0f * synth_uniform(&rng);
+        void *act = malloc(cpu_matmul_act_bytes(&w, T));
+        cpu_matmul(2, act, y, &w, NULL, x, T);
+        const hfq_fp8_format fmt = cases[c].q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+        for (int64_t t = 0; t < T; t++) {
+            if (cases[c].q == HFQ_QEXT_INT8) hfq_quantize_int8(x + t * n_in, a, 1, n_in, NULL, &a_scale, 0);
+            else hfq_quantize_fp8(fmt, x + t * n_in, a, 1, n_in, NULL, &a_scale);
+            for (int64_t o = 0; o < n_out; o++) {
+                const int8_t *wr = (const int8_t *)sm.data[0] + o * n_in;
+                const float *ws = (const float *)sm.data[1];
+                float want = cases[c].q == HFQ_QEXT_INT8
+                                 ? hfq_dot_int8_int8(wr, ws + o * groups, cases[c].group, a, a_scale, n_in)
+                                 : hfq_dot_fp8_fp8(fmt, wr, ws[o], fmt, a, a_scale, n_in);
+                CHECK_MSG(y[t * n_out + o] == want, "qext case %zu [%lld][%lld]: %.9g vs %.9g", c, (long long)t,
+                          (long long)o, y[t * n_out + o], want);
+            }
+        }
+        free(act);
+        synth_free(&sm);
+    }
+}
+
+/* The SIMD int8 dot is exact, past its 32-bit flush interval and at the extremes. */
+static void test_dot_i8(void) {
+    const int64_t n = ((int64_t)32 << 14) * 2 + 77;
+    int8_t *a = malloc((size_t)n), *b = malloc((size_t)n);
+    uint64_t rng = 5;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t i = 0; i < n; i++) {
+            a[i] = pass ? -128 : (int8_t)(synth_next(&rng) & 0xff);
+            b[i] = pass ? -128 : (int8_t)(synth_next(&rng) & 0xff);
+        }
+        int64_t want = 0;
+        for (int64_t i = 0; i < n; i++) want += (int64_t)a[i] * b[i];
+        CHECK(cpu_vec_kernels_get(true).dot_i8(a, b, n) == want);
+        CHECK(cpu_vec_kernels_get(false).dot_i8(a, b, n) == want);
+        CHECK(cpu_vec_kernels_get(true).dot_i8(a + 3, b + 5, 45) == cpu_vec_kernels_get(false).dot_i8(a + 3, b + 5, 45));
+    }
+    free(a);
+    free(b);
+}
+
 static void expect_refused(uint32_t type, int64_t n_in, const char *want) {
     hfq_tensor w = {.name = "blk.0.ffn_up.weight", .type = type, .ne0 = n_in, .ne1 = 4};
     cpu_wkernel k;
@@ -156,5 +215,7 @@ int main(void) {
     test_float_formats();
     test_quant_formats();
     test_refused();
+    test_qext_products();
+    test_dot_i8();
     return check_exit();
 }

@@ -4,6 +4,7 @@
 
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
+#include "kernels/cpu/vec_kernels.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
 
@@ -86,11 +87,20 @@ static void quantize_qext_act(const hfq_tensor *w, const float *x, void *a, floa
     }
 }
 
-/* Weight row r (I8) times activation row a with scale a_scale. */
-static float dot_qext(const hfq_tensor *w, int64_t r, const void *a, float a_scale) {
+/* Weight row r (I8) times activation row a with scale a_scale. INT8 as
+ * hfq_dot_int8_int8 computes it, bit for bit: exact integer dots per scale
+ * group (here with SIMD), then the same float steps. */
+static float dot_qext(const hfq_tensor *w, int64_t r, const void *a, float a_scale, const cpu_vec_kernels *vk) {
     const void *wr = (const char *)w->data + (size_t)r * w->row_bytes;
     const int64_t n = w->ne0, g = w->scale_groups;
-    if (w->qext == HFQ_QEXT_INT8) return hfq_dot_int8_int8(wr, w->scale + (g ? r * g : 0), g ? n / g : 0, a, a_scale, n);
+    if (w->qext == HFQ_QEXT_INT8) {
+        const int64_t len = g ? n / g : n;
+        const float *scales = w->scale + (g ? r * g : 0);
+        float sum = 0.0f;
+        for (int64_t k = 0; k * len < n; k++)
+            sum += scales[k] * (float)vk->dot_i8((const int8_t *)wr + k * len, (const int8_t *)a + k * len, len);
+        return sum * a_scale;
+    }
     const hfq_fp8_format f = fp8_format(w->qext);
     return hfq_dot_fp8_fp8(f, wr, w->scale[g ? r : 0], f, a, a_scale, n);
 }
@@ -102,6 +112,7 @@ typedef struct product {
     const char *a;          /* activation rows, a_stride bytes apart */
     size_t a_stride;
     const float *a_scales;  /* I8 activations: per token */
+    cpu_vec_kernels vk;
     float *y;
 } product;
 
@@ -115,13 +126,14 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
     }
     for (int c = 0; c < nc; c++)
         for (int r = 0; r < nr; r++)
-            out[c * w->ne1 + r] = p->k.qext ? dot_qext(w, r0 + r, at + c * p->a_stride, p->a_scales[t0 + c])
+            out[c * w->ne1 + r] = p->k.qext ? dot_qext(w, r0 + r, at + c * p->a_stride, p->a_scales[t0 + c], &p->vk)
                                             : p->k.w->vec_dot(wt + r * w->row_bytes, at + c * p->a_stride, w->ne0);
 }
 
 void cpu_matmul(int n_threads, void *act, float *restrict y, const hfq_tensor *w, const float *restrict bias,
                 const float *restrict x, int64_t n_tokens) {
-    product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float), .y = y};
+    product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float),
+                 .vk = cpu_vec_kernels_get(true), .y = y};
     if (cpu_wkernel_get(w, &p.k, NULL, NULL)) return;
     const int64_t n_in = w->ne0, n_out = w->ne1;
     const int64_t macs = n_in * n_out * n_tokens;

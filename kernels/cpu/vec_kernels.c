@@ -27,6 +27,12 @@ static void swiglu_c(float *restrict gate, const float *restrict up, size_t n) {
     for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + cpu_expf(-gate[i])) * up[i];
 }
 
+static int64_t dot_i8_c(const int8_t *a, const int8_t *b, int64_t n) {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (int32_t)a[i] * b[i];
+    return sum;
+}
+
 static void mix_c(const float *restrict s, const float *restrict v, int64_t v_stride, int64_t n_keys, int64_t hd,
                   float *restrict out) {
     for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
@@ -97,6 +103,30 @@ AVX2 static void swiglu_avx2(float *restrict gate, const float *restrict up, siz
     }
 }
 
+/* int8 products widened to 16 bits, pairs summed into 32-bit lanes; a lane
+ * gains at most 2 * 2 * 128 * 128 = 65536 per step, so it is emptied into 64
+ * bits every 2^14 steps. */
+AVX2 static int64_t dot_i8_avx2(const int8_t *a, const int8_t *b, int64_t n) {
+    int64_t total = 0, i = 0;
+    while (i + 32 <= n) {
+        const int64_t stop = n - i > ((int64_t)32 << 14) ? i + ((int64_t)32 << 14) : n;
+        __m256i acc = _mm256_setzero_si256();
+        for (; i + 32 <= stop; i += 32) {
+            const __m256i va = _mm256_loadu_si256((const __m256i *)(a + i));
+            const __m256i vb = _mm256_loadu_si256((const __m256i *)(b + i));
+            const __m256i lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(va)),
+                                                 _mm256_cvtepi8_epi16(_mm256_castsi256_si128(vb)));
+            const __m256i hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(va, 1)),
+                                                 _mm256_cvtepi8_epi16(_mm256_extracti128_si256(vb, 1)));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(lo, hi));
+        }
+        int32_t lanes32[8];
+        _mm256_storeu_si256((__m256i *)lanes32, acc);
+        for (int k = 0; k < 8; k++) total += lanes32[k];
+    }
+    return total + dot_i8_c(a + i, b + i, n - i);
+}
+
 /* Each score is one chain of fused multiply-adds over d, whichever block it
  * falls in; four blocks at a time hide the FMA latency. */
 AVX2 static void scores_avx2(const float *restrict q, const float *restrict kt, int64_t n_ctx, int64_t hd,
@@ -153,9 +183,10 @@ static bool have_avx2(void) { return false; }
 #define mix_avx2 mix_c
 #define softmax_avx2 softmax_c
 #define swiglu_avx2 swiglu_c
+#define dot_i8_avx2 dot_i8_c
 #endif
 
 cpu_vec_kernels cpu_vec_kernels_get(bool simd) {
-    if (simd && have_avx2()) return (cpu_vec_kernels){scores_avx2, softmax_avx2, mix_avx2, swiglu_avx2};
-    return (cpu_vec_kernels){scores_c, softmax_c, mix_c, swiglu_c};
+    if (simd && have_avx2()) return (cpu_vec_kernels){scores_avx2, softmax_avx2, mix_avx2, swiglu_avx2, dot_i8_avx2};
+    return (cpu_vec_kernels){scores_c, softmax_c, mix_c, swiglu_c, dot_i8_c};
 }
