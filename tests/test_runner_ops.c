@@ -9,6 +9,7 @@
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_kernels.h"
 #include "kernels/cpu/vec_kernels.h"
 #include "test_runner_synth.h"
 
@@ -197,6 +198,35 @@ static void test_dot_i8(void) {
     free(b);
 }
 
+/* The SIMD twins of quant/qtype.h vec_dots give the same bits, on rows of
+ * values of very different sizes. */
+static void test_quant_simd_dots(void) {
+    static const hfq_qtype formats[] = {HFQ_QT_Q8_0, HFQ_QT_Q4_0, HFQ_QT_Q4_K, HFQ_QT_Q6_K};
+    const int64_t n = 1024;
+    float x[1024], v[1024];
+    char w[4096], a[4096];
+    uint64_t rng = 77;
+    int checked = 0;
+    for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+        hfq_vec_dot_fn simd = cpu_quant_vec_dot(formats[f]);
+        if (!simd) continue;
+        const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]), *at = hfq_qtype_get(wt->vec_dot_type);
+        for (int round = 0; round < 50; round++) {
+            float scale = ldexpf(1.0f, round % 20 - 10);
+            for (int64_t i = 0; i < n; i++) {
+                x[i] = scale * synth_uniform(&rng) * (i % 97 == 0 ? 50.0f : 1.0f);
+                v[i] = synth_uniform(&rng) * (round % 3 ? 1.0f : 1000.0f);
+            }
+            wt->quantize(x, w, 1, n, NULL);
+            at->quantize_row(v, a, n);
+            float want = wt->vec_dot(w, a, n), got = simd(w, a, n);
+            CHECK_MSG(memcmp(&want, &got, sizeof want) == 0, "%s round %d: %.9g vs %.9g", wt->name, round, got, want);
+            checked++;
+        }
+    }
+    printf("%d SIMD quant dots checked\n", checked);
+}
+
 static void expect_refused(uint32_t type, int64_t n_in, const char *want) {
     hfq_tensor w = {.name = "blk.0.ffn_up.weight", .type = type, .ne0 = n_in, .ne1 = 4};
     cpu_wkernel k;
@@ -217,5 +247,6 @@ int main(void) {
     test_refused();
     test_qext_products();
     test_dot_i8();
+    test_quant_simd_dots();
     return check_exit();
 }

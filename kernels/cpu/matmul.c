@@ -4,6 +4,7 @@
 
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
+#include "kernels/cpu/quant_kernels.h"
 #include "kernels/cpu/vec_kernels.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
@@ -32,6 +33,8 @@ int cpu_wkernel_get(const hfq_tensor *w, cpu_wkernel *k, const char *where, hfq_
         return hfq_fail(err, where, "tensor '%s': row length %lld is not a multiple of the %s block size %lld",
                         w->name, (long long)w->ne0, k->act->name, (long long)k->act->block_size);
     k->tile = cpu_float_tile(w->type, true);
+    k->dot = cpu_quant_vec_dot(k->w->type);
+    if (!k->dot) k->dot = k->w->vec_dot;
     return 0;
 }
 
@@ -127,7 +130,7 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
     for (int c = 0; c < nc; c++)
         for (int r = 0; r < nr; r++)
             out[c * w->ne1 + r] = p->k.qext ? dot_qext(w, r0 + r, at + c * p->a_stride, p->a_scales[t0 + c], &p->vk)
-                                            : p->k.w->vec_dot(wt + r * w->row_bytes, at + c * p->a_stride, w->ne0);
+                                            : p->k.dot(wt + r * w->row_bytes, at + c * p->a_stride, w->ne0);
 }
 
 void cpu_matmul(int n_threads, void *act, float *restrict y, const hfq_tensor *w, const float *restrict bias,

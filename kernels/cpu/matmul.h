@@ -33,7 +33,8 @@ typedef void (*cpu_tile_fn)(int64_t n, const void *w, size_t w_stride, int nr, c
 typedef struct cpu_wkernel {
     const hfq_qtype_traits *w;     /* the weight's format (NULL for I8 codes) */
     const hfq_qtype_traits *act;   /* its activation format; F32: used as given */
-    cpu_tile_fn tile;              /* NULL: w->vec_dot (or the I8 dot) one pair at a time */
+    cpu_tile_fn tile;              /* NULL: `dot` (or the I8 dot) one pair at a time */
+    hfq_vec_dot_fn dot;            /* w->vec_dot, or its SIMD twin (quant_kernels.h) */
     hfq_qext qext;                 /* I8 codes: activations quantized per token to the same encoding */
 } cpu_wkernel;
 
