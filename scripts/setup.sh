@@ -28,7 +28,7 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check "${py_pkgs[@]}"
   touch "$stamp"
 fi
-./scripts/fetch_reference.sh
+./scripts/build_reference.sh  # fetches llama.cpp sources, builds its reference tools (tests only)
 
 buildtype=${HFQ_BUILDTYPE:-release}
 if [ ! -f build/build.ninja ]; then
