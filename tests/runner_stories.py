@@ -1,14 +1,16 @@
-"""The runner on a real trained model, stories260K, against an independent
-numpy forward pass computed from the Hugging Face safetensors (float64,
-Hugging Face's rotate-half rope on the unpermuted q/k rows).
+"""The runner on real trained models (stories260K, TinyStories-656K) against
+an independent numpy forward pass computed from the Hugging Face safetensors
+(float64, Hugging Face's rotate-half rope on the unpermuted q/k rows).
 
-The GGUF is written here with gguf-py (the reference writer), permuting q/k
+The GGUFs are written here with gguf-py (the reference writer), permuting q/k
 rows to GGUF's interleaved order as llama.cpp's converter does, so this test
-does not depend on our converter. Checked: logits on a few prompts, greedy
-decoding from BOS (ids equal to numpy's, text = the story llama2.c documents),
-and golden values recorded from the numpy reference.
+does not depend on our converter; given HFCONV, the models are also converted
+with `hfconv --outtype f32` and checked the same way. Checked: logits on a
+few prompts, greedy decoding of stories260K from BOS (ids equal to numpy's,
+text = the story llama2.c documents), and golden values recorded from the
+numpy reference.
 
-usage: runner_stories.py TEST_RUNNER_LOGITS
+usage: runner_stories.py TEST_RUNNER_LOGITS [HFCONV]
 """
 import json
 import os
@@ -22,6 +24,8 @@ import numpy as np
 RUNNER = None  # test_runner_logits, from the command line
 FIXTURES = os.environ.get("HFQ_FIXTURES", "")
 MODEL_DIR = os.path.join(FIXTURES, "models", "stories260K")
+MODEL_656K = os.path.join(FIXTURES, "models", "TinyStories-656K")
+HFCONV = None  # optional, from the command line
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner_stories_golden.json")
 failures = 0
 
@@ -39,12 +43,16 @@ def read_safetensors(path):
         header = json.loads(f.read(n))
         data = f.read()
     out = {}
+    aliases = header.get("__metadata__", {})
     for name, t in header.items():
         if name == "__metadata__":
             continue
         assert t["dtype"] == "F32", name
         a, b = t["data_offsets"]
         out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(t["shape"]).astype(np.float64)
+    for alias, stored in aliases.items():   # tied weights stored once (TinyStories-656K)
+        if stored in out and alias not in out:
+            out[alias] = out[stored]
     return out
 
 
@@ -152,7 +160,8 @@ class Reference:
             h = self.norm(x, w[p + "post_attention_layernorm.weight"])
             g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
             x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
-        return self.norm(x, w["model.norm.weight"]) @ w["model.embed_tokens.weight"].T
+        out = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+        return self.norm(x, w["model.norm.weight"]) @ out.T
 
 
 def runner_logits(gguf_path, tokens, tmp):
@@ -168,39 +177,52 @@ def runner_greedy(gguf_path, prompt, n):
     return [int(t) for t in p.stdout.split()]
 
 
-def main():
-    if not os.path.isfile(os.path.join(MODEL_DIR, "model.safetensors")):
-        print(f"SKIP: no stories260K fixture under {MODEL_DIR}")
-        return 77
-    try:
-        import gguf  # noqa: F401
-        import sentencepiece
-    except ImportError as e:
-        print(f"SKIP: {e}")
-        return 77
+def check_logits(path, ref, prompts, tmp, label):
+    """Runner logits vs the float64 reference; returns the last rows of both."""
+    rows = []
+    for tokens in prompts:
+        ours, exact = runner_logits(path, tokens, tmp), ref.logits(tokens)
+        if ours is None:
+            rows.append((None, exact[-1]))
+            continue
+        diff = np.abs(ours - exact).max()
+        print(f"{label}: {len(tokens)} tokens, max |logit diff| {diff:.2e} (logits up to {np.abs(exact).max():.1f})")
+        check(diff < 1e-4, f"{label}: max abs logit diff {diff} on {tokens}")
+        rows.append((ours[-1], exact[-1]))
+    return rows
+
+
+def gguf_files(model_dir, cfg, w, tmp):
+    """The model as GGUF: written with gguf-py, and converted by hfconv when given."""
+    name = os.path.basename(model_dir)
+    files = [(os.path.join(tmp, name + "-gguf-py.gguf"), "gguf-py")]
+    write_gguf(files[0][0], cfg, w)
+    if HFCONV:
+        out = os.path.join(tmp, name + "-hfconv.gguf")
+        p = subprocess.run([HFCONV, model_dir, "-o", out, "--outtype", "f32", "-q"], capture_output=True, text=True)
+        check(p.returncode == 0, f"hfconv {name}: {p.stderr.strip()}")
+        if p.returncode == 0:
+            files.append((out, "hfconv"))
+    return files
+
+
+def test_stories260K(tmp):
+    import sentencepiece
     cfg = json.load(open(os.path.join(MODEL_DIR, "config.json")))
     w = read_safetensors(os.path.join(MODEL_DIR, "model.safetensors"))
     ref = Reference(cfg, w)
     sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(MODEL_DIR, "tokenizer.model"))
     golden = json.load(open(GOLDEN))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "stories260K-f32.gguf")
-        write_gguf(path, cfg, w)
-
-        # logits of a few prompts: float32 runner vs float64 reference
-        for text in golden["prompts"]:
-            tokens = [1] + sp.encode(text["text"])
-            ours, exact = runner_logits(path, tokens, tmp), ref.logits(tokens)
-            if ours is None:
-                continue
-            diff = np.abs(ours - exact).max()
-            print(f"{text['text']!r}: {len(tokens)} tokens, max |logit diff| {diff:.2e} (logits up to {np.abs(exact).max():.1f})")
-            check(diff < 1e-4, f"{text['text']!r}: max abs logit diff {diff}")
+    prompts = [[1] + sp.encode(p["text"]) for p in golden["prompts"]]
+    for path, how in gguf_files(MODEL_DIR, cfg, w, tmp):
+        rows = check_logits(path, ref, prompts, tmp, f"stories260K ({how})")
+        for (ours, exact), p in zip(rows, golden["prompts"]):
             # golden values recorded from the float64 reference
-            check(exact[-1].argmax() == text["argmax_last"], f"{text['text']!r}: reference argmax moved")
-            check(np.allclose(exact[-1][:8], text["logits_last_head"], atol=1e-9, rtol=0),
-                  f"{text['text']!r}: reference logits moved: {exact[-1][:8].tolist()}")
-            check(np.allclose(ours[-1][:8], text["logits_last_head"], atol=1e-4, rtol=0), f"{text['text']!r}: golden logits")
+            check(exact.argmax() == p["argmax_last"], f"{p['text']!r}: reference argmax moved")
+            check(np.allclose(exact[:8], p["logits_last_head"], atol=1e-9, rtol=0),
+                  f"{p['text']!r}: reference logits moved: {exact[:8].tolist()}")
+            check(ours is not None and np.allclose(ours[:8], p["logits_last_head"], atol=1e-4, rtol=0),
+                  f"{p['text']!r}: golden logits ({how})")
 
         # greedy decoding from BOS: the story llama2.c documents for stories260K
         n = golden["greedy"]["n"]
@@ -208,14 +230,45 @@ def main():
         tokens = [1]
         for _ in range(n):
             tokens.append(int(ref.logits(tokens)[-1].argmax()))
-        check(ours == tokens[1:], f"greedy ids differ from the reference:\n ours {ours}\n ref  {tokens[1:]}")
+        check(ours == tokens[1:], f"greedy ids differ from the reference ({how}):\n ours {ours}\n ref  {tokens[1:]}")
         text = sp.decode(ours)
-        print(f"greedy: {text!r}")
-        check(text.startswith(golden["greedy"]["text_prefix"]), f"greedy story: {text!r}")
+        print(f"greedy ({how}): {text!r}")
+        check(text.startswith(golden["greedy"]["text_prefix"]), f"greedy story ({how}): {text!r}")
+
+
+def test_656K(tmp):
+    """Another shape (hidden 128, head 16, eps 1e-6, vocab 2048, the tied
+    weight stored as lm_head.weight), on fixed token ids."""
+    cfg = json.load(open(os.path.join(MODEL_656K, "config.json")))
+    w = read_safetensors(os.path.join(MODEL_656K, "model.safetensors"))
+    ref = Reference(cfg, w)
+    rng = np.random.default_rng(656)
+    prompts = [[1] + [int(t) for t in rng.integers(3, cfg["vocab_size"], n)] for n in (6, 40)]
+    for path, how in gguf_files(MODEL_656K, cfg, w, tmp):
+        check_logits(path, ref, prompts, tmp, f"TinyStories-656K ({how})")
+
+
+def main():
+    if not os.path.isfile(os.path.join(MODEL_DIR, "model.safetensors")):
+        print(f"SKIP: no stories260K fixture under {MODEL_DIR}")
+        return 77
+    try:
+        import gguf  # noqa: F401
+        import sentencepiece  # noqa: F401
+    except ImportError as e:
+        print(f"SKIP: {e}")
+        return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        test_stories260K(tmp)
+        if os.path.isfile(os.path.join(MODEL_656K, "model.safetensors")):
+            test_656K(tmp)
+        else:
+            print(f"note: no TinyStories-656K fixture under {MODEL_656K}")
     print(f"{failures} failure(s)")
     return 1 if failures else 0
 
 
 if __name__ == "__main__":
     RUNNER = sys.argv[1]
+    HFCONV = sys.argv[2] if len(sys.argv) > 2 else None
     sys.exit(main())
