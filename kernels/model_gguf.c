@@ -108,8 +108,11 @@ static int read_hparams(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
         get_float(&k, "rope.freq_base", true, 10000.0f, &hp->rope_freq_base) ||
         read_rope_scaling(&k, hp))
         return -1;
-    if (n_expert != 0) return hfq_fail(err, path, "key '%s.expert_count': mixture-of-experts models are not supported", arch);
-    if (hp->n_head <= 0) return hfq_fail(err, path, "key '%s.attention.head_count' = %lld must be positive", arch, (long long)hp->n_head);
+    if (n_expert != 0)
+        return hfq_fail(err, path, "key '%s.expert_count': mixture-of-experts models are not supported", arch);
+    if (hp->n_head <= 0)
+        return hfq_fail(err, path, "key '%s.attention.head_count' = %lld must be positive", arch,
+                        (long long)hp->n_head);
     char key[128];
     if (find(&k, "attention.key_length", key, sizeof key) < 0 && hp->n_embd % hp->n_head != 0)
         return hfq_fail(err, path, "key '%s.embedding_length' = %lld is not a multiple of the head count %lld "
@@ -160,7 +163,8 @@ static int check_qext_keys(const gguf_file *f, hfq_error *err) {
     if (iv < 0) return hfq_fail(err, path, "key '" QEXT_VERSION_KEY "' is missing");
     if (gguf_get_int(f, iv, &version, err)) return -1;
     if (version != 1)
-        return hfq_fail(err, path, "key '" QEXT_VERSION_KEY "' = %lld: this runner reads version 1", (long long)version);
+        return hfq_fail(err, path, "key '" QEXT_VERSION_KEY "' = %lld: this runner reads version 1",
+                        (long long)version);
     return 0;
 }
 

@@ -104,14 +104,15 @@ static double check_forward(const synth_spec *spec, int64_t n_batch, double tol,
     for (int64_t t = 0; t < N_PROMPT; t++) {
         ref_token(&ref, prompt[t], &tr);
         for (int64_t il = 0; il < L; il++) {
-            double e_attn = rel_err(cap.attn_in + (t * L + il) * E, tr.attn_in + il * E, E);
-            double e_wo = rel_err(cap.wo_in + (t * L + il) * Q, tr.wo_in + il * Q, Q);
-            double e_ffn = rel_err(cap.ffn_in + (t * L + il) * E, tr.ffn_in + il * E, E);
-            double e_down = rel_err(cap.down_in + (t * L + il) * F, tr.down_in + il * F, F);
-            CHECK_MSG(e_attn <= tol, "%s: token %lld layer %lld attn_norm output: rel err %.3g", label, (long long)t, (long long)il, e_attn);
-            CHECK_MSG(e_wo <= tol, "%s: token %lld layer %lld attention output: rel err %.3g", label, (long long)t, (long long)il, e_wo);
-            CHECK_MSG(e_ffn <= tol, "%s: token %lld layer %lld ffn_norm output: rel err %.3g", label, (long long)t, (long long)il, e_ffn);
-            CHECK_MSG(e_down <= tol, "%s: token %lld layer %lld swiglu output: rel err %.3g", label, (long long)t, (long long)il, e_down);
+            const struct { const char *what; double err; } stages[] = {
+                {"attn_norm output", rel_err(cap.attn_in + (t * L + il) * E, tr.attn_in + il * E, E)},
+                {"attention output", rel_err(cap.wo_in + (t * L + il) * Q, tr.wo_in + il * Q, Q)},
+                {"ffn_norm output", rel_err(cap.ffn_in + (t * L + il) * E, tr.ffn_in + il * E, E)},
+                {"swiglu output", rel_err(cap.down_in + (t * L + il) * F, tr.down_in + il * F, F)},
+            };
+            for (size_t k = 0; k < sizeof stages / sizeof stages[0]; k++)
+                CHECK_MSG(stages[k].err <= tol, "%s: token %lld layer %lld %s: rel err %.3g", label, (long long)t,
+                          (long long)il, stages[k].what, stages[k].err);
         }
         double e = rel_err(logits + t * V, tr.logits, V);
         CHECK_MSG(e <= tol, "%s: token %lld logits: rel err %.3g", label, (long long)t, e);

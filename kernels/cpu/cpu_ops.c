@@ -156,7 +156,8 @@ static void cpu_attention(hfq_backend *b, float *out, const float *q, const floa
         for (int64_t h = 0; h < a->n_head; h++) {
             const int64_t hk = h / group;
             float *s = b->scores + (size_t)omp_get_thread_num() * (size_t)n_ctx;
-            attend(&kern, q + t * q_dim + h * hd, k_cache + hk * hd * n_ctx, v_cache + hk * hd, kv_dim, pos0 + t + 1, n_ctx,
+            attend(&kern, q + t * q_dim + h * hd, k_cache + hk * hd * n_ctx, v_cache + hk * hd, kv_dim, pos0 + t + 1,
+                   n_ctx,
                    hd, a->scale, s, out + t * q_dim + h * hd);
         }
 }

@@ -62,7 +62,10 @@ AVX2_INLINE __m256 load8(fmt f, const char *p) {
     switch (f) {
     case FMT_F32: return _mm256_loadu_ps((const float *)p);
     case FMT_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-    default: return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    default: {   /* bf16: the upper half of a float */
+        const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+    }
     }
 }
 

@@ -143,7 +143,8 @@ void cpu_matmul(int n_threads, void *act, float *restrict y, const hfq_tensor *w
     const size_t row_bytes = act_row_bytes(&p.k, n_in);
     if (row_bytes) {
         float *scales = p.k.qext ? act_scales(act, row_bytes, n_tokens) : NULL;
-        #pragma omp parallel for num_threads(n_threads) schedule(static) if (n_tokens > 1 && n_in * n_tokens >= PARALLEL_MIN_MACS / 4)
+        const bool parallel = n_tokens > 1 && n_in * n_tokens >= PARALLEL_MIN_MACS / 4;
+        #pragma omp parallel for num_threads(n_threads) schedule(static) if (parallel)
         for (int64_t t = 0; t < n_tokens; t++) {
             void *row = (char *)act + (size_t)t * row_bytes;
             if (p.k.qext) quantize_qext_act(w, x + t * n_in, row, &scales[t]);
