@@ -28,7 +28,7 @@ references with each invalid byte replaced by U+FFFD (our documented rule).
 Usage: tokenizer_golden.py TOKENIZE_TOOL [GGUF_WRITER]
 With a GGUF writer, every tokenizer is first written to a vocab-only GGUF and
 our side runs from that file: `hfconv` (run as `hfconv DIR -o OUT
---vocab-only`) or tests/tok_vocab_gguf (`tok_vocab_gguf DIR OUT`).
+--vocab-only`).
 Prints mismatch counts per tokenizer and mode with the first differing case;
 exits 1 on any mismatch, 77 (skip) without fixtures.
 """
