@@ -20,8 +20,10 @@
 #include "kernels/cpu/vec_kernels.h"
 
 #define SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-/* Elementwise work below this many values stays on one thread. */
-#define PARALLEL_MIN_VALUES (1 << 15)
+/* Elementwise work below this many values, and attention below this many
+ * multiply-adds, stays on one thread (see PARALLEL_MIN_MACS in matmul.c). */
+#define PARALLEL_MIN_VALUES (1 << 16)
+#define PARALLEL_MIN_ATTENTION (1 << 19)
 
 struct hfq_backend {
     int n_threads;
@@ -151,7 +153,7 @@ static void cpu_attention(hfq_backend *b, float *out, const float *q, const floa
     }
     const int64_t work = n_tokens * a->n_head * (pos0 + n_tokens) * hd;
     const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
-    #pragma omp parallel for collapse(2) num_threads(b->n_threads) schedule(static) if (work >= PARALLEL_MIN_VALUES)
+    #pragma omp parallel for collapse(2) num_threads(b->n_threads) schedule(static) if (work >= PARALLEL_MIN_ATTENTION)
     for (int64_t t = 0; t < n_tokens; t++)
         for (int64_t h = 0; h < a->n_head; h++) {
             const int64_t hk = h / group;

@@ -12,9 +12,10 @@
 /* Tokens per block: a block's activation rows stay in L2 while every tile of
  * weight rows passes over them. */
 #define TOKEN_BLOCK 64
-/* Below this many multiply-adds a product runs on one thread: waking the
- * others would cost more than it saves. */
-#define PARALLEL_MIN_MACS (1 << 17)
+/* Below this many multiply-adds (tens of microseconds) a product runs on one
+ * thread: waking the others, and waiting for them at the end, would cost
+ * about as much as it saves, and far more when another process holds a core. */
+#define PARALLEL_MIN_MACS (1 << 20)
 
 static hfq_fp8_format fp8_format(hfq_qext q) { return q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3; }
 
