@@ -119,7 +119,7 @@ __global__ void act_kernel(cuda_act act, bool quantize, const float *x, char *q,
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / per_row, b = i % per_row;
         char *row = q + t * row_bytes;
-        const float *src = x + t * ne0 + b * qk;
+        const float *src = quantize ? x + t * ne0 + b * qk : NULL;
         float v[HFQ_QK_K];
         switch (act) {
         case CUDA_ACT_Q8_0:

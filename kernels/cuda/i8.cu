@@ -107,13 +107,16 @@ __global__ void matvec_fp8_kernel(cuda_wfmt fmt, const uint8_t *w, int64_t ne0, 
     float acc[CUDA_MATVEC_MAX_TOKENS] = {0};
     const int64_t step = vec ? 16 : 1;
     for (int64_t c = lane; c < ne0 / step; c += 32) {
-        uint8_t wv[16];
-        if (vec) *(uint4 *)wv = ((const uint4 *)wr)[c];
-        else wv[0] = wr[c];
+        union {
+            uint4 v;
+            uint8_t b[16];
+        } wv;
+        if (vec) wv.v = ((const uint4 *)wr)[c];
+        else wv.b[0] = wr[c];
 #pragma unroll 1
         for (int t = 0; t < n_tokens; t++) {
             const uint8_t *a = codes + t * ne0 + c * step;
-            for (int j = 0; j < step; j++) acc[t] += hfq_fp8_to_f32(f, wv[j]) * hfq_fp8_to_f32(f, a[j]);
+            for (int j = 0; j < step; j++) acc[t] += hfq_fp8_to_f32(f, wv.b[j]) * hfq_fp8_to_f32(f, a[j]);
         }
     }
     cuda_matvec_store(acc, n_tokens, w_scales[groups ? row : 0], a_scales, bias, row, ne1, y);
