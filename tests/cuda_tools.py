@@ -10,23 +10,17 @@
 
 usage: cuda_tools.py PPL_EVAL GENERATE HFCONV
 """
+import json
 import os
 import subprocess
 import sys
 import tempfile
 
+import runner_stories as rs
+
 PPL_EVAL, GENERATE, HFCONV = sys.argv[1:4]
-FIXTURES = os.environ.get("HFQ_FIXTURES", "")
-MODEL_DIR = os.path.join(FIXTURES, "models", "stories260K")
-TEXT = os.path.join(FIXTURES, "text", "tinystories-valid.txt")
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
+TEXT = os.path.join(rs.FIXTURES, "text", "tinystories-valid.txt")
+check = rs.check
 
 
 def run(args):
@@ -40,14 +34,14 @@ def has_device():
 
 
 def main():
-    if not os.path.isfile(os.path.join(MODEL_DIR, "model.safetensors")) or not os.path.isfile(TEXT):
-        print(f"SKIP: no stories260K fixture or text under {FIXTURES}")
+    if not os.path.isfile(os.path.join(rs.MODEL_DIR, "model.safetensors")) or not os.path.isfile(TEXT):
+        print(f"SKIP: no stories260K fixture or text under {rs.FIXTURES}")
         return 77
     device = has_device()
     print("CUDA device:", "yes" if device else "no")
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "stories260K.gguf")
-        p = run([HFCONV, MODEL_DIR, "-o", model, "--outtype", "f32", "-q"])
+        p = run([HFCONV, rs.MODEL_DIR, "-o", model, "--outtype", "f32", "-q"])
         check(p.returncode == 0, f"hfconv: {p.stderr}")
         if p.returncode:
             return 1
@@ -74,15 +68,14 @@ def main():
                 if name == "generate":
                     check(cuda.stdout == base.stdout, f"greedy story on cuda: {cuda.stdout!r} vs {base.stdout!r}")
                 else:
-                    import json
                     got, want = json.loads(cuda.stdout)["ppl"], json.loads(base.stdout)["ppl"]
                     print(f"ppl cpu {want:.6f} cuda {got:.6f}")
                     check(abs(got - want) <= 1e-3 * want, f"ppl on cuda {got} vs cpu {want}")
             bad = run(cmd + ["--device", "gpu"])
             check(bad.returncode == 2 and bad.stderr.startswith(f"{name}: --device: expects cpu, cuda or auto"),
                   f"{name} --device gpu: {bad.returncode} {bad.stderr}")
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+    print(f"{rs.failures} failure(s)")
+    return 1 if rs.failures else 0
 
 
 if __name__ == "__main__":
