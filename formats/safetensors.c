@@ -563,12 +563,19 @@ const void *st_data(const st_model *m, const st_tensor *t) {
     return m->shards[t->shard].map + t->offset;
 }
 
-void st_release(const st_model *m, const st_tensor *t) {
-    if (t->nbytes == 0) return;
+void st_release_range(const st_model *m, const st_tensor *t, uint64_t offset, uint64_t nbytes) {
+    if (offset >= t->nbytes) return;
+    if (nbytes > t->nbytes - offset) nbytes = t->nbytes - offset;
+    if (nbytes == 0) return;
     const st_shard *s = &m->shards[t->shard];
-    /* Whole pages around the tensor: a neighbour sharing an edge page just
+    /* Whole pages around the range: a neighbour sharing an edge page just
      * faults it back in from the file, which is still correct. */
-    uint64_t begin = t->offset & ~(uint64_t)(m->page - 1);
-    uint64_t end = (t->offset + t->nbytes + m->page - 1) & ~(uint64_t)(m->page - 1);
+    uint64_t first = t->offset + offset;
+    uint64_t begin = first & ~(uint64_t)(m->page - 1);
+    uint64_t end = (first + nbytes + m->page - 1) & ~(uint64_t)(m->page - 1);
     madvise((void *)(s->map + begin), (size_t)(end - begin), MADV_DONTNEED);
+}
+
+void st_release(const st_model *m, const st_tensor *t) {
+    st_release_range(m, t, 0, t->nbytes);
 }

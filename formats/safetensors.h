@@ -69,6 +69,9 @@ const char *st_metadata_get(const st_model *m, const char *key);
  * are no longer needed, so converting a large model keeps RSS bounded. */
 const void *st_data(const st_model *m, const st_tensor *t);
 void st_release(const st_model *m, const st_tensor *t);
+/* The same for bytes [offset, offset + nbytes) of a tensor (clamped to it), so
+ * a tensor larger than memory can be streamed in pieces. */
+void st_release_range(const st_model *m, const st_tensor *t, uint64_t offset, uint64_t nbytes);
 
 /* Writing (used by the synthetic checkpoint generator and tests). Tensors are
  * written in the order given; data comes from the callback, which fills buf

@@ -16,7 +16,7 @@
  * global scale g that llama.cpp keeps as the F32 tensor `<name>.scale` and
  * multiplies into the matmul result.
  *
- * Quantizers (see docs/quantize-fp.md):
+ * Quantizers (see docs/quantize.md ("FP and INT8 formats")):
  * - Reference (importance NULL, no global scale): bit-identical to ggml's
  *   quantize_row_mxfp4_ref / quantize_row_nvfp4_ref, including their choices:
  *   MXFP4 e = floor(log2f(amax)) - 2 + 127; NVFP4 scale = ggml's UE4M3

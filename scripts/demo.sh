@@ -14,6 +14,9 @@ $bin/mkmodel "$out/synthetic-hf" --seed 1 --hidden 256 --ffn 512 --layers 4 --he
   --vocab 512 --dtype bf16 --shards 2 --untied
 $bin/hfconv "$out/synthetic-hf" -o "$out/synthetic-bf16.gguf" --outtype auto
 $bin/gguf-info "$out/synthetic-bf16.gguf" --verify | tail -n 4
+echo "== quantize to Q4_K_M (llama.cpp's per-tensor rules)"
+$bin/quantize "$out/synthetic-bf16.gguf" "$out/synthetic-q4_k_m.gguf" Q4_K_M --dry-run | tail -n 6
+$bin/quantize "$out/synthetic-bf16.gguf" "$out/synthetic-q4_k_m.gguf" Q4_K_M
 
 fixture=../shared/fixtures/models/stories260K
 if [ -d "$fixture" ]; then

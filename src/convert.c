@@ -8,6 +8,7 @@
 #include "formats/ggml_type.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
+#include "quant/fp8.h"
 #include "quant/half.h"
 #include "src/arch.h"
 #include "src/hf_config.h"
@@ -36,6 +37,11 @@ typedef struct plan_entry {
     int64_t rows, cols;           /* source as a rows x cols matrix (1-D: 1 x n) */
     int n_dims;
     int64_t permute_heads;        /* > 0: un-permute rows with this many heads */
+    /* FP8 sources: weight = code * scale, the scale per tensor (1 x 1), per
+     * row (rows x 1) or per block (ceil(rows/br) x ceil(cols/bc)). */
+    const st_tensor *scale;
+    int64_t scale_rows, scale_cols;
+    int64_t block_rows, block_cols;
 } plan_entry;
 
 typedef struct plan {
@@ -72,6 +78,66 @@ static void expected_shape(const hf_config *c, hf_role role, int64_t *rows, int6
 }
 
 static bool is_float_dtype(st_dtype d) { return d == ST_F32 || d == ST_F16 || d == ST_BF16; }
+static bool is_fp8_dtype(st_dtype d) { return d == ST_F8_E4M3 || d == ST_F8_E5M2; }
+
+static bool has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* FP8 checkpoints carry scales beside each weight: "<base>.weight_scale"
+ * (compressed-tensors: per tensor or per output channel, weight = q * s) or
+ * "<base>.weight_scale_inv" (block-wise, quantization_config.weight_block_size;
+ * despite the name also weight = q * s). Activation scales ("input_scale")
+ * do not matter for conversion. */
+static bool is_fp8_side_tensor(const char *name) {
+    return has_suffix(name, ".weight_scale") || has_suffix(name, ".weight_scale_inv") ||
+           has_suffix(name, ".input_scale");
+}
+
+static int attach_fp8_scale(plan_entry *e, const hf_config *cfg, const st_model *st, hfq_error *err) {
+    const st_tensor *t = e->src;
+    const char *file = st_shard_path(st, t->shard);
+    char name[1024];
+    size_t base = strlen(t->name) - strlen("weight");
+    bool blockwise = false;
+    snprintf(name, sizeof name, "%.*sweight_scale_inv", (int)base, t->name);
+    const st_tensor *sc = st_find(st, name);
+    if (sc) blockwise = true;
+    else {
+        snprintf(name, sizeof name, "%.*sweight_scale", (int)base, t->name);
+        sc = st_find(st, name);
+    }
+    if (!sc) return hfq_fail(err, file, "tensor '%s': FP8 weight without a weight_scale tensor", t->name);
+    if (!is_float_dtype(sc->dtype))
+        return hfq_fail(err, file, "tensor '%s': scale dtype %s is not supported", sc->name, st_dtype_name(sc->dtype));
+    int64_t n = sc->n_elements;
+    e->scale = sc;
+    e->block_rows = e->rows;
+    e->block_cols = e->cols;
+    if (blockwise) {
+        if (cfg->fp8_block_rows <= 0)
+            return hfq_fail(err, file, "tensor '%s': block scales but config.json has no quantization_config.weight_block_size",
+                            sc->name);
+        e->block_rows = cfg->fp8_block_rows;
+        e->block_cols = cfg->fp8_block_cols;
+        e->scale_rows = (e->rows + e->block_rows - 1) / e->block_rows;
+        e->scale_cols = (e->cols + e->block_cols - 1) / e->block_cols;
+        if (n != e->scale_rows * e->scale_cols)
+            return hfq_fail(err, file, "tensor '%s': %lld block scales, expected %lld x %lld", sc->name,
+                            (long long)n, (long long)e->scale_rows, (long long)e->scale_cols);
+    } else if (n == 1) {
+        e->scale_rows = e->scale_cols = 1;
+    } else if (n == e->rows) {
+        e->scale_rows = e->rows;
+        e->scale_cols = 1;
+        e->block_rows = 1;
+    } else {
+        return hfq_fail(err, file, "tensor '%s': %lld scales fit neither per tensor nor per channel (%lld rows)",
+                        sc->name, (long long)n, (long long)e->rows);
+    }
+    return 0;
+}
 
 static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st,
                      const st_tensor *t, hf_tensor_map map, uint32_t matrix_type, hfq_error *err) {
@@ -81,7 +147,7 @@ static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const s
     e->src = t;
     hf_gguf_name(&map, e->name, sizeof e->name);
     const char *file = st_shard_path(st, t->shard);
-    if (!is_float_dtype(t->dtype))
+    if (!is_float_dtype(t->dtype) && !is_fp8_dtype(t->dtype))
         return hfq_fail(err, file, "tensor '%s': dtype %s is not supported for weights", t->name,
                         st_dtype_name(t->dtype));
     int64_t rows, cols;
@@ -105,6 +171,7 @@ static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const s
     e->out_type = cols ? matrix_type : GT_F32;
     if (arch->permute_qk && map.role == ROLE_ATTN_Q) e->permute_heads = cfg->n_heads;
     if (arch->permute_qk && map.role == ROLE_ATTN_K) e->permute_heads = cfg->n_kv_heads;
+    if (is_fp8_dtype(t->dtype) && attach_fp8_scale(e, cfg, st, err)) return -1;
     p->n++;
     return 0;
 }
@@ -136,6 +203,7 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
     for (int64_t i = 0; i < n; i++) {
         const st_tensor *t = st_tensor_at(st, i);
         hf_tensor_map map;
+        if (is_fp8_side_tensor(t->name)) continue;  /* consumed with its weight */
         if (hf_map_tensor(arch, t->name, (int)cfg->n_layers, &map) != 0)
             return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s' is not part of a %s model",
                             t->name, arch->hf_name);
@@ -241,17 +309,44 @@ static void llama3_rope_factors(const hf_config *c, float *out, int64_t n) {
     }
 }
 
-/* Decodes n source elements to float; fails on NaN/Inf. */
-static int decode_row(const st_tensor *t, const void *src, float *dst, int64_t n) {
-    const unsigned char *s = src;
+/* Loads the scales of an FP8 entry as floats (NULL for other entries). */
+static float *load_scales(const st_model *st, const plan_entry *e, hfq_error *err) {
+    if (!e->scale) return NULL;
+    int64_t n = e->scale_rows * e->scale_cols;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) {
+        hfq_fail(err, NULL, "out of memory");
+        return NULL;
+    }
+    const unsigned char *s = st_data(st, e->scale);
     for (int64_t i = 0; i < n; i++) {
-        float v;
-        if (t->dtype == ST_F32) {
-            memcpy(&v, s + 4 * i, 4);
-        } else {
+        if (e->scale->dtype == ST_F32) memcpy(&v[i], s + 4 * i, 4);
+        else {
             uint16_t h;
             memcpy(&h, s + 2 * i, 2);
-            v = t->dtype == ST_F16 ? hfq_fp16_to_f32(h) : hfq_bf16_to_f32(h);
+            v[i] = e->scale->dtype == ST_F16 ? hfq_fp16_to_f32(h) : hfq_bf16_to_f32(h);
+        }
+    }
+    return v;
+}
+
+/* Decodes source row `row` (n elements at src) to float; fails on NaN/Inf. */
+static int decode_row(const plan_entry *e, const float *scales, int64_t row, const void *src, float *dst,
+                      int64_t n) {
+    const unsigned char *s = src;
+    st_dtype dt = e->src->dtype;
+    const float *row_scales = scales ? scales + (row / e->block_rows) * e->scale_cols : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        float v;
+        if (dt == ST_F32) {
+            memcpy(&v, s + 4 * i, 4);
+        } else if (dt == ST_F16 || dt == ST_BF16) {
+            uint16_t h;
+            memcpy(&h, s + 2 * i, 2);
+            v = dt == ST_F16 ? hfq_fp16_to_f32(h) : hfq_bf16_to_f32(h);
+        } else {
+            v = hfq_fp8_to_f32(dt == ST_F8_E4M3 ? HFQ_FP8_E4M3 : HFQ_FP8_E5M2, s[i]) *
+                row_scales[i / e->block_cols];
         }
         if (v - v != 0.0f) return -1;  /* NaN or Inf */
         dst[i] = v;
@@ -280,24 +375,39 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
     const unsigned char *base = st_data(st, e->src);
     size_t in_es = st_dtype_size(e->src->dtype);
     size_t out_es = e->out_type == GT_F32 ? 4 : 2;
+    uint64_t in_row_bytes = (uint64_t)e->cols * in_es;
     const char *file = st_shard_path(st, e->src->shard);
+    /* a permuted chunk must hold whole heads: its source rows are then the
+     * same set as its output rows, and can be released after it */
+    if (e->permute_heads) {
+        int64_t per_head = e->rows / e->permute_heads;
+        chunk_rows = chunk_rows < per_head ? per_head : chunk_rows / per_head * per_head;
+    }
+    hfq_error scale_err;
+    float *scales = load_scales(st, e, &scale_err);
+    if (e->scale && !scales) {
+        *err = scale_err;
+        return -1;
+    }
     int rc = 0;
     for (int64_t r0 = 0; r0 < e->rows && rc == 0; r0 += chunk_rows) {
         int64_t nr = e->rows - r0 < chunk_rows ? e->rows - r0 : chunk_rows;
         for (int64_t r = r0; r < r0 + nr; r++) {
             int64_t sr = e->permute_heads ? permuted_source_row(r, e->rows, e->permute_heads) : r;
             float *row = fbuf + (r - r0) * e->cols;
-            if (decode_row(e->src, base + (size_t)sr * (size_t)e->cols * in_es, row, e->cols)) {
+            if (decode_row(e, scales, sr, base + (size_t)sr * in_row_bytes, row, e->cols)) {
                 rc = hfq_fail(err, file, "tensor '%s': row %lld holds NaN or Inf", e->src->name, (long long)sr);
                 break;
             }
             encode_row(e->out_type, row, (unsigned char *)obuf + (size_t)(r - r0) * (size_t)e->cols * out_es, e->cols);
         }
         if (rc == 0) rc = gguf_writer_write_data(w, obuf, (uint64_t)nr * (uint64_t)e->cols * out_es, err);
+        st_release_range(st, e->src, (uint64_t)r0 * in_row_bytes, (uint64_t)nr * in_row_bytes);
         *done += (uint64_t)nr * (uint64_t)e->cols * out_es;
         if (opts->progress) opts->progress(opts->progress_ctx, *done, total, e->name);
     }
-    st_release(st, e->src);
+    if (e->scale) st_release(st, e->scale);
+    free(scales);
     return rc;
 }
 
@@ -314,6 +424,11 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
     uint32_t ftype = matrix_type == GT_F32 ? FTYPE_ALL_F32 : matrix_type == GT_F16 ? FTYPE_MOSTLY_F16 : FTYPE_MOSTLY_BF16;
     if (build_plan(&p, cfg, arch, st, matrix_type, err)) goto done;
     if (write_hparams(w, cfg, arch, ftype)) { hfq_fail(err, opts->out_path, "cannot set metadata"); goto done; }
+    if (vocab->n_tokens != cfg->vocab_size) {
+        hfq_fail(err, opts->model_dir, "the tokenizer has %lld tokens but the embedding has %lld rows",
+                 (long long)vocab->n_tokens, (long long)cfg->vocab_size);
+        goto done;
+    }
     if (hfq_vocab_to_gguf(vocab, w, err)) goto done;
     int64_t max_cols = 1;
     uint64_t total = 0;

@@ -213,6 +213,7 @@ def main():
         j = json.loads(run([HFCONV, folder, "-o", a, "-q", "--json"]).stdout)
         check(j["architecture"] == "llama" and j["tensors"] == len(GGUFReader(a).tensors), f"--json summary {j}")
 
+        fp8_inputs(tmp)
         bad_cases(tmp)
         vocab_only(tmp)
     finally:
@@ -276,6 +277,104 @@ def bad_cases(tmp):
     check(r.returncode == 2, "missing -o is a usage error (exit 2)")
     r = run([HFCONV, "--help"], ok=False)
     check(r.returncode == 0 and "--outtype" in r.stdout, "--help")
+
+
+def write_safetensors(path, tensors):
+    """tensors: name -> (dtype string, numpy array of the stored bytes' dtype)."""
+    header, blobs, off = {}, [], 0
+    for name, (dt, arr) in tensors.items():
+        b = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def fp8_inputs(tmp):
+    """FP8 checkpoints (per-tensor, per-channel and 128x128 block scales) are
+    dequantized: each weight becomes exactly code * scale."""
+    import ml_dtypes
+    base = os.path.join(tmp, "fp8-base")
+    run([MKMODEL, base, "--seed", "11", "--dtype", "f32", "--untied", "--hidden", "256", "--ffn", "384",
+         "--heads", "4", "--kv-heads", "2", "--layers", "1"])
+    src, _ = read_safetensors(base)
+    cfg = json.load(open(os.path.join(base, "config.json")))
+    for kind in ("tensor", "channel", "block"):
+        d = os.path.join(tmp, "fp8-" + kind)
+        shutil.copytree(base, d)
+        os.remove(os.path.join(d, "model.safetensors"))
+        out_tensors, want = {}, {}
+        for name, w in src.items():
+            if w.ndim != 2 or "embed" in name or "lm_head" in name:
+                out_tensors[name] = ("F32", w.astype(np.float32))
+                want[name] = w
+                continue
+            rows, cols = w.shape
+            if kind == "tensor":
+                scale = np.array([np.abs(w).max() / 448.0], dtype=np.float32)
+                full = np.full(w.shape, scale[0], dtype=np.float32)
+                scale_name, scale_arr = name + "_scale", scale
+            elif kind == "channel":
+                scale = (np.abs(w).max(axis=1, keepdims=True) / 448.0).astype(np.float32)
+                full = np.broadcast_to(scale, w.shape)
+                scale_name, scale_arr = name + "_scale", scale
+            else:
+                br = bc = 128
+                sr, sc = -(-rows // br), -(-cols // bc)
+                scale = np.zeros((sr, sc), dtype=np.float32)
+                for i in range(sr):
+                    for j in range(sc):
+                        scale[i, j] = np.abs(w[i * br:(i + 1) * br, j * bc:(j + 1) * bc]).max() / 448.0
+                full = np.repeat(np.repeat(scale, br, axis=0), bc, axis=1)[:rows, :cols]
+                scale_name, scale_arr = name + "_scale_inv", scale
+            codes = (w / full).astype(ml_dtypes.float8_e4m3fn)
+            out_tensors[name] = ("F8_E4M3", codes.view(np.uint8))
+            out_tensors[scale_name] = ("F32", scale_arr)
+            want[name] = codes.astype(np.float32) * full
+        if kind == "tensor":
+            out_tensors["model.layers.0.self_attn.q_proj.input_scale"] = ("F32", np.array([0.5], dtype=np.float32))
+        write_safetensors(os.path.join(d, "model.safetensors"), out_tensors)
+        if kind == "block":
+            c = dict(cfg)
+            c["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+            json.dump(c, open(os.path.join(d, "config.json"), "w"))
+        out = os.path.join(tmp, f"fp8-{kind}.gguf")
+        r = run([HFCONV, d, "-o", out, "--outtype", "f32", "-q"], ok=False)
+        check(r.returncode == 0, f"fp8 {kind}: hfconv failed: {r.stderr}")
+        if r.returncode:
+            continue
+        rd = GGUFReader(out)
+        names = expected_map(cfg, "llama")
+        n_head, n_kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        for hf_name, arr in want.items():
+            t = gguf_tensor(rd, names[hf_name])
+            if hf_name.endswith("q_proj.weight"):
+                arr = llamacpp_permute(arr, n_head)
+            if hf_name.endswith("k_proj.weight"):
+                arr = llamacpp_permute(arr, n_kv)
+            got = np.asarray(t.data).reshape(arr.shape)
+            check(np.array_equal(got, arr.astype(np.float32)), f"fp8 {kind}: {t.name} differs")
+    # a weight without its scale is refused
+    d = os.path.join(tmp, "fp8-noscale")
+    shutil.copytree(os.path.join(tmp, "fp8-tensor"), d)
+    path = os.path.join(d, "model.safetensors")
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    tensors = {}
+    for name, info in header.items():
+        if name.endswith("up_proj.weight_scale"):
+            continue
+        b, e = info["data_offsets"]
+        dt = {"F32": np.float32, "F8_E4M3": np.uint8}[info["dtype"]]
+        tensors[name] = (info["dtype"], np.frombuffer(raw[8 + n + b:8 + n + e], dtype=dt).reshape(info["shape"]))
+    write_safetensors(path, tensors)
+    out = os.path.join(tmp, "fp8-noscale-out", "x.gguf")
+    os.makedirs(os.path.dirname(out))
+    expect_error([HFCONV, d, "-o", out], "FP8 weight without a weight_scale tensor", out, "fp8 without scale")
 
 
 def vocab_only(tmp):

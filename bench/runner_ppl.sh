@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runner speed: perplexity of stories260K (F32) over tinystories-valid.txt at
+# ctx 256 (763 chunks, ~195k tokens), as ppl-eval on 1 and 2 threads and, when
+# scripts/build_reference.sh has built it, llama.cpp's llama-perplexity on 2
+# threads; then greedy decoding speed. The GGUF is written with gguf-py as in
+# tests/runner_stories.py. Run on an otherwise idle machine: threads that wait
+# for each other suffer badly when another process holds a core.
+# Usage: bench/runner_ppl.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+fix=${HFQ_FIXTURES:-../shared/fixtures}
+ppl=$build/src/tools/ppl-eval
+gen=$build/src/tools/generate
+llama=.cache/llama-build/bin/llama-perplexity
+text=$fix/text/tinystories-valid.txt
+[ -x "$ppl" ] && [ -x "$gen" ] || { echo "no $ppl or $gen: build first" >&2; exit 1; }
+[ -f "$text" ] || { echo "no $text (HFQ_FIXTURES)" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+model=$tmp/stories260K-f32.gguf
+HFQ_FIXTURES=$fix .venv/bin/python - "$model" <<'PY'
+import json, os, sys
+sys.path.insert(0, "tests")
+import runner_stories as rs
+import sentencepiece
+cfg = json.load(open(os.path.join(rs.MODEL_DIR, "config.json")))
+w = rs.read_safetensors(os.path.join(rs.MODEL_DIR, "model.safetensors"))
+sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(rs.MODEL_DIR, "tokenizer.model"))
+rs.write_gguf(sys.argv[1], cfg, w, sp)
+PY
+
+seconds() {  # wall time of "$@", output discarded
+    /usr/bin/time -f %e -o "$tmp/time" "$@" >/dev/null 2>&1
+    cat "$tmp/time"
+}
+for t in 1 2; do
+    printf 'ppl-eval, %d thread(s):        %8s s\n' "$t" "$(seconds "$ppl" "$model" --text "$text" --ctx 256 --threads "$t")"
+done
+if [ -x "$llama" ]; then
+    printf 'llama-perplexity, 2 threads:  %8s s\n' "$(seconds "$llama" -m "$model" -f "$text" -c 256 -b 256 -t 2)"
+fi
+"$gen" "$model" -p "" --temp 0 -n 400 --threads 1 2>&1 >/dev/null | sed 's/^generate: /generate (1 thread): /'

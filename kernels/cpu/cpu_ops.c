@@ -1,0 +1,209 @@
+/* cpu_ops.c - the CPU backend's ops table (ops.h).
+ *
+ * Parallel loops run on the backend's OpenMP threads, one region per op
+ * (never nested), and only when the op is big enough to pay for waking them.
+ * Loops gcc should vectorize are compiled twice (AVX2/FMA and baseline) and
+ * picked at load time.
+ *
+ * KV cache layout: K transposed per kv head, [n_head_kv][head_dim][n_ctx], so
+ * the scores of consecutive positions are one vectorized multiply-add per
+ * head value; V as rows, [n_ctx][n_head_kv * head_dim].
+ */
+#include "kernels/cpu/cpu.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/vec_kernels.h"
+
+#define SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+/* Elementwise work below this many values, and attention below this many
+ * multiply-adds, stays on one thread (see PARALLEL_MIN_MACS in matmul.c). */
+#define PARALLEL_MIN_VALUES (1 << 16)
+#define PARALLEL_MIN_ATTENTION (1 << 19)
+
+struct hfq_backend {
+    int n_threads;
+    int64_t max_tokens, n_ctx;
+    void *act;          /* activation rows converted for a weight type */
+    float *scores;      /* [n_threads][n_ctx] attention scores */
+};
+
+typedef struct type_check {
+    const char *path;
+    int64_t max_tokens;
+    size_t act_bytes;   /* most any matrix needs */
+    hfq_error *err;
+} type_check;
+
+static int check_matrix(void *user, const hfq_tensor *t) {
+    type_check *tc = user;
+    cpu_wkernel k;
+    if (cpu_wkernel_get(t, &k, tc->path, tc->err)) return -1;
+    size_t n = cpu_matmul_act_bytes(t, tc->max_tokens);
+    if (n > tc->act_bytes) tc->act_bytes = n;
+    return 0;
+}
+
+static void cpu_destroy(hfq_backend *b) {
+    if (!b) return;
+    free(b->act);
+    free(b->scores);
+    free(b);
+}
+
+static hfq_backend *cpu_create(const hfq_model *m, const hfq_backend_params *p, hfq_error *err) {
+    type_check tc = {hfq_model_path(m), p->max_tokens, 0, err};
+    if (hfq_model_each_matrix(m, check_matrix, &tc)) return NULL;
+    hfq_backend *b = calloc(1, sizeof *b);
+    if (!b) goto oom;
+    b->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
+    b->max_tokens = p->max_tokens;
+    b->n_ctx = p->n_ctx;
+    b->scores = malloc((size_t)b->n_threads * (size_t)p->n_ctx * sizeof *b->scores);
+    if (!b->scores || (tc.act_bytes && !(b->act = malloc(tc.act_bytes)))) goto oom;
+    return b;
+oom:
+    cpu_destroy(b);
+    hfq_fail(err, hfq_model_path(m), "out of memory for the cpu backend");
+    return NULL;
+}
+
+static float *cpu_alloc(hfq_backend *b, size_t n) {
+    (void)b;
+    return calloc(n ? n : 1, sizeof(float));
+}
+
+static void cpu_release(hfq_backend *b, float *buf) {
+    (void)b;
+    free(buf);
+}
+
+static void cpu_copy(hfq_backend *b, float *dst, const float *src, size_t n) {
+    (void)b;
+    memcpy(dst, src, n * sizeof *dst);
+}
+
+static void cpu_embed(hfq_backend *b, float *x, const hfq_tensor *tok_embd, const int32_t *tokens, int64_t n_tokens) {
+    (void)b;
+    for (int64_t t = 0; t < n_tokens; t++) cpu_row_to_f32(tok_embd, tokens[t], x + t * tok_embd->ne0);
+}
+
+/* As ggml: the mean square summed in double, then x * scale * w in float. */
+static void cpu_rmsnorm(hfq_backend *b, float *y, const float *x, const hfq_tensor *w, int64_t n_tokens, float eps) {
+    const int64_t n = w->ne0;
+    const float *wd = w->data;
+    #pragma omp parallel for num_threads(b->n_threads) if (n * n_tokens >= PARALLEL_MIN_VALUES)
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const float *xr = x + t * n;
+        float *yr = y + t * n;
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; i++) sum += (double)(xr[i] * xr[i]);
+        const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
+        for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * scale * wd[i];
+    }
+}
+
+static void cpu_matmul_op(hfq_backend *b, float *y, const hfq_tensor *w, const hfq_tensor *bias, const float *x,
+                          int64_t n_tokens) {
+    cpu_matmul(b->n_threads, b->act, y, w, bias ? bias->data : NULL, x, n_tokens);
+}
+
+static void cpu_rope(hfq_backend *b, float *x, int64_t n_tokens, int64_t n_heads, int64_t pos0, const hfq_rope *r) {
+    const int64_t n_pairs = r->n_rot / 2, hd = r->head_dim;
+    /* pair i rotates values (lo + i*step, lo + i*step + gap) */
+    const int64_t step = r->mode == HFQ_ROPE_NORMAL ? 2 : 1;
+    const int64_t gap = r->mode == HFQ_ROPE_NORMAL ? 1 : n_pairs;
+    #pragma omp parallel for num_threads(b->n_threads) if (n_tokens * n_heads * hd >= PARALLEL_MIN_VALUES)
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const float *cs = r->cos_sin + (pos0 + t) * n_pairs * 2;   /* [n_pairs][2] */
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *v = x + (t * n_heads + h) * hd;
+            for (int64_t i = 0; i < n_pairs; i++) {
+                const float c = cs[2 * i], s = cs[2 * i + 1];
+                const float x0 = v[i * step], x1 = v[i * step + gap];
+                v[i * step] = x0 * c - x1 * s;
+                v[i * step + gap] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+/* One query head against n_keys cached positions:
+ *   out = softmax(scale * q.K^T) V
+ * q, out: [hd];  kt: [hd][n_ctx] (this kv head's K, transposed);  v: rows v_stride apart;  s: [n_keys] scratch */
+static void attend(const cpu_vec_kernels *k, const float *q, const float *kt, const float *v, int64_t v_stride,
+                   int64_t n_keys, int64_t n_ctx, int64_t hd, float scale, float *s, float *out) {
+    k->scores(q, kt, n_ctx, hd, n_keys, s);
+    const float inv = 1.0f / k->softmax(s, n_keys, scale);
+    k->mix(s, v, v_stride, n_keys, hd, out);
+    for (int64_t d = 0; d < hd; d++) out[d] *= inv;
+}
+
+static void cpu_attention(hfq_backend *b, float *out, const float *q, const float *k, const float *v, float *k_cache,
+                          float *v_cache, int64_t pos0, int64_t n_tokens, const hfq_attn *a) {
+    const int64_t hd = a->head_dim, n_kv = a->n_head_kv, kv_dim = n_kv * hd, q_dim = a->n_head * hd;
+    const int64_t n_ctx = b->n_ctx, group = a->n_head / n_kv;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        for (int64_t j = 0; j < kv_dim; j++) k_cache[j * n_ctx + pos0 + t] = k[t * kv_dim + j];
+        memcpy(v_cache + (pos0 + t) * kv_dim, v + t * kv_dim, (size_t)kv_dim * sizeof *v);
+    }
+    const int64_t work = n_tokens * a->n_head * (pos0 + n_tokens) * hd;
+    const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
+    #pragma omp parallel for collapse(2) num_threads(b->n_threads) schedule(static) if (work >= PARALLEL_MIN_ATTENTION)
+    for (int64_t t = 0; t < n_tokens; t++)
+        for (int64_t h = 0; h < a->n_head; h++) {
+            const int64_t hk = h / group;
+            float *s = b->scores + (size_t)omp_get_thread_num() * (size_t)n_ctx;
+            attend(&kern, q + t * q_dim + h * hd, k_cache + hk * hd * n_ctx, v_cache + hk * hd, kv_dim, pos0 + t + 1,
+                   n_ctx,
+                   hd, a->scale, s, out + t * q_dim + h * hd);
+        }
+}
+
+SIMD_CLONES static void add_range(float *restrict x, const float *restrict y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* Splits n values into one contiguous range per thread. */
+#define FOR_RANGES(b, n, call)                                                                          \
+    do {                                                                                                \
+        const int n_parts = (n) >= PARALLEL_MIN_VALUES ? (b)->n_threads : 1;                            \
+        _Pragma("omp parallel for num_threads(n_parts) schedule(static)")                               \
+        for (int part = 0; part < n_parts; part++) {                                                    \
+            const size_t lo = (n) * (size_t)part / (size_t)n_parts, hi = (n) * (size_t)(part + 1) / (size_t)n_parts; \
+            call;                                                                                       \
+        }                                                                                               \
+    } while (0)
+
+static void cpu_swiglu(hfq_backend *b, float *gate, const float *up, size_t n) {
+    const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
+    FOR_RANGES(b, n, kern.swiglu(gate + lo, up + lo, hi - lo));
+}
+
+static void cpu_add(hfq_backend *b, float *x, const float *y, size_t n) {
+    FOR_RANGES(b, n, add_range(x + lo, y + lo, hi - lo));
+}
+
+static const hfq_ops cpu_ops = {
+    .name = "cpu",
+    .host_visible = true,
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul_op,
+    .rope = cpu_rope,
+    .attention = cpu_attention,
+    .swiglu = cpu_swiglu,
+    .add = cpu_add,
+};
+
+const hfq_ops *hfq_cpu_ops(void) { return &cpu_ops; }

@@ -1,0 +1,176 @@
+#include "kernels/cpu/matmul.h"
+
+#include <string.h>
+
+#include "formats/ggml_type.h"
+#include "kernels/cpu/float_kernels.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "kernels/cpu/vec_kernels.h"
+#include "quant/fp8.h"
+#include "quant/int8.h"
+
+/* Tokens per block: a block's activation rows stay in L2 while every tile of
+ * weight rows passes over them. */
+#define TOKEN_BLOCK 64
+/* Below this many multiply-adds (tens of microseconds) a product runs on one
+ * thread: waking the others, and waiting for them at the end, would cost
+ * about as much as it saves, and far more when another process holds a core. */
+#define PARALLEL_MIN_MACS (1 << 20)
+
+static hfq_fp8_format fp8_format(hfq_qext q) { return q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3; }
+
+int cpu_wkernel_get(const hfq_tensor *w, cpu_wkernel *k, const char *where, hfq_error *err) {
+    *k = (cpu_wkernel){.qext = w->qext};
+    if (w->qext) return 0;   /* I8 codes: quant/int8.h and quant/fp8.h, with the tensor's scales */
+    const ggml_type_info *gt = ggml_type_get(w->type);
+    int qt = hfq_qtype_from_ggml(w->type);
+    k->w = qt < 0 ? NULL : hfq_qtype_get((hfq_qtype)qt);
+    k->act = k->w ? hfq_qtype_get(k->w->vec_dot_type) : NULL;
+    if (!k->w || k->w->is_activation_only || !k->w->vec_dot || !k->w->dequantize || !k->act ||
+        (k->act->type != HFQ_QT_F32 && !k->act->quantize_row))
+        return hfq_fail(err, where, "tensor '%s': type %s is not supported by the cpu backend", w->name,
+                        gt ? gt->name : "?");
+    if (hfq_qtype_row_size(k->act->type, w->ne0) < 0)
+        return hfq_fail(err, where, "tensor '%s': row length %lld is not a multiple of the %s block size %lld",
+                        w->name, (long long)w->ne0, k->act->name, (long long)k->act->block_size);
+    k->tile = cpu_float_tile(w->type, true);
+    k->dot = cpu_quant_vec_dot(k->w->type);
+    if (!k->dot) k->dot = k->w->vec_dot;
+    return 0;
+}
+
+/* Bytes of one converted activation row (0: the F32 rows are used as given). */
+static size_t act_row_bytes(const cpu_wkernel *k, int64_t n) {
+    if (k->qext) return (size_t)n;
+    return k->act->type == HFQ_QT_F32 ? 0 : (size_t)hfq_qtype_row_size(k->act->type, n);
+}
+
+/* I8 activations: n_tokens rows of codes, then one float scale per token. */
+static float *act_scales(void *act, size_t row_bytes, int64_t n_tokens) {
+    size_t off = (row_bytes * (size_t)n_tokens + sizeof(float) - 1) / sizeof(float) * sizeof(float);
+    return (float *)((char *)act + off);
+}
+
+size_t cpu_matmul_act_bytes(const hfq_tensor *w, int64_t n_tokens) {
+    cpu_wkernel k;
+    if (cpu_wkernel_get(w, &k, NULL, NULL)) return 0;
+    size_t rows = act_row_bytes(&k, w->ne0) * (size_t)n_tokens;
+    if (!k.qext) return rows;
+    return (rows + sizeof(float) - 1) / sizeof(float) * sizeof(float) + (size_t)n_tokens * sizeof(float);
+}
+
+void cpu_row_to_f32(const hfq_tensor *t, int64_t row, float *y) {
+    const char *src = (const char *)t->data + (size_t)row * t->row_bytes;
+    const int64_t n = t->ne0;
+    if (t->qext == HFQ_QEXT_INT8) {
+        const int64_t g = t->scale_groups;
+        hfq_dequantize_row_int8(src, y, n, t->scale + (g ? row * g : 0), g ? n / g : 0);
+        return;
+    }
+    if (t->qext) {
+        hfq_dequantize_row_fp8(fp8_format(t->qext), src, y, n, t->scale[t->scale_groups ? row : 0]);
+        return;
+    }
+    cpu_wkernel k;
+    if (cpu_wkernel_get(t, &k, NULL, NULL)) return;
+    k.w->dequantize(src, y, n);
+    if (t->scale)
+        for (int64_t i = 0; i < n; i++) y[i] *= t->scale[0];
+}
+
+/* Activation row x quantized for an I8 weight: the weight's encoding, with
+ * its static input scale or the token's own (amax / largest code). */
+static void quantize_qext_act(const hfq_tensor *w, const float *x, void *a, float *scale) {
+    const int64_t n = w->ne0;
+    if (w->qext == HFQ_QEXT_INT8) {
+        if (w->input_scale) hfq_quantize_int8_static(x, a, 1, n, *scale = *w->input_scale);
+        else hfq_quantize_int8(x, a, 1, n, NULL, scale, 0);
+    } else {
+        if (w->input_scale) hfq_quantize_fp8_static(fp8_format(w->qext), x, a, 1, n, *scale = *w->input_scale);
+        else hfq_quantize_fp8(fp8_format(w->qext), x, a, 1, n, NULL, scale);
+    }
+}
+
+/* Weight row r (I8) times activation row a with scale a_scale. INT8 as
+ * hfq_dot_int8_int8 computes it, bit for bit: exact integer dots per scale
+ * group (here with SIMD), then the same float steps. */
+static float dot_qext(const hfq_tensor *w, int64_t r, const void *a, float a_scale, const cpu_vec_kernels *vk) {
+    const void *wr = (const char *)w->data + (size_t)r * w->row_bytes;
+    const int64_t n = w->ne0, g = w->scale_groups;
+    if (w->qext == HFQ_QEXT_INT8) {
+        const int64_t len = g ? n / g : n;
+        const float *scales = w->scale + (g ? r * g : 0);
+        float sum = 0.0f;
+        for (int64_t k = 0; k * len < n; k++)
+            sum += scales[k] * (float)vk->dot_i8((const int8_t *)wr + k * len, (const int8_t *)a + k * len, len);
+        return sum * a_scale;
+    }
+    const hfq_fp8_format f = fp8_format(w->qext);
+    return hfq_dot_fp8_fp8(f, wr, w->scale[g ? r : 0], f, a, a_scale, n);
+}
+
+/* The products of a tile: weight rows r0..r0+nr-1, activation rows t0..t0+nc-1. */
+typedef struct product {
+    const hfq_tensor *w;
+    cpu_wkernel k;
+    const char *a;          /* activation rows, a_stride bytes apart */
+    size_t a_stride;
+    const float *a_scales;  /* I8 activations: per token */
+    cpu_vec_kernels vk;
+    float *y;
+} product;
+
+static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
+    const hfq_tensor *w = p->w;
+    const char *wt = (const char *)w->data + (size_t)r0 * w->row_bytes, *at = p->a + (size_t)t0 * p->a_stride;
+    float *out = p->y + t0 * w->ne1 + r0;
+    if (p->k.tile) {
+        p->k.tile(w->ne0, wt, w->row_bytes, nr, at, p->a_stride, nc, out, (size_t)w->ne1);
+        return;
+    }
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < nr; r++)
+            out[c * w->ne1 + r] = p->k.qext ? dot_qext(w, r0 + r, at + c * p->a_stride, p->a_scales[t0 + c], &p->vk)
+                                            : p->k.dot(wt + r * w->row_bytes, at + c * p->a_stride, w->ne0);
+}
+
+void cpu_matmul(int n_threads, void *act, float *restrict y, const hfq_tensor *w, const float *restrict bias,
+                const float *restrict x, int64_t n_tokens) {
+    product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float),
+                 .vk = cpu_vec_kernels_get(true), .y = y};
+    if (cpu_wkernel_get(w, &p.k, NULL, NULL)) return;
+    const int64_t n_in = w->ne0, n_out = w->ne1;
+    const int64_t macs = n_in * n_out * n_tokens;
+    const size_t row_bytes = act_row_bytes(&p.k, n_in);
+    if (row_bytes) {
+        float *scales = p.k.qext ? act_scales(act, row_bytes, n_tokens) : NULL;
+        const bool parallel = n_tokens > 1 && n_in * n_tokens >= PARALLEL_MIN_MACS / 4;
+        #pragma omp parallel for num_threads(n_threads) schedule(static) if (parallel)
+        for (int64_t t = 0; t < n_tokens; t++) {
+            void *row = (char *)act + (size_t)t * row_bytes;
+            if (p.k.qext) quantize_qext_act(w, x + t * n_in, row, &scales[t]);
+            else p.k.act->quantize_row(x + t * n_in, row, n_in);
+        }
+        p.a = act;
+        p.a_stride = row_bytes;
+        p.a_scales = scales;
+    }
+    const int64_t n_row_tiles = (n_out + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS;
+    const int64_t n_token_blocks = (n_tokens + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
+    #pragma omp parallel for collapse(2) num_threads(n_threads) schedule(static) if (macs >= PARALLEL_MIN_MACS)
+    for (int64_t tb = 0; tb < n_token_blocks; tb++)
+        for (int64_t rt = 0; rt < n_row_tiles; rt++) {
+            const int64_t r0 = rt * CPU_TILE_ROWS;
+            const int nr = (int)(n_out - r0 < CPU_TILE_ROWS ? n_out - r0 : CPU_TILE_ROWS);
+            const int64_t t_end = (tb + 1) * TOKEN_BLOCK < n_tokens ? (tb + 1) * TOKEN_BLOCK : n_tokens;
+            for (int64_t t0 = tb * TOKEN_BLOCK; t0 < t_end; t0 += CPU_TILE_COLS)
+                tile(&p, r0, nr, t0, (int)(t_end - t0 < CPU_TILE_COLS ? t_end - t0 : CPU_TILE_COLS));
+        }
+    if (w->scale && !w->qext) {   /* a per-tensor factor (I8 scales are inside the dots) */
+        const float scale = *w->scale;
+        for (int64_t i = 0; i < n_tokens * n_out; i++) y[i] *= scale;
+    }
+    if (bias)
+        for (int64_t t = 0; t < n_tokens; t++)
+            for (int64_t o = 0; o < n_out; o++) y[t * n_out + o] += bias[o];
+}

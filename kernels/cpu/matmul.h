@@ -1,0 +1,58 @@
+/* matmul.h - CPU products of stored weight rows with activation rows.
+ *
+ * As ggml's CPU backend does, each weight format names the format its
+ * activation rows are quantized to once per batch (quant/qtype.h
+ * vec_dot_type: F16 weights dot F16 activations, Q4_K weights Q8_K ones, F32
+ * stays F32), then every weight row is dotted with every activation row.
+ * F32/F16/BF16 use SIMD tiles of up to CPU_TILE_ROWS weight rows x
+ * CPU_TILE_COLS activation rows; the other formats their traits' vec_dot.
+ * INT8/FP8 weights (I8 codes with scales, docs/format-quant-ext.md) take
+ * activations quantized per token (or with a static input scale) to their
+ * encoding, W8A8, and the dots of quant/int8.h and quant/fp8.h. A
+ * result never depends on the tile it was computed in: batched and
+ * single-token products agree bit for bit, whatever the thread count.
+ */
+#ifndef HFQ_KERNELS_CPU_MATMUL_H
+#define HFQ_KERNELS_CPU_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/error.h"
+#include "kernels/model.h"
+#include "quant/qtype.h"
+
+#define CPU_TILE_ROWS 4
+#define CPU_TILE_COLS 3
+
+/* out[c * out_stride + r] = dot(w row r, a row c), rows n values long,
+ * for r < nr <= CPU_TILE_ROWS and c < nc <= CPU_TILE_COLS. */
+typedef void (*cpu_tile_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
+                            size_t a_stride, int nc, float *out, size_t out_stride);
+
+typedef struct cpu_wkernel {
+    const hfq_qtype_traits *w;     /* the weight's format (NULL for I8 codes) */
+    const hfq_qtype_traits *act;   /* its activation format; F32: used as given */
+    cpu_tile_fn tile;              /* NULL: `dot` (or the I8 dot) one pair at a time */
+    hfq_vec_dot_fn dot;            /* w->vec_dot, or its SIMD twin (quant_kernels.h) */
+    hfq_qext qext;                 /* I8 codes: activations quantized per token to the same encoding */
+} cpu_wkernel;
+
+/* Fills *k for weight w on this CPU; returns -1 (err naming `where` and the
+ * tensor) when its type cannot be multiplied by or the row length does not
+ * fit the activation format's blocks. */
+int cpu_wkernel_get(const hfq_tensor *w, cpu_wkernel *k, const char *where, hfq_error *err);
+
+/* Row `row` of matrix t as floats, scales applied ([t->ne0] values). */
+void cpu_row_to_f32(const hfq_tensor *t, int64_t row, float *y);
+
+/* Bytes cpu_matmul needs in `act` for n_tokens rows of the weight's input. */
+size_t cpu_matmul_act_bytes(const hfq_tensor *w, int64_t n_tokens);
+
+/* y[t] = W x[t] * scale (+ bias), scale = *w->scale when set: x [n_tokens][w->ne0] -> y [n_tokens][w->ne1], on up
+ * to n_threads OpenMP threads; act is scratch of cpu_matmul_act_bytes. The
+ * weight must have passed cpu_wkernel_get. */
+void cpu_matmul(int n_threads, void *act, float *y, const hfq_tensor *w, const float *bias, const float *x,
+                int64_t n_tokens);
+
+#endif

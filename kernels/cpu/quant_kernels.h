@@ -1,0 +1,13 @@
+/* quant_kernels.h - AVX2 versions of some quant/qtype.h vec_dots, equal to
+ * them bit for bit: the integer dot products are exact whatever their order,
+ * and the float steps around them are the reference's, in its order. */
+#ifndef HFQ_KERNELS_CPU_QUANT_KERNELS_H
+#define HFQ_KERNELS_CPU_QUANT_KERNELS_H
+
+#include "quant/qtype.h"
+
+/* The SIMD vec_dot for weights of format t (Q8_0, Q4_0, Q4_K, Q6_K) when the
+ * CPU has AVX2, else NULL (use the traits' own). */
+hfq_vec_dot_fn cpu_quant_vec_dot(hfq_qtype t);
+
+#endif

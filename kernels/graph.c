@@ -1,0 +1,224 @@
+/* graph.c - the Llama forward pass, written once over the ops table.
+ *
+ * Shapes: T = tokens in the batch, E = n_embd, Q = n_head * head_dim,
+ * KV = n_head_kv * head_dim, F = n_ff, V = n_vocab.
+ */
+#include "kernels/graph.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+
+struct hfq_context {
+    const hfq_model *model;
+    const hfq_hparams *hp;
+    const hfq_ops *ops;
+    hfq_backend *be;
+    int64_t n_ctx, n_batch, n_past;
+    hfq_observer_fn observer;
+    void *observer_user;
+    hfq_rope rope;
+    hfq_attn attn;
+
+    /* backend buffers, allocated once */
+    float *x;          /* [T][E]   residual stream */
+    float *xn;         /* [T][E]   normalized input of a block */
+    float *q;          /* [T][Q] */
+    float *k, *v;      /* [T][KV] */
+    float *att;        /* [T][Q]   attention output, before attn_output */
+    float *gate, *up;  /* [T][F] */
+    float *proj;       /* [T][E]   output of attn_output / ffn_down */
+    float *logits;     /* [T][V] */
+    float *cos_sin;    /* [n_ctx][n_rot/2][2] */
+    float **k_cache;   /* [n_layer] -> n_ctx * KV, layout the backend's */
+    float **v_cache;
+};
+
+/* Angles in double: pos * freq_scale * base^(-2i/n_rot) / factor_i. */
+static void fill_rope_table(float *cs, const hfq_hparams *hp, const float *factors, int64_t n_ctx) {
+    const int64_t n_pairs = hp->n_rot / 2;
+    for (int64_t i = 0; i < n_pairs; i++) {
+        double freq = hp->rope_freq_scale * pow((double)hp->rope_freq_base, -2.0 * (double)i / (double)hp->n_rot);
+        if (factors) freq /= factors[i];
+        for (int64_t pos = 0; pos < n_ctx; pos++) {
+            double theta = (double)pos * freq;
+            cs[(pos * n_pairs + i) * 2 + 0] = (float)cos(theta);
+            cs[(pos * n_pairs + i) * 2 + 1] = (float)sin(theta);
+        }
+    }
+}
+
+static int alloc_buffers(hfq_context *c, hfq_error *err) {
+    const hfq_hparams *hp = c->hp;
+    const size_t T = (size_t)c->n_batch, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
+                 KV = (size_t)(hp->n_head_kv * hp->head_dim), F = (size_t)hp->n_ff, V = (size_t)hp->n_vocab;
+    struct { float **buf; size_t n; } bufs[] = {
+        {&c->x, T * E}, {&c->xn, T * E}, {&c->q, T * Q}, {&c->k, T * KV}, {&c->v, T * KV},
+        {&c->att, T * Q}, {&c->gate, T * F}, {&c->up, T * F}, {&c->proj, T * E}, {&c->logits, T * V},
+        {&c->cos_sin, (size_t)c->n_ctx * (size_t)hp->n_rot},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (!(*bufs[i].buf = c->ops->alloc(c->be, bufs[i].n))) goto oom;
+    c->k_cache = calloc((size_t)hp->n_layer, sizeof *c->k_cache);
+    c->v_cache = calloc((size_t)hp->n_layer, sizeof *c->v_cache);
+    if (!c->k_cache || !c->v_cache) goto oom;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (!(c->k_cache[il] = c->ops->alloc(c->be, (size_t)c->n_ctx * KV)) ||
+            !(c->v_cache[il] = c->ops->alloc(c->be, (size_t)c->n_ctx * KV)))
+            goto oom;
+    return 0;
+oom:
+    return hfq_fail(err, hfq_model_path(c->model), "out of memory for a context of %lld positions",
+                    (long long)c->n_ctx);
+}
+
+static int init_rope(hfq_context *c, hfq_error *err) {
+    const hfq_hparams *hp = c->hp;
+    size_t n = (size_t)c->n_ctx * (size_t)hp->n_rot;
+    float *host = malloc(n * sizeof *host);
+    if (!host) return hfq_fail(err, hfq_model_path(c->model), "out of memory for the rope table");
+    fill_rope_table(host, hp, hfq_model_rope_factors(c->model), c->n_ctx);
+    c->ops->upload(c->be, c->cos_sin, host, n);
+    free(host);
+    c->rope = (hfq_rope){.mode = hp->rope_mode, .n_rot = hp->n_rot, .head_dim = hp->head_dim,
+                         .cos_sin = c->cos_sin};
+    c->attn = (hfq_attn){.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+                         .scale = (float)(1.0 / sqrt((double)hp->head_dim))};
+    return 0;
+}
+
+hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hfq_error *err) {
+    const hfq_hparams *hp = hfq_model_hparams(m);
+    const char *path = hfq_model_path(m);
+    int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : hp->n_ctx_train;
+    int64_t n_batch = p->n_batch > 0 ? p->n_batch : (n_ctx < 512 ? n_ctx : 512);
+    if (n_ctx > ((int64_t)1 << 24)) {
+        hfq_fail(err, path, "context of %lld positions is too large", (long long)n_ctx);
+        return NULL;
+    }
+    if (n_batch > n_ctx) n_batch = n_ctx;
+    hfq_context *c = calloc(1, sizeof *c);
+    if (!c) {
+        hfq_fail(err, path, "out of memory");
+        return NULL;
+    }
+    c->model = m;
+    c->hp = hp;
+    c->ops = p->ops ? p->ops : hfq_cpu_ops();
+    c->n_ctx = n_ctx;
+    c->n_batch = n_batch;
+    hfq_backend_params bp = {.n_threads = p->n_threads, .max_tokens = n_batch, .n_ctx = n_ctx};
+    if (!(c->be = c->ops->create(m, &bp, err)) || alloc_buffers(c, err) || init_rope(c, err)) {
+        hfq_context_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void hfq_context_free(hfq_context *c) {
+    if (!c) return;
+    if (c->be) {
+        float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->att, c->gate, c->up, c->proj, c->logits, c->cos_sin};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            if (bufs[i]) c->ops->release(c->be, bufs[i]);
+        for (int64_t il = 0; il < c->hp->n_layer; il++) {
+            if (c->k_cache && c->k_cache[il]) c->ops->release(c->be, c->k_cache[il]);
+            if (c->v_cache && c->v_cache[il]) c->ops->release(c->be, c->v_cache[il]);
+        }
+        c->ops->destroy(c->be);
+    }
+    free(c->k_cache);
+    free(c->v_cache);
+    free(c);
+}
+
+int64_t hfq_context_n_ctx(const hfq_context *c) { return c->n_ctx; }
+int64_t hfq_context_n_batch(const hfq_context *c) { return c->n_batch; }
+int64_t hfq_context_n_past(const hfq_context *c) { return c->n_past; }
+void hfq_context_reset(hfq_context *c) { c->n_past = 0; }
+
+void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user) {
+    c->observer = fn;
+    c->observer_user = user;
+}
+
+/* y = W x, telling the observer about x first.   x: [T][W.ne0] -> y: [T][W.ne1] */
+static void linear(hfq_context *c, float *y, const hfq_tensor *w, const hfq_tensor *bias, const float *x,
+                   int64_t T) {
+    if (c->observer) c->observer(c->observer_user, w->name, x, T, w->ne0);
+    c->ops->matmul(c->be, y, w, bias->data ? bias : NULL, x, T);
+}
+
+static const hfq_tensor no_bias;
+
+/* One batch of T tokens at positions pos0..pos0+T-1; logits of the last
+ * n_out tokens go to `logits` ([n_out][V]). */
+static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int64_t pos0, int64_t n_out,
+                          float *logits) {
+    const hfq_ops *ops = c->ops;
+    hfq_backend *be = c->be;
+    const hfq_hparams *hp = c->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff;
+
+    ops->embed(be, c->x, hfq_model_tok_embd(c->model), tokens, T);          /* x: [T][E] */
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const hfq_layer *l = hfq_model_layer(c->model, il);
+
+        /* attention block */
+        ops->rmsnorm(be, c->xn, c->x, &l->attn_norm, T, hp->rms_eps);       /* xn: [T][E] */
+        linear(c, c->q, &l->wq, &l->bq, c->xn, T);                         /* q: [T][Q] */
+        linear(c, c->k, &l->wk, &l->bk, c->xn, T);                         /* k: [T][KV] */
+        linear(c, c->v, &l->wv, &l->bv, c->xn, T);                         /* v: [T][KV] */
+        ops->rope(be, c->q, T, hp->n_head, pos0, &c->rope);
+        ops->rope(be, c->k, T, hp->n_head_kv, pos0, &c->rope);
+        ops->attention(be, c->att, c->q, c->k, c->v, c->k_cache[il], c->v_cache[il], pos0, T,
+                       &c->attn);                                          /* att: [T][Q] */
+        linear(c, c->proj, &l->wo, &no_bias, c->att, T);                   /* proj: [T][E] */
+        ops->add(be, c->x, c->proj, (size_t)(T * E));
+
+        /* feed-forward block: down(silu(gate(xn)) * up(xn)) */
+        ops->rmsnorm(be, c->xn, c->x, &l->ffn_norm, T, hp->rms_eps);        /* xn: [T][E] */
+        linear(c, c->gate, &l->w_gate, &no_bias, c->xn, T);                /* gate: [T][F] */
+        linear(c, c->up, &l->w_up, &no_bias, c->xn, T);                    /* up: [T][F] */
+        ops->swiglu(be, c->gate, c->up, (size_t)(T * F));                   /* gate: [T][F] */
+        linear(c, c->proj, &l->w_down, &no_bias, c->gate, T);              /* proj: [T][E] */
+        ops->add(be, c->x, c->proj, (size_t)(T * E));
+    }
+    if (n_out == 0) return;
+    const float *last = c->x + (T - n_out) * E;                             /* [n_out][E] */
+    ops->rmsnorm(be, c->xn, last, hfq_model_output_norm(c->model), n_out, hp->rms_eps);
+    linear(c, c->logits, hfq_model_output(c->model), &no_bias, c->xn, n_out); /* logits: [n_out][V] */
+    ops->download(be, logits, c->logits, (size_t)(n_out * hp->n_vocab));
+}
+
+int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t n_logits, float *logits,
+                hfq_error *err) {
+    const char *path = hfq_model_path(c->model);
+    const int64_t n_vocab = c->hp->n_vocab;
+    if (n_tokens <= 0) return hfq_fail(err, path, "no tokens to evaluate");
+    if (n_tokens > c->n_ctx - c->n_past)
+        return hfq_fail(err, path, "%lld tokens do not fit after %lld in a context of %lld", (long long)n_tokens,
+                        (long long)c->n_past, (long long)c->n_ctx);
+    if (n_logits < 0 || n_logits > n_tokens)
+        return hfq_fail(err, path, "logits of %lld tokens asked for %lld tokens", (long long)n_logits,
+                        (long long)n_tokens);
+    for (int64_t i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return hfq_fail(err, path, "token id %d at %lld is outside the vocabulary [0, %lld)", (int)tokens[i],
+                            (long long)i, (long long)n_vocab);
+    if (n_logits > 0 && !logits) return hfq_fail(err, path, "no buffer for the logits");
+    if (c->observer && !c->ops->host_visible)
+        return hfq_fail(err, path, "the %s backend cannot show activations to an observer", c->ops->name);
+    const int64_t first_out = n_tokens - n_logits;  /* first token whose logits are asked for */
+    for (int64_t done = 0; done < n_tokens; done += c->n_batch) {
+        int64_t T = n_tokens - done < c->n_batch ? n_tokens - done : c->n_batch;
+        int64_t n_out = done + T - (first_out > done ? first_out : done);
+        if (n_out < 0) n_out = 0;
+        float *out = n_out ? logits + (done + T - n_out - first_out) * n_vocab : NULL;
+        forward_batch(c, tokens + done, T, c->n_past, n_out, out);
+        c->n_past += T;
+    }
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* graph.h - the forward pass of a Llama-family model over a backend (ops.h).
+ *
+ * A context holds everything one sequence needs: the KV cache for n_ctx
+ * positions, the activation buffers for n_batch tokens and the rope table,
+ * all allocated once in hfq_context_new. hfq_forward appends tokens to the
+ * sequence (positions n_past, n_past+1, ...), splitting them into batches of
+ * at most n_batch, and returns logits as F32.
+ */
+#ifndef HFQ_KERNELS_GRAPH_H
+#define HFQ_KERNELS_GRAPH_H
+
+#include <stdint.h>
+
+#include "formats/error.h"
+#include "kernels/model.h"
+#include "kernels/ops.h"
+
+typedef struct hfq_context hfq_context;
+
+/* Called at the input of every linear layer, before it is multiplied:
+ * weight_name is the GGUF name of the weight ("blk.3.attn_q.weight",
+ * "output.weight", or "token_embd.weight" when the output is tied), x the
+ * activation rows [n_tokens][n_in] (host memory, valid during the call only).
+ * q, k and v share one input and are reported once each. The output layer
+ * sees only the rows whose logits are computed. */
+typedef void (*hfq_observer_fn)(void *user, const char *weight_name, const float *x, int64_t n_tokens,
+                                int64_t n_in);
+
+typedef struct hfq_context_params {
+    int64_t n_ctx;          /* positions; <= 0: the model's context_length */
+    int64_t n_batch;        /* tokens per batch; <= 0: min(n_ctx, 512) */
+    int n_threads;          /* <= 0: all available */
+    const hfq_ops *ops;     /* NULL: the CPU backend */
+} hfq_context_params;
+
+hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hfq_error *err);
+void hfq_context_free(hfq_context *c);
+
+int64_t hfq_context_n_ctx(const hfq_context *c);
+int64_t hfq_context_n_batch(const hfq_context *c);
+int64_t hfq_context_n_past(const hfq_context *c);   /* tokens in the KV cache */
+/* Forgets the sequence: the next token goes to position 0. */
+void hfq_context_reset(hfq_context *c);
+/* fn NULL: no observer. */
+void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user);
+
+/* Runs tokens[0..n_tokens) at positions n_past.., then n_past += n_tokens,
+ * and writes the logits of the last n_logits tokens (0..n_tokens: 0 only
+ * fills the KV cache, 1 the next-token logits, n_tokens all) to logits,
+ * [n_logits][n_vocab]. Fails, changing nothing, when a token id is out of
+ * range, the tokens do not fit in the context or n_logits is out of range. */
+int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t n_logits, float *logits,
+                hfq_error *err);
+
+#endif

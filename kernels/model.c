@@ -1,0 +1,304 @@
+#include "kernels/model.h"
+#include "kernels/model_priv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/ggml_type.h"
+
+/* Far above any real model, low enough that products of two stay in int64. */
+#define MAX_DIM ((int64_t)1 << 24)
+
+struct hfq_model {
+    hfq_hparams hp;
+    char *path;
+    gguf_file *gguf;          /* owned when loaded from a file */
+    void (*close_gguf)(gguf_file *f);
+    hfq_tensor tok_embd;
+    hfq_tensor output_norm;
+    hfq_tensor output;
+    hfq_tensor rope_factors;  /* data NULL when absent */
+    hfq_layer *layers;        /* [n_layer] */
+};
+
+typedef struct binder {
+    const hfq_tensor_source *src;
+    const char *where;
+    hfq_error *err;
+} binder;
+
+static int check_hparams(const hfq_hparams *hp, const char *where, hfq_error *err) {
+    const struct { const char *name; int64_t v; } dims[] = {
+        {"embedding_length", hp->n_embd}, {"feed_forward_length", hp->n_ff},
+        {"block_count", hp->n_layer}, {"attention.head_count", hp->n_head},
+        {"attention.head_count_kv", hp->n_head_kv}, {"attention.key_length", hp->head_dim},
+        {"rope.dimension_count", hp->n_rot}, {"context_length", hp->n_ctx_train},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].v <= 0 || dims[i].v > MAX_DIM)
+            return hfq_fail(err, where, "%s = %lld is out of range [1, %lld]", dims[i].name,
+                            (long long)dims[i].v, (long long)MAX_DIM);
+    if (hp->n_head % hp->n_head_kv != 0)
+        return hfq_fail(err, where, "attention.head_count %lld is not a multiple of head_count_kv %lld",
+                        (long long)hp->n_head, (long long)hp->n_head_kv);
+    if (hp->n_head * hp->head_dim > MAX_DIM)
+        return hfq_fail(err, where, "head_count * key_length = %lld is too large",
+                        (long long)(hp->n_head * hp->head_dim));
+    if (hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim)
+        return hfq_fail(err, where, "rope.dimension_count %lld must be even and at most the head size %lld",
+                        (long long)hp->n_rot, (long long)hp->head_dim);
+    if (!(hp->rms_eps > 0.0f) || !isfinite(hp->rms_eps))
+        return hfq_fail(err, where, "attention.layer_norm_rms_epsilon %g must be positive", hp->rms_eps);
+    if (!(hp->rope_freq_base > 0.0f) || !isfinite(hp->rope_freq_base))
+        return hfq_fail(err, where, "rope.freq_base %g must be positive", hp->rope_freq_base);
+    if (!(hp->rope_freq_scale > 0.0f) || !isfinite(hp->rope_freq_scale))
+        return hfq_fail(err, where, "rope scaling factor %g must be positive", 1.0f / hp->rope_freq_scale);
+    if (hp->rope_mode != HFQ_ROPE_NORMAL && hp->rope_mode != HFQ_ROPE_NEOX)
+        return hfq_fail(err, where, "unknown rope mode %d", (int)hp->rope_mode);
+    return 0;
+}
+
+/* Looks up `name` and checks it is a [ne0] x ne1 tensor (ne1 = 0: a vector of
+ * ne0 elements). Matrices may be of any known type, vectors must be F32.
+ * Absent tensors fail unless optional (then out->data stays NULL). */
+static int bind_tensor(const binder *b, hfq_tensor *out, const char *name, int64_t ne0, int64_t ne1,
+                       bool optional) {
+    memset(out, 0, sizeof *out);
+    const gguf_tensor_info *ti = b->src->find(b->src->source, name);
+    if (!ti) {
+        if (optional) return 0;
+        return hfq_fail(b->err, b->where, "tensor '%s' is missing", name);
+    }
+    bool vector = ne1 == 0;
+    int64_t want1 = vector ? 1 : ne1;
+    if (ti->ne[0] != ne0 || ti->ne[1] != want1 || ti->ne[2] != 1 || ti->ne[3] != 1) {
+        if (vector)
+            return hfq_fail(b->err, b->where, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld]",
+                            ti->name, (long long)ti->ne[0], (long long)ti->ne[1], (long long)ti->ne[2],
+                            (long long)ti->ne[3], (long long)ne0);
+        return hfq_fail(b->err, b->where, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                        ti->name, (long long)ti->ne[0], (long long)ti->ne[1], (long long)ti->ne[2],
+                        (long long)ti->ne[3], (long long)ne0, (long long)ne1);
+    }
+    const ggml_type_info *type = ggml_type_get(ti->type);
+    if (!type) return hfq_fail(b->err, b->where, "tensor '%s' has unknown type id %u", ti->name, ti->type);
+    if (vector && ti->type != GT_F32)
+        return hfq_fail(b->err, b->where, "tensor '%s' has type %s, expected f32", ti->name, type->name);
+    int64_t row_bytes = ggml_row_size(ti->type, ne0);
+    if (row_bytes < 0)
+        return hfq_fail(b->err, b->where, "tensor '%s': row length %lld is not a multiple of the %s block size %lld",
+                        ti->name, (long long)ne0, type->name, (long long)type->block_size);
+    if (!ti->data || ti->nbytes != (uint64_t)row_bytes * (uint64_t)want1)
+        return hfq_fail(b->err, b->where, "tensor '%s' holds %llu bytes, expected %llu", ti->name,
+                        (unsigned long long)ti->nbytes, (unsigned long long)row_bytes * (unsigned long long)want1);
+    *out = (hfq_tensor){.name = ti->name, .type = ti->type, .ne0 = ne0, .ne1 = want1,
+                        .row_bytes = (size_t)row_bytes, .data = ti->data};
+    return 0;
+}
+
+/* "<base>.<suffix>" of weight "<base>.weight". */
+static const char *side_name(char *buf, size_t n, const char *weight, const char *suffix) {
+    size_t base = strlen(weight) - strlen(".weight");
+    snprintf(buf, n, "%.*s.%s", (int)base, weight, suffix);
+    return buf;
+}
+
+/* Every value of an F32 tensor is finite and at least min (min_open: above). */
+static int check_values(const binder *b, const gguf_tensor_info *ti, float min, bool min_open) {
+    const int64_t n = ti->ne[0] * ti->ne[1];
+    for (int64_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, (const char *)ti->data + i * (int64_t)sizeof v, sizeof v);
+        if (!isfinite(v) || v < min || (min_open && v == min))
+            return hfq_fail(b->err, b->where, "tensor '%s' holds %g, not a valid scale", ti->name, v);
+    }
+    return 0;
+}
+
+/* "<base>.scale": per tensor ([1]) for any matrix, the factor of its product;
+ * I8 weights must have one, per tensor or [groups][ne1] (per channel or per
+ * group along the rows; FP8: not per group). "<base>.input_scale" ([1], > 0)
+ * is read for I8 weights only (llama.cpp does not apply it to ggml types). */
+static int bind_scales(const binder *b, hfq_tensor *w) {
+    char name[96];
+    const gguf_tensor_info *ti = b->src->find(b->src->source, side_name(name, sizeof name, w->name, "scale"));
+    if (!ti) return w->qext ? hfq_fail(b->err, b->where, "tensor '%s' has no scales '%s'", w->name, name) : 0;
+    const bool per_tensor = ti->n_dims == 1 && ti->ne[0] == 1;
+    const bool per_rows = ti->ne[1] == w->ne1 && ti->ne[0] >= 1 && w->ne0 % ti->ne[0] == 0;
+    if (ti->type != GT_F32 || ti->ne[2] != 1 || ti->ne[3] != 1 || !(per_tensor || (w->qext && per_rows)) ||
+        ti->nbytes != (uint64_t)(ti->ne[0] * ti->ne[1]) * sizeof(float) || !ti->data)
+        return hfq_fail(b->err, b->where, "tensor '%s' (%s [%lld, %lld]) is not the F32 scale%s of '%s'", ti->name,
+                        ggml_type_get(ti->type) ? ggml_type_get(ti->type)->name : "?", (long long)ti->ne[0],
+                        (long long)ti->ne[1], w->qext ? "s" : " [1]", w->name);
+    if (!per_tensor && ti->ne[0] > 1 && (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2))
+        return hfq_fail(b->err, b->where, "tensor '%s': FP8 scales per group of a row are not supported", ti->name);
+    if (check_values(b, ti, w->qext ? 0.0f : -INFINITY, false)) return -1;
+    w->scale = ti->data;
+    w->scale_groups = per_tensor ? 0 : ti->ne[0];
+    if (!w->qext) return 0;
+    hfq_tensor in;
+    if (bind_tensor(b, &in, side_name(name, sizeof name, w->name, "input_scale"), 1, 0, true)) return -1;
+    if (in.data) {
+        const gguf_tensor_info *ii = b->src->find(b->src->source, name);
+        if (check_values(b, ii, 0.0f, true)) return -1;
+        w->input_scale = in.data;
+    }
+    return 0;
+}
+
+/* The I8 encoding of w, from the source's hfq.qext keys. */
+static int bind_qext(const binder *b, hfq_tensor *w) {
+    static const struct { const char *name; hfq_qext qext; } encodings[] = {
+        {"int8", HFQ_QEXT_INT8}, {"fp8_e4m3", HFQ_QEXT_FP8_E4M3}, {"fp8_e5m2", HFQ_QEXT_FP8_E5M2}};
+    const char *enc = b->src->qext ? b->src->qext(b->src->source, w->name) : NULL;
+    if (!enc) {
+        if (w->type == GT_I8)
+            return hfq_fail(b->err, b->where, "tensor '%s' has type i8 but no hfq.qext encoding", w->name);
+        return 0;
+    }
+    if (w->type != GT_I8)
+        return hfq_fail(b->err, b->where, "tensor '%s' has an hfq.qext encoding but type %s, not i8", w->name,
+                        ggml_type_get(w->type)->name);
+    for (size_t i = 0; i < sizeof encodings / sizeof encodings[0]; i++)
+        if (strcmp(enc, encodings[i].name) == 0) {
+            w->qext = encodings[i].qext;
+            return 0;
+        }
+    return hfq_fail(b->err, b->where, "tensor '%s': unknown hfq.qext encoding '%s'", w->name, enc);
+}
+
+/* A weight matrix [ne0] x ne1 with its encoding and scales. */
+static int bind_matrix(const binder *b, hfq_tensor *w, const char *name, int64_t ne0, int64_t ne1, bool optional) {
+    if (bind_tensor(b, w, name, ne0, ne1, optional)) return -1;
+    if (!w->data) return 0;
+    return bind_qext(b, w) || bind_scales(b, w) ? -1 : 0;
+}
+
+/* Tensors llama.cpp may find in a llama/qwen2 file that this runner does not
+ * compute with: refusing them beats silently ignoring part of the model. */
+static int refuse_extra(const binder *b, int64_t il) {
+    static const char *const extra[] = {"attn_output.bias", "ffn_gate.bias", "ffn_up.bias",
+                                        "ffn_down.bias", "ffn_gate_inp.weight"};
+    char name[96];
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+        snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, extra[i]);
+        if (b->src->find(b->src->source, name))
+            return hfq_fail(b->err, b->where, "tensor '%s' is not supported by the runner", name);
+    }
+    return 0;
+}
+
+static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_layer *l) {
+    const int64_t n_q = hp->n_head * hp->head_dim, n_kv = hp->n_head_kv * hp->head_dim;
+    const bool biases_required = hp->arch == HFQ_ARCH_QWEN2;
+    const struct { hfq_tensor *t; const char *suffix; int64_t ne0, ne1; bool optional; } spec[] = {
+        {&l->attn_norm, "attn_norm.weight", hp->n_embd, 0, false},
+        {&l->wq, "attn_q.weight", hp->n_embd, n_q, false},
+        {&l->wk, "attn_k.weight", hp->n_embd, n_kv, false},
+        {&l->wv, "attn_v.weight", hp->n_embd, n_kv, false},
+        {&l->bq, "attn_q.bias", n_q, 0, !biases_required},
+        {&l->bk, "attn_k.bias", n_kv, 0, !biases_required},
+        {&l->bv, "attn_v.bias", n_kv, 0, !biases_required},
+        {&l->wo, "attn_output.weight", n_q, hp->n_embd, false},
+        {&l->ffn_norm, "ffn_norm.weight", hp->n_embd, 0, false},
+        {&l->w_gate, "ffn_gate.weight", hp->n_embd, hp->n_ff, false},
+        {&l->w_up, "ffn_up.weight", hp->n_embd, hp->n_ff, false},
+        {&l->w_down, "ffn_down.weight", hp->n_ff, hp->n_embd, false},
+    };
+    char name[96];
+    for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
+        snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, spec[i].suffix);
+        int (*bind)(const binder *, hfq_tensor *, const char *, int64_t, int64_t, bool) =
+            spec[i].ne1 ? bind_matrix : bind_tensor;
+        if (bind(b, spec[i].t, name, spec[i].ne0, spec[i].ne1, spec[i].optional)) return -1;
+    }
+    return refuse_extra(b, il);
+}
+
+/* Each factor divides a rotation frequency: it must be a positive number. */
+static int check_rope_factors(const hfq_tensor *t, const char *where, hfq_error *err) {
+    for (int64_t i = 0; t->data && i < t->ne0; i++) {
+        float f;
+        memcpy(&f, (const char *)t->data + i * sizeof f, sizeof f);
+        if (!(f > 0.0f) || !isfinite(f))
+            return hfq_fail(err, where, "tensor '%s': factor %lld = %g is not a positive number", t->name,
+                            (long long)i, f);
+    }
+    return 0;
+}
+
+hfq_model *hfq_model_bind(const hfq_hparams *hp, const hfq_tensor_source *src, hfq_error *err) {
+    const char *where = src->where ? src->where : "model";
+    hfq_hparams h = *hp;
+    h.n_vocab = 1;  /* checked below, once token_embd is known */
+    if (check_hparams(&h, where, err)) return NULL;
+    hfq_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = strdup(where)) || !(m->layers = calloc((size_t)h.n_layer, sizeof *m->layers))) {
+        hfq_model_free(m);
+        hfq_fail(err, where, "out of memory");
+        return NULL;
+    }
+    binder b = {src, m->path, err};
+    const gguf_tensor_info *te = src->find(src->source, "token_embd.weight");
+    if (!te) {
+        hfq_fail(err, where, "tensor 'token_embd.weight' is missing");
+        goto fail;
+    }
+    h.n_vocab = te->ne[1];
+    if (h.n_vocab <= 0 || h.n_vocab > MAX_DIM) {
+        hfq_fail(err, where, "tensor 'token_embd.weight': vocabulary size %lld is out of range",
+                 (long long)h.n_vocab);
+        goto fail;
+    }
+    m->hp = h;
+    if (bind_matrix(&b, &m->tok_embd, "token_embd.weight", h.n_embd, h.n_vocab, false) ||
+        bind_tensor(&b, &m->output_norm, "output_norm.weight", h.n_embd, 0, false) ||
+        bind_matrix(&b, &m->output, "output.weight", h.n_embd, h.n_vocab, true) ||
+        bind_tensor(&b, &m->rope_factors, "rope_freqs.weight", h.n_rot / 2, 0, true))
+        goto fail;
+    if (!m->output.data) m->output = m->tok_embd;
+    if (check_rope_factors(&m->rope_factors, m->path, err)) goto fail;
+    for (int64_t il = 0; il < h.n_layer; il++)
+        if (bind_layer(&b, &h, il, &m->layers[il])) goto fail;
+    return m;
+fail:
+    hfq_model_free(m);
+    return NULL;
+}
+
+void hfq_model_free(hfq_model *m) {
+    if (!m) return;
+    if (m->gguf) m->close_gguf(m->gguf);
+    free(m->layers);
+    free(m->path);
+    free(m);
+}
+
+void hfq_model_adopt_file(hfq_model *m, gguf_file *f, void (*close_gguf)(gguf_file *f)) {
+    m->gguf = f;
+    m->close_gguf = close_gguf;
+}
+
+const hfq_hparams *hfq_model_hparams(const hfq_model *m) { return &m->hp; }
+const char *hfq_model_path(const hfq_model *m) { return m->path; }
+const gguf_file *hfq_model_gguf(const hfq_model *m) { return m->gguf; }
+const hfq_tensor *hfq_model_tok_embd(const hfq_model *m) { return &m->tok_embd; }
+const hfq_tensor *hfq_model_output(const hfq_model *m) { return &m->output; }
+const hfq_tensor *hfq_model_output_norm(const hfq_model *m) { return &m->output_norm; }
+const hfq_layer *hfq_model_layer(const hfq_model *m, int64_t il) { return &m->layers[il]; }
+const float *hfq_model_rope_factors(const hfq_model *m) { return m->rope_factors.data; }
+
+int hfq_model_each_matrix(const hfq_model *m, int (*fn)(void *user, const hfq_tensor *t), void *user) {
+    int rc;
+    if ((rc = fn(user, &m->tok_embd))) return rc;
+    if (m->output.data != m->tok_embd.data && (rc = fn(user, &m->output))) return rc;
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const hfq_layer *l = &m->layers[il];
+        const hfq_tensor *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            if ((rc = fn(user, mats[i]))) return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,132 @@
+/* model.h - a Llama-family model (llama, qwen2) bound to its weights.
+ *
+ * The weights are never copied: every hfq_tensor points into the GGUF file's
+ * read-only mapping (or, for tests, into memory the caller owns). Binding
+ * checks everything the forward pass relies on: hyper-parameters in range,
+ * every tensor present with the exact shape, matrices of a known ggml type,
+ * norms, biases and rope factors in F32. Failures are one line naming the
+ * file and the tensor or key.
+ *
+ * Whether a backend can compute with a given weight type is checked when a
+ * context is created (graph.h), not here.
+ */
+#ifndef HFQ_KERNELS_MODEL_H
+#define HFQ_KERNELS_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/error.h"
+#include "formats/gguf.h"
+
+typedef enum hfq_arch {
+    HFQ_ARCH_LLAMA,   /* rope on interleaved pairs (2i, 2i+1) */
+    HFQ_ARCH_QWEN2,   /* NeoX rope on pairs (i, i + n_rot/2); q/k/v biases */
+} hfq_arch;
+
+typedef enum hfq_rope_mode {
+    HFQ_ROPE_NORMAL,  /* pairs (2i, 2i+1): GGUF q/k rows are un-permuted */
+    HFQ_ROPE_NEOX,    /* pairs (i, i + n_rot/2) */
+} hfq_rope_mode;
+
+/* Encodings of I8 weight codes (hfq.qext.<name> keys, docs/format-quant-ext.md). */
+typedef enum hfq_qext {
+    HFQ_QEXT_NONE = 0,      /* a ggml type */
+    HFQ_QEXT_INT8,
+    HFQ_QEXT_FP8_E4M3,
+    HFQ_QEXT_FP8_E5M2,
+} hfq_qext;
+
+/* One weight as stored: a matrix of ne1 rows of ne0 elements (vectors have
+ * ne1 = 1), rows row_bytes apart, in ggml type `type`. */
+typedef struct hfq_tensor {
+    const char *name;
+    uint32_t type;          /* enum ggml_type_id */
+    int64_t ne0, ne1;
+    size_t row_bytes;
+    const void *data;       /* host memory: the file mapping */
+    /* Matrices only. "<base>.scale" (F32): NULL when absent; scale_groups 0:
+     * one value for the whole tensor (the product's factor, e.g. NVFP4's
+     * global scale, as llama.cpp applies it); otherwise [ne1][scale_groups],
+     * each row's scales for scale_groups equal groups of values (I8 codes). */
+    const float *scale;
+    int64_t scale_groups;
+    hfq_qext qext;          /* I8 tensors: how the codes encode values */
+    /* "<base>.input_scale" (F32 [1], > 0): I8 weights quantize their
+     * activations with this one scale instead of each token's; NULL: absent. */
+    const float *input_scale;
+} hfq_tensor;
+
+typedef struct hfq_hparams {
+    hfq_arch arch;
+    int64_t n_vocab;        /* rows of token_embd.weight */
+    int64_t n_embd;
+    int64_t n_ff;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;      /* divides n_head (GQA) */
+    int64_t head_dim;       /* attention.key_length, default n_embd / n_head */
+    int64_t n_rot;          /* rope.dimension_count, even, <= head_dim */
+    int64_t n_ctx_train;    /* context_length */
+    float rms_eps;
+    float rope_freq_base;
+    float rope_freq_scale; /* 1 / linear scaling factor; 1 when unscaled */
+    hfq_rope_mode rope_mode;
+} hfq_hparams;
+
+typedef struct hfq_layer {
+    hfq_tensor attn_norm;                   /* [n_embd] F32 */
+    hfq_tensor wq, wk, wv;                  /* [n_embd] -> [n_head*hd], [n_head_kv*hd] x2 */
+    hfq_tensor bq, bk, bv;                  /* biases (qwen2); data NULL when absent */
+    hfq_tensor wo;                          /* [n_head*hd] -> [n_embd] */
+    hfq_tensor ffn_norm;                    /* [n_embd] F32 */
+    hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] */
+    hfq_tensor w_down;                      /* [n_ff] -> [n_embd] */
+} hfq_layer;
+
+typedef struct hfq_model hfq_model;
+
+/* Where binding finds tensors. */
+typedef struct hfq_tensor_source {
+    const void *source;
+    const char *where;      /* names the source in error messages (the file path) */
+    /* The tensor named `name`, or NULL when the source has none. */
+    const gguf_tensor_info *(*find)(const void *source, const char *name);
+    /* The hfq.qext encoding of tensor `name` ("int8", "fp8_e4m3", "fp8_e5m2"),
+     * or NULL when it has none; the callback may be NULL (no encodings). */
+    const char *(*qext)(const void *source, const char *name);
+} hfq_tensor_source;
+
+/* Binds a model to the tensors of a source for the given hyper-parameters
+ * (n_vocab is taken from token_embd.weight). Tensors the model does not use
+ * are ignored. Returns NULL with err filled on any problem. */
+hfq_model *hfq_model_bind(const hfq_hparams *hp, const hfq_tensor_source *src, hfq_error *err);
+
+/* Loads a model from a GGUF file (general.architecture "llama" or "qwen2",
+ * llama.cpp's keys and tensor names). The file stays mapped until
+ * hfq_model_free. */
+hfq_model *hfq_model_load(const char *path, hfq_error *err);
+
+void hfq_model_free(hfq_model *m);
+
+const hfq_hparams *hfq_model_hparams(const hfq_model *m);
+const char *hfq_model_path(const hfq_model *m);
+/* The GGUF file the model was loaded from (its tokenizer and metadata);
+ * NULL for a bound model. */
+const gguf_file *hfq_model_gguf(const hfq_model *m);
+
+const hfq_tensor *hfq_model_tok_embd(const hfq_model *m);   /* [n_embd] x n_vocab */
+const hfq_tensor *hfq_model_output(const hfq_model *m);     /* token_embd when tied */
+const hfq_tensor *hfq_model_output_norm(const hfq_model *m);
+const hfq_layer *hfq_model_layer(const hfq_model *m, int64_t il);
+/* Per-pair rope frequency divisors ([n_rot/2] F32, llama3 scaling), or NULL. */
+const float *hfq_model_rope_factors(const hfq_model *m);
+
+/* Every matrix the forward pass multiplies by, for backends that check or
+ * prepare weight types: calls fn once per distinct tensor; stops at and
+ * returns the first non-zero value fn returns. */
+int hfq_model_each_matrix(const hfq_model *m, int (*fn)(void *user, const hfq_tensor *t),
+                          void *user);
+
+#endif

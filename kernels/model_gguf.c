@@ -1,0 +1,184 @@
+/* model_gguf.c - hyper-parameters from a GGUF file's metadata (llama.cpp's
+ * keys and defaults), then binding to its tensors (model.c). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "formats/ggml_type.h"
+#include "kernels/model.h"
+#include "kernels/model_priv.h"
+
+typedef struct keys {
+    const gguf_file *f;
+    const char *arch;
+    hfq_error *err;
+} keys;
+
+/* Index of "{arch}.suffix", or -1 when absent. */
+static int64_t find(const keys *k, const char *suffix, char *key, size_t key_size) {
+    snprintf(key, key_size, "%s.%s", k->arch, suffix);
+    return gguf_find_key(k->f, key);
+}
+
+/* Index of "{arch}.suffix" in *i: returns 1 when present, 0 when absent and
+ * optional, -1 (error) when absent and required. */
+static int locate(const keys *k, const char *suffix, bool optional, int64_t *i) {
+    char key[128];
+    if ((*i = find(k, suffix, key, sizeof key)) >= 0) return 1;
+    return optional ? 0 : hfq_fail(k->err, gguf_path(k->f), "key '%s' is missing", key);
+}
+
+/* Integer key; def when absent and optional. */
+static int get_int(const keys *k, const char *suffix, bool optional, int64_t def, int64_t *out) {
+    int64_t i;
+    int rc = locate(k, suffix, optional, &i);
+    if (rc <= 0) {
+        *out = def;
+        return rc;
+    }
+    return gguf_get_int(k->f, i, out, k->err);
+}
+
+static int get_float(const keys *k, const char *suffix, bool optional, float def, float *out) {
+    int64_t i;
+    double v;
+    int rc = locate(k, suffix, optional, &i);
+    if (rc <= 0) {
+        *out = def;
+        return rc;
+    }
+    if (gguf_get_float(k->f, i, &v, k->err)) return -1;
+    *out = (float)v;
+    return 0;
+}
+
+/* Linear scaling only, as llama.cpp reads it: the type defaults to "linear",
+ * the factor comes from rope.scaling.factor (or the older rope.scale_linear),
+ * 0 or absent meaning unscaled. */
+static int read_rope_scaling(const keys *k, hfq_hparams *hp) {
+    char key[128];
+    const char *path = gguf_path(k->f);
+    const char *type = "linear";
+    int64_t i = find(k, "rope.scaling.type", key, sizeof key);
+    if (i >= 0 && !(type = gguf_get_str(k->f, i, NULL, k->err))) return -1;
+    float factor, attn_factor;
+    if (get_float(k, "rope.scaling.factor", true, 0.0f, &factor)) return -1;
+    if (factor == 0.0f && get_float(k, "rope.scale_linear", true, 0.0f, &factor)) return -1;
+    if (get_float(k, "rope.scaling.attn_factor", true, 1.0f, &attn_factor)) return -1;
+    if (strcmp(type, "none") == 0) {
+        hp->rope_freq_scale = 1.0f;
+    } else if (strcmp(type, "linear") == 0) {
+        if (factor < 0.0f || !isfinite(factor))
+            return hfq_fail(k->err, path, "key '%s.rope.scaling.factor' = %g is not a valid factor", k->arch, factor);
+        hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    } else {
+        return hfq_fail(k->err, path, "key '%s': rope scaling type '%s' is not supported", key, type);
+    }
+    if (attn_factor != 1.0f)
+        return hfq_fail(k->err, path, "key '%s.rope.scaling.attn_factor' = %g is not supported", k->arch, attn_factor);
+    return 0;
+}
+
+static int read_hparams(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
+    const char *path = gguf_path(f);
+    int64_t ia = gguf_find_key(f, "general.architecture");
+    if (ia < 0) return hfq_fail(err, path, "key 'general.architecture' is missing");
+    const char *arch = gguf_get_str(f, ia, NULL, err);
+    if (!arch) return -1;
+    memset(hp, 0, sizeof *hp);
+    if (strcmp(arch, "llama") == 0) {
+        hp->arch = HFQ_ARCH_LLAMA;
+        hp->rope_mode = HFQ_ROPE_NORMAL;
+    } else if (strcmp(arch, "qwen2") == 0) {
+        hp->arch = HFQ_ARCH_QWEN2;
+        hp->rope_mode = HFQ_ROPE_NEOX;
+    } else {
+        return hfq_fail(err, path, "architecture '%s' is not supported (llama, qwen2)", arch);
+    }
+    keys k = {f, arch, err};
+    int64_t n_expert, value_length;
+    if (get_int(&k, "embedding_length", false, 0, &hp->n_embd) ||
+        get_int(&k, "feed_forward_length", false, 0, &hp->n_ff) ||
+        get_int(&k, "block_count", false, 0, &hp->n_layer) ||
+        get_int(&k, "context_length", false, 0, &hp->n_ctx_train) ||
+        get_int(&k, "attention.head_count", false, 0, &hp->n_head) ||
+        get_int(&k, "attention.head_count_kv", true, hp->n_head, &hp->n_head_kv) ||
+        get_int(&k, "expert_count", true, 0, &n_expert) ||
+        get_float(&k, "attention.layer_norm_rms_epsilon", false, 0.0f, &hp->rms_eps) ||
+        get_float(&k, "rope.freq_base", true, 10000.0f, &hp->rope_freq_base) ||
+        read_rope_scaling(&k, hp))
+        return -1;
+    if (n_expert != 0)
+        return hfq_fail(err, path, "key '%s.expert_count': mixture-of-experts models are not supported", arch);
+    if (hp->n_head <= 0)
+        return hfq_fail(err, path, "key '%s.attention.head_count' = %lld must be positive", arch,
+                        (long long)hp->n_head);
+    char key[128];
+    if (find(&k, "attention.key_length", key, sizeof key) < 0 && hp->n_embd % hp->n_head != 0)
+        return hfq_fail(err, path, "key '%s.embedding_length' = %lld is not a multiple of the head count %lld "
+                        "and attention.key_length is absent", arch, (long long)hp->n_embd, (long long)hp->n_head);
+    if (get_int(&k, "attention.key_length", true, hp->n_embd / hp->n_head, &hp->head_dim) ||
+        get_int(&k, "attention.value_length", true, hp->head_dim, &value_length) ||
+        get_int(&k, "rope.dimension_count", true, hp->head_dim, &hp->n_rot))
+        return -1;
+    if (value_length != hp->head_dim)
+        return hfq_fail(err, path, "key '%s.attention.value_length' = %lld differs from key_length %lld", arch,
+                        (long long)value_length, (long long)hp->head_dim);
+    return 0;
+}
+
+static const gguf_tensor_info *lookup_tensor(const void *file, const char *name) {
+    return gguf_find_tensor(file, name);
+}
+
+#define QEXT_PREFIX "hfq.qext."
+#define QEXT_VERSION_KEY QEXT_PREFIX "version"
+
+static const char *lookup_qext(const void *file, const char *name) {
+    char key[160];
+    snprintf(key, sizeof key, QEXT_PREFIX "%s", name);
+    int64_t i = gguf_find_key(file, key);
+    return i < 0 || gguf_kv_type(file, i) != GGUF_VT_STRING ? NULL : gguf_get_str(file, i, NULL, NULL);
+}
+
+/* hfq.qext.* keys: version 1 when any is present; each a string naming an I8
+ * tensor of the file (docs/format-quant-ext.md). Values are checked where the
+ * tensors are bound. */
+static int check_qext_keys(const gguf_file *f, hfq_error *err) {
+    const char *path = gguf_path(f);
+    bool any = false;
+    for (int64_t i = 0; i < gguf_n_kv(f); i++) {
+        const char *key = gguf_kv_key(f, i);
+        if (strncmp(key, QEXT_PREFIX, strlen(QEXT_PREFIX)) != 0 || strcmp(key, QEXT_VERSION_KEY) == 0) continue;
+        any = true;
+        const gguf_tensor_info *t = gguf_find_tensor(f, key + strlen(QEXT_PREFIX));
+        if (gguf_kv_type(f, i) != GGUF_VT_STRING)
+            return hfq_fail(err, path, "key '%s' is not a string", key);
+        if (!t || t->type != GT_I8)
+            return hfq_fail(err, path, "key '%s' names no i8 tensor of the file", key);
+    }
+    if (!any) return 0;
+    int64_t iv = gguf_find_key(f, QEXT_VERSION_KEY);
+    int64_t version;
+    if (iv < 0) return hfq_fail(err, path, "key '" QEXT_VERSION_KEY "' is missing");
+    if (gguf_get_int(f, iv, &version, err)) return -1;
+    if (version != 1)
+        return hfq_fail(err, path, "key '" QEXT_VERSION_KEY "' = %lld: this runner reads version 1",
+                        (long long)version);
+    return 0;
+}
+
+hfq_model *hfq_model_load(const char *path, hfq_error *err) {
+    gguf_file *f = gguf_open(path, err);
+    if (!f) return NULL;
+    hfq_hparams hp;
+    hfq_model *m = NULL;
+    hfq_tensor_source src = {.source = f, .where = path, .find = lookup_tensor, .qext = lookup_qext};
+    if (read_hparams(f, &hp, err) == 0 && check_qext_keys(f, err) == 0) m = hfq_model_bind(&hp, &src, err);
+    if (!m) {
+        gguf_close(f);
+        return NULL;
+    }
+    hfq_model_adopt_file(m, f, gguf_close);
+    return m;
+}

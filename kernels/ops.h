@@ -1,0 +1,95 @@
+/* ops.h - the backend ops table the forward pass (graph.c) is written over.
+ *
+ * A backend owns its memory: the graph asks it for float buffers (alloc) and
+ * only ever hands those buffers back to its ops, so a device backend can keep
+ * them in device memory. Weights are hfq_tensor descriptors of the model
+ * (host memory: the file mapping); a device backend uploads them in create.
+ * Token ids and parameter structs are host memory.
+ *
+ * Every op sees rows of n_tokens tokens (n_tokens <= the backend's
+ * max_tokens); a row of width n is n contiguous floats. In-place use is
+ * allowed only where an op says so.
+ */
+#ifndef HFQ_KERNELS_OPS_H
+#define HFQ_KERNELS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/error.h"
+#include "kernels/model.h"
+
+typedef struct hfq_backend hfq_backend;  /* a backend's state, opaque to the graph */
+
+typedef struct hfq_backend_params {
+    int n_threads;          /* CPU threads; <= 0: all available */
+    int64_t max_tokens;     /* most rows any op is given (the batch size) */
+    int64_t n_ctx;          /* KV cache positions */
+} hfq_backend_params;
+
+/* Rotary embedding of positions pos0.. of one batch. */
+typedef struct hfq_rope {
+    hfq_rope_mode mode;
+    int64_t n_rot;          /* rotated values of each head (even, <= head_dim) */
+    int64_t head_dim;
+    /* Backend buffer [n_ctx][n_rot/2][2]: cos, sin of angle(pos, pair i) =
+     * pos * freq_scale * base^(-2i/n_rot) / factor_i, made once per context. */
+    const float *cos_sin;
+} hfq_rope;
+
+typedef struct hfq_attn {
+    int64_t n_head, n_head_kv, head_dim;
+    float scale;            /* on q.k, 1/sqrt(head_dim) */
+} hfq_attn;
+
+typedef struct hfq_ops {
+    const char *name;
+    bool host_visible;      /* buffers are plain host memory (no download needed to read them) */
+
+    /* Prepares the backend for this model; fails (naming the file and tensor)
+     * when a weight type is not supported. */
+    hfq_backend *(*create)(const hfq_model *m, const hfq_backend_params *p, hfq_error *err);
+    void (*destroy)(hfq_backend *b);
+
+    /* n floats, zeroed; NULL when out of memory. */
+    float *(*alloc)(hfq_backend *b, size_t n);
+    void (*release)(hfq_backend *b, float *buf);
+    void (*upload)(hfq_backend *b, float *buf, const float *host, size_t n);
+    void (*download)(hfq_backend *b, float *host, const float *buf, size_t n);
+
+    /* x[t] = row tokens[t] of tok_embd as floats.   x: [n_tokens][n_embd] */
+    void (*embed)(hfq_backend *b, float *x, const hfq_tensor *tok_embd, const int32_t *tokens,
+                  int64_t n_tokens);
+
+    /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w.   x, y: [n_tokens][w->ne0]; y may be x */
+    void (*rmsnorm)(hfq_backend *b, float *y, const float *x, const hfq_tensor *w, int64_t n_tokens,
+                    float eps);
+
+    /* y[t] = W x[t] * scale (+ bias), scale = *w->scale when set.
+     * W: w->ne1 rows of w->ne0;  x: [n_tokens][w->ne0];
+     * y: [n_tokens][w->ne1]; bias NULL or [w->ne1] F32. y must not overlap x. */
+    void (*matmul)(hfq_backend *b, float *y, const hfq_tensor *w, const hfq_tensor *bias, const float *x,
+                   int64_t n_tokens);
+
+    /* Rotates, in place, each of n_heads heads of x[t] for position pos0 + t.
+     * x: [n_tokens][n_heads * head_dim] */
+    void (*rope)(hfq_backend *b, float *x, int64_t n_tokens, int64_t n_heads, int64_t pos0,
+                 const hfq_rope *r);
+
+    /* Stores k, v of positions pos0.. into the cache (layout up to the
+     * backend; buffers of n_ctx * n_head_kv * head_dim floats), then for
+     * each token t and head h: out = softmax(scale * q.K^T over cache
+     * positions 0..pos0+t) V, with K, V of kv head h / (n_head / n_head_kv).
+     * q, out: [n_tokens][n_head * head_dim];  k, v: [n_tokens][n_head_kv * head_dim] */
+    void (*attention)(hfq_backend *b, float *out, const float *q, const float *k, const float *v,
+                      float *k_cache, float *v_cache, int64_t pos0, int64_t n_tokens, const hfq_attn *a);
+
+    /* gate = silu(gate) * up, elementwise over n values. */
+    void (*swiglu)(hfq_backend *b, float *gate, const float *up, size_t n);
+
+    /* x += y, elementwise over n values; y must not overlap x. */
+    void (*add)(hfq_backend *b, float *x, const float *y, size_t n);
+} hfq_ops;
+
+#endif

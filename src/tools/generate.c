@@ -1,0 +1,153 @@
+/* generate - continue a prompt with a GGUF model, streaming the text
+ * (docs/runner.md). */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/graph.h"
+#include "src/cli.h"
+#include "src/lm.h"
+#include "src/sample.h"
+
+static const char usage_text[] =
+    "usage: generate MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"
+    "                [--ctx N] [--threads N]\n"
+    "\n"
+    "Prints the prompt, then the tokens the model continues it with as they come, until\n"
+    "N tokens, the end-of-sequence token or a full context; prompt and generation speed\n"
+    "go to stderr. The prompt gets BOS when the model adds it.\n"
+    "\n"
+    "  -p PROMPT      the text to continue\n"
+    "  -n N           tokens to generate (default 128)\n"
+    "  --temp T       temperature; 0: greedy, always the most likely token (default 0.8)\n"
+    "  --top-k K      sample among the K most likely tokens; 0: all (default 40)\n"
+    "  --top-p P      ... and among the fewest whose probabilities reach P (default 0.95)\n"
+    "  --seed S       seed of the sampler: the same seed gives the same text (default 0)\n"
+    "  --ctx N        context positions (default: prompt + N, at most the model's)\n"
+    "  --threads N    CPU threads (default: all)\n"
+    "  -h, --help     this help\n"
+    "\n"
+    "Exit status: 0 ok, 1 bad model or failure, 2 usage.\n";
+
+typedef struct options {
+    const char *model, *prompt;
+    int64_t n, ctx, threads, top_k, seed;
+    double temp, top_p;
+} options;
+
+static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
+    *o = (options){.n = 128, .top_k = 40, .temp = 0.8, .top_p = 0.95};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (strcmp(a, "-p") == 0 && v) o->prompt = v, i++;
+        else if (strcmp(a, "-n") == 0) rc = hfq_cli_int(a, v, 0, 1 << 24, &o->n, err), i++;
+        else if (strcmp(a, "--temp") == 0) rc = hfq_cli_float(a, v, 0, 100, &o->temp, err), i++;
+        else if (strcmp(a, "--top-k") == 0) rc = hfq_cli_int(a, v, 0, INT32_MAX, &o->top_k, err), i++;
+        else if (strcmp(a, "--top-p") == 0) rc = hfq_cli_float(a, v, 1e-9, 1, &o->top_p, err), i++;
+        else if (strcmp(a, "--seed") == 0) rc = hfq_cli_int(a, v, 0, INT64_MAX, &o->seed, err), i++;
+        else if (strcmp(a, "--ctx") == 0) rc = hfq_cli_int(a, v, 1, 1 << 24, &o->ctx, err), i++;
+        else if (strcmp(a, "--threads") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->threads, err), i++;
+        else if (a[0] != '-' && !o->model) o->model = a;
+        else return hfq_fail(err, a, v || a[0] != '-' ? "unexpected argument" : "needs a value");
+        if (rc) return -1;
+    }
+    if (!o->model || !o->prompt) return hfq_fail(err, NULL, "a model and -p PROMPT are required");
+    return 0;
+}
+
+/* Writes the text of token id to stdout at once. *strip_space: drop a
+ * leading space once (the space SentencePiece-style vocabularies prefix to
+ * the text, as hfq_detokenize drops it), cleared by the first text written. */
+static int put_token(const hfq_tokenizer *tok, int32_t id, bool *strip_space, hfq_error *err) {
+    char small[64];
+    int n = hfq_token_to_piece(tok, id, false, small, sizeof small);
+    if (n < 0) return hfq_fail(err, NULL, "token id %d is outside the vocabulary", (int)id);
+    char *buf = (size_t)n <= sizeof small ? small : malloc((size_t)n);
+    if (!buf) return hfq_fail(err, NULL, "out of memory");
+    if (buf != small) hfq_token_to_piece(tok, id, false, buf, (size_t)n);
+    const char *text = buf;
+    if (*strip_space && n > 0) {
+        if (text[0] == ' ') text++, n--;
+        *strip_space = false;
+    }
+    fwrite(text, 1, (size_t)n, stdout);
+    fflush(stdout);
+    if (buf != small) free(buf);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (hfq_cli_help(argc, argv, usage_text)) return HFQ_EXIT_OK;
+    options o;
+    hfq_error err = {{0}};
+    if (parse_args(argc, argv, &o, &err)) {
+        fprintf(stderr, "generate: %s\n\n%s", err.msg, usage_text);
+        return HFQ_EXIT_USAGE;
+    }
+    int rc = HFQ_EXIT_FAILURE;
+    hfq_lm lm;
+    hfq_context *ctx = NULL;
+    hfq_sampler *smp = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    size_t n_ids = 0;
+    if (hfq_lm_load(&lm, o.model, &err) ||
+        hfq_tokenize(lm.tok, o.prompt, strlen(o.prompt), HFQ_TOK_ADD_SPECIAL, &ids, &n_ids, &err))
+        goto done;
+    if (n_ids == 0) {
+        hfq_fail(&err, NULL, "the prompt has no tokens (and the model adds no BOS)");
+        goto done;
+    }
+    const hfq_hparams *hp = hfq_model_hparams(lm.model);
+    int64_t n_ctx = o.ctx ? o.ctx : (int64_t)n_ids + o.n;
+    if (!o.ctx && n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
+    if ((int64_t)n_ids > n_ctx) {
+        hfq_fail(&err, NULL, "the prompt's %zu tokens do not fit in a context of %lld", n_ids, (long long)n_ctx);
+        goto done;
+    }
+    hfq_context_params cp = {.n_ctx = n_ctx, .n_threads = (int)o.threads};
+    hfq_sampler_params sp = {.temp = (float)o.temp, .top_k = (int)o.top_k, .top_p = (float)o.top_p,
+                             .seed = (uint64_t)o.seed};
+    if (!(ctx = hfq_context_new(lm.model, &cp, &err)) || !(smp = hfq_sampler_new(hp->n_vocab, &sp, &err))) goto done;
+    if (!(logits = malloc((size_t)hp->n_vocab * sizeof *logits))) {
+        hfq_fail(&err, NULL, "out of memory");
+        goto done;
+    }
+    fputs(o.prompt, stdout);
+    fflush(stdout);
+    double t0 = hfq_cli_seconds();
+    if (hfq_forward(ctx, ids, (int64_t)n_ids, 1, logits, &err)) goto done;
+    double t_prompt = hfq_cli_seconds() - t0;
+    int64_t n_gen = 0;
+    bool strip_space = o.prompt[0] == '\0' && lm.vocab->add_space_prefix;
+    t0 = hfq_cli_seconds();
+    while (n_gen < o.n) {
+        int32_t next = hfq_sample(smp, logits);
+        if (next == lm.vocab->eos_id) break;
+        n_gen++;
+        if (put_token(lm.tok, next, &strip_space, &err)) goto done;
+        if (hfq_context_n_past(ctx) == n_ctx) {
+            fprintf(stderr, "\ngenerate: the context of %lld positions is full\n", (long long)n_ctx);
+            break;
+        }
+        if (n_gen < o.n && hfq_forward(ctx, &next, 1, 1, logits, &err)) goto done;
+    }
+    double t_gen = hfq_cli_seconds() - t0;
+    putchar('\n');
+    fflush(stdout);
+    fprintf(stderr, "generate: prompt %zu tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s "
+            "(%.1f tokens/s)\n", n_ids, t_prompt, (double)n_ids / t_prompt, (long long)n_gen, t_gen,
+            t_gen > 0 ? (double)n_gen / t_gen : 0.0);
+    rc = HFQ_EXIT_OK;
+done:
+    if (rc != HFQ_EXIT_OK) fprintf(stderr, "generate: %s\n", err.msg);
+    free(logits);
+    free(ids);
+    hfq_sampler_free(smp);
+    hfq_context_free(ctx);
+    hfq_lm_free(&lm);
+    return rc;
+}

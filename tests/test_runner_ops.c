@@ -1,0 +1,252 @@
+/* test_runner_ops.c - the CPU matmul over every weight format it supports
+ * (F32/F16/BF16 SIMD tiles, ggml quant formats through quant/qtype.h) against
+ * a double-precision product of the stored weights with the activations as
+ * converted to the companion format; shapes that leave SIMD tails and partial
+ * tiles; batched == single-token and 1 thread == 2 threads bit for bit; the
+ * portable float kernels agree with the SIMD ones; unsupported formats are
+ * refused by name. */
+#include "check.h"
+#include "formats/ggml_type.h"
+#include "kernels/cpu/float_kernels.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "kernels/cpu/vec_kernels.h"
+#include "test_runner_synth.h"
+
+typedef struct shape {
+    int64_t n_in, n_out, n_tokens;
+} shape;
+
+/* Checks y [T][n_out] against the exact product of the stored weights with
+ * the converted activations a_values [T][n_in]; the bound is float
+ * accumulation error, n * 2^-24 * sum |w a|, with headroom. Q8_1 activations
+ * (for Q5_1) also carry each 32-value block's sum s = d * sum(q) in fp16 with
+ * d unrounded, as ggml stores it, while the values dequantize with d in fp16:
+ * the affine term min_w * s is off by up to 2 * 2^-11 of it per block, and
+ * |min_w| <= max |w| of the block. */
+static void check_product(const synth_model *sm, const double *a_values, const float *bias, const float *y,
+                          shape s, bool fp16_sums, const char *what) {
+    const double *w = sm->values[0];
+    for (int64_t t = 0; t < s.n_tokens; t++)
+        for (int64_t o = 0; o < s.n_out; o++) {
+            const double *wr = w + o * s.n_in, *ar = a_values + t * s.n_in;
+            double ref = bias ? bias[o] : 0.0, mag = fabs(ref), sums_err = 0;
+            for (int64_t i = 0; i < s.n_in; i++) {
+                ref += wr[i] * ar[i];
+                mag += fabs(wr[i] * ar[i]);
+            }
+            for (int64_t b0 = 0; fp16_sums && b0 < s.n_in; b0 += 32) {
+                double wmax = 0, asum = 0;
+                for (int64_t i = b0; i < b0 + 32; i++) {
+                    wmax = fmax(wmax, fabs(wr[i]));
+                    asum += ar[i];
+                }
+                sums_err += 2.02 * 0x1p-11 * wmax * fabs(asum);
+            }
+            double tol = 2.0 * (double)(s.n_in + 2) * 0x1p-24 * mag + sums_err + 1e-30;
+            CHECK_MSG(fabs(y[t * s.n_out + o] - ref) <= tol, "%s %s n_in %lld n_out %lld T %lld: [%lld][%lld] %.9g vs %.9g",
+                      what, ggml_type_get(sm->info[0].type)->name, (long long)s.n_in, (long long)s.n_out,
+                      (long long)s.n_tokens, (long long)t, (long long)o, y[t * s.n_out + o], ref);
+        }
+}
+
+/* The portable float kernel, tile by tile, on activations already converted. */
+static void portable_product(uint32_t type, const hfq_tensor *w, const char *act, size_t a_stride, float *y, shape s) {
+    cpu_tile_fn portable = cpu_float_tile(type, false);
+    for (int64_t t = 0; t < s.n_tokens; t += CPU_TILE_COLS)
+        for (int64_t o = 0; o < s.n_out; o += CPU_TILE_ROWS) {
+            int nr = (int)(s.n_out - o < CPU_TILE_ROWS ? s.n_out - o : CPU_TILE_ROWS);
+            int nc = (int)(s.n_tokens - t < CPU_TILE_COLS ? s.n_tokens - t : CPU_TILE_COLS);
+            portable(s.n_in, (const char *)w->data + o * w->row_bytes, w->row_bytes, nr, act + t * a_stride, a_stride, nc,
+                     y + t * s.n_out + o, (size_t)s.n_out);
+        }
+}
+
+static void test_shape(uint32_t type, shape s, bool with_bias, uint64_t seed) {
+    synth_model sm;
+    memset(&sm, 0, sizeof sm);
+    uint64_t rng = seed;
+    synth_add(&sm, "w", type, s.n_in, s.n_out, 0.0f, 1.0f, &rng);
+    hfq_tensor w = {.name = "w", .type = type, .ne0 = s.n_in, .ne1 = s.n_out,
+                    .row_bytes = (size_t)ggml_row_size(type, s.n_in), .data = sm.data[0]};
+    cpu_wkernel k;
+    hfq_error err;
+    CHECK_MSG(cpu_wkernel_get(&w, &k, "test", &err) == 0, "%s", err.msg);
+    const int64_t T = s.n_tokens, n_in = s.n_in, n_out = s.n_out;
+    const size_t a_stride = (size_t)hfq_qtype_row_size(k.act->type, n_in);
+    float *x = malloc((size_t)(T * n_in) * sizeof *x), *bias = malloc((size_t)n_out * sizeof *bias);
+    float *y = malloc((size_t)(T * n_out) * sizeof *y), *y1 = malloc((size_t)(T * n_out) * sizeof *y1);
+    float *yt = malloc((size_t)n_out * sizeof *yt), *back = malloc((size_t)(T * n_in) * sizeof *back);
+    double *a_values = malloc((size_t)(T * n_in) * sizeof *a_values);
+    char *act = malloc(a_stride * (size_t)T);
+    CHECK(cpu_matmul_act_bytes(&w, T) == (k.act->type == HFQ_QT_F32 ? 0 : a_stride * (size_t)T));
+    for (int64_t i = 0; i < T * n_in; i++) x[i] = 4.0f * synth_uniform(&rng);
+    for (int64_t o = 0; o < n_out; o++) bias[o] = synth_uniform(&rng);
+    const float *b = with_bias ? bias : NULL;
+    /* the activations as the product sees them: quantized to the companion format */
+    for (int64_t t = 0; t < T; t++) {
+        k.act->quantize_row(x + t * n_in, act + t * a_stride, n_in);
+        k.act->dequantize(act + t * a_stride, back + t * n_in, n_in);
+    }
+    for (int64_t i = 0; i < T * n_in; i++) a_values[i] = back[i];
+
+    cpu_matmul(2, act, y, &w, b, x, T);
+    const bool fp16_sums = k.act->type == HFQ_QT_Q8_1;
+    check_product(&sm, a_values, b, y, s, fp16_sums, "cpu_matmul");
+    cpu_matmul(1, act, y1, &w, b, x, T);
+    CHECK_MSG(memcmp(y, y1, (size_t)(T * n_out) * sizeof *y) == 0, "1 vs 2 threads differ");
+    for (int64_t t = 0; t < T; t++) {
+        cpu_matmul(2, act, yt, &w, b, x + t * n_in, 1);
+        CHECK_MSG(memcmp(yt, y + t * n_out, (size_t)n_out * sizeof *yt) == 0,
+                  "%s n_in %lld n_out %lld: token %lld alone differs from the batch", ggml_type_get(type)->name,
+                  (long long)n_in, (long long)n_out, (long long)t);
+    }
+    if (k.tile) {
+        for (int64_t t = 0; t < T; t++) k.act->quantize_row(x + t * n_in, act + t * a_stride, n_in);
+        portable_product(type, &w, act, a_stride, y1, s);
+        if (b)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t o = 0; o < n_out; o++) y1[t * n_out + o] += b[o];
+        check_product(&sm, a_values, b, y1, s, false, "portable");
+    }
+    free(x); free(bias); free(y); free(y1); free(yt); free(back); free(a_values); free(act);
+    synth_free(&sm);
+}
+
+static void test_float_formats(void) {
+    static const uint32_t types[] = {GT_F32, GT_F16, GT_BF16};
+    const int64_t n_ins[] = {1, 7, 8, 9, 36, 100, 257};
+    const int64_t n_outs[] = {1, 3, 4, 5, 13};
+    const int64_t Ts[] = {1, 2, 3, 5, 70};   /* 70: two token blocks */
+    uint64_t seed = 11;
+    for (size_t ty = 0; ty < sizeof types / sizeof types[0]; ty++)
+        for (size_t i = 0; i < sizeof n_ins / sizeof n_ins[0]; i++)
+            for (size_t o = 0; o < sizeof n_outs / sizeof n_outs[0]; o++)
+                for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
+                    test_shape(types[ty], (shape){n_ins[i], n_outs[o], Ts[t]}, (i + o + t) % 2 == 0, seed++);
+    /* big enough to run on both threads, every edge at once */
+    for (size_t ty = 0; ty < sizeof types / sizeof types[0]; ty++) test_shape(types[ty], (shape){203, 517, 131}, true, 99);
+}
+
+static void test_quant_formats(void) {
+    static const uint32_t legacy[] = {GT_Q8_0, GT_Q4_0, GT_Q5_0, GT_Q5_1};
+    static const uint32_t kquants[] = {GT_Q4_K, GT_Q5_K, GT_Q6_K, GT_MXFP4, GT_NVFP4};
+    static const shape shapes[] = {{256, 1, 1}, {256, 5, 4}, {512, 13, 70}, {256, 130, 67}};
+    uint64_t seed = 500;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (size_t ty = 0; ty < sizeof legacy / sizeof legacy[0]; ty++) test_shape(legacy[ty], shapes[s], s % 2, seed++);
+        for (size_t ty = 0; ty < sizeof kquants / sizeof kquants[0]; ty++) test_shape(kquants[ty], shapes[s], s % 2, seed++);
+    }
+    for (size_t ty = 0; ty < sizeof legacy / sizeof legacy[0]; ty++) test_shape(legacy[ty], (shape){96, 7, 5}, true, seed++);
+}
+
+/* I8 weights: products equal quant/int8.h's and quant/fp8.h's dots bit for
+ * bit (activations quantized per token as the runner does). */
+static void test_qext_products(void) {
+    static const struct { hfq_qext q; int64_t group; } cases[] = {
+        {HFQ_QEXT_INT8, 0}, {HFQ_QEXT_INT8, 8}, {HFQ_QEXT_FP8_E4M3, 0}, {HFQ_QEXT_FP8_E5M2, 0}};
+    const int64_t n_in = 72, n_out = 11, T = 7;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        synth_model sm;
+        memset(&sm, 0, sizeof sm);
+        uint64_t rng = 900 + c;
+        synth_add_qext(&sm, "w.weight", cases[c].q, cases[c].group, false, n_in, n_out, 0.0f, 1.0f, &rng);
+        const int64_t groups = cases[c].group ? n_in / cases[c].group : 1;
+        hfq_tensor w = {.name = "w.weight", .type = GT_I8, .ne0 = n_in, .ne1 = n_out, .row_bytes = (size_t)n_in,
+                        .data = sm.data[0], .scale = sm.data[1], .scale_groups = groups, .qext = cases[c].q};
+        float x[7 * 72], y[7 * 11], a_scale;
+        int8_t a[72];
+        for (int64_t i = 0; i < T * n_in; i++) x[i] = 3.0f * synth_uniform(&rng);
+        void *act = malloc(cpu_matmul_act_bytes(&w, T));
+        cpu_matmul(2, act, y, &w, NULL, x, T);
+        const hfq_fp8_format fmt = cases[c].q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+        for (int64_t t = 0; t < T; t++) {
+            if (cases[c].q == HFQ_QEXT_INT8) hfq_quantize_int8(x + t * n_in, a, 1, n_in, NULL, &a_scale, 0);
+            else hfq_quantize_fp8(fmt, x + t * n_in, a, 1, n_in, NULL, &a_scale);
+            for (int64_t o = 0; o < n_out; o++) {
+                const int8_t *wr = (const int8_t *)sm.data[0] + o * n_in;
+                const float *ws = (const float *)sm.data[1];
+                float want = cases[c].q == HFQ_QEXT_INT8
+                                 ? hfq_dot_int8_int8(wr, ws + o * groups, cases[c].group, a, a_scale, n_in)
+                                 : hfq_dot_fp8_fp8(fmt, wr, ws[o], fmt, a, a_scale, n_in);
+                CHECK_MSG(y[t * n_out + o] == want, "qext case %zu [%lld][%lld]: %.9g vs %.9g", c, (long long)t,
+                          (long long)o, y[t * n_out + o], want);
+            }
+        }
+        free(act);
+        synth_free(&sm);
+    }
+}
+
+/* The SIMD int8 dot is exact, past its 32-bit flush interval and at the extremes. */
+static void test_dot_i8(void) {
+    const int64_t n = ((int64_t)32 << 14) * 2 + 77;
+    int8_t *a = malloc((size_t)n), *b = malloc((size_t)n);
+    uint64_t rng = 5;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t i = 0; i < n; i++) {
+            a[i] = pass ? -128 : (int8_t)(synth_next(&rng) & 0xff);
+            b[i] = pass ? -128 : (int8_t)(synth_next(&rng) & 0xff);
+        }
+        int64_t want = 0;
+        for (int64_t i = 0; i < n; i++) want += (int64_t)a[i] * b[i];
+        CHECK(cpu_vec_kernels_get(true).dot_i8(a, b, n) == want);
+        CHECK(cpu_vec_kernels_get(false).dot_i8(a, b, n) == want);
+        CHECK(cpu_vec_kernels_get(true).dot_i8(a + 3, b + 5, 45) == cpu_vec_kernels_get(false).dot_i8(a + 3, b + 5, 45));
+    }
+    free(a);
+    free(b);
+}
+
+/* The SIMD twins of quant/qtype.h vec_dots give the same bits, on rows of
+ * values of very different sizes. */
+static void test_quant_simd_dots(void) {
+    static const hfq_qtype formats[] = {HFQ_QT_Q8_0, HFQ_QT_Q4_0, HFQ_QT_Q4_K, HFQ_QT_Q6_K};
+    const int64_t n = 1024;
+    float x[1024], v[1024];
+    char w[4096], a[4096];
+    uint64_t rng = 77;
+    int checked = 0;
+    for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+        hfq_vec_dot_fn simd = cpu_quant_vec_dot(formats[f]);
+        if (!simd) continue;
+        const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]), *at = hfq_qtype_get(wt->vec_dot_type);
+        for (int round = 0; round < 50; round++) {
+            float scale = ldexpf(1.0f, round % 20 - 10);
+            for (int64_t i = 0; i < n; i++) {
+                x[i] = scale * synth_uniform(&rng) * (i % 97 == 0 ? 50.0f : 1.0f);
+                v[i] = synth_uniform(&rng) * (round % 3 ? 1.0f : 1000.0f);
+            }
+            wt->quantize(x, w, 1, n, NULL);
+            at->quantize_row(v, a, n);
+            float want = wt->vec_dot(w, a, n), got = simd(w, a, n);
+            CHECK_MSG(memcmp(&want, &got, sizeof want) == 0, "%s round %d: %.9g vs %.9g", wt->name, round, got, want);
+            checked++;
+        }
+    }
+    printf("%d SIMD quant dots checked\n", checked);
+}
+
+static void expect_refused(uint32_t type, int64_t n_in, const char *want) {
+    hfq_tensor w = {.name = "blk.0.ffn_up.weight", .type = type, .ne0 = n_in, .ne1 = 4};
+    cpu_wkernel k;
+    hfq_error err = {{0}};
+    CHECK(cpu_wkernel_get(&w, &k, "m.gguf", &err) == -1);
+    CHECK_STR_CONTAINS(err.msg, want);
+}
+
+static void test_refused(void) {
+    expect_refused(GT_I32, 64, "m.gguf: tensor 'blk.0.ffn_up.weight': type i32 is not supported by the cpu backend");
+    expect_refused(GT_Q8_K, 256, "type q8_K is not supported");     /* an activation format */
+    expect_refused(GT_IQ2_XXS, 256, "type iq2_xxs is not supported");
+}
+
+int main(void) {
+    test_float_formats();
+    test_quant_formats();
+    test_refused();
+    test_qext_products();
+    test_dot_i8();
+    test_quant_simd_dots();
+    return check_exit();
+}
