@@ -44,8 +44,8 @@ static int get_double(const cJSON *obj, const char *key, double dflt, double *ou
         *out = dflt;
         return 0;
     }
-    if (!cJSON_IsNumber(v) || !(v->valuedouble == v->valuedouble))
-        return hfq_fail(err, path, "field '%s' is not a number", key);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))   /* 1e400 parses as inf */
+        return hfq_fail(err, path, "field '%s' is not a finite number", key);
     *out = v->valuedouble;
     return 0;
 }

@@ -331,6 +331,12 @@ def _(work):
     return hfconv_with(work, "config.json", regression("hf_config", "hidden_size_6e30.json"))
 
 
+@case("hfconv/config-rope-theta-inf", "config.json: field 'rope_theta' is not a finite number")
+def _(work):
+    return hfconv_with(work, "config.json", lambda p: open(p, "w").write(
+        open(os.path.join(B.model, "config.json")).read().replace('"rope_theta":', '"rope_theta": 1e400, "x":')))
+
+
 @case("hfconv/config-not-object", "config.json: top level is not a JSON object")
 def _(work):
     return hfconv_with(work, "config.json", lambda p: open(p, "w").write("[1, 2]"))

@@ -1,6 +1,8 @@
 /* libFuzzer target for config.json (hf_config_load): any file must be
  * refused with a one-line error naming it, or give hyperparameters within the
- * ranges later size arithmetic relies on. Built only by tests/fuzz/build.sh. */
+ * ranges later size arithmetic relies on, and finite floating-point values.
+ * Built only by tests/fuzz/build.sh. */
+#include <math.h>
 #include <stdint.h>
 
 #include "src/arch.h"
@@ -20,6 +22,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         cfg.n_kv_heads < 1 || cfg.head_dim < 1 || cfg.vocab_size < 1 || cfg.context_length < 0)
         abort();
     if (cfg.n_heads % cfg.n_kv_heads != 0) abort();
+    if (!isfinite(cfg.rms_norm_eps) || !isfinite(cfg.rope_theta) || !isfinite(cfg.rope_factor) ||
+        !isfinite(cfg.rope_low_freq_factor) || !isfinite(cfg.rope_high_freq_factor))
+        fuzz_fail("non-finite value accepted", path);
     if (!memchr(cfg.architecture, 0, sizeof cfg.architecture) || !memchr(cfg.name, 0, sizeof cfg.name))
         abort();
     hfq_error aerr = {{0}};
