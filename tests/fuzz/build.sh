@@ -9,10 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=build-fuzz
 CC=${CC:-clang}
+# shellcheck disable=SC2054  # commas inside -fsanitize=... are not separators
 flags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -ffp-contract=off -fopenmp -I.
        -fsanitize=address,undefined -fno-sanitize-recover=undefined -DHFQ_VERSION='"fuzz"')
 mkdir -p "$out/obj"
-newest_h=$(ls -t formats/*.h quant/*.h src/*.h "$0" | head -1)
+newest_h=$(ls -t formats/*.h quant/*.h src/*.h "$0" | head -n1)   # plain file names
 objs=()
 for src in formats/*.c quant/*.c src/*.c; do
   obj="$out/obj/$(echo "${src%.c}" | tr / _).o"

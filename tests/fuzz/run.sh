@@ -62,7 +62,6 @@ done
 wait
 
 # Summary: executions, exec/s, coverage (edges "cov", features "ft"), corpus, findings.
-fail=0
 {
   echo "| target | executions | seconds | exec/s | cov | ft | corpus | peak RSS MB | findings |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -78,9 +77,10 @@ fail=0
     corp=$(sed -n 's/.* corp: \([0-9]*\)\/.*/\1/p' <<<"$last")
     found=$(grep -oE 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer): [a-z -]+|runtime error: .*' "$log" | head -1 || true)
     [ -z "$found" ] && ! grep -q '^Done ' "$log" && found="did not finish (see $log)"
-    [ -n "$found" ] && fail=1
     echo "| ${t#fuzz_} | ${execs:-?} | ${took:-?} | ${eps:-?} | ${cov:-?} | ${ft:-?} | ${corp:-?} | ${rss:-?} | ${found:-none} |"
   done
-} | tee "$out/summary.md"
+} >"$out/summary.md"
+cat "$out/summary.md"
 echo "run.sh: summary in $out/summary.md; logs in $out/logs" >&2
-exit $fail
+# a findings column other than "none" fails the run
+! tail -n +3 "$out/summary.md" | grep -qv '| none |$'
