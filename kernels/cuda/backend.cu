@@ -4,7 +4,9 @@
  * Everything runs on the legacy default stream, in order; cudaMemcpy calls
  * (uploads, downloads) wait for the work before them. The first failure is
  * kept (a one-line message naming the model's file) and every later
- * operation is skipped until sync reports it. */
+ * operation is skipped until sync reports it. With HFQ_CUDA_SYNC set in the
+ * environment every operation waits for its kernels, so a failure names the
+ * operation that caused it (for debugging; slow). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@ struct hfq_backend {
     int32_t *tokens;         /* [max_tokens] ids for embed */
     struct cuda_blas *blas;  /* batches above CUDA_MATVEC_MAX_TOKENS only */
     int64_t max_tokens;
+    bool sync_each;          /* HFQ_CUDA_SYNC: wait after every operation */
     bool failed;
     hfq_error err;
 };
@@ -42,6 +45,7 @@ static void record(hfq_backend *b, const char *fmt, ...) {
 
 /* False (and the failure recorded) when a call or launch went wrong. */
 static bool ok(hfq_backend *b, cudaError_t e, const char *what) {
+    if (e == cudaSuccess && b->sync_each) e = cudaDeviceSynchronize();
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e == cudaSuccess) return true;
     record(b, "%s: %s", what, cudaGetErrorString(e));
@@ -128,6 +132,7 @@ static hfq_backend *cuda_create(const hfq_model *m, const hfq_backend_params *p,
         return NULL;
     }
     b->path = path;
+    b->sync_each = getenv("HFQ_CUDA_SYNC") != NULL;
     b->max_tokens = p->max_tokens > 0 ? p->max_tokens : 1;
     cuda_caps caps;
     caps.fp8_gemm = probe.cc_major * 10 + probe.cc_minor >= 89;

@@ -138,6 +138,11 @@ if [ "$rc" -eq 77 ] && [ "$device" = cpu ]; then
   say "test_cuda_backend skipped (no device; HFQ_GPU_DEVICE=cpu)"
 elif [ "$rc" -ne 0 ]; then
   fail "test_cuda_backend (exit $rc)"
+  # diagnostics: every operation waited for (a failure names its operation), then the memory checker
+  HFQ_CUDA_SYNC=1 step test_cuda_backend_sync 180 "$bin/test_cuda_backend" || true
+  if command -v compute-sanitizer >/dev/null; then
+    step test_cuda_backend_memcheck 240 compute-sanitizer --tool memcheck "$bin/test_cuda_backend" || true
+  fi
 fi
 
 {
