@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* Optional one-time setup, as libFuzzer calls it (weak: most targets have none). */
+__attribute__((weak)) int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static int replay_file(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -76,6 +78,7 @@ static int replay_dir(const char *dir, int *count) {
 
 int main(int argc, char **argv) {
     int rc = 0, count = 0;
+    if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
     for (int i = 1; i < argc; i++)
         if (replay_dir(argv[i], &count)) rc = 1;
     printf("replayed %d inputs\n", count);

@@ -4,21 +4,23 @@
 # build-fuzz/summary.md. New corpus entries go to build-fuzz/corpus/TARGET,
 # crashes to build-fuzz/crashes/TARGET/, logs to build-fuzz/logs/TARGET.log.
 #
-# usage: tests/fuzz/run.sh [-n RUNS] [-t SECONDS] [-j JOBS] [TARGET...]
+# usage: tests/fuzz/run.sh [-n RUNS] [-t SECONDS] [-j JOBS] [-s] [TARGET...]
 #   -n RUNS     executions per target (default 10000000)
 #   -t SECONDS  also stop each target after this long (default: no limit)
 #   -j JOBS     targets run at the same time (default 1)
+#   -s          run nothing: only write the summary of the existing logs
 #   TARGET      e.g. fuzz_gguf (default: every built build-fuzz/fuzz_*)
 # Exit status: 0 when no target found a crash, leak, timeout or OOM.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-runs=10000000 secs=0 jobs=1
-while getopts "n:t:j:h" o; do
+runs=10000000 secs=0 jobs=1 summary_only=0
+while getopts "n:t:j:sh" o; do
   case $o in
     n) runs=$OPTARG ;;
     t) secs=$OPTARG ;;
     j) jobs=$OPTARG ;;
-    *) sed -n '2,12p' "$0"; exit 2 ;;
+    s) summary_only=1 ;;
+    *) sed -n '2,13p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -52,7 +54,8 @@ run_one() {
 }
 
 running=0
-for t in "${targets[@]}"; do
+[ "$summary_only" = 1 ] && targets_to_run=() || targets_to_run=("${targets[@]}")
+for t in "${targets_to_run[@]}"; do
   [ -x "$out/$t" ] || { echo "run.sh: $out/$t not built" >&2; exit 2; }
   echo "run.sh: $t ..." >&2
   run_one "$t" &
