@@ -149,8 +149,14 @@ static const legacy_format Q5_1_FORMAT = {31, true, sizeof(hfq_block_q5_1), stor
 /* ---- rows ---- */
 
 static void q8_0_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
-    (void)isa;
     (void)importance; /* ggml's Q8_0 has no importance-weighted variant */
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (isa == HFQ_ISA_AVX2) {
+        hfq_quantize_row_q8_0_avx2(x, y, n);
+        return;
+    }
+#endif
+    (void)isa;
     hfq_quantize_row_q8_0(x, y, n);
 }
 

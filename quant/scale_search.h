@@ -76,15 +76,5 @@ void hfq_requantize_affine(hfq_isa isa, int n, int nmax, const float *x, float d
 /* L[i] = clamp(nearest_int(x[i] / d), -nmax, nmax - 1) + nmax. */
 void hfq_requantize_symmetric(hfq_isa isa, int n, int nmax, const float *x, float d, int8_t *L);
 
-#ifdef HFQ_HAVE_AVX2_KERNELS
-/* The AVX2 kernels behind the functions above (quant/scale_search_simd.c);
- * call them only when hfq_isa_best() is HFQ_ISA_AVX2. n is a multiple of 8
- * for the requantizers. */
-void hfq_search_affine_x8_avx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float scale[8],
-                               float neg_min[8], float rmin, float rdelta, int nstep);
-void hfq_search_symmetric_x8_avx2(int n, int nmax, const float *x, const float *w, int8_t *L, float scale[8]);
-void hfq_requantize_affine_avx2(int n, int nmax, const float *x, float d, float m, uint8_t *L);
-void hfq_requantize_symmetric_avx2(int n, int nmax, const float *x, float d, int8_t *L);
-#endif
 
 #endif

@@ -4,13 +4,17 @@
  * quant_rows.h, on rows whose 32-blocks each come from another distribution
  * (so the lanes of one vector take different branches: flat, all-zero,
  * tiny, huge groups side by side), and on lengths that leave legacy blocks
- * outside the groups of eight. Skips on CPUs without AVX2. */
+ * outside the groups of eight. And the F16C row decoder gives the floats of
+ * hfq_fp16_to_f32 for all 65536 halves (NaN payloads included). Skips on
+ * CPUs without AVX2. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "quant/half.h"
 #include "quant/isa.h"
+#include "quant/plain.h"
 #include "quant/q_k.h"
 #include "quant/q_legacy.h"
 #include "quant_rows.h"
@@ -84,8 +88,28 @@ static void check_case(const simd_case *c, test_rng *rng) {
     printf("%s: %s\n", c->name, failures ? "AVX2 differs from scalar" : "AVX2 == scalar");
 }
 
+/* Every half, at offsets that put each in every lane and leave tails. */
+static void check_f16_decode(void) {
+    static uint16_t halves[65536 + 8];
+    static float got[65536 + 8];
+    for (uint32_t i = 0; i < 65536 + 8; i++) halves[i] = (uint16_t)(i * 40503u);
+    int bad = 0;
+    for (int offset = 0; offset < 8; offset++) {
+        const int64_t n = 65536 - offset;
+        hfq_dequantize_f16(halves + offset, got, n);
+        for (int64_t i = 0; i < n; i++) {
+            const uint16_t h = halves[offset + i];
+            if (hfq_f32_bits(got[i]) != hfq_f32_bits(hfq_fp16_to_f32(h)) && bad++ < 5)
+                fprintf(stderr, "f16 decode of 0x%04x: 0x%08x, want 0x%08x\n", h, hfq_f32_bits(got[i]),
+                        hfq_f32_bits(hfq_fp16_to_f32(h)));
+        }
+    }
+    CHECK_MSG(bad == 0, "%d halves decode differently with F16C", bad);
+}
+
 int main(void) {
     if (hfq_isa_best() != HFQ_ISA_AVX2) CHECK_SKIP("this CPU has no AVX2: only the scalar kernels run");
+    check_f16_decode();
     test_rng rng = {7};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &rng);
     return check_exit();
