@@ -56,7 +56,7 @@ AVX2 static inline __m256 add_affine_error(__m256 err, __m256 w, __m256 x, __m25
 
 AVX2 void hfq_search_affine_x8_avx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float scale_out[8],
                                     float neg_min_out[8], float rmin, float rdelta, int nstep) {
-    __m256 xs[HFQ_AFFINE_MAX_N], ws[HFQ_AFFINE_MAX_N], best_l[HFQ_AFFINE_MAX_N], aux_l[HFQ_AFFINE_MAX_N];
+    __m256 xs[HFQ_AFFINE_MAX_N], ws[HFQ_AFFINE_MAX_N], aux_l[HFQ_AFFINE_MAX_N];
     xs[0] = gather_groups(x, n, 0);
     ws[0] = gather_groups(w, n, 0);
     for (int i = 1; i < n; ++i) {
@@ -79,10 +79,11 @@ AVX2 void hfq_search_affine_x8_avx2(int n, int nmax, const float *x, const float
     __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)nmax), _mm256_sub_ps(max, min));
     __m256 scale = _mm256_div_ps(_mm256_set1_ps(1.0f), iscale);
     __m256 best_error = zero;
-    for (int i = 0; i < n; ++i) {
-        best_l[i] = affine_level(iscale, xs[i], min, nmax);
-        best_error = add_affine_error(best_error, ws[i], xs[i], best_l[i], scale, min);
-    }
+    for (int i = 0; i < n; ++i)
+        best_error = add_affine_error(best_error, ws[i], xs[i], affine_level(iscale, xs[i], min, nmax), scale, min);
+    /* the best levels are those of the rounding (iscale, min) of the best
+     * candidate: kept as these two, the levels are rounded again at the end */
+    __m256 best_iscale = iscale, best_round_min = min;
     for (int is = 0; is <= nstep; ++is) {
         iscale = _mm256_div_ps(_mm256_set1_ps(rmin + rdelta * is + nmax), _mm256_sub_ps(max, min));
         __m256 sum_l = zero, sum_l2 = zero, sum_xl = zero;
@@ -108,13 +109,16 @@ AVX2 void hfq_search_affine_x8_avx2(int n, int nmax, const float *x, const float
         for (int i = 0; i < n; ++i) err = add_affine_error(err, ws[i], xs[i], aux_l[i], this_scale, this_min);
         const __m256 better = _mm256_and_ps(fits, _mm256_cmp_ps(err, best_error, _CMP_LT_OQ));
         if (!_mm256_movemask_ps(better)) continue;
-        for (int i = 0; i < n; ++i) best_l[i] = _mm256_blendv_ps(best_l[i], aux_l[i], better);
+        best_iscale = _mm256_blendv_ps(best_iscale, iscale, better);
+        best_round_min = _mm256_blendv_ps(best_round_min, min, better);
         best_error = _mm256_blendv_ps(best_error, err, better);
         scale = _mm256_blendv_ps(scale, this_scale, better);
         min = _mm256_blendv_ps(min, this_min, better);
     }
     /* flat groups: levels 0, scale 0, the starting min */
-    for (int i = 0; i < n; ++i) best_l[i] = _mm256_andnot_ps(flat, best_l[i]);
+    __m256 best_l[HFQ_AFFINE_MAX_N];
+    for (int i = 0; i < n; ++i)
+        best_l[i] = _mm256_andnot_ps(flat, affine_level(best_iscale, xs[i], best_round_min, nmax));
     min = _mm256_blendv_ps(min, start_min, flat);
     _mm256_storeu_ps(scale_out, _mm256_andnot_ps(flat, scale));
     _mm256_storeu_ps(neg_min_out, _mm256_xor_ps(min, _mm256_set1_ps(-0.0f)));
