@@ -111,6 +111,8 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
     if (p->output_fmt >= 0)
         rc |= gguf_set_str(w, "hfq.quantize.output_tensor_type", hfq_fmt_name((uint32_t)p->output_fmt));
     if (o->importance.get) rc |= gguf_set_bool(w, "hfq.quantize.importance", true);
+    if (o->recipe_name) rc |= gguf_set_str(w, "hfq.quantize.recipe", o->recipe_name);
+    if (o->target_bytes > 0) rc |= gguf_set_u64(w, "hfq.quantize.target_bytes", (uint64_t)o->target_bytes);
     /* docs/format-quant-ext.md: the encoding of each I8 weight */
     for (int64_t i = 0; i < plan->n; i++) {
         const char *enc = plan->entries[i].convert ? hfq_codec_qext_encoding(plan->entries[i].fmt) : NULL;
