@@ -106,6 +106,45 @@ static int finish(hfq_act_stats *s) {
     return 0;
 }
 
+/* Models with at most this many matrix elements evaluate one chunk per
+ * thread (as src/ppl.c does): their operations are too small to share. */
+#define TINY_MODEL_ELEMENTS ((int64_t)1 << 24)
+
+static int count_elements(void *user, const hfq_tensor *t) {
+    *(int64_t *)user += t->ne0 * t->ne1;
+    return 0;
+}
+
+int hfq_measure_chunks_side_by_side(const hfq_model *m, int n_threads, int64_t n_chunks) {
+    int64_t elements = 0;
+    hfq_model_each_matrix(m, count_elements, &elements);
+    int64_t n = elements <= TINY_MODEL_ELEMENTS ? n_threads : 1;
+    if (n > n_chunks) n = n_chunks;
+    return n < 1 ? 1 : (int)n;
+}
+
+/* Adds one chunk's sums (src) to dst and clears src; entries by name. */
+static int merge_stats(hfq_act_stats *dst, hfq_act_stats *src) {
+    for (int64_t i = 0; i < src->n; i++) {
+        stat_entry *e = &src->e[i], *d = find_entry(dst, e->name);
+        if (!d && !(d = add_entry(dst, e->name, e->n_in, e->n_mat))) return -1;
+        if (d->n_in != e->n_in) return -1;
+        for (int64_t j = 0; j < e->n_in; j++) d->sum2[j] += e->sum2[j], e->sum2[j] = 0.0;
+        d->count[0] += e->count[0];
+        e->count[0] = 0.0;
+    }
+    return 0;
+}
+
+/* One chunk: its own context's forward pass, observed into acc. */
+typedef struct chunk_worker {
+    hfq_context *ctx;
+    hfq_act_stats acc;
+    float *logits;          /* every position's, so that the output layer's input is observed too */
+    int rc;
+    hfq_error err;
+} chunk_worker;
+
 hfq_act_stats *hfq_act_stats_collect(const hfq_model *m, const int32_t *tokens, int64_t n_tokens,
                                      const hfq_calib_params *p, hfq_error *err) {
     const hfq_hparams *hp = hfq_model_hparams(m);
@@ -118,41 +157,57 @@ hfq_act_stats *hfq_act_stats_collect(const hfq_model *m, const int32_t *tokens, 
     }
     int64_t n_chunks = n_tokens / n_ctx;
     if (p->n_chunks > 0 && p->n_chunks < n_chunks) n_chunks = p->n_chunks;
+    const int n_threads = p->n_threads > 0 ? p->n_threads : omp_get_max_threads();
+    const int n_par = hfq_measure_chunks_side_by_side(m, n_threads, n_chunks);
     hfq_act_stats *s = calloc(1, sizeof *s);
-    int32_t *chunk = malloc((size_t)n_ctx * sizeof *chunk);
-    hfq_context_params cp = {.n_ctx = n_ctx, .n_batch = n_ctx, .n_threads = p->n_threads};
-    hfq_context *c = s && chunk ? hfq_context_new(m, &cp, err) : NULL;
-    if (s && chunk && !c) goto fail; /* err filled */
-    if (!s || !chunk || !(s->token_count = calloc((size_t)hp->n_vocab, sizeof(double)))) {
-        hfq_fail(err, path, "out of memory for calibration");
-        goto fail;
+    chunk_worker *wk = calloc((size_t)n_par, sizeof *wk);
+    int32_t *chunks = malloc((size_t)(n_ctx * n_chunks) * sizeof *chunks);
+    int rc = s && wk && chunks && (s->token_count = calloc((size_t)hp->n_vocab, sizeof(double))) ? 0 : -1;
+    for (int w = 0; rc == 0 && w < n_par; w++) {
+        hfq_context_params cp = {.n_ctx = n_ctx, .n_batch = n_ctx, .n_threads = n_threads / n_par};
+        if (!(wk[w].logits = malloc((size_t)(n_ctx * hp->n_vocab) * sizeof(float)))) rc = -1;
+        else if (!(wk[w].ctx = hfq_context_new(m, &cp, err))) rc = -2;
+        else hfq_context_set_observer(wk[w].ctx, observe, &wk[w].acc);
     }
-    s->n_vocab = hp->n_vocab;
-    hfq_context_set_observer(c, observe, s);
-    for (int64_t k = 0; k < n_chunks; k++) {
-        memcpy(chunk, tokens + k * n_ctx, (size_t)n_ctx * sizeof *chunk);
-        if (p->add_bos) chunk[0] = p->bos_id;
-        hfq_context_reset(c);
-        if (hfq_forward(c, chunk, n_ctx, 0, NULL, err) < 0) goto fail;
-        if (s->failed) {
-            hfq_fail(err, path, "calibration: %s", s->failed);
-            goto fail;
+    if (rc == -1) hfq_fail(err, path, "out of memory for calibration");
+    if (rc == 0) {
+        s->n_vocab = hp->n_vocab;
+        memcpy(chunks, tokens, (size_t)(n_ctx * n_chunks) * sizeof *chunks);
+        for (int64_t k = 0; p->add_bos && k < n_chunks; k++) chunks[k * n_ctx] = p->bos_id;
+    }
+    /* n_par chunks side by side, each summed on its own, then added to the
+     * totals in chunk order: the same sums whatever the threads */
+    for (int64_t k0 = 0; rc == 0 && k0 < n_chunks; k0 += n_par) {
+        const int n_now = (int)(n_chunks - k0 < n_par ? n_chunks - k0 : n_par);
+#pragma omp parallel for num_threads(n_now) schedule(static, 1)
+        for (int w = 0; w < n_now; w++) {
+            hfq_context_reset(wk[w].ctx);
+            wk[w].rc = hfq_forward(wk[w].ctx, chunks + (k0 + w) * n_ctx, n_ctx, n_ctx, wk[w].logits, &wk[w].err);
         }
-        for (int64_t t = 0; t < n_ctx; t++) s->token_count[chunk[t]] += 1.0;
-        s->n_tokens += n_ctx;
+        for (int w = 0; w < n_now && rc == 0; w++) {
+            const int32_t *c = chunks + (k0 + w) * n_ctx;
+            if (wk[w].rc < 0) rc = -1, *err = wk[w].err;
+            else if (wk[w].acc.failed || merge_stats(s, &wk[w].acc) < 0)
+                rc = hfq_fail(err, path, "calibration: %s", wk[w].acc.failed ? wk[w].acc.failed : "out of memory");
+            for (int64_t t = 0; rc == 0 && t < n_ctx; t++) s->token_count[c[t]] += 1.0;
+            s->n_tokens += n_ctx;
+        }
     }
-    if (finish(s) < 0) {
-        hfq_fail(err, path, "out of memory for calibration");
-        goto fail;
+    if (rc == 0 && finish(s) < 0) rc = hfq_fail(err, path, "out of memory for calibration");
+    for (int w = 0; wk && w < n_par; w++) {
+        hfq_context_free(wk[w].ctx);
+        free(wk[w].logits);
+        for (int64_t i = 0; i < wk[w].acc.n; i++)
+            free(wk[w].acc.e[i].name), free(wk[w].acc.e[i].sum2), free(wk[w].acc.e[i].count);
+        free(wk[w].acc.e);
     }
-    hfq_context_free(c);
-    free(chunk);
+    free(wk);
+    free(chunks);
+    if (rc < 0) {
+        hfq_act_stats_free(s);
+        return NULL;
+    }
     return s;
-fail:
-    hfq_context_free(c);
-    free(chunk);
-    hfq_act_stats_free(s);
-    return NULL;
 }
 
 /* Checks one F32 tensor of an imatrix file: shape [ne0, ne1], finite, >= 0. */
@@ -345,7 +400,7 @@ done:
 }
 
 /* Sets up w for tensor t: a codec job per spec that fits, the weights. */
-static int prepare_tensor(tensor_work *w, const gguf_file *f, const gguf_tensor_info *t, const hfq_act_stats *st,
+static int prepare_tensor(tensor_work *w, const gguf_tensor_info *t, const hfq_act_stats *st,
                           const hfq_fmt_spec *specs, int n_specs, const hfq_measure_opts *o, hfq_error *err) {
     const int64_t n_mats = t->ne[2] * t->ne[3];
     w->t = t;
@@ -362,18 +417,17 @@ static int prepare_tensor(tensor_work *w, const gguf_file *f, const gguf_tensor_
         if (w->jobs[k].out_row_bytes > w->max_out_row) w->max_out_row = w->jobs[k].out_row_bytes;
     }
     if (!hfq_codec_can_decode(t->type))
-        return hfq_fail(err, gguf_path(f), "tensor %s: cannot decode type %s to measure it", t->name,
-                        hfq_fmt_name(t->type));
+        return hfq_fail(err, t->name, "cannot decode type %s to measure it", hfq_fmt_name(t->type));
     w->col_w = hfq_act_stats_moments(st, t->name, t->ne[0], &w->n_col_mat);
     if (w->col_w && w->n_col_mat != 1 && w->n_col_mat != n_mats)
-        return hfq_fail(err, gguf_path(f), "tensor %s: statistics for %" PRId64 " matrices, the tensor has %" PRId64,
-                        t->name, w->n_col_mat, n_mats);
+        return hfq_fail(err, t->name, "statistics for %" PRId64 " matrices, the tensor has %" PRId64, w->n_col_mat,
+                        n_mats);
     if (strcmp(t->name, "token_embd.weight") == 0) {
         w->row_uniform = 1.0 / (double)t->ne[1];
         if (st->token_count && st->n_vocab == t->ne[1]) w->token_count = st->token_count, w->n_tokens = (double)st->n_tokens;
     } else if (!w->col_w) {
-        return hfq_fail(err, gguf_path(f), "tensor %s: no activation statistics of width %" PRId64
-                        " (does the calibration reach this layer?)", t->name, t->ne[0]);
+        return hfq_fail(err, t->name, "no activation statistics of width %" PRId64
+                        " (does the calibration reach this layer?)", t->ne[0]);
     }
     w->importance = o->importance.get ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
     return 0;
@@ -488,7 +542,7 @@ int hfq_measure(const gguf_file *f, const hfq_act_stats *st, const hfq_fmt_spec 
         memcpy(mt->ne, t->ne, sizeof mt->ne);
         memset(w.jobs, 0, (size_t)n_specs * sizeof *w.jobs);
         tensor_work wk = {.jobs = w.jobs};
-        rc = prepare_tensor(&wk, f, t, st, specs, n_specs, o, err);
+        rc = prepare_tensor(&wk, t, st, specs, n_specs, o, err);
         mt->kl_ref = -1;
         if (rc == 0) rc = measure_tensor(&wk, mt->err, n_threads, err);
         if (rc == 0 && o->probe) rc = probe_tensor(&wk, mt, o->probe, n_threads, err);

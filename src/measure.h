@@ -64,6 +64,11 @@ int64_t hfq_act_stats_n_tokens(const hfq_act_stats *s);   /* tokens counted for 
  * width. */
 const double *hfq_act_stats_moments(const hfq_act_stats *s, const char *name, int64_t n_in, int64_t *n_mat_out);
 
+/* How many calibration chunks go side by side, each on its own context and
+ * a share of n_threads: one per thread for tiny models (at most 2^24 matrix
+ * elements, whose operations are too small to share), else 1. */
+int hfq_measure_chunks_side_by_side(const hfq_model *m, int n_threads, int64_t n_chunks);
+
 /* ---- KL probes ---- */
 
 /* Calibrates the output error into the model's output: a tensor's measured

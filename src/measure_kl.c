@@ -27,25 +27,13 @@ static void log_softmax(const float *x, float *out, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = (float)((double)x[i] - lz);
 }
 
-/* Models with at most this many matrix elements evaluate one chunk per
- * thread (as src/ppl.c does): their operations are too small to share. */
-#define TINY_MODEL_ELEMENTS ((int64_t)1 << 24)
-
-static int count_elements(void *user, const hfq_tensor *t) {
-    *(int64_t *)user += t->ne0 * t->ne1;
-    return 0;
-}
-
 /* Runs model over every chunk; fn gets each chunk's logits [n_ctx][n_vocab].
  * Chunks of tiny models go side by side, each with its own context; fn only
  * writes what belongs to its chunk, so the order does not matter. */
 static int run_chunks(hfq_kl_probe *k, const hfq_model *m, void (*fn)(void *u, int64_t chunk, const float *logits),
                       void *u, hfq_error *err) {
-    int64_t elements = 0;
-    hfq_model_each_matrix(m, count_elements, &elements);
     const int n_threads = k->n_threads > 0 ? k->n_threads : omp_get_max_threads();
-    int n_par = elements <= TINY_MODEL_ELEMENTS ? n_threads : 1;
-    if (n_par > k->n_chunks) n_par = (int)k->n_chunks;
+    const int n_par = hfq_measure_chunks_side_by_side(m, n_threads, k->n_chunks);
     int rc = 0;
 #pragma omp parallel num_threads(n_par) reduction(min : rc)
     {
