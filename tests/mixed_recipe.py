@@ -17,48 +17,21 @@ usage: mixed_recipe.py QUANTIZE MKMODEL HFCONV PPL_EVAL
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 from gguf import GGUFReader
 
+from gguf_common import check, finish
+from mixed_common import RECIPES, VALID, plan, run, synthetic
+
 QUANTIZE, MKMODEL, HFCONV, PPL_EVAL = sys.argv[1:5]
-SOURCE = os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-RECIPES = os.path.join(SOURCE, "examples", "recipes")
-TEXT = os.path.join(os.environ.get("HFQ_FIXTURES", ""), "text", "tinystories-valid.txt")
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-
-
-def run(*args):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True)
+TEXT = VALID
 
 
 def quantize(*args):
     return run(QUANTIZE, *args)
-
-
-def synthetic(tmp):
-    d = os.path.join(tmp, "syn")
-    p = run(MKMODEL, d, "--hidden", "256", "--ffn", "768", "--layers", "4", "--heads", "4", "--kv-heads", "2")
-    assert p.returncode == 0, p.stderr
-    out = os.path.join(tmp, "syn.gguf")
-    p = run(HFCONV, d, "-o", out, "--outtype", "f32", "-q")
-    assert p.returncode == 0, p.stderr
-    return out
-
-
-def plan(*args):
-    p = quantize(*args, "--dry-run", "--json")
-    check(p.returncode == 0, f"dry run {args}: {p.stderr}")
-    return json.loads(p.stdout) if p.returncode == 0 else None
 
 
 def tensors(path):
@@ -73,7 +46,7 @@ def field_str(r, key):
 
 def test_q4_k_m(model, tmp):
     recipe = os.path.join(RECIPES, "q4_k_m.json")
-    a, b = plan(model, "--recipe", recipe), plan(model, "Q4_K_M")
+    a, b = plan(QUANTIZE, model, "--recipe", recipe), plan(QUANTIZE, model, "Q4_K_M")
     if not a or not b:
         return
     got = [(t["name"], t["to"], t["bytes"]) for t in a["tensors"]]
@@ -243,15 +216,14 @@ def test_errors(model, tmp):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        model = synthetic(tmp)
+        model = synthetic(tmp, MKMODEL, HFCONV)
         test_q4_k_m(model, tmp)
         test_granularity(model, tmp)
         test_dry_run_text(model)
         test_errors(model, tmp)
     if not os.path.exists(TEXT):
         print("note: fixtures absent, the runner was not run on the recipes' outputs")
-    print(f"{len(failures)} failure(s)")
-    sys.exit(1 if failures else 0)
+    sys.exit(finish())
 
 
 main()
