@@ -117,6 +117,25 @@ static void test_codec(void) {
     hfq_codec_decode_encoded_row(&job, enc, NULL, a);
     hfq_qtype_get(HFQ_QT_Q4_K)->dequantize(enc, b, NE0);
     CHECK(memcmp(a, b, sizeof a) == 0);
+    /* NVFP4 decodes with its global scale: W = g * ggml-decode(block) */
+    hfq_fmt_spec nv = {GT_NVFP4, HFQ_SCALE_PER_ROW};
+    CHECK(hfq_codec_begin(&job, &t, &nv, &err) == 0);
+    job.global_scale = hfq_codec_global_scale(&nv, amax_of(x, NE0));
+    CHECK(job.global_scale == amax_of(x, NE0) / (6.0f * 448.0f) && hfq_codec_needs_amax(&nv));
+    hfq_codec_encode_row(&job, x, enc, NULL, NULL);
+    hfq_codec_decode_encoded_row(&job, enc, NULL, a);
+    hfq_qtype_get(HFQ_QT_NVFP4)->dequantize(enc, b, NE0);
+    bool scaled = true;
+    for (int j = 0; j < NE0; j++) scaled &= a[j] == b[j] * job.global_scale && fabsf(a[j] - x[j]) <= amax_of(x, NE0) / 4;
+    CHECK(scaled);
+    /* an all-zero tensor per tensor: scale 0, codes 0, values 0 */
+    hfq_fmt_spec zt = {HFQ_FMT_INT8, HFQ_SCALE_PER_TENSOR};
+    float zero[NE0] = {0};
+    CHECK(hfq_codec_begin(&job, &t, &zt, &err) == 0);
+    job.global_scale = hfq_codec_global_scale(&zt, 0.0f);
+    hfq_codec_encode_row(&job, zero, enc, NULL, NULL);
+    hfq_codec_decode_encoded_row(&job, enc, NULL, a);
+    CHECK(job.global_scale == 0.0f && a[0] == 0.0f && a[NE0 - 1] == 0.0f && enc[3] == 0);
     /* a group that does not divide the row is refused naming the tensor */
     hfq_fmt_spec g48 = {HFQ_FMT_INT8, 48};
     CHECK(hfq_codec_begin(&job, &t, &g48, &err) < 0);
