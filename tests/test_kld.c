@@ -8,15 +8,9 @@
 
 #include "src/kld.h"
 #include "tests/check.h"
+#include "tests/quant_rng.h"
 
-static uint64_t rng_state = 12345;
-
-static double uniform(void) {   /* [0, 1) */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-}
+static double uniform(void) { return rnd_uniform(); }   /* [0, 1) */
 
 /* Rows of logits: a shared random "true" distribution per row, and noise of
  * size `noise` on top for the second model. */
@@ -190,6 +184,7 @@ static void test_small_and_errors(void) {
 }
 
 int main(void) {
+    rnd_seed(12345);
     test_against_reference();
     test_self();
     test_small_and_errors();

@@ -13,15 +13,9 @@
 #include "src/base_logits.h"
 #include "src/kld.h"
 #include "tests/check.h"
+#include "tests/quant_rng.h"
 
-static uint64_t rng_state = 777;
-
-static double uniform(void) {   /* [0, 1) */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-}
+static double uniform(void) { return rnd_uniform(); }   /* [0, 1) */
 
 static char dir[] = "/tmp/hfq_base_logits_XXXXXX";
 
@@ -317,6 +311,7 @@ static void test_llama_file(void) {
 }
 
 int main(void) {
+    rnd_seed(777);
     if (!mkdtemp(dir)) CHECK_SKIP("cannot make a temporary folder");
     test_encoding();
     test_round_trip();
