@@ -224,7 +224,7 @@ static void show_progress(int64_t done, int64_t total, int64_t tokens, double se
             (long long)total, rate, eta / 3600, eta / 60 % 60, eta % 60);
 }
 
-static int run_chunks(run *r, double *seconds, hfq_error *err) {
+static int run_chunks(run *r, int n_threads, double *seconds, hfq_error *err) {
     const bool progress = isatty(STDERR_FILENO);
     const int64_t n_chunks = hfq_ppl_n_chunks(r->s);
     const int64_t per_chunk = (hfq_ppl_result_get(r->s).n_ctx - 1) * (r->base_s ? 2 : 1);
@@ -233,7 +233,7 @@ static int run_chunks(run *r, double *seconds, hfq_error *err) {
     int step;
     while ((step = hfq_ppl_next(r->s, &c, err)) == 1) {
         if (base_chunk(r, &c, err)) return -1;
-        if (r->kld && hfq_kld_add(r->kld, c.logits, r->base_logp, c.targets, c.n_scored, 0, err)) return -1;
+        if (r->kld && hfq_kld_add(r->kld, c.logits, r->base_logp, c.targets, c.n_scored, n_threads, err)) return -1;
         if (progress) show_progress(c.index + 1, n_chunks, (c.index + 1) * per_chunk, hfq_cli_seconds() - t0);
     }
     if (progress) fputc('\n', stderr);
@@ -363,7 +363,7 @@ int main(int argc, char **argv) {
     run r = {0};
     double seconds = 0;
     hfq_kld_stats ks;
-    if (run_open(&r, &o, &err) || run_chunks(&r, &seconds, &err) || (r.kld && hfq_kld_stats_get(r.kld, &ks, &err)))
+    if (run_open(&r, &o, &err) || run_chunks(&r, (int)o.threads, &seconds, &err) || (r.kld && hfq_kld_stats_get(r.kld, &ks, &err)))
         goto done;
     const hfq_ppl_result pr = hfq_ppl_result_get(r.s);
     gate gates[3];
