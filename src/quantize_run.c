@@ -229,6 +229,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
                 return hfq_fail(err, path, "tensor %s: row %" PRId64 " holds NaN or Inf", t->name, row + bad);
             if (pass == 1 && gguf_writer_write_data(w, wk->out, (uint64_t)nr * job.out_row_bytes, err) < 0)
                 return -1;
+            gguf_release(f, data + row * job.in_row_bytes, (uint64_t)nr * job.in_row_bytes);
             row += nr;
         }
         job.global_scale = hfq_codec_global_scale(e->fmt, amax);
@@ -274,8 +275,12 @@ int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
         const hfq_plan_entry *e = &plan->entries[i];
         if (o->progress) o->progress(o->progress_ctx, i, plan->n, t->name, e->fmt);
-        if (!e->convert) rc = gguf_writer_write_data(w, t->data, t->nbytes, err);
-        else rc = convert_tensor(w, f, t, e, o, &wk, n_threads, err);
+        if (!e->convert) {
+            rc = gguf_writer_write_data(w, t->data, t->nbytes, err);
+            gguf_release(f, t->data, t->nbytes);
+        } else {
+            rc = convert_tensor(w, f, t, e, o, &wk, n_threads, err);
+        }
     }
     if (rc == 0) rc = gguf_writer_finish(w, err);
     gguf_writer_free(w);

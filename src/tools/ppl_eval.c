@@ -10,6 +10,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "kernels/cpu/cpu.h"
+#include "kernels/cuda/device.h"
 #include "kernels/graph.h"
 #include "src/base_logits.h"
 #include "src/cli.h"
@@ -22,7 +24,7 @@
 
 static const char usage_text[] =
     "usage: ppl-eval MODEL.gguf --text FILE [--ctx N] [--chunks N] [--batch N] [--threads N]\n"
-    "                [--parallel N] [--act-quant MODE] [--base BASE.gguf | --base-logits FILE]\n"
+    "                [--parallel N] [--device D] [--act-quant MODE] [--base BASE.gguf | --base-logits FILE]\n"
     "                [--save-logits FILE] [--max-kld X] [--max-ppl-ratio R] [--min-top1 P] [--json]\n"
     "\n"
     "Perplexity of the model over a text, computed as llama.cpp's perplexity tool does:\n"
@@ -41,6 +43,8 @@ static const char usage_text[] =
     "  --threads N          CPU threads (default: all)\n"
     "  --parallel N         chunks evaluated side by side, each on threads/N threads (default:\n"
     "                       one per thread for tiny models, else 1); the result is the same\n"
+    "  --device D           cpu (default), cuda, or auto: cuda when a device answers, else the\n"
+    "                       cpu (saying so on stderr); cuda evaluates one chunk at a time\n"
     "  --act-quant MODE     activations of the model's INT8/FP8 (W8A8) and NVFP4 (W4A4)\n"
     "                       weights: auto (what the file says, default), none (float; Q8_0\n"
     "                       for NVFP4 as ggml), dynamic (per token), static (input_scale)\n"
@@ -59,6 +63,7 @@ typedef struct options {
     const char *model, *text, *base, *base_logits, *save_logits;
     int64_t ctx, chunks, batch, threads, parallel;
     hfq_act_quant act_quant;
+    hfq_device device;
     double max_kld, max_ppl_ratio, min_top1;   /* < 0: no gate */
     bool json;
 } options;
@@ -90,6 +95,7 @@ static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
         else if (strcmp(a, "--batch") == 0) rc = hfq_cli_int(a, v, 1, 1 << 24, &o->batch, err), i++;
         else if (strcmp(a, "--threads") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->threads, err), i++;
         else if (strcmp(a, "--parallel") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->parallel, err), i++;
+        else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
         else if (strcmp(a, "--act-quant") == 0) rc = hfq_cli_act_quant(a, v, &o->act_quant, err), i++;
         else if (strcmp(a, "--max-kld") == 0) rc = hfq_cli_float(a, v, 0, 1e30, &o->max_kld, err), i++;
         else if (strcmp(a, "--max-ppl-ratio") == 0) rc = hfq_cli_float(a, v, 0, 1e30, &o->max_ppl_ratio, err), i++;
@@ -159,8 +165,8 @@ static int check_same_vocab(const hfq_lm *m, const hfq_lm *b, const char *base_p
 
 static int32_t bos_of(const hfq_lm *lm) { return lm->vocab->add_bos && lm->vocab->bos_id >= 0 ? lm->vocab->bos_id : -1; }
 
-/* Loads the model, the text and the base; makes the sessions. */
-static int run_open(run *r, const options *o, hfq_error *err) {
+/* Loads the model, the text and the base; makes the sessions on backend ops. */
+static int run_open(run *r, const options *o, const hfq_ops *ops, hfq_error *err) {
     if (hfq_lm_load(&r->lm, o->model, err)) return -1;
     if (r->lm.vocab->add_eos)
         return hfq_fail(err, o->model, "the vocabulary appends EOS to every text; perplexity is not defined for that");
@@ -171,7 +177,7 @@ static int run_open(run *r, const options *o, hfq_error *err) {
     const int32_t bos = bos_of(&r->lm);
     hfq_ppl_params pp = {.n_ctx = o->ctx ? o->ctx : 512, .n_chunks = o->chunks, .n_batch = o->batch,
                          .n_threads = (int)o->threads, .n_parallel = (int)o->parallel, .add_bos = bos >= 0,
-                         .bos_id = bos, .act_quant = o->act_quant};
+                         .bos_id = bos, .act_quant = o->act_quant, .ops = ops};
     if (o->base_logits) {   /* its context and chunks unless the options say otherwise */
         if (!(r->reader = hfq_base_logits_open(o->base_logits, err))) return -1;
         if (!o->ctx) pp.n_ctx = hfq_base_logits_info_get(r->reader)->n_ctx;
@@ -363,7 +369,13 @@ int main(int argc, char **argv) {
     run r = {0};
     double seconds = 0;
     hfq_kld_stats ks;
-    if (run_open(&r, &o, &err) || run_chunks(&r, (int)o.threads, &seconds, &err) || (r.kld && hfq_kld_stats_get(r.kld, &ks, &err)))
+    const hfq_ops *ops;
+    char note[512];
+    if (hfq_device_select(o.device, &ops, note, sizeof note, &err)) goto done;
+    if (note[0]) fprintf(stderr, "ppl-eval: %s\n", note);
+    /* a device backend holds its own copy of the weights: one chunk at a time unless asked */
+    if (ops != hfq_cpu_ops() && !o.parallel) o.parallel = 1;
+    if (run_open(&r, &o, ops, &err) || run_chunks(&r, (int)o.threads, &seconds, &err) || (r.kld && hfq_kld_stats_get(r.kld, &ks, &err)))
         goto done;
     const hfq_ppl_result pr = hfq_ppl_result_get(r.s);
     gate gates[3];
