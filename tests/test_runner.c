@@ -3,6 +3,7 @@
  * linear layer's input (through the observer hook) and the logits, for llama
  * and qwen2 variants; batched vs token-by-token; F16/BF16 weights; binding
  * errors. */
+#include "kernels/cuda/plan.h"
 #include "kernels/graph.h"
 #include "tests/check.h"
 #include "tests/test_runner_synth.h"
@@ -235,6 +236,40 @@ static void test_nvfp4_w4a4(void) {
     printf("nvfp4 w4a4 static: %.3g\n", check_forward(&s, 5, 12.0 / 127, "nvfp4 static"));
     s.act_quant = HFQ_ACT_QUANT_NONE;      /* Q8_0 as ggml, input_scale ignored */
     printf("nvfp4 q8_0 activations: %.3g\n", check_forward(&s, 64, 12.0 / 127, "nvfp4 none"));
+}
+
+/* The CUDA backend's kernels compute I8 weights with the file's activation
+ * quantization and NVFP4 with Q8_0 activations: other modes are refused
+ * before any device work (host-side check, no GPU needed). */
+static void test_cuda_act_quant(void) {
+    static const struct { uint32_t wtype; hfq_qext q; bool input_scales; hfq_act_quant aq; const char *refused; } cases[] = {
+        {GT_F32, HFQ_QEXT_INT8, false, HFQ_ACT_QUANT_AUTO, NULL},
+        {GT_F32, HFQ_QEXT_INT8, false, HFQ_ACT_QUANT_DYNAMIC, NULL},
+        {GT_F32, HFQ_QEXT_INT8, true, HFQ_ACT_QUANT_STATIC, NULL},
+        {GT_F32, HFQ_QEXT_INT8, false, HFQ_ACT_QUANT_NONE, "float activations of int8/fp8 weights are not supported"},
+        {GT_F32, HFQ_QEXT_FP8_E4M3, true, HFQ_ACT_QUANT_DYNAMIC, "per-token activation scales in place of input_scale"},
+        {GT_F32, HFQ_QEXT_INT8, false, HFQ_ACT_QUANT_STATIC, "has no input_scale for static activation quantization"},
+        {GT_NVFP4, 0, false, HFQ_ACT_QUANT_AUTO, NULL},
+        {GT_NVFP4, 0, true, HFQ_ACT_QUANT_NONE, NULL},
+        {GT_NVFP4, 0, true, HFQ_ACT_QUANT_AUTO, "NVFP4 activations (W4A4) are not supported by the cuda backend"},
+        {GT_NVFP4, 0, false, HFQ_ACT_QUANT_DYNAMIC, "NVFP4 activations (W4A4)"},
+        {GT_Q8_0, 0, false, HFQ_ACT_QUANT_DYNAMIC, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        synth_spec s = synth_default_spec();
+        s.n_embd = 64, s.n_ff = 128, s.head_dim = 16, s.n_rot = 16;
+        s.wtype = cases[i].wtype, s.wqext = cases[i].q, s.input_scales = cases[i].input_scales;
+        synth_model sm;
+        synth_build(&sm, &s);
+        hfq_error err = {{0}};
+        hfq_model *m = synth_bind(&sm, &err);
+        CHECK_MSG(m != NULL, "case %zu: %s", i, err.msg);
+        const int rc = m ? cuda_act_quant_check(m, cases[i].aq, &err) : -1;
+        CHECK_MSG(rc == (cases[i].refused ? -1 : 0), "case %zu: %d %s", i, rc, err.msg);
+        if (cases[i].refused) CHECK_STR_CONTAINS(err.msg, cases[i].refused);
+        hfq_model_free(m);
+        synth_free(&sm);
+    }
 }
 
 /* Static activation quantization of a model without input scales is refused
@@ -503,6 +538,7 @@ int main(void) {
     test_qext_weights();
     test_nvfp4_w4a4();
     test_act_quant_errors();
+    test_cuda_act_quant();
     test_batched_vs_decode();
     test_parallel_paths();
     test_forward_errors();
