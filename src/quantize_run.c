@@ -149,7 +149,7 @@ static int check_plan(const gguf_file *f, const hfq_plan *plan, const hfq_quanti
 
 /* Working memory, reused from tensor to tensor. */
 typedef struct work {
-    float *rows;            /* one slab of decoded rows */
+    float *rows;            /* one decoded row per thread */
     uint8_t *out;           /* the slab encoded */
     float *scales;          /* the companion's values */
     size_t rows_cap, out_cap, scales_cap;
@@ -164,28 +164,40 @@ static int grow(void **p, size_t *cap, size_t n, size_t elem) {
     return 0;
 }
 
-/* One slab: nrows rows decoded to float and checked; with amax != NULL only
+/* Whether all n values are finite: a branch-free test of the exponent bits,
+ * which the compiler vectorizes (the slab's rows are all checked). */
+static bool all_finite(const float *x, int64_t n) {
+    uint32_t inf_or_nan = 0;
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t bits;
+        memcpy(&bits, x + j, sizeof bits);
+        inf_or_nan |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    return !inf_or_nan;
+}
+
+/* One slab: nrows rows decoded to float, one at a time, and checked; with amax != NULL only
  * the absolute maximum is taken, else the rows are encoded (row_scales gets
  * one scale per row for the formats that have them). Rows are independent,
- * so any thread count gives the same bytes. Returns the first row holding
- * NaN/Inf, or -1. */
+ * so any thread count and any order give the same bytes: threads take
+ * chunks of about 64Ki values as they come free, which keeps both busy on a
+ * loaded machine. Returns the first row holding NaN/Inf, or -1. */
 static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *wk, int64_t nrows,
                             const float *importance, float *row_scales, float *amax, int n_threads) {
     const int64_t n = job->n_per_row;
+    const int64_t chunk = n < 65536 ? 65536 / n : 1;
     int64_t bad = INT64_MAX;
     float max = 0.0f;
-#pragma omp parallel for schedule(static) num_threads(n_threads) reduction(min : bad) reduction(max : max)
+#pragma omp parallel for schedule(dynamic, chunk) num_threads(n_threads) reduction(min : bad) reduction(max : max)
     for (int64_t r = 0; r < nrows; r++) {
-        float *row = wk->rows + r * n;
+        float *row = wk->rows + omp_get_thread_num() * n; /* stays in cache until encoded */
         hfq_codec_decode_row(job, src + r * job->in_row_bytes, row);
-        bool finite = true;
-        for (int64_t j = 0; j < n; j++) {
-            finite &= isfinite(row[j]) != 0;
-            if (fabsf(row[j]) > max) max = fabsf(row[j]);
-        }
-        if (!finite) {
+        if (!all_finite(row, n)) {
             if (r < bad) bad = r;
-        } else if (!amax) {
+        } else if (amax) {
+            for (int64_t j = 0; j < n; j++)
+                if (fabsf(row[j]) > max) max = fabsf(row[j]);
+        } else {
             hfq_codec_encode_row(job, row, wk->out + r * job->out_row_bytes, importance,
                                  row_scales ? row_scales + r * job->n_row_scales : NULL);
         }
@@ -212,7 +224,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     if (slab_rows < 1) slab_rows = 1;
     if (slab_rows > rows_per_mat) slab_rows = rows_per_mat;
     hfq_companion comp = hfq_codec_companion(&spec);
-    if (grow((void **)&wk->rows, &wk->rows_cap, (size_t)(slab_rows * t->ne[0]), sizeof(float)) < 0 ||
+    if (grow((void **)&wk->rows, &wk->rows_cap, (size_t)n_threads * (size_t)t->ne[0], sizeof(float)) < 0 ||
         grow((void **)&wk->out, &wk->out_cap, (size_t)slab_rows * job.out_row_bytes, 1) < 0 ||
         grow((void **)&wk->scales, &wk->scales_cap,
              comp == HFQ_COMPANION_ROW_SCALES ? (size_t)(n_rows * job.n_row_scales) : 1, sizeof(float)) < 0)
