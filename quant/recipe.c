@@ -393,7 +393,6 @@ void hfq_recipe_free(hfq_recipe *r) {
 
 const char *hfq_recipe_name(const hfq_recipe *r) { return r->name; }
 int hfq_recipe_file_type(const hfq_recipe *r) { return r->file_type; }
-int hfq_recipe_n_rules(const hfq_recipe *r) { return r->n_rules; }
 
 /* ---- resolution ---- */
 

@@ -50,7 +50,6 @@ const char *hfq_recipe_name(const hfq_recipe *r);
 /* The preset whose general.file_type the output carries ("file_type"), or
  * -1 when the recipe names none. */
 int hfq_recipe_file_type(const hfq_recipe *r);
-int hfq_recipe_n_rules(const hfq_recipe *r);
 
 /* What a recipe says about one tensor. */
 typedef struct hfq_recipe_action {

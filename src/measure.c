@@ -507,11 +507,11 @@ int hfq_measure(const gguf_file *f, const hfq_act_stats *st, const hfq_fmt_spec 
     const int64_t n = gguf_n_tensors(f);
     const int n_threads = o->n_threads > 0 ? o->n_threads : omp_get_max_threads();
     quantizable q = {calloc((size_t)(n > 0 ? n : 1), sizeof(bool))};
-    tensor_work w = {.jobs = calloc((size_t)(n_specs > 0 ? n_specs : 1), sizeof *w.jobs)};
+    hfq_codec_job *jobs = calloc((size_t)(n_specs > 0 ? n_specs : 1), sizeof *jobs);
     out->specs = malloc((size_t)(n_specs > 0 ? n_specs : 1) * sizeof *out->specs);
     out->tensors = calloc((size_t)(n > 0 ? n : 1), sizeof *out->tensors);
     int rc = 0;
-    if (!q.flag || !w.jobs || !out->specs || !out->tensors) {
+    if (!q.flag || !jobs || !out->specs || !out->tensors) {
         rc = hfq_fail(err, gguf_path(f), "out of memory");
         goto done;
     }
@@ -540,8 +540,8 @@ int hfq_measure(const gguf_file *f, const hfq_act_stats *st, const hfq_fmt_spec 
         }
         memcpy(mt->name, t->name, len);
         memcpy(mt->ne, t->ne, sizeof mt->ne);
-        memset(w.jobs, 0, (size_t)n_specs * sizeof *w.jobs);
-        tensor_work wk = {.jobs = w.jobs};
+        memset(jobs, 0, (size_t)n_specs * sizeof *jobs);
+        tensor_work wk = {.jobs = jobs};
         rc = prepare_tensor(&wk, t, st, specs, n_specs, o, err);
         mt->kl_ref = -1;
         if (rc == 0) rc = measure_tensor(&wk, mt->err, n_threads, err);
@@ -550,7 +550,7 @@ int hfq_measure(const gguf_file *f, const hfq_act_stats *st, const hfq_fmt_spec 
     }
 done:
     free(q.flag);
-    free(w.jobs);
+    free(jobs);
     if (rc < 0) hfq_measurements_free(out);
     return rc;
 }

@@ -238,8 +238,10 @@ int hfq_mixed_check_recipe(const gguf_file *f, const hfq_recipe *r, const hfq_pl
     o.choose_ctx = rs;
     hfq_plan plan;
     int rc = hfq_quantize_plan(f, &o, &plan, err);
-    if (rc == 0) rc = hfq_recipe_resolver_finish(rs, err);
-    if (rc == 0) hfq_plan_free(&plan);
+    if (rc == 0) {
+        hfq_plan_free(&plan);
+        rc = hfq_recipe_resolver_finish(rs, err);
+    }
     hfq_recipe_resolver_free(rs);
     return rc;
 }

@@ -24,11 +24,14 @@ import os
 import sys
 import tempfile
 
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter, quants
+
 from gguf_common import check, finish
 from mixed_common import TRAIN, VALID, plan, run, synthetic
 
 QUANTIZE, MKMODEL, HFCONV, ALLOC_KLD = sys.argv[1:5]
-MEASURE = ["--measure-text", TRAIN, "--measure-ctx", "64", "--measure-chunks", "8", "--measure-kl-chunks", "2"]
+MEASURE = ["--measure-text", TRAIN, "--measure-ctx", "64", "--measure-chunks", "4", "--measure-kl-chunks", "1"]
 
 
 def quantize(*args):
@@ -53,10 +56,8 @@ def within_budget(res, what):
 
 def test_determinism(model, tmp):
     m1, m2 = os.path.join(tmp, "m1.json"), os.path.join(tmp, "m2.json")
-    for path, threads in ((m1, "1"), (m2, "2")):
-        p = quantize(model, *MEASURE, "--save-measurements", path, "--threads", threads)
-        check(p.returncode == 0 and "measured" in p.stdout, f"measuring: {p.stderr}")
-    check(filecmp.cmp(m1, m2, shallow=False), "measurements do not depend on the thread count")
+    p = quantize(model, *MEASURE, "--save-measurements", m1, "--threads", "1")
+    check(p.returncode == 0 and "measured" in p.stdout, f"measuring: {p.stderr}")
     with open(m1) as f:
         meas = json.load(f)
     check(all(t.get("kl_format") for t in meas["tensors"] if sum(e is not None for e in t["errors"]) > 1),
@@ -69,7 +70,8 @@ def test_determinism(model, tmp):
         within_budget(res, f"target-bpw {float(bpw):.4f} (Q4_K_M)")
         check(abs(res["allocation"]["budget_bytes"] - q4["totals"]["out_bytes"]) <= 1, "budget = Q4_K_M's bytes")
     allocate(model, outs[1], "--measurements", m1, "--target-bpw", bpw)
-    allocate(model, outs[2], *MEASURE, "--target-bpw", bpw)
+    allocate(model, outs[2], *MEASURE, "--save-measurements", m2, "--threads", "2", "--target-bpw", bpw)
+    check(filecmp.cmp(m1, m2, shallow=False), "measurements do not depend on the thread count")
     check(filecmp.cmp(outs[0], outs[1], shallow=False), "the same bytes twice")
     check(filecmp.cmp(outs[0], outs[2], shallow=False), "measuring in the run = reading the measurements")
     q4_path = os.path.join(tmp, "q4.gguf")
@@ -154,6 +156,60 @@ def test_errors(model, meas, tmp):
                 "--save-measurements needs --measure-text")
 
 
+def test_measure_formula(model, tmp):
+    """--measure-stats reads llama.cpp's imatrix layout; each error is
+    sum_rows sum_j (W - Q(W))^2 in_sum2_j / count, checked with numpy for Q8_0
+    (gguf-py's quantizer, bit-exact with ggml's) and F16; token_embd, absent
+    from the file, is weighted uniformly over its rows."""
+    rng = np.random.default_rng(3)
+    weights = {t.name: np.array(t.data, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])
+               for t in GGUFReader(model).tensors}
+    stats = os.path.join(tmp, "imatrix.gguf")
+    w = GGUFWriter(stats, "imatrix")
+    moments = {}
+    for name, a in weights.items():
+        if a.ndim != 2 or name == "token_embd.weight":
+            continue
+        sum2 = rng.uniform(0.1, 3.0, size=(1, a.shape[1])).astype(np.float32)
+        count = np.array([[float(rng.integers(50, 500))]], dtype=np.float32)
+        moments[name] = sum2[0].astype(np.float64) / float(count[0, 0])
+        w.add_tensor(name + ".in_sum2", sum2)
+        w.add_tensor(name + ".counts", count)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    meas = os.path.join(tmp, "stats.json")
+    p = quantize(model, "--measure-stats", stats, "--candidates", "q8_0,f16", "--save-measurements", meas)
+    check(p.returncode == 0, f"--measure-stats: {p.stderr}")
+    if p.returncode != 0:
+        return
+    with open(meas) as f:
+        got = {t["name"]: t for t in json.load(f)["tensors"]}
+    check(set(got) == set(moments) | {"token_embd.weight"}, f"measured tensors: {sorted(got)}")
+    worst = 0.0
+    for name, t in got.items():
+        a = weights[name]
+        back = {"q8_0": quants.dequantize(quants.quantize(a, GGMLQuantizationType.Q8_0), GGMLQuantizationType.Q8_0),
+                "f16": a.astype(np.float16).astype(np.float32)}
+        for k, fmt in enumerate(("q8_0", "f16")):
+            d2 = (a.astype(np.float64) - back[fmt].astype(np.float64)) ** 2
+            want = (d2 * moments[name]).sum() if name in moments else d2.sum() / a.shape[0]
+            worst = max(worst, abs(t["errors"][k] - want) / want)
+        check("kl_format" not in t, f"{name}: no KL probe without a text")
+    print(f"--measure-stats: {len(got)} tensors, errors equal numpy's to {worst:.2e} (relative)")
+    check(worst < 1e-9, f"measured errors vs numpy: {worst}")
+    bad = os.path.join(tmp, "bad_imatrix.gguf")
+    w = GGUFWriter(bad, "imatrix")
+    w.add_tensor("blk.0.attn_q.weight.in_sum2", np.ones((1, 256), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    expect_fail(tmp, [model, "--measure-stats", bad, "--save-measurements", "OUT"], 1,
+                "tensor blk.0.attn_q.weight.in_sum2 has no partner blk.0.attn_q.weight.counts")
+
+
 def main():
     if not os.path.exists(TRAIN):
         print(f"SKIP: the calibration text {TRAIN} is absent")
@@ -163,6 +219,7 @@ def main():
         meas = test_determinism(model, tmp)
         test_recipe_constraints(model, meas, tmp)
         test_errors(model, meas, tmp)
+        test_measure_formula(model, tmp)
     sys.exit(finish())
 
 
