@@ -2,7 +2,9 @@
 #include "src/quantize_codec.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "formats/ggml_type.h"
@@ -83,8 +85,8 @@ void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst,
     switch (job->fmt) {
     case GT_NVFP4: hfq_quantize_nvfp4(src, dst, 1, n, importance, job->global_scale); break;
     case HFQ_FMT_INT8: hfq_quantize_int8(src, dst, 1, n, importance, row_scale, 0); break;
-    case HFQ_FMT_FP8_E4M3: hfq_quantize_fp8(HFQ_FP8_E4M3, src, dst, 1, n, NULL, row_scale); break;
-    case HFQ_FMT_FP8_E5M2: hfq_quantize_fp8(HFQ_FP8_E5M2, src, dst, 1, n, NULL, row_scale); break;
+    case HFQ_FMT_FP8_E4M3: hfq_quantize_fp8(HFQ_FP8_E4M3, src, dst, 1, n, importance, row_scale); break;
+    case HFQ_FMT_FP8_E5M2: hfq_quantize_fp8(HFQ_FP8_E5M2, src, dst, 1, n, importance, row_scale); break;
     default: {
         const hfq_qtype_traits *tr = traits_of(job->fmt);
         /* ggml's quantize_mxfp4 ignores the importance: so do we, to stay identical */
@@ -92,4 +94,74 @@ void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst,
         tr->quantize(src, dst, 1, n, imp ? importance : NULL);
     }
     }
+}
+
+/* One encoded row back to floats (row_scale: its INT8/FP8 scale). */
+static void decode_encoded_row(const hfq_codec_job *job, const void *src, float *dst, float row_scale) {
+    const int64_t n = job->n_per_row;
+    switch (job->fmt) {
+    case GT_NVFP4:
+        hfq_dequantize_row_nvfp4(src, dst, n);
+        if (job->global_scale > 0.0f)
+            for (int64_t j = 0; j < n; j++) dst[j] *= job->global_scale;
+        break;
+    case HFQ_FMT_INT8: hfq_dequantize_row_int8(src, dst, n, &row_scale, 0); break;
+    case HFQ_FMT_FP8_E4M3: hfq_dequantize_row_fp8(HFQ_FP8_E4M3, src, dst, n, row_scale); break;
+    case HFQ_FMT_FP8_E5M2: hfq_dequantize_row_fp8(HFQ_FP8_E5M2, src, dst, n, row_scale); break;
+    default: traits_of(job->fmt)->dequantize(src, dst, n);
+    }
+}
+
+int hfq_codec_roundtrip(uint32_t fmt, const float *src, float *dst, int64_t nrows, int64_t n,
+                        const float *importance, hfq_error *err) {
+    const gguf_tensor_info t = {.name = "round trip", .type = GT_F32, .n_dims = 2, .ne = {n, nrows, 1, 1}};
+    hfq_codec_job job;
+    if (hfq_codec_begin(&job, &t, fmt, err) < 0) return -1;
+    if (hfq_codec_needs_amax(fmt)) {
+        float amax = 0.0f;
+        for (int64_t i = 0; i < nrows * n; i++) amax = fmaxf(amax, fabsf(src[i]));
+        job.global_scale = hfq_codec_global_scale(fmt, amax);
+    }
+    uint8_t *buf = malloc((size_t)nrows * job.out_row_bytes + 1);
+    if (!buf) return hfq_fail(err, "round trip", "out of memory");
+    /* rows are independent: threads only for enough work to pay for them */
+#pragma omp parallel for schedule(static) if (nrows * n >= ((int64_t)1 << 16))
+    for (int64_t r = 0; r < nrows; r++) {
+        float scale = 0.0f;
+        uint8_t *row = buf + (size_t)r * job.out_row_bytes;
+        hfq_codec_encode_row(&job, src + r * n, row, importance, &scale);
+        decode_encoded_row(&job, row, dst + r * n, scale);
+    }
+    free(buf);
+    return 0;
+}
+
+int hfq_codec_act_roundtrip(uint32_t fmt, float *x, int64_t nrows, int64_t n, float static_scale, hfq_error *err) {
+    const hfq_qtype_traits *w = traits_of(fmt);
+    if (!w) return hfq_fail(err, hfq_fmt_name(fmt), "not available in this build");
+    const hfq_qtype_traits *a = hfq_qtype_get(w->vec_dot_type);
+    const bool qext = hfq_codec_qext_encoding(fmt) != NULL;
+    if (!qext && (w->vec_dot_type == HFQ_QT_F32 || !a || !a->quantize_row || !a->dequantize)) return 0;
+    const int64_t row_bytes = qext ? n : hfq_qtype_row_size(a->type, n);
+    if (row_bytes < 0) return hfq_fail(err, hfq_fmt_name(fmt), "activation rows of %" PRId64 " do not fit", n);
+    uint8_t *buf = malloc((size_t)(row_bytes > 0 ? row_bytes : 1));
+    if (!buf) return hfq_fail(err, hfq_fmt_name(fmt), "out of memory");
+    const hfq_fp8_format f8 = fmt == HFQ_FMT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+    for (int64_t r = 0; r < nrows; r++) {
+        float *row = x + r * n, scale = static_scale;
+        if (fmt == HFQ_FMT_INT8) {
+            if (static_scale > 0.0f) hfq_quantize_int8_static(row, buf, 1, n, static_scale);
+            else hfq_quantize_int8(row, buf, 1, n, NULL, &scale, 0);
+            hfq_dequantize_row_int8(buf, row, n, &scale, 0);
+        } else if (qext) {
+            if (static_scale > 0.0f) hfq_quantize_fp8_static(f8, row, buf, 1, n, static_scale);
+            else hfq_quantize_fp8(f8, row, buf, 1, n, NULL, &scale);
+            hfq_dequantize_row_fp8(f8, buf, row, n, scale);
+        } else {
+            a->quantize_row(row, buf, n);
+            a->dequantize(buf, row, n);
+        }
+    }
+    free(buf);
+    return 0;
 }
