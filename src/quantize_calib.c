@@ -319,7 +319,17 @@ int hfq_calib_session_prepare(hfq_calib_session *s, const gguf_file *f, const hf
     if (hfq_calib_session_check(s, f, err)) return -1;
     if (s->o.uses.smoothquant && s->o.uses.awq)
         return hfq_fail(err, gguf_path(f), "SmoothQuant and AWQ rescale the same channels: choose one");
-    if ((s->o.uses.smoothquant || s->o.uses.awq) && fold_groups(s, err)) return -1;
+    const char *source = s->o.stats_path ? s->o.stats_path : s->o.text_path;
+    for (int64_t i = 0; s->o.uses.act_scales && i < s->stats.n; i++)
+        if (!s->stats.entries[i].in_max || !s->stats.entries[i].tok_hist)
+            return hfq_fail(err, source,
+                            "tensor %s: --act-scales needs activation maxima, which the statistics lack (files from "
+                            "llama-imatrix hold only sums of squares: calibrate with --calibration-file)",
+                            s->stats.entries[i].name);
+    if ((s->o.uses.smoothquant || s->o.uses.awq) && fold_groups(s, err)) {
+        hfq_error_prefix(err, source);
+        return -1;
+    }
     int64_t max_vals = 1;
     for (int64_t i = 0; i < s->stats.n; i++)
         if (s->stats.entries[i].n_in * s->stats.entries[i].n_mats > max_vals)
