@@ -67,7 +67,7 @@ int hfq_calib_sequences(const char *text, size_t len, const char *where, const h
 void hfq_calib_seqs_free(hfq_calib_seqs *s);
 
 typedef struct hfq_calib_run_params {
-    int n_threads;             /* <= 0: all */
+    int n_threads;             /* <= 0: all, or 1 for tiny models (2^24 matrix elements at most) */
     int64_t n_batch;           /* tokens per forward call; <= 0: 64 */
     /* called after each sequence (may be NULL) */
     void (*progress)(void *ctx, int64_t done, int64_t n);
