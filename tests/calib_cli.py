@@ -238,6 +238,21 @@ def test_lines(tmp, syn_dir, syn):
           f"--calib-chat without a template: {r.returncode} {r.stderr}")
 
 
+def test_summary(tmp, syn):
+    """Calibrating alone prints where the outliers are: mkmodel --outliers makes 4 channels
+    of the q/k/v and gate/up inputs 8x larger, not those of attn_output / ffn_down."""
+    r = ok(QUANTIZE, syn, "--calibration-file", TRAIN, "--calib-ctx", 64, "--calib-chunks", 4,
+           "--save-stats", os.path.join(tmp, "summary.stats"), "--json")
+    j = json.loads(r.stdout)
+    ws = {w["name"]: w for w in j["weights"]}
+    check(j["n_tokens"] == 256 and j["n_chunks"] == 4 and len(ws) == 15, f"summary: {j['n_tokens']} {len(ws)}")
+    for name in ("blk.0.attn_q.weight", "blk.1.ffn_up.weight"):
+        check(ws[name]["outlier_ratio"] > 4, f"{name}: outlier ratio {ws[name]['outlier_ratio']}")
+    check(ws["blk.0.attn_output.weight"]["outlier_ratio"] < 4, "attn_output's input has no outlier channel")
+    w = ws["blk.0.attn_q.weight"]
+    check(0 < w["token_max_p50"] <= w["token_max_p99"] <= w["amax"], f"percentiles: {w}")
+
+
 def test_gzip(tmp, syn):
     gz = os.path.join(tmp, "train.txt.gz")
     with open(TRAIN, "rb") as f, gzip.open(gz, "wb") as g:
@@ -328,6 +343,7 @@ def main():
             test_act_scales(tmp, syn)
         if "input" in PARTS:
             test_lines(tmp, syn_dir, syn)
+            test_summary(tmp, syn)
             test_gzip(tmp, syn)
             test_bad_input(tmp, syn, s260)
     return finish()

@@ -49,7 +49,7 @@ static void usage(FILE *out) {
         "  --calib-chunks N           use at most N chunks (lines); default all\n"
         "  --calib-lines              one sample per line, each its own sequence with BOS\n"
         "  --calib-chat               with --calib-lines: each line as a user turn of the chat template\n"
-        "  --calib-samples N          activation rows kept per layer input for --awq (default 64)\n"
+        "  --calib-samples N          activation rows kept per layer input (--awq, --smoothquant-alpha auto; default 64)\n"
         "  --save-stats FILE          write the statistics (llama.cpp's imatrix GGUF plus our tensors)\n"
         "  --stats FILE               read statistics written before (ours or llama-imatrix's)\n"
         "  uses of the statistics (with none named, --importance):\n"
@@ -325,6 +325,33 @@ static bool same_file(const char *a, const char *b) {
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+static int by_value(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One weight's input in the calibration summary: its range, the per-token
+ * maxima's percentiles, and how far its largest channel stands out (max|x|
+ * of the largest channel over the median channel's). */
+static void add_weight_summary(cJSON *list, const hfq_calib_entry *e) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddItemToArray(list, o)) return;
+    float *ch = malloc((size_t)e->n_in * sizeof *ch);
+    cJSON_AddStringToObject(o, "name", e->name);
+    cJSON_AddNumberToObject(o, "n_in", (double)e->n_in);
+    cJSON_AddNumberToObject(o, "tokens", (double)e->counts[0]);
+    cJSON_AddNumberToObject(o, "amax", hfq_calib_amax(e, 0));
+    cJSON_AddNumberToObject(o, "token_max_p50", hfq_calib_token_max_percentile(e, 0, 50.0));
+    cJSON_AddNumberToObject(o, "token_max_p99", hfq_calib_token_max_percentile(e, 0, 99.0));
+    if (ch) {
+        memcpy(ch, e->in_max, (size_t)e->n_in * sizeof *ch);
+        qsort(ch, (size_t)e->n_in, sizeof *ch, by_value);
+        const float median = ch[e->n_in / 2];
+        cJSON_AddNumberToObject(o, "outlier_ratio", median > 0.0f ? ch[e->n_in - 1] / median : 0.0);
+    }
+    free(ch);
+}
+
 /* Calibration without quantizing: the statistics are written, a summary printed. */
 static int calibrate_only(args *a) {
     hfq_error err = {{0}};
@@ -344,6 +371,8 @@ static int calibrate_only(args *a) {
         cJSON_AddNumberToObject(j, "chunk_size", (double)st->chunk_size);
         cJSON_AddNumberToObject(j, "n_tokens", (double)st->n_tokens);
         cJSON_AddNumberToObject(j, "n_weights", (double)st->n);
+        cJSON *ws = cJSON_AddArrayToObject(j, "weights");
+        for (int64_t i = 0; ws && i < st->n; i++) add_weight_summary(ws, &st->entries[i]);
         char *text = cJSON_Print(j);
         if (text) puts(text);
         free(text);
