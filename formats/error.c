@@ -3,6 +3,14 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Messages quote names and texts from hostile files: control characters
+ * (a newline in a tensor name, a merge, a shard name) become '?' so the
+ * message stays one line. */
+static void one_line(char *msg) {
+    for (unsigned char *p = (unsigned char *)msg; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 int hfq_vfail(hfq_error *err, const char *where, const char *fmt, va_list ap) {
     if (!err) return -1;
     size_t n = 0;
@@ -11,6 +19,7 @@ int hfq_vfail(hfq_error *err, const char *where, const char *fmt, va_list ap) {
         n = w < 0 ? 0 : ((size_t)w >= sizeof err->msg ? sizeof err->msg - 1 : (size_t)w);
     }
     vsnprintf(err->msg + n, sizeof err->msg - n, fmt, ap);
+    one_line(err->msg);
     return -1;
 }
 
@@ -32,4 +41,5 @@ void hfq_error_prefix(hfq_error *err, const char *where) {
     err->msg[wl] = ':';
     err->msg[wl + 1] = ' ';
     err->msg[wl + 2 + ml] = 0;
+    one_line(err->msg);
 }

@@ -103,6 +103,12 @@ int64_t gguf_arr_n(const gguf_file *f, int64_t i);
 const void *gguf_arr_data(const gguf_file *f, int64_t i);
 const char *gguf_arr_str(const gguf_file *f, int64_t i, int64_t j, uint64_t *len);
 
+/* Tells the kernel that the mapped pages holding [p, p + nbytes) are no
+ * longer needed (clamped to the mapping; the data stays readable and is
+ * faulted back in from the file), so streaming a large file through memory
+ * keeps the resident set bounded. */
+void gguf_release(const gguf_file *f, const void *p, uint64_t nbytes);
+
 int64_t gguf_n_tensors(const gguf_file *f);
 const gguf_tensor_info *gguf_tensor_at(const gguf_file *f, int64_t i);
 const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name);  /* NULL if absent */

@@ -574,3 +574,17 @@ int gguf_stored_hash(const gguf_file *f, int64_t i, uint64_t *out, hfq_error *er
     memcpy(out, f->map + e->data_off + 8 * (uint64_t)i, 8);
     return 1;
 }
+
+void gguf_release(const gguf_file *f, const void *p, uint64_t nbytes) {
+    const uint8_t *map = f->map, *q = p;
+    if (!map || q < map || q >= map + f->size || nbytes == 0) return;
+    uint64_t begin = (uint64_t)(q - map);
+    uint64_t end = nbytes > f->size - begin ? f->size : begin + nbytes;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    /* whole pages around the range: an edge page shared with a neighbour is
+     * simply faulted back in from the file */
+    begin &= ~(page - 1);
+    end = (end + page - 1) & ~(page - 1);
+    if (end > f->size) end = f->size;
+    madvise((void *)(map + begin), (size_t)(end - begin), MADV_DONTNEED);
+}

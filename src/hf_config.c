@@ -2,6 +2,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,12 @@ static int get_int(const cJSON *root, const char *key, int64_t lo, int64_t hi, i
         *out = dflt;
         return 0;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
+    if (!cJSON_IsNumber(v)) return hfq_fail(err, path, "field '%s' is not an integer", key);
+    /* range first: converting a double outside int64 (1e30, inf) is undefined */
+    if (!(fabs(v->valuedouble) < 0x1p62))
+        return hfq_fail(err, path, "field '%s' = %g is out of range [%lld, %lld]", key, v->valuedouble,
+                        (long long)lo, (long long)hi);
+    if (v->valuedouble != (double)(int64_t)v->valuedouble)
         return hfq_fail(err, path, "field '%s' is not an integer", key);
     int64_t x = (int64_t)v->valuedouble;
     if (x < lo || x > hi)
@@ -38,8 +44,8 @@ static int get_double(const cJSON *obj, const char *key, double dflt, double *ou
         *out = dflt;
         return 0;
     }
-    if (!cJSON_IsNumber(v) || !(v->valuedouble == v->valuedouble))
-        return hfq_fail(err, path, "field '%s' is not a number", key);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))   /* 1e400 parses as inf */
+        return hfq_fail(err, path, "field '%s' is not a finite number", key);
     *out = v->valuedouble;
     return 0;
 }

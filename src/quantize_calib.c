@@ -164,19 +164,21 @@ static const hfq_plan_entry *plan_entry(const hfq_calib_session *s, const char *
 }
 
 /* The format the scale searches quantize weight `name` to: its planned
- * format (or --awq-format); -1 when it stays unquantized or its rows do not
- * fit that format's blocks. */
-static int64_t search_fmt(const hfq_calib_session *s, const char *name, int64_t cols) {
+ * format (or --awq-format, per row); false when it stays unquantized or its
+ * rows do not fit that format. */
+static bool search_spec(const hfq_calib_session *s, const char *name, int64_t cols, hfq_fmt_spec *spec) {
     const hfq_plan_entry *e = plan_entry(s, name);
-    int64_t fmt = s->o.uses.awq && s->o.uses.awq_fmt >= 0 ? s->o.uses.awq_fmt : e && e->convert ? (int64_t)e->fmt : -1;
-    if (fmt < 0 || !hfq_fmt_is_quantized((uint32_t)fmt) || cols % hfq_fmt_block_size((uint32_t)fmt) != 0) return -1;
-    return fmt;
+    if (s->o.uses.awq && s->o.uses.awq_fmt >= 0) *spec = (hfq_fmt_spec){(uint32_t)s->o.uses.awq_fmt, HFQ_SCALE_PER_ROW};
+    else if (e && e->convert) *spec = (hfq_fmt_spec){e->fmt, e->scale_group};
+    else return false;
+    return hfq_fmt_is_quantized(spec->fmt) && !hfq_fmt_spec_problem(spec, cols) &&
+           cols % hfq_fmt_block_size(spec->fmt) == 0;
 }
 
 static int weight_roundtrip(void *ctx, const char *name, const float *w, float *out, int64_t rows, int64_t cols,
                             const float *importance, hfq_error *err) {
-    int64_t fmt = search_fmt(ctx, name, cols);
-    return fmt < 0 ? 1 : hfq_codec_roundtrip((uint32_t)fmt, w, out, rows, cols, importance, err);
+    hfq_fmt_spec spec;
+    return !search_spec(ctx, name, cols, &spec) ? 1 : hfq_codec_roundtrip(&spec, w, out, rows, cols, importance, err);
 }
 
 static float act_code_max(uint32_t fmt);
@@ -184,11 +186,12 @@ static float act_code_max(uint32_t fmt);
 static int act_roundtrip(void *ctx, const char *name, float *x, int64_t rows, int64_t cols, float static_amax,
                          hfq_error *err) {
     const hfq_calib_session *s = ctx;
-    int64_t fmt = search_fmt(s, name, cols);
-    if (fmt < 0) return 0;
+    hfq_fmt_spec spec;
+    if (!search_spec(s, name, cols, &spec)) return 0;
     /* the runner applies static input scales to the I8 formats only */
-    float scale = s->o.uses.act_scales && hfq_codec_qext_encoding((uint32_t)fmt) ? static_amax / act_code_max((uint32_t)fmt) : 0.0f;
-    return hfq_codec_act_roundtrip((uint32_t)fmt, x, rows, cols, scale, err);
+    const float scale =
+        s->o.uses.act_scales && hfq_codec_qext_encoding(spec.fmt) ? static_amax / act_code_max(spec.fmt) : 0.0f;
+    return hfq_codec_act_roundtrip(spec.fmt, x, rows, cols, scale, err);
 }
 
 static int fold_groups(hfq_calib_session *s, hfq_error *err) {

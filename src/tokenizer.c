@@ -626,7 +626,7 @@ int hfq_tokenize(const hfq_tokenizer *t, const char *text, size_t len, int flags
         pos += m;
         seg = pos;
     }
-    encode_segment(&e, clean.data + seg, clean.len - seg);
+    if (seg < clean.len) encode_segment(&e, clean.data + seg, clean.len - seg);   /* data is NULL for "" */
     if ((flags & HFQ_TOK_ADD_SPECIAL) && v->add_eos && v->eos_id >= 0) push_id(&e, v->eos_id);
     hfq_buf_free(&clean);
     hfq_buf_free(&e.tmp);

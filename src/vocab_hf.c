@@ -307,10 +307,13 @@ static int read_merges(const hf_dir *d, const cJSON *model, hfq_vocab *v, hfq_er
     const cJSON *m;
     int64_t i = 0;
     cJSON_ArrayForEach(m, merges) {
-        if (cJSON_IsString(m)) {
+        /* both halves non-empty: "ab" or ["", "ab"] has no split point */
+        const char *sp = cJSON_IsString(m) && m->valuestring[0] ? strchr(m->valuestring + 1, ' ') : NULL;
+        if (sp && sp[1]) {
             if (hfq_vocab_add_merge(v, m->valuestring, strlen(m->valuestring), err)) return -1;
         } else if (cJSON_GetArraySize(m) == 2 && cJSON_IsString(cJSON_GetArrayItem(m, 0)) &&
-                   cJSON_IsString(cJSON_GetArrayItem(m, 1))) {
+                   cJSON_IsString(cJSON_GetArrayItem(m, 1)) && cJSON_GetArrayItem(m, 0)->valuestring[0] &&
+                   cJSON_GetArrayItem(m, 1)->valuestring[0]) {
             const char *parts[2] = {cJSON_GetArrayItem(m, 0)->valuestring, cJSON_GetArrayItem(m, 1)->valuestring};
             size_t cap = 2 * (strlen(parts[0]) + strlen(parts[1])) + 2, n = 0;
             char *buf = malloc(cap);

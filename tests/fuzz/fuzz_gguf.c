@@ -1,15 +1,16 @@
 /* libFuzzer target for the GGUF reader: any input must be refused with a
- * one-line error or parsed into something every accessor can walk safely.
+ * one-line error or parsed into something every accessor can walk safely;
+ * then its tokenizer.* keys must give a vocabulary that tokenizes
+ * (fuzz_vocab.h) or a one-line refusal.
  * Built only by tests/fuzz/build.sh (clang), never by the default build. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "formats/gguf.h"
-
-static char path[64];
+#include "tests/fuzz/fuzz_common.h"
+#include "tests/fuzz/fuzz_vocab.h"
 
 static void walk(const gguf_file *f) {
     hfq_error err;
@@ -44,21 +45,19 @@ static void walk(const gguf_file *f) {
     }
 }
 
-static void remove_input(void) { unlink(path); }
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!path[0]) {
-        snprintf(path, sizeof path, "/tmp/fuzz_gguf_%d.gguf", (int)getpid());
-        atexit(remove_input);
-    }
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return 0;
-    if (size) fwrite(data, 1, size, fp);
-    fclose(fp);
+    char path[320];
+    fuzz_put("in.gguf", data, size, path, sizeof path);
     hfq_error err = {{0}};
     gguf_file *f = gguf_open(path, &err);
-    if (f) walk(f);
-    else if (strchr(err.msg, '\n') || strncmp(err.msg, path, strlen(path)) != 0) abort();
+    if (f) {
+        walk(f);
+        hfq_vocab *v = hfq_vocab_from_gguf(f, &err);
+        if (v) fuzz_use_vocab(v);
+        else fuzz_check_error(err.msg, NULL);
+        hfq_vocab_free(v);
+    } else if (strncmp(err.msg, path, strlen(path)) != 0) abort();
+    else fuzz_check_error(err.msg, path);
     gguf_close(f);
     return 0;
 }

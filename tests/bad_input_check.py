@@ -1,0 +1,657 @@
+"""Bad-input corpus: every tool meets broken files and hostile environments.
+
+Each case builds its broken input at test time from small good ones (a mkmodel
+checkpoint, its hfconv GGUF, fixture copies) or takes a fuzz-found regression
+input from tests/bad_input/fuzz/, runs one tool, and checks:
+  - the exit code (1 for bad input / I/O failure, 2 for usage, 4 for --verify);
+  - stderr is exactly one line and holds the case's error substring;
+  - no output file and no temporary (*.tmp.*) file is left behind.
+Cases: truncated files, lying sizes and offsets, wrong dtypes, NaN/Inf weights,
+mismatched shards, hostile config/tokenizer files, non-UTF-8 text, disk full
+(RLIMIT_FSIZE, SIGXFSZ ignored), a read-only output folder (as nobody when run
+as root), a missing output folder.
+
+usage: bad_input_check.py [-v] [CASE-SUBSTRING...]   (env: HFQ_BUILD, HFQ_SOURCE)
+"""
+import json
+import os
+import resource
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+
+BUILD = os.environ["HFQ_BUILD"]
+SOURCE = os.environ.get("HFQ_SOURCE", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOLS = os.path.join(BUILD, "src", "tools")
+HFCONV, QUANTIZE, TOKENIZE, MKMODEL, GGUF_INFO = (
+    os.path.join(TOOLS, t) for t in ("hfconv", "quantize", "tokenize", "mkmodel", "gguf-info"))
+REGRESS = os.path.join(SOURCE, "tests", "bad_input", "fuzz")
+VERBOSE = "-v" in sys.argv
+ONLY = [a for a in sys.argv[1:] if a != "-v"]
+
+CASES = []
+
+
+def case(name, expect, code=1, stdout=None):
+    """Registers a case: fn(work) -> (argv, outputs, preexec) where outputs are
+    paths that must not exist afterwards (their folders are scanned for
+    *.tmp.* files). stdout: a substring the standard output must hold."""
+    def add(fn):
+        CASES.append((name, expect, code, stdout, fn))
+        return fn
+    return add
+
+
+# ---------------------------------------------------------------- helpers
+
+def run(argv, **kw):
+    return subprocess.run(argv, capture_output=True, **kw)
+
+
+def must(argv):
+    r = run(argv)
+    if r.returncode != 0:
+        raise RuntimeError(f"{argv} failed: {r.stderr.decode(errors='replace')}")
+    return r
+
+
+def st_read(path):
+    raw = bytearray(open(path, "rb").read())
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]), 8 + n, raw
+
+
+def st_write(path, header, data):
+    h = json.dumps(header).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + bytes(data))
+
+
+def gguf_layout(path):
+    """gguf-info --json of a good file: data_offset and the tensor table."""
+    return json.loads(must([GGUF_INFO, path, "--json", "--no-tensors"]).stdout) | {
+        "tensors": json.loads(must([GGUF_INFO, path, "--json"]).stdout)["tensors"]}
+
+
+def patch(path, offset, data):
+    raw = bytearray(open(path, "rb").read())
+    raw[offset:offset + len(data)] = data
+    open(path, "wb").write(raw)
+
+
+def truncate(path, n):
+    raw = open(path, "rb").read()
+    open(path, "wb").write(raw[:n])
+
+
+def disk_full():
+    """preexec: files may not grow past 64 KiB; writing further fails with EFBIG."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+
+def read_only_dir(work, name):
+    """A folder the tool cannot write into, and the preexec that makes it so
+    (root ignores permission bits: the tool then runs as nobody)."""
+    d = os.path.join(work, name)
+    os.makedirs(d)
+    os.chmod(d, 0o555)
+    if os.geteuid() != 0:
+        return d, None
+    for p in (work, os.path.dirname(work)):   # nobody must reach the inputs
+        os.chmod(p, 0o755)
+
+    def as_nobody():
+        os.setgid(65534)
+        os.setuid(65534)
+    return d, as_nobody
+
+
+class Base:
+    """The good inputs every case starts from, built once."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        os.makedirs(tmp)
+        self.model = os.path.join(tmp, "model")            # llama, f32, untied, 2 layers
+        must([MKMODEL, self.model, "--seed", "7"])
+        self.model_bf16 = os.path.join(tmp, "model-bf16")
+        must([MKMODEL, self.model_bf16, "--dtype", "bf16", "--layers", "1"])
+        self.sharded = os.path.join(tmp, "sharded")
+        must([MKMODEL, self.sharded, "--shards", "2"])
+        self.other_sharded = os.path.join(tmp, "other-sharded")
+        must([MKMODEL, self.other_sharded, "--shards", "2", "--hidden", "128", "--heads", "4"])
+        self.gguf = os.path.join(tmp, "model-f16.gguf")
+        must([HFCONV, self.model, "-o", self.gguf, "-q"])
+        self.q8 = os.path.join(tmp, "model-q8_0.gguf")
+        must([QUANTIZE, self.gguf, self.q8, "Q8_0"])
+        self.layout = gguf_layout(self.gguf)
+
+    def copy_model(self, work, src=None):
+        d = os.path.join(work, "in")
+        shutil.copytree(src or self.model, d)
+        return d
+
+    def copy_gguf(self, work, src=None):
+        p = os.path.join(work, "in.gguf")
+        shutil.copy(src or self.gguf, p)
+        return p
+
+    def tensor(self, name):
+        return next(t for t in self.layout["tensors"] if t["name"] == name)
+
+
+B = None   # the Base, set in main
+
+
+def out_in(work):
+    d = os.path.join(work, "out")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, "x.gguf")
+
+
+def hfconv_case(work, model, *extra):
+    out = out_in(work)
+    return [HFCONV, model, "-o", out, "-q", *extra], [out], None
+
+
+def hfconv_with(work, filename, change, *extra, src=None):
+    """hfconv on a copy of the model (or src) whose file `filename` was changed by change(path)."""
+    m = B.copy_model(work, src)
+    change(os.path.join(m, filename))
+    return hfconv_case(work, m, *extra)
+
+
+def cut_to(fraction):
+    return lambda p: truncate(p, int(os.path.getsize(p) * fraction))
+
+
+def regression(*parts):
+    """change(): replace the file with a fuzz-found regression input."""
+    return lambda p: shutil.copy(os.path.join(REGRESS, *parts), p)
+
+
+def quantize_case(work, gguf, preset="Q8_0", *extra):
+    out = out_in(work)
+    return [QUANTIZE, gguf, out, preset, *extra], [out], None
+
+
+def set_weight(model, name, fmt, value, index=5):
+    """Overwrites element `index` of tensor `name` in model.safetensors."""
+    path = os.path.join(model, "model.safetensors")
+    header, start, raw = st_read(path)
+    size = struct.calcsize(fmt)
+    pos = start + header[name]["data_offsets"][0] + size * index
+    raw[pos:pos + size] = struct.pack(fmt, value)
+    open(path, "wb").write(raw)
+
+
+def edit_st_header(model, fn):
+    path = os.path.join(model, "model.safetensors")
+    header, start, raw = st_read(path)
+    fn(header)
+    st_write(path, header, raw[start:])
+
+
+def edit_json(path, fn):
+    obj = json.load(open(path))
+    fn(obj)
+    json.dump(obj, open(path, "w"))
+
+
+UP = "model.layers.0.mlp.up_proj.weight"
+
+# ---------------------------------------------------------------- hfconv: safetensors
+
+
+@case("hfconv/st-truncated-data", "past the end of the data section")
+def _(work):
+    return hfconv_with(work, "model.safetensors", cut_to(0.6))
+
+
+@case("hfconv/st-short-file", "file too short (5 bytes) for a safetensors header")
+def _(work):
+    return hfconv_with(work, "model.safetensors", lambda p: truncate(p, 5))
+
+
+@case("hfconv/st-header-length-huge", "header length 1099511627776 exceeds the 100 MB limit")
+def _(work):
+    return hfconv_with(work, "model.safetensors", lambda p: patch(p, 0, struct.pack("<Q", 1 << 40)))
+
+
+@case("hfconv/st-header-length-past-eof", "runs past the end of the file")
+def _(work):
+    return hfconv_with(work, "model.safetensors", lambda p: patch(p, 0, struct.pack("<Q", os.path.getsize(p))))
+
+
+@case("hfconv/st-offsets-span-lie", f"tensor '{UP}': data_offsets span")
+def _(work):
+    m = B.copy_model(work)
+    edit_st_header(m, lambda h: h[UP]["data_offsets"].__setitem__(1, h[UP]["data_offsets"][1] - 4))
+    return hfconv_case(work, m)
+
+
+@case("hfconv/st-offsets-overlap", "data overlaps tensor")
+def _(work):
+    m = B.copy_model(work)
+    down = "model.layers.0.mlp.down_proj.weight"
+
+    def overlap(h):   # same size, so only the overlap is wrong
+        h[down]["data_offsets"] = list(h["model.layers.0.mlp.gate_proj.weight"]["data_offsets"])
+    edit_st_header(m, overlap)
+    return hfconv_case(work, m)
+
+
+@case("hfconv/st-dtype-unknown", f"tensor '{UP}': unknown dtype 'F12'")
+def _(work):
+    m = B.copy_model(work)
+    edit_st_header(m, lambda h: h[UP].__setitem__("dtype", "F12"))
+    return hfconv_case(work, m)
+
+
+@case("hfconv/st-dtype-wrong", f"tensor '{UP}': dtype I32 is not supported for weights")
+def _(work):
+    m = B.copy_model(work)
+    edit_st_header(m, lambda h: h[UP].__setitem__("dtype", "I32"))   # same size: only the type is wrong
+    return hfconv_case(work, m)
+
+
+@case("hfconv/st-shape-vs-config", "tensor 'model.layers.0.mlp.down_proj.weight': shape [64, 172] does not match "
+       "config.json (expected [64, 128])")
+def _(work):
+    return hfconv_with(work, "config.json", lambda p: edit_json(p, lambda c: c.__setitem__("intermediate_size", 128)))
+
+
+@case("hfconv/nan-weight-f32", f"tensor '{UP}': row 0 holds NaN or Inf")
+def _(work):
+    m = B.copy_model(work)
+    set_weight(m, UP, "<f", float("nan"))
+    return hfconv_case(work, m)
+
+
+@case("hfconv/inf-weight-bf16", f"tensor '{UP}': row 0 holds NaN or Inf")
+def _(work):
+    m = B.copy_model(work, B.model_bf16)
+    set_weight(m, UP, "<H", 0x7F80)   # +Inf in bfloat16
+    return hfconv_case(work, m, "--outtype", "auto")
+
+
+# ---------------------------------------------------------------- hfconv: shards
+
+SHARD1, SHARD2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+
+
+INDEX = "model.safetensors.index.json"
+
+
+@case("hfconv/shards-wrong-map", f"is mapped to {SHARD2} but stored in {SHARD1}")
+def _(work):
+    m = B.copy_model(work, B.sharded)
+
+    def remap(ix):
+        name = next(k for k, v in ix["weight_map"].items() if v == SHARD1)
+        ix["weight_map"][name] = SHARD2
+    edit_json(os.path.join(m, INDEX), remap)
+    return hfconv_case(work, m)
+
+
+@case("hfconv/shards-missing-file", f"{SHARD2}: cannot open: No such file or directory")
+def _(work):
+    m = B.copy_model(work, B.sharded)
+    os.remove(os.path.join(m, SHARD2))
+    return hfconv_case(work, m)
+
+
+@case("hfconv/shards-unlisted-tensor", "not listed in")
+def _(work):
+    m = B.copy_model(work, B.sharded)
+    edit_json(os.path.join(m, INDEX), lambda ix: ix["weight_map"].pop(sorted(ix["weight_map"])[0]))
+    return hfconv_case(work, m)
+
+
+@case("hfconv/shards-from-two-models", "does not match config.json")
+def _(work):
+    m = B.copy_model(work, B.sharded)
+    shutil.copy(os.path.join(B.other_sharded, SHARD2), os.path.join(m, SHARD2))
+    return hfconv_case(work, m)
+
+
+@case("hfconv/shards-index-newline (fuzz)", "/in/?: cannot open: No such file or directory")
+def _(work):
+    return hfconv_with(work, INDEX, regression("st_index", "shard_name_newline.json"), src=B.sharded)
+
+
+# ---------------------------------------------------------------- hfconv: config / tokenizer
+
+
+@case("hfconv/config-hidden-6e30 (fuzz)", "config.json: field 'hidden_size' = 6e+30 is out of range")
+def _(work):
+    return hfconv_with(work, "config.json", regression("hf_config", "hidden_size_6e30.json"))
+
+
+@case("hfconv/config-rope-theta-inf", "config.json: field 'rope_theta' is not a finite number")
+def _(work):
+    return hfconv_with(work, "config.json", lambda p: open(p, "w").write(
+        open(os.path.join(B.model, "config.json")).read().replace('"rope_theta":', '"rope_theta": 1e400, "x":')))
+
+
+@case("hfconv/config-not-object", "config.json: top level is not a JSON object")
+def _(work):
+    return hfconv_with(work, "config.json", lambda p: open(p, "w").write("[1, 2]"))
+
+
+@case("hfconv/config-truncated", "config.json: invalid JSON")
+def _(work):
+    return hfconv_with(work, "config.json", cut_to(0.5))
+
+
+@case("hfconv/config-kv-heads", "num_attention_heads 4 is not a multiple of num_key_value_heads 3")
+def _(work):
+    return hfconv_with(work, "config.json", lambda p: edit_json(p, lambda c: c.__setitem__("num_key_value_heads", 3)))
+
+
+@case("hfconv/tokenizer-merge-without-space (fuzz)", "tokenizer.json: model.merges[0]: neither \"a b\" nor")
+def _(work):
+    return hfconv_with(work, "tokenizer.json", regression("tokenizer_json", "merge_without_space.json"))
+
+
+@case("hfconv/tokenizer-merge-empty-half (fuzz)", "tokenizer.json: model.merges[0]: neither \"a b\" nor")
+def _(work):
+    return hfconv_with(work, "tokenizer.json", regression("tokenizer_json", "merge_pair_empty_left.json"),
+                       "--vocab-only")
+
+
+@case("hfconv/tokenizer-truncated", "tokenizer.json: invalid JSON")
+def _(work):
+    return hfconv_with(work, "tokenizer.json", cut_to(1 / 3))
+
+
+# ---------------------------------------------------------------- environment: hfconv, quantize
+
+WRITERS = {"hfconv": lambda out: [HFCONV, B.model, "-o", out, "-q"],
+           "quantize": lambda out: [QUANTIZE, B.gguf, out, "Q8_0"]}
+for _tool, _argv in WRITERS.items():
+    @case(f"{_tool}/disk-full", "write failed: File too large")
+    def _(work, argv=_argv):
+        out = out_in(work)
+        return argv(out), [out], disk_full
+
+    @case(f"{_tool}/read-only-folder", "cannot create output: Permission denied")
+    def _(work, argv=_argv):
+        d, pre = read_only_dir(work, "ro")
+        return argv(os.path.join(d, "x.gguf")), [os.path.join(d, "x.gguf")], pre
+
+    @case(f"{_tool}/missing-folder", "cannot create output: No such file or directory")
+    def _(work, argv=_argv):
+        out = os.path.join(work, "nope", "x.gguf")
+        return argv(out), [out], None
+
+
+
+
+# ---------------------------------------------------------------- quantize: GGUF input
+
+
+@case("quantize/gguf-truncated-data", "tensor 'blk.1.ffn_gate.weight': data extends past end of file")
+def _(work):
+    g = B.copy_gguf(work)
+    truncate(g, os.path.getsize(g) * 6 // 10)
+    return quantize_case(work, g)
+
+
+@case("quantize/gguf-truncated-header", "tensor count 21 is impossible with 76 bytes left in the file")
+def _(work):
+    g = B.copy_gguf(work)
+    truncate(g, 100)
+    return quantize_case(work, g)
+
+
+@case("quantize/not-gguf", "not a GGUF file")
+def _(work):
+    return quantize_case(work, os.path.join(B.model, "model.safetensors"))
+
+
+@case("quantize/gguf-tensor-count-huge", "tensor count 1152921504606846976 is impossible with")
+def _(work):
+    g = B.copy_gguf(work)
+    patch(g, 8, struct.pack("<Q", 1 << 60))
+    return quantize_case(work, g)
+
+
+@case("quantize/gguf-kv-count-huge", "key count 1152921504606846976 is impossible with")
+def _(work):
+    g = B.copy_gguf(work)
+    patch(g, 16, struct.pack("<Q", 1 << 60))
+    return quantize_case(work, g)
+
+
+@case("quantize/gguf-key-length-huge", "key #0: key length 4611686018427387904 is over the 1 GiB limit")
+def _(work):
+    g = B.copy_gguf(work)
+    patch(g, 24, struct.pack("<Q", 1 << 62))
+    return quantize_case(work, g)
+
+
+def patch_tensor_info(work, name, field, data):
+    """A copy of the GGUF whose tensor info record for `name` has its "type" or
+    "offset" field overwritten with data."""
+    g = B.copy_gguf(work)
+    raw = open(g, "rb").read()
+    pos = raw.index(struct.pack("<Q", len(name)) + name.encode()) + 8 + len(name)   # at n_dims
+    n_dims = struct.unpack("<I", raw[pos:pos + 4])[0]
+    type_pos = pos + 4 + 8 * n_dims
+    patch(g, type_pos if field == "type" else type_pos + 4, data)
+    return g
+
+
+@case("quantize/gguf-tensor-offset-lie", "tensor 'blk.0.attn_q.weight': data extends past end of file")
+def _(work):
+    return quantize_case(work, patch_tensor_info(work, "blk.0.attn_q.weight", "offset", struct.pack("<Q", 1 << 40)))
+
+
+@case("quantize/gguf-tensor-type-unknown", "tensor 'blk.0.attn_q.weight': unknown ggml type 99")
+def _(work):
+    return quantize_case(work, patch_tensor_info(work, "blk.0.attn_q.weight", "type", struct.pack("<I", 99)))
+
+
+def f16_poison(work, bits):
+    g = B.copy_gguf(work)
+    t = B.tensor("blk.0.attn_q.weight")
+    patch(g, B.layout["data_offset"] + t["offset"] + 2 * 70, struct.pack("<H", bits))   # row 1, element 6
+    return g
+
+
+for _preset in ("Q8_0", "Q4_K_M", "NVFP4", "INT8", "FP8_E4M3", "MXFP4"):
+    @case(f"quantize/nan-weight-{_preset}", "tensor blk.0.attn_q.weight: row 1 holds NaN or Inf")
+    def _(work, preset=_preset):
+        return quantize_case(work, f16_poison(work, 0x7E00), preset)
+
+
+@case("quantize/inf-weight", "tensor blk.0.attn_q.weight: row 1 holds NaN or Inf")
+def _(work):
+    return quantize_case(work, f16_poison(work, 0xFC00), "Q8_0")
+
+
+@case("quantize/already-quantized", "tensor token_embd.weight is already q8_0: requantiz")
+def _(work):
+    return quantize_case(work, B.q8, "Q4_0")
+
+
+@case("quantize/bad-tensor-type-regex", "--tensor-type: bad regex '(attn'", code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "Q8_0", "--tensor-type", "(attn=q4_0")
+
+
+
+# ---------------------------------------------------------------- tokenize
+
+
+@case("tokenize/gguf-merge-newline (fuzz)", "tokenizer.ggml.merges[0]: \"a?b\" is not \"left right\"")
+def _(work):
+    return [TOKENIZE, os.path.join(REGRESS, "gguf", "merge_with_newline.gguf"), "-p", "ab"], [], None
+
+
+@case("tokenize/gguf-truncated", "tensor 'blk.0.ffn_down.weight': data extends past end of file")
+def _(work):
+    g = B.copy_gguf(work)
+    truncate(g, os.path.getsize(g) // 2)
+    return [TOKENIZE, g, "-p", "hello"], [], None
+
+
+@case("tokenize/gguf-without-tokenizer", "tokenizer.ggml.model: missing (no tokenizer in this file)")
+def _(work):
+    g = os.path.join(work, "no-tok.gguf")
+    # a GGUF v3 with one key (general.architecture = "llama") and no tensors
+    key, val = b"general.architecture", b"llama"
+    open(g, "wb").write(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key +
+                        struct.pack("<IQ", 8, len(val)) + val)
+    return [TOKENIZE, g, "-p", "hello"], [], None
+
+
+@case("tokenize/decode-id-out-of-range", "token id 512 is outside the vocabulary of 512 tokens")
+def _(work):
+    return [TOKENIZE, B.gguf, "--decode", "-p", "1 2 512"], [], None
+
+
+@case("tokenize/decode-not-a-number", 'tokenize: "x7" is not a token id')
+def _(work):
+    return [TOKENIZE, B.gguf, "--decode", "-p", "1 x7"], [], None
+
+
+@case("tokenize/tokenizer-dir-truncated", "tokenizer.json: invalid JSON")
+def _(work):
+    m = B.copy_model(work)
+    p = os.path.join(m, "tokenizer.json")
+    truncate(p, os.path.getsize(p) // 2)
+    return [TOKENIZE, "--tokenizer-dir", m, "-p", "hello"], [], None
+
+
+@case("tokenize/text-file-missing", "nope.txt: cannot open: No such file or directory")
+def _(work):
+    return [TOKENIZE, B.gguf, "--text", os.path.join(work, "nope.txt")], [], None
+
+
+# ---------------------------------------------------------------- gguf-info, mkmodel
+
+
+@case("gguf-info/truncated", "tensor 'output.weight': data extends past end of file")
+def _(work):
+    g = B.copy_gguf(work)
+    truncate(g, os.path.getsize(g) - 1000)
+    return [GGUF_INFO, g], [], None
+
+
+@case("gguf-info/verify-flipped-byte", "verify failed: 1 of 21 tensors do not match their stored hashes", code=4,
+       stdout="verify: tensor 'blk.1.ffn_down.weight': hash mismatch")
+def _(work):
+    g = B.copy_gguf(work)
+    t = B.tensor("blk.1.ffn_down.weight")
+    pos = B.layout["data_offset"] + t["offset"] + 17
+    raw = open(g, "rb").read()
+    patch(g, pos, bytes([raw[pos] ^ 0x10]))
+    return [GGUF_INFO, g, "--verify", "--no-tensors"], [], None
+
+
+@case("mkmodel/disk-full", "model.safetensors: write failed: File too large")
+def _(work):
+    out = os.path.join(work, "m")
+    return ([MKMODEL, out, "--hidden", "256", "--ffn", "512"],
+            [os.path.join(out, "config.json"), os.path.join(out, "model.safetensors")], disk_full)
+
+
+@case("mkmodel/read-only-folder", "cannot create folder: Permission denied")
+def _(work):
+    d, pre = read_only_dir(work, "ro")
+    out = os.path.join(d, "m")
+    return [MKMODEL, out], [out], pre
+
+
+@case("mkmodel/bad-shape", "mkmodel: heads 5 must divide hidden 64 into an even head size", code=2)
+def _(work):
+    out = os.path.join(work, "m")
+    return [MKMODEL, out, "--hidden", "64", "--heads", "5"], [out], None
+
+
+# ---------------------------------------------------------------- non-UTF-8 text: defined, not an error
+
+
+def non_utf8_text(tmp):
+    """Invalid bytes tokenize as U+FFFD each (unicode.h): isolated invalid bytes
+    give the same ids as the text with U+FFFD in their place, from the GGUF and
+    from the folder; the tool succeeds and prints one line."""
+    bad = b"caf\xff and \x80 more \xfe end"
+    good = "caf\ufffd and \ufffd more \ufffd end".encode()
+    problems = []
+    for src in ([B.gguf], ["--tokenizer-dir", B.model]):
+        ids = []
+        for text in (bad, good):
+            p = os.path.join(tmp, "text.txt")
+            open(p, "wb").write(text)
+            r = run([TOKENIZE, *src, "--text", p])
+            if r.returncode != 0 or r.stdout.count(b"\n") != 1:
+                problems.append(f"{src}: exit {r.returncode}, stdout {r.stdout[:80]!r}, stderr {r.stderr[:200]!r}")
+            ids.append(r.stdout)
+        if ids[0] != ids[1]:
+            problems.append(f"{src}: ids differ: {ids[0][:80]!r} vs {ids[1][:80]!r}")
+    return problems
+
+
+# ---------------------------------------------------------------- runner
+
+
+def leftovers(outputs):
+    found = [p for p in outputs if os.path.exists(p)]
+    for d in {os.path.dirname(p) for p in outputs}:
+        if os.path.isdir(d):
+            found += [os.path.join(d, f) for f in os.listdir(d) if ".tmp." in f]
+    return found
+
+
+def main():
+    global B
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        B = Base(os.path.join(tmp, "base"))
+        n = 0
+        for name, expect, code, want_stdout, fn in CASES:
+            if ONLY and not any(o in name for o in ONLY):
+                continue
+            n += 1
+            work = os.path.join(tmp, "case%03d" % n)
+            os.makedirs(work)
+            argv, outputs, preexec = fn(work)
+            r = run(argv, preexec_fn=preexec)
+            err = r.stderr.decode(errors="replace")
+            problems = []
+            if r.returncode != code:
+                problems.append(f"exit {r.returncode}, want {code}")
+            # usage errors (2) may add a "(see --help)" line after the message
+            lines = err.split("\n")
+            if not err.endswith("\n") or (len(lines) != 2 and code != 2):
+                problems.append(f"stderr is not one line: {err!r}")
+            if expect not in lines[0]:
+                problems.append(f"stderr lacks {expect!r}: {err.strip()!r}")
+            if want_stdout and want_stdout not in r.stdout.decode(errors="replace"):
+                problems.append(f"stdout lacks {want_stdout!r}")
+            left = leftovers(outputs)
+            if left:
+                problems.append(f"left behind: {left}")
+            failures += bool(problems)
+            print(("FAIL " if problems else "ok   ") + name + ("" if problems else "  " + err.strip()[:100] * VERBOSE))
+            for p in problems:
+                print("     " + p)
+        if not ONLY or any(o in "tokenize/non-utf8" for o in ONLY):
+            problems = non_utf8_text(tmp)
+            n += 1
+            failures += bool(problems)
+            print(("FAIL " if problems else "ok   ") + "tokenize/non-utf8-text")
+            for p in problems:
+                print("     " + p)
+    print(f"bad_input_check: {n - failures}/{n} cases passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
