@@ -326,6 +326,8 @@ def test_bad_input(tmp, syn, s260):
                        ("--act-percentile after SmoothQuant",
                         ["--stats", s260_stats, "--smoothquant", "--act-scales", "--act-percentile", "99"])]:
         expect_failure(tmp, what, [s260, "OUT", "INT8"] + args, code=2)
+    expect_failure(tmp, "calibration with mixed precision", [s260, "OUT", "--target-bpw", "6", "--stats", s260_stats],
+                   code=2, says="calibration options apply to a PRESET")
 
 
 def main():
