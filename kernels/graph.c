@@ -98,6 +98,10 @@ hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hf
         hfq_fail(err, path, "context of %lld positions is too large", (long long)n_ctx);
         return NULL;
     }
+    if (p->act_quant < HFQ_ACT_QUANT_AUTO || p->act_quant > HFQ_ACT_QUANT_STATIC) {
+        hfq_fail(err, path, "unknown activation quantization mode %d", (int)p->act_quant);
+        return NULL;
+    }
     if (n_batch > n_ctx) n_batch = n_ctx;
     hfq_context *c = calloc(1, sizeof *c);
     if (!c) {
@@ -109,7 +113,8 @@ hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hf
     c->ops = p->ops ? p->ops : hfq_cpu_ops();
     c->n_ctx = n_ctx;
     c->n_batch = n_batch;
-    hfq_backend_params bp = {.n_threads = p->n_threads, .max_tokens = n_batch, .n_ctx = n_ctx};
+    hfq_backend_params bp = {.n_threads = p->n_threads, .act_quant = p->act_quant, .max_tokens = n_batch,
+                             .n_ctx = n_ctx};
     if (!(c->be = c->ops->create(m, &bp, err)) || alloc_buffers(c, err) || init_rope(c, err) ||
         (c->ops->sync && c->ops->sync(c->be, err))) {
         hfq_context_free(c);

@@ -30,6 +30,7 @@ typedef struct hfq_context_params {
     int64_t n_ctx;          /* positions; <= 0: the model's context_length */
     int64_t n_batch;        /* tokens per batch; <= 0: min(n_ctx, 512) */
     int n_threads;          /* <= 0: all available */
+    hfq_act_quant act_quant;/* W8A8/W4A4 activations (ops.h); 0: what the file says */
     const hfq_ops *ops;     /* NULL: the CPU backend */
 } hfq_context_params;
 

@@ -117,10 +117,24 @@ static int check_values(const binder *b, const gguf_tensor_info *ti, float min, 
     return 0;
 }
 
+/* "<base>.input_scale" ([1], > 0), the static activation scale of the
+ * weights whose activations the runner quantizes to their own format (I8
+ * codes: W8A8; NVFP4: W4A4). llama.cpp applies none (it pairs NVFP4 with
+ * Q8_0 activations), so other types ignore it. */
+static int bind_input_scale(const binder *b, hfq_tensor *w) {
+    if (!w->qext && w->type != GT_NVFP4) return 0;
+    char name[96];
+    hfq_tensor in;
+    if (bind_tensor(b, &in, side_name(name, sizeof name, w->name, "input_scale"), 1, 0, true)) return -1;
+    if (!in.data) return 0;
+    if (check_values(b, b->src->find(b->src->source, name), 0.0f, true)) return -1;
+    w->input_scale = in.data;
+    return 0;
+}
+
 /* "<base>.scale": per tensor ([1]) for any matrix, the factor of its product;
  * I8 weights must have one, per tensor or [groups][ne1] (per channel or per
- * group along the rows; FP8: not per group). "<base>.input_scale" ([1], > 0)
- * is read for I8 weights only (llama.cpp does not apply it to ggml types). */
+ * group along the rows; FP8: not per group). */
 static int bind_scales(const binder *b, hfq_tensor *w) {
     char name[96];
     const gguf_tensor_info *ti = b->src->find(b->src->source, side_name(name, sizeof name, w->name, "scale"));
@@ -137,14 +151,6 @@ static int bind_scales(const binder *b, hfq_tensor *w) {
     if (check_values(b, ti, w->qext ? 0.0f : -INFINITY, false)) return -1;
     w->scale = ti->data;
     w->scale_groups = per_tensor ? 0 : ti->ne[0];
-    if (!w->qext) return 0;
-    hfq_tensor in;
-    if (bind_tensor(b, &in, side_name(name, sizeof name, w->name, "input_scale"), 1, 0, true)) return -1;
-    if (in.data) {
-        const gguf_tensor_info *ii = b->src->find(b->src->source, name);
-        if (check_values(b, ii, 0.0f, true)) return -1;
-        w->input_scale = in.data;
-    }
     return 0;
 }
 
@@ -173,7 +179,7 @@ static int bind_qext(const binder *b, hfq_tensor *w) {
 static int bind_matrix(const binder *b, hfq_tensor *w, const char *name, int64_t ne0, int64_t ne1, bool optional) {
     if (bind_tensor(b, w, name, ne0, ne1, optional)) return -1;
     if (!w->data) return 0;
-    return bind_qext(b, w) || bind_scales(b, w) ? -1 : 0;
+    return bind_qext(b, w) || bind_scales(b, w) || bind_input_scale(b, w) ? -1 : 0;
 }
 
 /* Tensors llama.cpp may find in a llama/qwen2 file that this runner does not

@@ -53,8 +53,9 @@ typedef struct hfq_tensor {
     const float *scale;
     int64_t scale_groups;
     hfq_qext qext;          /* I8 tensors: how the codes encode values */
-    /* "<base>.input_scale" (F32 [1], > 0): I8 weights quantize their
-     * activations with this one scale instead of each token's; NULL: absent. */
+    /* "<base>.input_scale" (F32 [1], > 0), read for I8 and NVFP4 weights: the
+     * static scale of their activation quantization (I8: the activation
+     * codes' scale; NVFP4: the activation blocks' global scale); NULL: absent. */
     const float *input_scale;
 } hfq_tensor;
 

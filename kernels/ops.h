@@ -22,8 +22,21 @@
 
 typedef struct hfq_backend hfq_backend;  /* a backend's state, opaque to the graph */
 
+/* How the weights that quantize their activations at run time do it: I8
+ * codes (INT8/FP8, W8A8) and NVFP4 (W4A4). Other formats are not affected
+ * (ggml's companion activation formats, quant/qtype.h vec_dot_type). */
+typedef enum hfq_act_quant {
+    /* what the file says: a weight with "<base>.input_scale" static, other
+     * I8 weights dynamic, other NVFP4 weights none */
+    HFQ_ACT_QUANT_AUTO = 0,
+    HFQ_ACT_QUANT_NONE,     /* I8: float activations; NVFP4: Q8_0 as ggml */
+    HFQ_ACT_QUANT_DYNAMIC,  /* per token: INT8 amax/127, FP8 amax/448 (E5M2 /57344), NVFP4 global amax/(6*448) */
+    HFQ_ACT_QUANT_STATIC,   /* the weight's input_scale; a weight without one is refused */
+} hfq_act_quant;
+
 typedef struct hfq_backend_params {
     int n_threads;          /* CPU threads; <= 0: all available */
+    hfq_act_quant act_quant;
     int64_t max_tokens;     /* most rows any op is given (the batch size) */
     int64_t n_ctx;          /* KV cache positions */
 } hfq_backend_params;

@@ -117,7 +117,8 @@ static void legacy_row(const legacy_format *f, hfq_isa isa, const float *x, void
         float w[8 * HFQ_QK], d[8], m[8];
         hfq_importance_weights(nblk * HFQ_QK, x + i * HFQ_QK, importance + i * HFQ_QK, sigma2, w);
         weighted_levels(f, isa, nblk, x + i * HFQ_QK, w, L, d, m);
-        for (int b = 0; b < nblk; b++) f->store(L + HFQ_QK * b, d[b], m[b], (char *)y + (size_t)(i + b) * f->block_bytes);
+        for (int b = 0; b < nblk; b++)
+            f->store(L + HFQ_QK * b, d[b], m[b], (char *)y + (size_t)(i + b) * f->block_bytes);
     }
 }
 

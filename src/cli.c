@@ -41,3 +41,20 @@ int hfq_cli_float(const char *opt, const char *s, double min, double max, double
     *out = v;
     return 0;
 }
+
+static const char *const act_quant_names[] = {
+    [HFQ_ACT_QUANT_AUTO] = "auto", [HFQ_ACT_QUANT_NONE] = "none", [HFQ_ACT_QUANT_DYNAMIC] = "dynamic",
+    [HFQ_ACT_QUANT_STATIC] = "static"};
+
+int hfq_cli_act_quant(const char *opt, const char *s, hfq_act_quant *out, hfq_error *err) {
+    for (int i = HFQ_ACT_QUANT_AUTO; s && i <= HFQ_ACT_QUANT_STATIC; i++)
+        if (strcmp(s, act_quant_names[i]) == 0) {
+            *out = (hfq_act_quant)i;
+            return 0;
+        }
+    return hfq_fail(err, opt, "expects auto, none, dynamic or static, got '%s'", s ? s : "");
+}
+
+const char *hfq_cli_act_quant_name(hfq_act_quant aq) {
+    return aq >= HFQ_ACT_QUANT_AUTO && aq <= HFQ_ACT_QUANT_STATIC ? act_quant_names[aq] : "?";
+}

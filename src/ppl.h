@@ -37,6 +37,7 @@ typedef struct hfq_ppl_params {
     int n_parallel;
     bool add_bos;           /* put bos_id first in every chunk */
     int32_t bos_id;
+    hfq_act_quant act_quant;/* W8A8/W4A4 activations (kernels/ops.h); 0: what the file says */
     const hfq_ops *ops;     /* the backend; NULL: the CPU */
 } hfq_ppl_params;
 

@@ -188,9 +188,8 @@ static int act_roundtrip(void *ctx, const char *name, float *x, int64_t rows, in
     const hfq_calib_session *s = ctx;
     hfq_fmt_spec spec;
     if (!search_spec(s, name, cols, &spec)) return 0;
-    /* the runner applies static input scales to the I8 formats only */
-    const float scale =
-        s->o.uses.act_scales && hfq_codec_qext_encoding(spec.fmt) ? static_amax / act_code_max(spec.fmt) : 0.0f;
+    /* the runner applies the input scales it finds (I8: static W8A8, NVFP4: W4A4) */
+    const float scale = s->o.uses.act_scales && act_code_max(spec.fmt) > 0.0f ? static_amax / act_code_max(spec.fmt) : 0.0f;
     return hfq_codec_act_roundtrip(spec.fmt, x, rows, cols, scale, err);
 }
 

@@ -167,9 +167,9 @@ int hfq_codec_act_roundtrip(uint32_t fmt, float *x, int64_t nrows, int64_t n, fl
     const hfq_qtype_traits *w = traits_of(fmt);
     if (!w) return hfq_fail(err, hfq_fmt_name(fmt), "not available in this build");
     const hfq_qtype_traits *a = hfq_qtype_get(w->vec_dot_type);
-    const bool qext = hfq_codec_qext_encoding(fmt) != NULL;
-    if (!qext && (w->vec_dot_type == HFQ_QT_F32 || !a || !a->quantize_row || !a->dequantize)) return 0;
-    const int64_t row_bytes = qext ? n : hfq_qtype_row_size(a->type, n);
+    const bool qext = hfq_codec_qext_encoding(fmt) != NULL, w4a4 = fmt == GT_NVFP4 && static_scale > 0.0f;
+    if (!qext && !w4a4 && (w->vec_dot_type == HFQ_QT_F32 || !a || !a->quantize_row || !a->dequantize)) return 0;
+    const int64_t row_bytes = qext ? n : w4a4 ? ggml_row_size(GT_NVFP4, n) : hfq_qtype_row_size(a->type, n);
     if (row_bytes < 0) return hfq_fail(err, hfq_fmt_name(fmt), "activation rows of %" PRId64 " do not fit", n);
     uint8_t *buf = malloc((size_t)(row_bytes > 0 ? row_bytes : 1));
     if (!buf) return hfq_fail(err, hfq_fmt_name(fmt), "out of memory");
@@ -183,6 +183,10 @@ int hfq_codec_act_roundtrip(uint32_t fmt, float *x, int64_t nrows, int64_t n, fl
             if (static_scale > 0.0f) hfq_quantize_fp8_static(fp8_of(fmt), row, buf, 1, n, static_scale);
             else hfq_quantize_fp8(fp8_of(fmt), row, buf, 1, n, NULL, &scale);
             hfq_dequantize_row_fp8(fp8_of(fmt), buf, row, n, scale);
+        } else if (w4a4) {
+            hfq_quantize_nvfp4(row, buf, 1, n, NULL, static_scale);
+            hfq_dequantize_row_nvfp4(buf, row, n);
+            for (int64_t j = 0; j < n; j++) row[j] *= static_scale;
         } else {
             a->quantize_row(row, buf, n);
             a->dequantize(buf, row, n);

@@ -4,12 +4,12 @@
 For each model: convert it to F32 GGUF (hfconv), calibrate once on
 tinystories-train.txt, then quantize to Q4_K_M, NVFP4, FP8_E4M3 and INT8
 without and with the statistics, and score every quantized model against the
-F32 model on tinystories-valid.txt (tests/calib_kld: KL divergence, top-1
-agreement, PPL). With calibration the KL divergence must be lower for every
-preset. --extra adds rows for the other uses (the docs' table) without
-asserting on them.
+F32 model on tinystories-valid.txt (ppl-eval against the base's saved
+log-probabilities: KL divergence, top-1 agreement, PPL). With calibration the
+KL divergence must be lower for every preset. --extra adds rows for the other
+uses (the docs' table) without asserting on them.
 
-usage: calib_acceptance.py HFCONV QUANTIZE CALIB_KLD --model NAME [--model NAME]
+usage: calib_acceptance.py HFCONV QUANTIZE PPL_EVAL --model NAME [--model NAME]
          [--calib-chunks N] [--eval-chunks N] [--ctx N] [--extra] [--markdown]
 Exit status 0 ok, 1 failed, 77 fixtures absent.
 """
@@ -25,7 +25,7 @@ FIXTURE_MODELS = {"stories260K": "models/stories260K", "TinyStories-656K": "mode
 # preset -> the uses of the statistics that make its "calibrated" row
 CALIBRATED = {
     "Q4_K_M": ["--importance"],
-    "NVFP4": ["--importance", "--act-scales"],
+    "NVFP4": ["--importance"],
     "FP8_E4M3": ["--importance"],
     "INT8": ["--awq", "--importance"],
 }
@@ -33,6 +33,7 @@ CALIBRATED = {
 EXTRA = [
     ("Q4_K_M", ["--awq", "--importance"]),
     ("NVFP4", ["--awq", "--importance"]),
+    ("NVFP4", ["--importance", "--act-scales"]),
     ("FP8_E4M3", ["--importance", "--act-scales"]),
     ("INT8", ["--importance"]),
     ("INT8", ["--smoothquant"]),
@@ -60,7 +61,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("hfconv")
     ap.add_argument("quantize")
-    ap.add_argument("calib_kld")
+    ap.add_argument("ppl_eval")
     ap.add_argument("--model", action="append", required=True, choices=sorted(FIXTURE_MODELS))
     ap.add_argument("--calib-chunks", type=int, default=32)
     ap.add_argument("--eval-chunks", type=int, default=12)
@@ -94,9 +95,14 @@ def main():
                     path = os.path.join(tmp, f"extra{i}.gguf")
                     run([a.quantize, base, path, preset, "--stats", stats] + uses)
                     rows.append((preset, " ".join(uses), path, False))
-            out = run([a.calib_kld, base, valid] + [r[2] for r in rows] +
-                      ["--ctx", str(a.ctx), "--chunks", str(a.eval_chunks)])
-            res = {j["model"]: j for j in map(json.loads, out.splitlines())}
+            base_logits = os.path.join(tmp, "base.logits")
+            run([a.ppl_eval, base, "--text", valid, "--ctx", str(a.ctx), "--chunks", str(a.eval_chunks),
+                 "--save-logits", base_logits])
+            res = {}
+            for r in rows:
+                j = json.loads(run([a.ppl_eval, r[2], "--text", valid, "--base-logits", base_logits, "--json"]))
+                res[r[2]] = {"ppl": j["ppl"], "ppl_base": j["kl"]["ppl_base"], "kld": j["kl"]["kld"],
+                             "top1": j["kl"]["same_top"]}
             print(f"\n{name}: calibrated on {a.calib_chunks} x {a.ctx} tokens of tinystories-train.txt, "
                   f"scored on {a.eval_chunks} x {a.ctx} of tinystories-valid.txt "
                   f"(F32 PPL {next(iter(res.values()))['ppl_base']:.4f})")

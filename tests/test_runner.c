@@ -3,6 +3,7 @@
  * linear layer's input (through the observer hook) and the logits, for llama
  * and qwen2 variants; batched vs token-by-token; F16/BF16 weights; binding
  * errors. */
+#include "kernels/cuda/plan.h"
 #include "kernels/graph.h"
 #include "tests/check.h"
 #include "tests/test_runner_synth.h"
@@ -73,7 +74,7 @@ static double check_forward(const synth_spec *spec, int64_t n_batch, double tol,
     if (!m) return INFINITY;
     const int64_t E = spec->n_embd, Q = spec->n_head * spec->head_dim, F = spec->n_ff, V = spec->n_vocab;
     const int64_t L = spec->n_layer;
-    hfq_context_params cp = {.n_ctx = N_CTX, .n_batch = n_batch, .n_threads = 2};
+    hfq_context_params cp = {.n_ctx = N_CTX, .n_batch = n_batch, .n_threads = 2, .act_quant = spec->act_quant};
     hfq_context *ctx = hfq_context_new(m, &cp, &err);
     CHECK_MSG(ctx != NULL, "%s: %s", label, err.msg);
     capture cap = {.s = spec};
@@ -201,12 +202,94 @@ static void test_qext_weights(void) {
     printf("int8 per 4 values: %.3g\n", check_forward(&s, 64, 12.0 / 127, "int8 groups"));
     s.input_scales = true;
     printf("int8 static activation scales: %.3g\n", check_forward(&s, 5, 12.0 / 127, "int8 input_scale"));
+    s.act_quant = HFQ_ACT_QUANT_DYNAMIC;   /* per token although the file has static scales */
+    printf("int8 dynamic despite input_scale: %.3g\n", check_forward(&s, 5, 12.0 / 127, "int8 dynamic"));
+    s.act_quant = HFQ_ACT_QUANT_NONE;      /* float activations: only float rounding differs */
+    printf("int8 float activations: %.3g\n", check_forward(&s, 64, 2e-5, "int8 none"));
     s = synth_default_spec();
     s.wqext = HFQ_QEXT_FP8_E4M3;
     printf("fp8 e4m3: %.3g\n", check_forward(&s, 64, 0.25, "fp8_e4m3"));
     s.wqext = HFQ_QEXT_FP8_E5M2;
     s.tied = true;
     printf("fp8 e5m2 tied: %.3g\n", check_forward(&s, 64, 0.5, "fp8_e5m2"));
+    s.act_quant = HFQ_ACT_QUANT_NONE;
+    printf("fp8 e5m2 float activations: %.3g\n", check_forward(&s, 64, 2e-5, "fp8_e5m2 none"));
+    s.act_quant = HFQ_ACT_QUANT_STATIC;
+    s.input_scales = true;
+    s.wqext = HFQ_QEXT_FP8_E4M3;
+    printf("fp8 e4m3 static: %.3g\n", check_forward(&s, 64, 0.25, "fp8_e4m3 static"));
+}
+
+/* NVFP4 weights with NVFP4 activations (W4A4): the reference rounds its
+ * activations through NVFP4 blocks with the same global scale (per token or
+ * the static input_scale); flips at rounding boundaries are one E2M1 step
+ * (up to a third of a value), so the bound is looser than Q8_0's. */
+static void test_nvfp4_w4a4(void) {
+    synth_spec s = synth_default_spec();
+    s.n_embd = 256, s.n_ff = 256, s.n_head = 8, s.n_head_kv = 4, s.head_dim = 32, s.n_rot = 32;
+    s.wtype = GT_NVFP4;
+    s.scales = true;
+    s.act_quant = HFQ_ACT_QUANT_DYNAMIC;
+    printf("nvfp4 w4a4 dynamic: %.3g\n", check_forward(&s, 64, 12.0 / 127, "nvfp4 dynamic"));
+    s.input_scales = true;
+    s.act_quant = HFQ_ACT_QUANT_AUTO;      /* the file's input_scale: static */
+    printf("nvfp4 w4a4 static: %.3g\n", check_forward(&s, 5, 12.0 / 127, "nvfp4 static"));
+    s.act_quant = HFQ_ACT_QUANT_NONE;      /* Q8_0 as ggml, input_scale ignored */
+    printf("nvfp4 q8_0 activations: %.3g\n", check_forward(&s, 64, 12.0 / 127, "nvfp4 none"));
+}
+
+/* The CUDA backend's kernels compute I8 weights with the file's activation
+ * quantization and NVFP4 with Q8_0 activations: other modes are refused
+ * before any device work (host-side check, no GPU needed). */
+static void test_cuda_act_quant(void) {
+    static const struct { uint32_t wtype; hfq_qext q; bool input_scales; hfq_act_quant aq; const char *refused; } cases[] = {
+        {GT_F32, HFQ_QEXT_INT8, false, HFQ_ACT_QUANT_AUTO, NULL},
+        {GT_F32, HFQ_QEXT_INT8, false, HFQ_ACT_QUANT_DYNAMIC, NULL},
+        {GT_F32, HFQ_QEXT_INT8, true, HFQ_ACT_QUANT_STATIC, NULL},
+        {GT_F32, HFQ_QEXT_INT8, false, HFQ_ACT_QUANT_NONE, "float activations of int8/fp8 weights are not supported"},
+        {GT_F32, HFQ_QEXT_FP8_E4M3, true, HFQ_ACT_QUANT_DYNAMIC, "per-token activation scales in place of input_scale"},
+        {GT_F32, HFQ_QEXT_INT8, false, HFQ_ACT_QUANT_STATIC, "has no input_scale for static activation quantization"},
+        {GT_NVFP4, 0, false, HFQ_ACT_QUANT_AUTO, NULL},
+        {GT_NVFP4, 0, true, HFQ_ACT_QUANT_NONE, NULL},
+        {GT_NVFP4, 0, true, HFQ_ACT_QUANT_AUTO, "NVFP4 activations (W4A4) are not supported by the cuda backend"},
+        {GT_NVFP4, 0, false, HFQ_ACT_QUANT_DYNAMIC, "NVFP4 activations (W4A4)"},
+        {GT_Q8_0, 0, false, HFQ_ACT_QUANT_DYNAMIC, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        synth_spec s = synth_default_spec();
+        s.n_embd = 64, s.n_ff = 128, s.head_dim = 16, s.n_rot = 16;
+        s.wtype = cases[i].wtype, s.wqext = cases[i].q, s.input_scales = cases[i].input_scales;
+        synth_model sm;
+        synth_build(&sm, &s);
+        hfq_error err = {{0}};
+        hfq_model *m = synth_bind(&sm, &err);
+        CHECK_MSG(m != NULL, "case %zu: %s", i, err.msg);
+        const int rc = m ? cuda_act_quant_check(m, cases[i].aq, &err) : -1;
+        CHECK_MSG(rc == (cases[i].refused ? -1 : 0), "case %zu: %d %s", i, rc, err.msg);
+        if (cases[i].refused) CHECK_STR_CONTAINS(err.msg, cases[i].refused);
+        hfq_model_free(m);
+        synth_free(&sm);
+    }
+}
+
+/* Static activation quantization of a model without input scales is refused
+ * when the context is made; unknown modes too. */
+static void test_act_quant_errors(void) {
+    synth_spec s = synth_default_spec();
+    s.wqext = HFQ_QEXT_INT8;
+    synth_model sm;
+    synth_build(&sm, &s);
+    hfq_error err = {{0}};
+    hfq_model *m = synth_bind(&sm, &err);
+    CHECK(m != NULL);
+    hfq_context_params cp = {.n_ctx = 8, .act_quant = HFQ_ACT_QUANT_STATIC};
+    CHECK(hfq_context_new(m, &cp, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "synthetic: tensor 'token_embd.weight' has no input_scale for static activation quantization");
+    cp.act_quant = (hfq_act_quant)7;
+    CHECK(hfq_context_new(m, &cp, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "unknown activation quantization mode 7");
+    hfq_model_free(m);
+    synth_free(&sm);
 }
 
 /* All logits of a prompt in one batch == token by token decode. */
@@ -453,6 +536,9 @@ int main(void) {
     test_variants();
     test_lower_precision_weights();
     test_qext_weights();
+    test_nvfp4_w4a4();
+    test_act_quant_errors();
+    test_cuda_act_quant();
     test_batched_vs_decode();
     test_parallel_paths();
     test_forward_errors();

@@ -11,6 +11,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cpu/vec_kernels.h"
+#include "quant/fp4.h"
 #include "test_runner_synth.h"
 
 typedef struct shape {
@@ -71,7 +72,7 @@ static void test_shape(uint32_t type, shape s, bool with_bias, uint64_t seed) {
                     .row_bytes = (size_t)ggml_row_size(type, s.n_in), .data = sm.data[0]};
     cpu_wkernel k;
     hfq_error err;
-    CHECK_MSG(cpu_wkernel_get(&w, &k, "test", &err) == 0, "%s", err.msg);
+    CHECK_MSG(cpu_wkernel_get(&w, HFQ_ACT_QUANT_AUTO, &k, "test", &err) == 0, "%s", err.msg);
     const int64_t T = s.n_tokens, n_in = s.n_in, n_out = s.n_out;
     const size_t a_stride = (size_t)hfq_qtype_row_size(k.act->type, n_in);
     float *x = malloc((size_t)(T * n_in) * sizeof *x), *bias = malloc((size_t)n_out * sizeof *bias);
@@ -79,7 +80,7 @@ static void test_shape(uint32_t type, shape s, bool with_bias, uint64_t seed) {
     float *yt = malloc((size_t)n_out * sizeof *yt), *back = malloc((size_t)(T * n_in) * sizeof *back);
     double *a_values = malloc((size_t)(T * n_in) * sizeof *a_values);
     char *act = malloc(a_stride * (size_t)T);
-    CHECK(cpu_matmul_act_bytes(&w, T) == (k.act->type == HFQ_QT_F32 ? 0 : a_stride * (size_t)T));
+    CHECK(cpu_matmul_act_bytes(&w, HFQ_ACT_QUANT_AUTO, T) == (k.act->type == HFQ_QT_F32 ? 0 : a_stride * (size_t)T));
     for (int64_t i = 0; i < T * n_in; i++) x[i] = 4.0f * synth_uniform(&rng);
     for (int64_t o = 0; o < n_out; o++) bias[o] = synth_uniform(&rng);
     const float *b = with_bias ? bias : NULL;
@@ -90,13 +91,13 @@ static void test_shape(uint32_t type, shape s, bool with_bias, uint64_t seed) {
     }
     for (int64_t i = 0; i < T * n_in; i++) a_values[i] = back[i];
 
-    cpu_matmul(2, act, y, &w, b, x, T);
+    cpu_matmul(2, HFQ_ACT_QUANT_AUTO, act, y, &w, b, x, T);
     const bool fp16_sums = k.act->type == HFQ_QT_Q8_1;
     check_product(&sm, a_values, b, y, s, fp16_sums, "cpu_matmul");
-    cpu_matmul(1, act, y1, &w, b, x, T);
+    cpu_matmul(1, HFQ_ACT_QUANT_AUTO, act, y1, &w, b, x, T);
     CHECK_MSG(memcmp(y, y1, (size_t)(T * n_out) * sizeof *y) == 0, "1 vs 2 threads differ");
     for (int64_t t = 0; t < T; t++) {
-        cpu_matmul(2, act, yt, &w, b, x + t * n_in, 1);
+        cpu_matmul(2, HFQ_ACT_QUANT_AUTO, act, yt, &w, b, x + t * n_in, 1);
         CHECK_MSG(memcmp(yt, y + t * n_out, (size_t)n_out * sizeof *yt) == 0,
                   "%s n_in %lld n_out %lld: token %lld alone differs from the batch", ggml_type_get(type)->name,
                   (long long)n_in, (long long)n_out, (long long)t);
@@ -141,41 +142,115 @@ static void test_quant_formats(void) {
 }
 
 /* I8 weights: products equal quant/int8.h's and quant/fp8.h's dots bit for
- * bit (activations quantized per token as the runner does). */
+ * bit, for each activation mode: per token (dynamic, and the default without
+ * an input_scale), static (the input_scale, and the default with one), none
+ * (float activations). */
 static void test_qext_products(void) {
     static const struct { hfq_qext q; int64_t group; } cases[] = {
         {HFQ_QEXT_INT8, 0}, {HFQ_QEXT_INT8, 8}, {HFQ_QEXT_FP8_E4M3, 0}, {HFQ_QEXT_FP8_E5M2, 0}};
+    static const struct { hfq_act_quant aq; bool input_scale; } modes[] = {
+        {HFQ_ACT_QUANT_AUTO, false}, {HFQ_ACT_QUANT_DYNAMIC, true}, {HFQ_ACT_QUANT_AUTO, true},
+        {HFQ_ACT_QUANT_STATIC, true}, {HFQ_ACT_QUANT_NONE, true}};
     const int64_t n_in = 72, n_out = 11, T = 7;
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        synth_model sm;
-        memset(&sm, 0, sizeof sm);
-        uint64_t rng = 900 + c;
-        synth_add_qext(&sm, "w.weight", cases[c].q, cases[c].group, false, n_in, n_out, 0.0f, 1.0f, &rng);
-        const int64_t groups = cases[c].group ? n_in / cases[c].group : 1;
-        hfq_tensor w = {.name = "w.weight", .type = GT_I8, .ne0 = n_in, .ne1 = n_out, .row_bytes = (size_t)n_in,
-                        .data = sm.data[0], .scale = sm.data[1], .scale_groups = groups, .qext = cases[c].q};
-        float x[7 * 72], y[7 * 11], a_scale;
-        int8_t a[72];
-        for (int64_t i = 0; i < T * n_in; i++) x[i] = 3.0f * synth_uniform(&rng);
-        void *act = malloc(cpu_matmul_act_bytes(&w, T));
-        cpu_matmul(2, act, y, &w, NULL, x, T);
-        const hfq_fp8_format fmt = cases[c].q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+            synth_model sm;
+            memset(&sm, 0, sizeof sm);
+            uint64_t rng = 900 + c;
+            synth_add_qext(&sm, "w.weight", cases[c].q, cases[c].group, true, n_in, n_out, 0.0f, 1.0f, &rng);
+            const int64_t groups = cases[c].group ? n_in / cases[c].group : 1;
+            const float in_scale = 0.02f;
+            hfq_tensor w = {.name = "w.weight", .type = GT_I8, .ne0 = n_in, .ne1 = n_out, .row_bytes = (size_t)n_in,
+                            .data = sm.data[0], .scale = sm.data[1], .scale_groups = groups, .qext = cases[c].q,
+                            .input_scale = modes[m].input_scale ? &in_scale : NULL};
+            const hfq_act_quant aq = modes[m].aq;
+            const bool per_token = aq == HFQ_ACT_QUANT_DYNAMIC || (aq == HFQ_ACT_QUANT_AUTO && !w.input_scale);
+            float x[7 * 72], y[7 * 11], a_scale = in_scale;
+            int8_t a[72];
+            for (int64_t i = 0; i < T * n_in; i++) x[i] = 3.0f * synth_uniform(&rng);
+            void *act = malloc(cpu_matmul_act_bytes(&w, aq, T) + 1);
+            cpu_matmul(2, aq, act, y, &w, NULL, x, T);
+            const hfq_fp8_format fmt = cases[c].q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+            for (int64_t t = 0; t < T; t++) {
+                const float *xt = x + t * n_in;
+                if (cases[c].q == HFQ_QEXT_INT8) {
+                    if (per_token) hfq_quantize_int8(xt, a, 1, n_in, NULL, &a_scale, 0);
+                    else hfq_quantize_int8_static(xt, a, 1, n_in, a_scale);
+                } else {
+                    if (per_token) hfq_quantize_fp8(fmt, xt, a, 1, n_in, NULL, &a_scale);
+                    else hfq_quantize_fp8_static(fmt, xt, a, 1, n_in, a_scale);
+                }
+                for (int64_t o = 0; o < n_out; o++) {
+                    const int8_t *wr = (const int8_t *)sm.data[0] + o * n_in;
+                    const float *ws = (const float *)sm.data[1];
+                    float want;
+                    if (aq == HFQ_ACT_QUANT_NONE)
+                        want = cases[c].q == HFQ_QEXT_INT8 ? hfq_dot_int8_f32(wr, ws + o * groups, cases[c].group, xt, n_in)
+                                                           : hfq_dot_fp8_f32(fmt, wr, ws[o], xt, n_in);
+                    else
+                        want = cases[c].q == HFQ_QEXT_INT8
+                                   ? hfq_dot_int8_int8(wr, ws + o * groups, cases[c].group, a, a_scale, n_in)
+                                   : hfq_dot_fp8_fp8(fmt, wr, ws[o], fmt, a, a_scale, n_in);
+                    CHECK_MSG(y[t * n_out + o] == want, "qext case %zu mode %zu [%lld][%lld]: %.9g vs %.9g", c, m,
+                              (long long)t, (long long)o, y[t * n_out + o], want);
+                }
+            }
+            free(act);
+            synth_free(&sm);
+        }
+}
+
+/* NVFP4 weights with NVFP4 activations (W4A4): hfq_dot_nvfp4_nvfp4 times the
+ * activation's global scale (each token's amax / (6 * 448), or the static
+ * input_scale), then the weight's, bit for bit; without a mode that asks for
+ * it, Q8_0 activations as ggml. */
+static void test_nvfp4_w4a4(void) {
+    const int64_t n_in = 192, n_out = 9, T = 5;
+    synth_model sm;
+    memset(&sm, 0, sizeof sm);
+    uint64_t rng = 31;
+    synth_add(&sm, "w.weight", GT_NVFP4, n_in, n_out, 0.0f, 1.0f, &rng);
+    const float g_w = 0.75f, in_scale = 0.004f;
+    hfq_tensor w = {.name = "w.weight", .type = GT_NVFP4, .ne0 = n_in, .ne1 = n_out,
+                    .row_bytes = (size_t)ggml_row_size(GT_NVFP4, n_in), .data = sm.data[0], .scale = &g_w};
+    float x[5 * 192], y[5 * 9], ya[5 * 9];
+    hfq_block_nvfp4 a[3];
+    for (int64_t i = 0; i < T * n_in; i++) x[i] = 3.0f * synth_uniform(&rng) * (i == 77 ? 0.0f : 1.0f);
+    for (int i = 0; i < 2; i++) x[i * n_in + 5] = 20.0f;   /* tokens whose amax differs from the others' */
+    static const struct { hfq_act_quant aq; bool input_scale; } modes[] = {
+        {HFQ_ACT_QUANT_DYNAMIC, false}, {HFQ_ACT_QUANT_STATIC, true}, {HFQ_ACT_QUANT_AUTO, true}};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        w.input_scale = modes[m].input_scale ? &in_scale : NULL;
+        cpu_wkernel k;
+        hfq_error err;
+        CHECK_MSG(cpu_wkernel_get(&w, modes[m].aq, &k, "test", &err) == 0, "%s", err.msg);
+        CHECK(k.act_kind == CPU_ACT_NVFP4);
+        void *act = malloc(cpu_matmul_act_bytes(&w, modes[m].aq, T));
+        cpu_matmul(2, modes[m].aq, act, y, &w, NULL, x, T);
         for (int64_t t = 0; t < T; t++) {
-            if (cases[c].q == HFQ_QEXT_INT8) hfq_quantize_int8(x + t * n_in, a, 1, n_in, NULL, &a_scale, 0);
-            else hfq_quantize_fp8(fmt, x + t * n_in, a, 1, n_in, NULL, &a_scale);
+            const float g_a = w.input_scale ? in_scale : hfq_nvfp4_global_scale(x + t * n_in, n_in);
+            hfq_quantize_nvfp4(x + t * n_in, a, 1, n_in, NULL, g_a);
             for (int64_t o = 0; o < n_out; o++) {
-                const int8_t *wr = (const int8_t *)sm.data[0] + o * n_in;
-                const float *ws = (const float *)sm.data[1];
-                float want = cases[c].q == HFQ_QEXT_INT8
-                                 ? hfq_dot_int8_int8(wr, ws + o * groups, cases[c].group, a, a_scale, n_in)
-                                 : hfq_dot_fp8_fp8(fmt, wr, ws[o], fmt, a, a_scale, n_in);
-                CHECK_MSG(y[t * n_out + o] == want, "qext case %zu [%lld][%lld]: %.9g vs %.9g", c, (long long)t,
+                float want = hfq_dot_nvfp4_nvfp4((const char *)sm.data[0] + o * w.row_bytes, a, n_in) * g_a;
+                want *= g_w;
+                CHECK_MSG(y[t * n_out + o] == want, "nvfp4 mode %zu [%lld][%lld]: %.9g vs %.9g", m, (long long)t,
                           (long long)o, y[t * n_out + o], want);
             }
         }
+        /* one token alone gives the same bits */
+        cpu_matmul(1, modes[m].aq, act, ya, &w, NULL, x + 3 * n_in, 1);
+        CHECK(memcmp(ya, y + 3 * n_out, (size_t)n_out * sizeof *ya) == 0);
         free(act);
-        synth_free(&sm);
     }
+    /* none, and the default without an input_scale: Q8_0 activations */
+    const hfq_act_quant q8_modes[] = {HFQ_ACT_QUANT_NONE, HFQ_ACT_QUANT_AUTO};
+    for (size_t m = 0; m < 2; m++) {
+        w.input_scale = m == 0 ? &in_scale : NULL;
+        cpu_wkernel k;
+        CHECK(cpu_wkernel_get(&w, q8_modes[m], &k, "test", NULL) == 0);
+        CHECK(k.act_kind == CPU_ACT_FORMAT && k.act->type == HFQ_QT_Q8_0);
+    }
+    synth_free(&sm);
 }
 
 /* The SIMD int8 dot is exact, past its 32-bit flush interval and at the extremes. */
@@ -227,18 +302,26 @@ static void test_quant_simd_dots(void) {
     printf("%d SIMD quant dots checked\n", checked);
 }
 
-static void expect_refused(uint32_t type, int64_t n_in, const char *want) {
-    hfq_tensor w = {.name = "blk.0.ffn_up.weight", .type = type, .ne0 = n_in, .ne1 = 4};
+static void expect_refused(uint32_t type, hfq_qext qext, hfq_act_quant aq, int64_t n_in, const char *want) {
+    hfq_tensor w = {.name = "blk.0.ffn_up.weight", .type = type, .ne0 = n_in, .ne1 = 4, .qext = qext};
     cpu_wkernel k;
     hfq_error err = {{0}};
-    CHECK(cpu_wkernel_get(&w, &k, "m.gguf", &err) == -1);
+    CHECK(cpu_wkernel_get(&w, aq, &k, "m.gguf", &err) == -1);
     CHECK_STR_CONTAINS(err.msg, want);
 }
 
 static void test_refused(void) {
-    expect_refused(GT_I32, 64, "m.gguf: tensor 'blk.0.ffn_up.weight': type i32 is not supported by the cpu backend");
-    expect_refused(GT_Q8_K, 256, "type q8_K is not supported");     /* an activation format */
-    expect_refused(GT_IQ2_XXS, 256, "type iq2_xxs is not supported");
+    expect_refused(GT_I32, 0, 0, 64, "m.gguf: tensor 'blk.0.ffn_up.weight': type i32 is not supported by the cpu backend");
+    expect_refused(GT_Q8_K, 0, 0, 256, "type q8_K is not supported");     /* an activation format */
+    expect_refused(GT_IQ2_XXS, 0, 0, 256, "type iq2_xxs is not supported");
+    const char *no_scale = "m.gguf: tensor 'blk.0.ffn_up.weight' has no input_scale for static activation quantization";
+    expect_refused(GT_I8, HFQ_QEXT_INT8, HFQ_ACT_QUANT_STATIC, 64, no_scale);
+    expect_refused(GT_I8, HFQ_QEXT_FP8_E4M3, HFQ_ACT_QUANT_STATIC, 64, no_scale);
+    expect_refused(GT_NVFP4, 0, HFQ_ACT_QUANT_STATIC, 64, no_scale);
+    /* formats without activation quantization of their own ignore the mode */
+    hfq_tensor q8 = {.name = "w", .type = GT_Q8_0, .ne0 = 64, .ne1 = 4};
+    cpu_wkernel k;
+    CHECK(cpu_wkernel_get(&q8, HFQ_ACT_QUANT_STATIC, &k, "m.gguf", NULL) == 0 && k.act_kind == CPU_ACT_FORMAT);
 }
 
 int main(void) {
@@ -246,6 +329,7 @@ int main(void) {
     test_quant_formats();
     test_refused();
     test_qext_products();
+    test_nvfp4_w4a4();
     test_dot_i8();
     test_quant_simd_dots();
     return check_exit();

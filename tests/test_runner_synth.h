@@ -15,6 +15,8 @@
 #include "formats/ggml_type.h"
 #include "formats/gguf.h"
 #include "kernels/model.h"
+#include "kernels/ops.h"
+#include "quant/fp4.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
 #include "quant/qtype.h"
@@ -30,7 +32,8 @@ typedef struct synth_spec {
     uint32_t wtype;                        /* type of the matrices: any quant/qtype.h format with a quantizer */
     hfq_qext wqext;                        /* instead: I8 matrices with this encoding and .scale tensors */
     int64_t qext_group;                    /* values per INT8 scale along a row; 0: one scale per row */
-    bool input_scales;                     /* I8 matrices: a static activation scale each */
+    bool input_scales;                     /* I8 and NVFP4 matrices: a static activation scale each */
+    hfq_act_quant act_quant;               /* how I8/NVFP4 matrices quantize activations (ops.h) */
     uint64_t seed;
 } synth_spec;
 
@@ -135,8 +138,16 @@ static inline void synth_add_qext(synth_model *m, const char *name, hfq_qext q, 
 static inline void synth_matrix(synth_model *m, const char *name, int64_t ne0, int64_t ne1, float center, float amp,
                                 uint64_t *rng) {
     const synth_spec *s = &m->spec;
-    if (s->wqext) synth_add_qext(m, name, s->wqext, s->qext_group, s->input_scales, ne0, ne1, center, amp, rng);
-    else synth_add(m, name, s->wtype, ne0, ne1, center, amp, rng);
+    if (s->wqext) {
+        synth_add_qext(m, name, s->wqext, s->qext_group, s->input_scales, ne0, ne1, center, amp, rng);
+        return;
+    }
+    synth_add(m, name, s->wtype, ne0, ne1, center, amp, rng);
+    if (s->input_scales && s->wtype == GT_NVFP4) {   /* activation global scales ~ amax 5 / (6 * 448) */
+        char side[96];
+        snprintf(side, sizeof side, "%.*s.input_scale", (int)(strlen(name) - strlen(".weight")), name);
+        synth_add(m, side, GT_F32, 1, 1, 0.002f, 0.0005f, rng);
+    }
 }
 
 static inline const char *synth_qext(const void *source, const char *name) {
@@ -262,26 +273,37 @@ static inline void ref_rmsnorm(double *y, const double *x, const double *w, int6
 }
 
 /* The activations weight `name` multiplies: x rounded to float and through
- * the weight's companion activation format, as ggml and the runner do: the
- * quant/qtype.h vec_dot_type of wtype (F32 leaves them as they are), or for
- * I8 weights the same encoding with a per-token scale (amax / max code) or
- * the weight's static input_scale. */
+ * the format the runner gives them under spec.act_quant (ops.h): the
+ * quant/qtype.h vec_dot_type of wtype (F32 leaves them as they are); for I8
+ * weights the same encoding with a per-token scale (amax / max code) or the
+ * weight's static input_scale, or floats; for NVFP4 weights NVFP4 blocks
+ * with a per-token (amax / (6 * 448)) or static global scale, or Q8_0. */
 static inline void ref_act(const synth_model *m, const char *name, double *xa, const double *x, int64_t n) {
     const synth_spec *s = &m->spec;
+    char side[96];
+    snprintf(side, sizeof side, "%.*s.input_scale", (int)(strlen(name) - strlen(".weight")), name);
+    const double *in = synth_values(m, side);
+    const hfq_act_quant aq = s->act_quant;
+    const bool quantized = aq == HFQ_ACT_QUANT_DYNAMIC || aq == HFQ_ACT_QUANT_STATIC ||
+                           (aq == HFQ_ACT_QUANT_AUTO && (s->wqext || in));
+    const bool nvfp4 = !s->wqext && s->wtype == GT_NVFP4 && quantized;
+    if (aq == HFQ_ACT_QUANT_DYNAMIC) in = NULL;
     const hfq_qtype_traits *at = hfq_qtype_get(hfq_qtype_get((hfq_qtype)hfq_qtype_from_ggml(s->wtype))->vec_dot_type);
-    if (!s->wqext && at->type == HFQ_QT_F32) {
-        memcpy(xa, x, (size_t)n * sizeof *x);
+    if ((s->wqext && !quantized) || (!s->wqext && !nvfp4 && at->type == HFQ_QT_F32)) {
+        for (int64_t i = 0; i < n; i++) xa[i] = (float)x[i];
         return;
     }
     float *f = malloc((size_t)n * sizeof *f);
     void *q = malloc((size_t)n * 4);
     if (!f || !q) abort();
     for (int64_t i = 0; i < n; i++) f[i] = (float)x[i];
-    if (s->wqext) {
-        char side[96];
-        snprintf(side, sizeof side, "%.*s.input_scale", (int)(strlen(name) - strlen(".weight")), name);
-        const double *in = synth_values(m, side);
-        float scale = in ? (float)in[0] : 0.0f;
+    float scale = in ? (float)in[0] : 0.0f;
+    if (nvfp4) {
+        if (!in) scale = hfq_nvfp4_global_scale(f, n);
+        hfq_quantize_nvfp4(f, q, 1, n, NULL, scale);
+        hfq_dequantize_row_nvfp4(q, f, n);
+        for (int64_t i = 0; i < n; i++) f[i] *= scale > 0.0f ? scale : 1.0f;
+    } else if (s->wqext) {
         const hfq_fp8_format fmt = s->wqext == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
         if (s->wqext == HFQ_QEXT_INT8) {
             if (in) hfq_quantize_int8_static(f, q, 1, n, scale);

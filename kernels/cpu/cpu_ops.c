@@ -27,6 +27,7 @@
 
 struct hfq_backend {
     int n_threads;
+    hfq_act_quant act_quant;
     int64_t max_tokens, n_ctx;
     void *act;          /* activation rows converted for a weight type */
     float *scores;      /* [n_threads][n_ctx] attention scores */
@@ -34,6 +35,7 @@ struct hfq_backend {
 
 typedef struct type_check {
     const char *path;
+    hfq_act_quant act_quant;
     int64_t max_tokens;
     size_t act_bytes;   /* most any matrix needs */
     hfq_error *err;
@@ -42,8 +44,8 @@ typedef struct type_check {
 static int check_matrix(void *user, const hfq_tensor *t) {
     type_check *tc = user;
     cpu_wkernel k;
-    if (cpu_wkernel_get(t, &k, tc->path, tc->err)) return -1;
-    size_t n = cpu_matmul_act_bytes(t, tc->max_tokens);
+    if (cpu_wkernel_get(t, tc->act_quant, &k, tc->path, tc->err)) return -1;
+    size_t n = cpu_matmul_act_bytes(t, tc->act_quant, tc->max_tokens);
     if (n > tc->act_bytes) tc->act_bytes = n;
     return 0;
 }
@@ -56,11 +58,12 @@ static void cpu_destroy(hfq_backend *b) {
 }
 
 static hfq_backend *cpu_create(const hfq_model *m, const hfq_backend_params *p, hfq_error *err) {
-    type_check tc = {hfq_model_path(m), p->max_tokens, 0, err};
+    type_check tc = {hfq_model_path(m), p->act_quant, p->max_tokens, 0, err};
     if (hfq_model_each_matrix(m, check_matrix, &tc)) return NULL;
     hfq_backend *b = calloc(1, sizeof *b);
     if (!b) goto oom;
     b->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
+    b->act_quant = p->act_quant;
     b->max_tokens = p->max_tokens;
     b->n_ctx = p->n_ctx;
     b->scores = malloc((size_t)b->n_threads * (size_t)p->n_ctx * sizeof *b->scores);
@@ -109,7 +112,7 @@ static void cpu_rmsnorm(hfq_backend *b, float *y, const float *x, const hfq_tens
 
 static void cpu_matmul_op(hfq_backend *b, float *y, const hfq_tensor *w, const hfq_tensor *bias, const float *x,
                           int64_t n_tokens) {
-    cpu_matmul(b->n_threads, b->act, y, w, bias ? bias->data : NULL, x, n_tokens);
+    cpu_matmul(b->n_threads, b->act_quant, b->act, y, w, bias ? bias->data : NULL, x, n_tokens);
 }
 
 static void cpu_rope(hfq_backend *b, float *x, int64_t n_tokens, int64_t n_heads, int64_t pos0, const hfq_rope *r) {

@@ -6,6 +6,7 @@
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cpu/vec_kernels.h"
+#include "quant/fp4.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
 
@@ -19,9 +20,28 @@
 
 static hfq_fp8_format fp8_format(hfq_qext q) { return q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3; }
 
-int cpu_wkernel_get(const hfq_tensor *w, cpu_wkernel *k, const char *where, hfq_error *err) {
+/* The activations of weight w under aq: k->act_kind and k->act_scale. */
+static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const char *where, hfq_error *err) {
+    const bool nvfp4 = w->type == GT_NVFP4 && !w->qext;
+    if (!w->qext && !nvfp4) return 0;   /* ggml's companion format, whatever aq says */
+    if (aq == HFQ_ACT_QUANT_STATIC && !w->input_scale)
+        return hfq_fail(err, where, "tensor '%s' has no input_scale for static activation quantization", w->name);
+    const bool quantized = aq == HFQ_ACT_QUANT_DYNAMIC || aq == HFQ_ACT_QUANT_STATIC ||
+                           (aq == HFQ_ACT_QUANT_AUTO && (w->qext || w->input_scale));
+    if (!quantized) {
+        if (w->qext) k->act_kind = CPU_ACT_F32_CODES;
+        return 0;
+    }
+    k->act_kind = w->qext ? CPU_ACT_CODES : CPU_ACT_NVFP4;
+    k->act_scale = aq == HFQ_ACT_QUANT_DYNAMIC ? NULL : w->input_scale;
+    k->tile = NULL;
+    return 0;
+}
+
+int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const char *where, hfq_error *err) {
     *k = (cpu_wkernel){.qext = w->qext};
-    if (w->qext) return 0;   /* I8 codes: quant/int8.h and quant/fp8.h, with the tensor's scales */
+    /* I8 codes: quant/int8.h and quant/fp8.h, with the tensor's scales */
+    if (w->qext) return choose_act(w, aq, k, where, err);
     const ggml_type_info *gt = ggml_type_get(w->type);
     int qt = hfq_qtype_from_ggml(w->type);
     k->w = qt < 0 ? NULL : hfq_qtype_get((hfq_qtype)qt);
@@ -36,26 +56,35 @@ int cpu_wkernel_get(const hfq_tensor *w, cpu_wkernel *k, const char *where, hfq_
     k->tile = cpu_float_tile(w->type, true);
     k->dot = cpu_quant_vec_dot(k->w->type);
     if (!k->dot) k->dot = k->w->vec_dot;
-    return 0;
+    return choose_act(w, aq, k, where, err);
 }
 
 /* Bytes of one converted activation row (0: the F32 rows are used as given). */
 static size_t act_row_bytes(const cpu_wkernel *k, int64_t n) {
-    if (k->qext) return (size_t)n;
+    switch (k->act_kind) {
+    case CPU_ACT_F32_CODES: return 0;
+    case CPU_ACT_CODES: return (size_t)n;
+    case CPU_ACT_NVFP4: return (size_t)(n / HFQ_QK_NVFP4) * sizeof(hfq_block_nvfp4);
+    case CPU_ACT_FORMAT: break;
+    }
     return k->act->type == HFQ_QT_F32 ? 0 : (size_t)hfq_qtype_row_size(k->act->type, n);
 }
 
-/* I8 activations: n_tokens rows of codes, then one float scale per token. */
+static bool act_has_scales(const cpu_wkernel *k) {
+    return k->act_kind == CPU_ACT_CODES || k->act_kind == CPU_ACT_NVFP4;
+}
+
+/* Quantized activations with scales: n_tokens rows, then one float scale per token. */
 static float *act_scales(void *act, size_t row_bytes, int64_t n_tokens) {
     size_t off = (row_bytes * (size_t)n_tokens + sizeof(float) - 1) / sizeof(float) * sizeof(float);
     return (float *)((char *)act + off);
 }
 
-size_t cpu_matmul_act_bytes(const hfq_tensor *w, int64_t n_tokens) {
+size_t cpu_matmul_act_bytes(const hfq_tensor *w, hfq_act_quant aq, int64_t n_tokens) {
     cpu_wkernel k;
-    if (cpu_wkernel_get(w, &k, NULL, NULL)) return 0;
+    if (cpu_wkernel_get(w, aq, &k, NULL, NULL)) return 0;
     size_t rows = act_row_bytes(&k, w->ne0) * (size_t)n_tokens;
-    if (!k.qext) return rows;
+    if (!act_has_scales(&k)) return rows;
     return (rows + sizeof(float) - 1) / sizeof(float) * sizeof(float) + (size_t)n_tokens * sizeof(float);
 }
 
@@ -72,40 +101,48 @@ void cpu_row_to_f32(const hfq_tensor *t, int64_t row, float *y) {
         return;
     }
     cpu_wkernel k;
-    if (cpu_wkernel_get(t, &k, NULL, NULL)) return;
+    if (cpu_wkernel_get(t, HFQ_ACT_QUANT_NONE, &k, NULL, NULL)) return;
     k.w->dequantize(src, y, n);
     if (t->scale)
         for (int64_t i = 0; i < n; i++) y[i] *= t->scale[0];
 }
 
-/* Activation row x quantized for an I8 weight: the weight's encoding, with
- * its static input scale or the token's own (amax / largest code). */
-static void quantize_qext_act(const hfq_tensor *w, const float *x, void *a, float *scale) {
+/* Activation row x quantized as k says (the weight's I8 encoding or NVFP4
+ * blocks), with the static scale or the token's own: amax / largest code
+ * (I8), amax / (6 * 448) (NVFP4's global scale). */
+static void quantize_act(const cpu_wkernel *k, const hfq_tensor *w, const float *x, void *a, float *scale) {
     const int64_t n = w->ne0;
-    if (w->qext == HFQ_QEXT_INT8) {
-        if (w->input_scale) hfq_quantize_int8_static(x, a, 1, n, *scale = *w->input_scale);
+    if (k->act_kind == CPU_ACT_NVFP4) {
+        *scale = k->act_scale ? *k->act_scale : hfq_nvfp4_global_scale(x, n);
+        hfq_quantize_nvfp4(x, a, 1, n, NULL, *scale);
+    } else if (w->qext == HFQ_QEXT_INT8) {
+        if (k->act_scale) hfq_quantize_int8_static(x, a, 1, n, *scale = *k->act_scale);
         else hfq_quantize_int8(x, a, 1, n, NULL, scale, 0);
     } else {
-        if (w->input_scale) hfq_quantize_fp8_static(fp8_format(w->qext), x, a, 1, n, *scale = *w->input_scale);
+        if (k->act_scale) hfq_quantize_fp8_static(fp8_format(w->qext), x, a, 1, n, *scale = *k->act_scale);
         else hfq_quantize_fp8(fp8_format(w->qext), x, a, 1, n, NULL, scale);
     }
 }
 
-/* Weight row r (I8) times activation row a with scale a_scale. INT8 as
- * hfq_dot_int8_int8 computes it, bit for bit: exact integer dots per scale
- * group (here with SIMD), then the same float steps. */
-static float dot_qext(const hfq_tensor *w, int64_t r, const void *a, float a_scale, const cpu_vec_kernels *vk) {
+/* Weight row r (I8) times activation row a: quantized with scale a_scale
+ * (CPU_ACT_CODES), or floats. INT8 W8A8 as hfq_dot_int8_int8 computes it,
+ * bit for bit: exact integer dots per scale group (here with SIMD), then the
+ * same float steps. */
+static float dot_qext(const hfq_tensor *w, cpu_act kind, int64_t r, const void *a, float a_scale,
+                      const cpu_vec_kernels *vk) {
     const void *wr = (const char *)w->data + (size_t)r * w->row_bytes;
     const int64_t n = w->ne0, g = w->scale_groups;
     if (w->qext == HFQ_QEXT_INT8) {
         const int64_t len = g ? n / g : n;
         const float *scales = w->scale + (g ? r * g : 0);
+        if (kind == CPU_ACT_F32_CODES) return hfq_dot_int8_f32(wr, scales, g ? len : 0, a, n);
         float sum = 0.0f;
         for (int64_t k = 0; k * len < n; k++)
             sum += scales[k] * (float)vk->dot_i8((const int8_t *)wr + k * len, (const int8_t *)a + k * len, len);
         return sum * a_scale;
     }
     const hfq_fp8_format f = fp8_format(w->qext);
+    if (kind == CPU_ACT_F32_CODES) return hfq_dot_fp8_f32(f, wr, w->scale[g ? r : 0], a, n);
     return hfq_dot_fp8_fp8(f, wr, w->scale[g ? r : 0], f, a, a_scale, n);
 }
 
@@ -115,10 +152,23 @@ typedef struct product {
     cpu_wkernel k;
     const char *a;          /* activation rows, a_stride bytes apart */
     size_t a_stride;
-    const float *a_scales;  /* I8 activations: per token */
+    const float *a_scales;  /* quantized activations: per token */
     cpu_vec_kernels vk;
     float *y;
 } product;
+
+/* Weight row r times activation row a of token t, without a tile. */
+static float dot_one(const product *p, int64_t r, const char *a, int64_t t) {
+    const hfq_tensor *w = p->w;
+    const char *wr = (const char *)w->data + (size_t)r * w->row_bytes;
+    switch (p->k.act_kind) {
+    case CPU_ACT_FORMAT: return p->k.dot(wr, a, w->ne0);
+    case CPU_ACT_NVFP4: return hfq_dot_nvfp4_nvfp4(wr, a, w->ne0) * p->a_scales[t];
+    case CPU_ACT_CODES: return dot_qext(w, p->k.act_kind, r, a, p->a_scales[t], &p->vk);
+    case CPU_ACT_F32_CODES: break;
+    }
+    return dot_qext(w, p->k.act_kind, r, a, 1.0f, &p->vk);
+}
 
 static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
     const hfq_tensor *w = p->w;
@@ -129,26 +179,24 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
         return;
     }
     for (int c = 0; c < nc; c++)
-        for (int r = 0; r < nr; r++)
-            out[c * w->ne1 + r] = p->k.qext ? dot_qext(w, r0 + r, at + c * p->a_stride, p->a_scales[t0 + c], &p->vk)
-                                            : p->k.dot(wt + r * w->row_bytes, at + c * p->a_stride, w->ne0);
+        for (int r = 0; r < nr; r++) out[c * w->ne1 + r] = dot_one(p, r0 + r, at + c * p->a_stride, t0 + c);
 }
 
-void cpu_matmul(int n_threads, void *act, float *restrict y, const hfq_tensor *w, const float *restrict bias,
-                const float *restrict x, int64_t n_tokens) {
+void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, const hfq_tensor *w,
+                const float *restrict bias, const float *restrict x, int64_t n_tokens) {
     product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float),
                  .vk = cpu_vec_kernels_get(true), .y = y};
-    if (cpu_wkernel_get(w, &p.k, NULL, NULL)) return;
+    if (cpu_wkernel_get(w, aq, &p.k, NULL, NULL)) return;
     const int64_t n_in = w->ne0, n_out = w->ne1;
     const int64_t macs = n_in * n_out * n_tokens;
     const size_t row_bytes = act_row_bytes(&p.k, n_in);
     if (row_bytes) {
-        float *scales = p.k.qext ? act_scales(act, row_bytes, n_tokens) : NULL;
+        float *scales = act_has_scales(&p.k) ? act_scales(act, row_bytes, n_tokens) : NULL;
         const bool parallel = n_tokens > 1 && n_in * n_tokens >= PARALLEL_MIN_MACS / 4;
         #pragma omp parallel for num_threads(n_threads) schedule(static) if (parallel)
         for (int64_t t = 0; t < n_tokens; t++) {
             void *row = (char *)act + (size_t)t * row_bytes;
-            if (p.k.qext) quantize_qext_act(w, x + t * n_in, row, &scales[t]);
+            if (scales) quantize_act(&p.k, w, x + t * n_in, row, &scales[t]);
             else p.k.act->quantize_row(x + t * n_in, row, n_in);
         }
         p.a = act;

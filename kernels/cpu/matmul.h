@@ -8,7 +8,9 @@
  * CPU_TILE_COLS activation rows; the other formats their traits' vec_dot.
  * INT8/FP8 weights (I8 codes with scales, docs/format-quant-ext.md) take
  * activations quantized per token (or with a static input scale) to their
- * encoding, W8A8, and the dots of quant/int8.h and quant/fp8.h. A
+ * encoding, W8A8, and the dots of quant/int8.h and quant/fp8.h; NVFP4
+ * weights take Q8_0 activations as ggml, or NVFP4 blocks (W4A4) with a
+ * global scale per token or static. hfq_act_quant (ops.h) chooses. A
  * result never depends on the tile it was computed in: batched and
  * single-token products agree bit for bit, whatever the thread count.
  */
@@ -20,6 +22,7 @@
 
 #include "formats/error.h"
 #include "kernels/model.h"
+#include "kernels/ops.h"
 #include "quant/qtype.h"
 
 #define CPU_TILE_ROWS 4
@@ -30,29 +33,42 @@
 typedef void (*cpu_tile_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
                             size_t a_stride, int nc, float *out, size_t out_stride);
 
+/* What a weight's activation rows become before the dots. */
+typedef enum cpu_act {
+    CPU_ACT_FORMAT,     /* `act` of the traits (F32: used as given), dotted by `tile` or `dot` */
+    CPU_ACT_F32_CODES,  /* I8 weights times float rows: hfq_dot_int8_f32 / hfq_dot_fp8_f32 */
+    CPU_ACT_CODES,      /* I8 weights: rows in the weight's encoding, one scale each (W8A8) */
+    CPU_ACT_NVFP4,      /* NVFP4 weights: rows in NVFP4 blocks, one global scale each (W4A4) */
+} cpu_act;
+
 typedef struct cpu_wkernel {
     const hfq_qtype_traits *w;     /* the weight's format (NULL for I8 codes) */
     const hfq_qtype_traits *act;   /* its activation format; F32: used as given */
     cpu_tile_fn tile;              /* NULL: `dot` (or the I8 dot) one pair at a time */
     hfq_vec_dot_fn dot;            /* w->vec_dot, or its SIMD twin (quant_kernels.h) */
-    hfq_qext qext;                 /* I8 codes: activations quantized per token to the same encoding */
+    hfq_qext qext;                 /* I8 codes: how they encode values */
+    cpu_act act_kind;
+    /* CPU_ACT_CODES / CPU_ACT_NVFP4: the static scale (the weight's
+     * input_scale); NULL: each token's own */
+    const float *act_scale;
 } cpu_wkernel;
 
-/* Fills *k for weight w on this CPU; returns -1 (err naming `where` and the
- * tensor) when its type cannot be multiplied by or the row length does not
- * fit the activation format's blocks. */
-int cpu_wkernel_get(const hfq_tensor *w, cpu_wkernel *k, const char *where, hfq_error *err);
+/* Fills *k for weight w on this CPU with activations as aq says; returns -1
+ * (err naming `where` and the tensor) when its type cannot be multiplied by,
+ * the row length does not fit the activation format's blocks, or aq is
+ * static and the weight has no input_scale. */
+int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const char *where, hfq_error *err);
 
 /* Row `row` of matrix t as floats, scales applied ([t->ne0] values). */
 void cpu_row_to_f32(const hfq_tensor *t, int64_t row, float *y);
 
 /* Bytes cpu_matmul needs in `act` for n_tokens rows of the weight's input. */
-size_t cpu_matmul_act_bytes(const hfq_tensor *w, int64_t n_tokens);
+size_t cpu_matmul_act_bytes(const hfq_tensor *w, hfq_act_quant aq, int64_t n_tokens);
 
 /* y[t] = W x[t] * scale (+ bias), scale = *w->scale when set: x [n_tokens][w->ne0] -> y [n_tokens][w->ne1], on up
  * to n_threads OpenMP threads; act is scratch of cpu_matmul_act_bytes. The
- * weight must have passed cpu_wkernel_get. */
-void cpu_matmul(int n_threads, void *act, float *y, const hfq_tensor *w, const float *bias, const float *x,
-                int64_t n_tokens);
+ * weight must have passed cpu_wkernel_get with the same aq. */
+void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *y, const hfq_tensor *w, const float *bias,
+                const float *x, int64_t n_tokens);
 
 #endif

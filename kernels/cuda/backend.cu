@@ -120,6 +120,7 @@ static hfq_backend *cuda_create(const hfq_model *m, const hfq_backend_params *p,
                  CUDA_MAX_HEAD_DIM);
         return NULL;
     }
+    if (cuda_act_quant_check(m, p->act_quant, err)) return NULL;
     hfq_cuda_probe probe;
     hfq_cuda_probe_get(&probe);
     if (probe.n_devices == 0) {

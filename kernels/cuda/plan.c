@@ -219,3 +219,30 @@ const cuda_slot *cuda_layout_find(const cuda_layout *l, const hfq_tensor *t) {
         if (same_tensor(&l->slots[lo].t, t)) return &l->slots[lo];
     return NULL;
 }
+
+typedef struct act_check {
+    hfq_act_quant aq;
+    const char *path;
+    hfq_error *err;
+} act_check;
+
+static int check_act(void *user, const hfq_tensor *w) {
+    const act_check *c = user;
+    const hfq_act_quant aq = c->aq;
+    if (aq == HFQ_ACT_QUANT_STATIC && (w->qext || w->type == GT_NVFP4) && !w->input_scale)
+        return hfq_fail(c->err, c->path, "tensor '%s' has no input_scale for static activation quantization", w->name);
+    const char *what = NULL;
+    if (w->qext && aq == HFQ_ACT_QUANT_NONE) what = "float activations of int8/fp8 weights";
+    else if (w->qext && aq == HFQ_ACT_QUANT_DYNAMIC && w->input_scale) what = "per-token activation scales in place of input_scale";
+    else if (!w->qext && w->type == GT_NVFP4 && (aq == HFQ_ACT_QUANT_DYNAMIC || aq == HFQ_ACT_QUANT_STATIC ||
+                                                 (aq == HFQ_ACT_QUANT_AUTO && w->input_scale)))
+        what = "NVFP4 activations (W4A4)";
+    return what ? hfq_fail(c->err, c->path, "tensor '%s': %s are not supported by the cuda backend (the cpu backend "
+                           "computes them)", w->name, what)
+                : 0;
+}
+
+int cuda_act_quant_check(const hfq_model *m, hfq_act_quant aq, hfq_error *err) {
+    act_check c = {aq, hfq_model_path(m), err};
+    return hfq_model_each_matrix(m, check_act, &c);
+}

@@ -28,6 +28,7 @@
 
 #include "formats/error.h"
 #include "kernels/model.h"
+#include "kernels/ops.h"
 
 /* Largest batch the matrix-vector kernels take; larger ones use cuBLAS. */
 #define CUDA_MATVEC_MAX_TOKENS 8
@@ -134,5 +135,12 @@ const cuda_slot *cuda_layout_find(const cuda_layout *l, const hfq_tensor *t);
 
 /* Scales of an I8 matrix: how many floats it has ([1], [ne1] or [ne1][groups]). */
 int64_t cuda_i8_scale_count(const hfq_tensor *w);
+
+/* The activation quantization modes (kernels/ops.h) the kernels compute:
+ * I8 weights with their file's (static with an input_scale, else per
+ * token), NVFP4 weights with Q8_0 activations (none). -1 with err naming
+ * the first matrix another mode would change (the CPU backend computes
+ * every mode). */
+int cuda_act_quant_check(const hfq_model *m, hfq_act_quant aq, hfq_error *err);
 
 #endif

@@ -13,7 +13,7 @@
 
 static const char usage_text[] =
     "usage: generate MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                [--ctx N] [--threads N] [--device D]\n"
+    "                [--ctx N] [--threads N] [--device D] [--act-quant MODE]\n"
     "\n"
     "Prints the prompt, then the tokens the model continues it with as they come, until\n"
     "N tokens, the end-of-sequence token or a full context; prompt and generation speed\n"
@@ -29,6 +29,8 @@ static const char usage_text[] =
     "  --threads N    CPU threads (default: all)\n"
     "  --device D     cpu (default), cuda, or auto: cuda when a device answers, else the\n"
     "                 cpu (saying so on stderr)\n"
+    "  --act-quant M  activations of INT8/FP8 (W8A8) and NVFP4 (W4A4) weights: auto (what the\n"
+    "                 file says, default), none, dynamic (per token) or static (input_scale)\n"
     "  -h, --help     this help\n"
     "\n"
     "Exit status: 0 ok, 1 bad model or failure, 2 usage.\n";
@@ -38,6 +40,7 @@ typedef struct options {
     int64_t n, ctx, threads, top_k, seed;
     double temp, top_p;
     hfq_device device;
+    hfq_act_quant act_quant;
 } options;
 
 static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
@@ -55,6 +58,7 @@ static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
         else if (strcmp(a, "--ctx") == 0) rc = hfq_cli_int(a, v, 1, 1 << 24, &o->ctx, err), i++;
         else if (strcmp(a, "--threads") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->threads, err), i++;
         else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
+        else if (strcmp(a, "--act-quant") == 0) rc = hfq_cli_act_quant(a, v, &o->act_quant, err), i++;
         else if (a[0] != '-' && !o->model) o->model = a;
         else return hfq_fail(err, a, v || a[0] != '-' ? "unexpected argument" : "needs a value");
         if (rc) return -1;
@@ -118,7 +122,7 @@ int main(int argc, char **argv) {
         hfq_fail(&err, NULL, "the prompt's %zu tokens do not fit in a context of %lld", n_ids, (long long)n_ctx);
         goto done;
     }
-    hfq_context_params cp = {.n_ctx = n_ctx, .n_threads = (int)o.threads, .ops = ops};
+    hfq_context_params cp = {.n_ctx = n_ctx, .n_threads = (int)o.threads, .act_quant = o.act_quant, .ops = ops};
     hfq_sampler_params sp = {.temp = (float)o.temp, .top_k = (int)o.top_k, .top_p = (float)o.top_p,
                              .seed = (uint64_t)o.seed};
     if (!(ctx = hfq_context_new(lm.model, &cp, &err)) || !(smp = hfq_sampler_new(hp->n_vocab, &sp, &err))) goto done;

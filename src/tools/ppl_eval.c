@@ -1,5 +1,8 @@
 /* ppl-eval - perplexity of a GGUF model over a text, as llama.cpp's
- * perplexity tool computes it (src/ppl.h, docs/runner.md). */
+ * perplexity tool computes it, and with a base (a model run side by side, or
+ * its saved log-probabilities) the KL-divergence statistics of its
+ * --kl-divergence mode, with quality gates (src/ppl.h, src/kld.h,
+ * src/base_logits.h, docs/ppl-eval.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,10 +10,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "kernels/cuda/device.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/cuda/device.h"
 #include "kernels/graph.h"
+#include "src/base_logits.h"
 #include "src/cli.h"
+#include "src/kld.h"
 #include "src/lm.h"
 #include "src/ppl.h"
 #include "src/read_text.h"
@@ -19,61 +24,311 @@
 
 static const char usage_text[] =
     "usage: ppl-eval MODEL.gguf --text FILE [--ctx N] [--chunks N] [--batch N] [--threads N]\n"
-    "                [--parallel N] [--device D] [--json]\n"
+    "                [--parallel N] [--device D] [--act-quant MODE] [--base BASE.gguf | --base-logits FILE]\n"
+    "                [--save-logits FILE] [--max-kld X] [--max-ppl-ratio R] [--min-top1 P] [--json]\n"
     "\n"
     "Perplexity of the model over a text, computed as llama.cpp's perplexity tool does:\n"
     "the whole text is tokenized once (with BOS when the model adds it), cut into\n"
     "non-overlapping chunks of --ctx tokens, each evaluated from an empty cache with BOS\n"
-    "first, and only the second half of each chunk is scored. Prints\n"
-    "PPL +/- its standard error; throughput goes to stderr.\n"
+    "first, and only the second half of each chunk is scored. Prints PPL +/- its standard\n"
+    "error. With a base, also the statistics of llama-perplexity --kl-divergence: PPL of\n"
+    "both, their ratio and correlation, KL divergence, token probability differences and\n"
+    "top-token agreement (docs/ppl-eval.md). Progress and throughput go to stderr.\n"
     "\n"
-    "  --text FILE    the text, plain or gzip-compressed\n"
-    "  --ctx N        tokens per chunk (default 512)\n"
-    "  --chunks N     evaluate only the first N chunks (default: all whole chunks)\n"
-    "  --batch N      tokens per forward batch (default: --ctx)\n"
-    "  --threads N    CPU threads (default: all)\n"
-    "  --parallel N   chunks evaluated side by side, each on threads/N threads (default:\n"
-    "                 one per thread for tiny models, else 1); the result is the same\n"
-    "  --device D     cpu (default), cuda, or auto: cuda when a device answers, else the\n"
-    "                 cpu (saying so on stderr); cuda evaluates one chunk at a time\n"
-    "  --json         print one JSON object\n"
-    "  -h, --help     this help\n"
+    "  --text FILE          the text, plain or gzip-compressed\n"
+    "  --ctx N              tokens per chunk (default 512, or that of --base-logits)\n"
+    "  --chunks N           evaluate only the first N chunks (default: all whole chunks, or\n"
+    "                       all that --base-logits holds)\n"
+    "  --batch N            tokens per forward batch (default: --ctx)\n"
+    "  --threads N          CPU threads (default: all)\n"
+    "  --parallel N         chunks evaluated side by side, each on threads/N threads (default:\n"
+    "                       one per thread for tiny models, else 1); the result is the same\n"
+    "  --device D           cpu (default), cuda, or auto: cuda when a device answers, else the\n"
+    "                       cpu (saying so on stderr); cuda evaluates one chunk at a time\n"
+    "  --act-quant MODE     activations of the model's INT8/FP8 (W8A8) and NVFP4 (W4A4)\n"
+    "                       weights: auto (what the file says, default), none (float; Q8_0\n"
+    "                       for NVFP4 as ggml), dynamic (per token), static (input_scale)\n"
+    "  --base BASE.gguf     the reference model, run side by side on the same tokens\n"
+    "  --base-logits FILE   the reference's log-probabilities, saved by --save-logits\n"
+    "  --save-logits FILE   save the log-probabilities of the base (with --base) or of MODEL\n"
+    "  --max-kld X          gate: mean KL divergence at most X (nats)\n"
+    "  --max-ppl-ratio R    gate: PPL(model) / PPL(base) at most R\n"
+    "  --min-top1 P         gate: same top token as the base for at least P percent of tokens\n"
+    "  --json               print one JSON object\n"
+    "  -h, --help           this help\n"
     "\n"
-    "Exit status: 0 ok, 1 bad model, text or failure, 2 usage.\n";
+    "Exit status: 0 ok, 1 bad model, text or failure, 2 usage, 3 a gate failed.\n";
 
 typedef struct options {
-    const char *model, *text;
+    const char *model, *text, *base, *base_logits, *save_logits;
     int64_t ctx, chunks, batch, threads, parallel;
-    bool json;
+    hfq_act_quant act_quant;
     hfq_device device;
+    double max_kld, max_ppl_ratio, min_top1;   /* < 0: no gate */
+    bool json;
 } options;
 
+/* --min-top1 takes a percent, with or without a trailing '%'. */
+static int parse_percent(const char *opt, const char *v, double *out, hfq_error *err) {
+    char buf[64];
+    size_t n = v ? strlen(v) : 0;
+    if (n > 0 && n < sizeof buf && v[n - 1] == '%') {
+        memcpy(buf, v, n - 1);
+        buf[n - 1] = '\0';
+        v = buf;
+    }
+    return hfq_cli_float(opt, v, 0, 100, out, err);
+}
+
 static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
-    *o = (options){.ctx = 512};
+    *o = (options){.max_kld = -1, .max_ppl_ratio = -1, .min_top1 = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
         if (strcmp(a, "--text") == 0 && v) o->text = v, i++;
+        else if (strcmp(a, "--base") == 0 && v) o->base = v, i++;
+        else if (strcmp(a, "--base-logits") == 0 && v) o->base_logits = v, i++;
+        else if (strcmp(a, "--save-logits") == 0 && v) o->save_logits = v, i++;
         else if (strcmp(a, "--ctx") == 0) rc = hfq_cli_int(a, v, 4, 1 << 24, &o->ctx, err), i++;
         else if (strcmp(a, "--chunks") == 0) rc = hfq_cli_int(a, v, 1, INT64_MAX, &o->chunks, err), i++;
         else if (strcmp(a, "--batch") == 0) rc = hfq_cli_int(a, v, 1, 1 << 24, &o->batch, err), i++;
         else if (strcmp(a, "--threads") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->threads, err), i++;
         else if (strcmp(a, "--parallel") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->parallel, err), i++;
         else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
+        else if (strcmp(a, "--act-quant") == 0) rc = hfq_cli_act_quant(a, v, &o->act_quant, err), i++;
+        else if (strcmp(a, "--max-kld") == 0) rc = hfq_cli_float(a, v, 0, 1e30, &o->max_kld, err), i++;
+        else if (strcmp(a, "--max-ppl-ratio") == 0) rc = hfq_cli_float(a, v, 0, 1e30, &o->max_ppl_ratio, err), i++;
+        else if (strcmp(a, "--min-top1") == 0) rc = parse_percent(a, v, &o->min_top1, err), i++;
         else if (strcmp(a, "--json") == 0) o->json = true;
         else if (a[0] != '-' && !o->model) o->model = a;
         else return hfq_fail(err, a, v || a[0] != '-' ? "unexpected argument" : "needs a value");
         if (rc) return -1;
     }
     if (!o->model || !o->text) return hfq_fail(err, NULL, "a model and --text FILE are required");
+    if (o->base && o->base_logits) return hfq_fail(err, NULL, "--base and --base-logits exclude each other");
+    if (o->base_logits && o->save_logits)
+        return hfq_fail(err, NULL, "--save-logits saves a model's log-probabilities; with --base-logits there is none to save");
+    const bool gates = o->max_kld >= 0 || o->max_ppl_ratio >= 0 || o->min_top1 >= 0;
+    if (gates && !o->base && !o->base_logits)
+        return hfq_fail(err, NULL, "--max-kld, --max-ppl-ratio and --min-top1 need --base or --base-logits");
     return 0;
 }
 
-static void print_json(const options *o, int64_t n_tokens, const hfq_ppl_result *r) {
+/* ---- the evaluation ---- */
+
+/* Everything a run holds; freed by run_free. */
+typedef struct run {
+    hfq_lm lm, base_lm;
+    char *text;
+    size_t text_len;
+    int32_t *ids;
+    size_t n_ids;
+    hfq_ppl *s, *base_s;
+    hfq_base_logits_reader *reader;
+    hfq_base_logits_writer *writer;
+    hfq_kld *kld;
+    float *base_logp;       /* [n_scored][n_vocab] */
+    int64_t n_vocab;
+} run;
+
+static void run_free(run *r) {
+    hfq_base_logits_abort(r->writer);
+    hfq_base_logits_close(r->reader);
+    hfq_kld_free(r->kld);
+    free(r->base_logp);
+    hfq_ppl_free(r->base_s);
+    hfq_ppl_free(r->s);
+    free(r->ids);
+    free(r->text);
+    hfq_lm_free(&r->base_lm);
+    hfq_lm_free(&r->lm);
+}
+
+/* The base must read token ids as the model does. */
+static int check_same_vocab(const hfq_lm *m, const hfq_lm *b, const char *base_path, hfq_error *err) {
+    const int64_t nm = hfq_model_hparams(m->model)->n_vocab, nb = hfq_model_hparams(b->model)->n_vocab;
+    if (nm != nb) return hfq_fail(err, base_path, "vocabulary mismatch: %lld tokens, the model has %lld", (long long)nb,
+                                  (long long)nm);
+    const hfq_vocab *vm = m->vocab, *vb = b->vocab;
+    if (vm->n_tokens != vb->n_tokens)
+        return hfq_fail(err, base_path, "vocabulary mismatch: the tokenizer has %lld tokens, the model's %lld",
+                        (long long)vb->n_tokens, (long long)vm->n_tokens);
+    for (int64_t i = 0; i < vm->n_tokens; i++)
+        if (vm->token_lens[i] != vb->token_lens[i] || memcmp(vm->tokens[i], vb->tokens[i], vm->token_lens[i]) != 0)
+            return hfq_fail(err, base_path, "vocabulary mismatch: token %lld is '%s', the model's is '%s'", (long long)i,
+                            vb->tokens[i], vm->tokens[i]);
+    if (vm->add_bos != vb->add_bos || (vm->add_bos && vm->bos_id != vb->bos_id))
+        return hfq_fail(err, base_path, "vocabulary mismatch: BOS handling differs from the model's");
+    return 0;
+}
+
+static int32_t bos_of(const hfq_lm *lm) { return lm->vocab->add_bos && lm->vocab->bos_id >= 0 ? lm->vocab->bos_id : -1; }
+
+/* Loads the model, the text and the base; makes the sessions on backend ops. */
+static int run_open(run *r, const options *o, const hfq_ops *ops, hfq_error *err) {
+    if (hfq_lm_load(&r->lm, o->model, err)) return -1;
+    if (r->lm.vocab->add_eos)
+        return hfq_fail(err, o->model, "the vocabulary appends EOS to every text; perplexity is not defined for that");
+    if (hfq_read_text(o->text, MAX_TEXT, &r->text, &r->text_len, err) ||
+        hfq_tokenize(r->lm.tok, r->text, r->text_len, HFQ_TOK_ADD_SPECIAL, &r->ids, &r->n_ids, err))
+        return -1;
+    r->n_vocab = hfq_model_hparams(r->lm.model)->n_vocab;
+    const int32_t bos = bos_of(&r->lm);
+    hfq_ppl_params pp = {.n_ctx = o->ctx ? o->ctx : 512, .n_chunks = o->chunks, .n_batch = o->batch,
+                         .n_threads = (int)o->threads, .n_parallel = (int)o->parallel, .add_bos = bos >= 0,
+                         .bos_id = bos, .act_quant = o->act_quant, .ops = ops};
+    if (o->base_logits) {   /* its context and chunks unless the options say otherwise */
+        if (!(r->reader = hfq_base_logits_open(o->base_logits, err))) return -1;
+        if (!o->ctx) pp.n_ctx = hfq_base_logits_info_get(r->reader)->n_ctx;
+        if (!o->chunks) pp.n_chunks = hfq_base_logits_info_get(r->reader)->n_chunks;
+    }
+    if (!(r->s = hfq_ppl_new(r->lm.model, r->ids, (int64_t)r->n_ids, &pp, err))) return -1;
+    hfq_base_logits_info info = {.n_vocab = r->n_vocab, .n_ctx = pp.n_ctx, .n_chunks = hfq_ppl_n_chunks(r->s),
+                                 .n_text_tokens = (int64_t)r->n_ids,
+                                 .tokens_hash = hfq_tokens_hash(r->ids, (int64_t)r->n_ids), .bos_id = bos};
+    if (r->reader && hfq_base_logits_check(r->reader, &info, r->ids, err)) return -1;
+    if (o->base) {
+        if (hfq_lm_load(&r->base_lm, o->base, err) || check_same_vocab(&r->lm, &r->base_lm, o->base, err)) return -1;
+        pp.act_quant = HFQ_ACT_QUANT_AUTO;
+        if (!(r->base_s = hfq_ppl_new(r->base_lm.model, r->ids, (int64_t)r->n_ids, &pp, err))) return -1;
+    }
+    if (o->save_logits && !(r->writer = hfq_base_logits_create(o->save_logits, &info, err))) return -1;
+    if (o->base || o->base_logits) {
+        const size_t n = (size_t)hfq_base_logits_rows(pp.n_ctx) * (size_t)r->n_vocab;
+        if (!(r->kld = hfq_kld_new(r->n_vocab, err))) return -1;
+        if (!(r->base_logp = malloc(n * sizeof *r->base_logp)))
+            return hfq_fail(err, o->model, "out of memory for the base's log-probabilities");
+    }
+    return 0;
+}
+
+/* The base's side of chunk c (the model's is done): its log-probs into
+ * base_logp, and the rows to save. */
+static int base_chunk(run *r, const hfq_ppl_chunk *c, hfq_error *err) {
+    if (r->reader) return hfq_base_logits_read_chunk(r->reader, r->base_logp, err);
+    if (!r->base_s) return r->writer ? hfq_base_logits_write_chunk(r->writer, c->logits, err) : 0;
+    hfq_ppl_chunk b;
+    int step = hfq_ppl_next(r->base_s, &b, err);
+    if (step <= 0) return step < 0 ? -1 : hfq_fail(err, NULL, "the base ran out of chunks");
+    if (r->writer && hfq_base_logits_write_chunk(r->writer, b.logits, err)) return -1;
+    for (int64_t j = 0; j < b.n_scored; j++)
+        hfq_log_softmax(b.logits + j * b.n_vocab, b.n_vocab, r->base_logp + j * b.n_vocab);
+    return 0;
+}
+
+/* "\r[=====     ] 12/100 chunks  34567 tokens/s  ETA 0:12" on stderr. */
+static void show_progress(int64_t done, int64_t total, int64_t tokens, double seconds) {
+    const int width = 30;
+    char bar[31];
+    const int full = (int)(width * done / total);
+    for (int i = 0; i < width; i++) bar[i] = i < full ? '=' : ' ';
+    bar[width] = '\0';
+    const double rate = seconds > 0 ? (double)tokens / seconds : 0.0;
+    const long eta = done > 0 ? (long)(seconds * (double)(total - done) / (double)done + 0.5) : 0;
+    fprintf(stderr, "\r[%s] %lld/%lld chunks  %.0f tokens/s  ETA %ld:%02ld:%02ld ", bar, (long long)done,
+            (long long)total, rate, eta / 3600, eta / 60 % 60, eta % 60);
+}
+
+static int run_chunks(run *r, int n_threads, double *seconds, hfq_error *err) {
+    const bool progress = isatty(STDERR_FILENO);
+    const int64_t n_chunks = hfq_ppl_n_chunks(r->s);
+    const int64_t per_chunk = (hfq_ppl_result_get(r->s).n_ctx - 1) * (r->base_s ? 2 : 1);
+    const double t0 = hfq_cli_seconds();
+    hfq_ppl_chunk c;
+    int step;
+    while ((step = hfq_ppl_next(r->s, &c, err)) == 1) {
+        if (base_chunk(r, &c, err)) return -1;
+        if (r->kld && hfq_kld_add(r->kld, c.logits, r->base_logp, c.targets, c.n_scored, n_threads, err)) return -1;
+        if (progress) show_progress(c.index + 1, n_chunks, (c.index + 1) * per_chunk, hfq_cli_seconds() - t0);
+    }
+    if (progress) fputc('\n', stderr);
+    *seconds = hfq_cli_seconds() - t0;
+    if (step < 0) return -1;
+    hfq_base_logits_writer *w = r->writer;
+    r->writer = NULL;   /* commit frees it, whatever happens */
+    return w ? hfq_base_logits_commit(w, err) : 0;
+}
+
+/* ---- gates ---- */
+
+typedef struct gate {
+    const char *name, *option, *what;
+    double limit, value;
+    bool is_max, passed;
+} gate;
+
+/* The gates asked for, evaluated on st; returns how many. */
+static int eval_gates(const options *o, const hfq_kld_stats *st, gate *g) {
+    int n = 0;
+    if (o->max_kld >= 0) g[n++] = (gate){"max_kld", "--max-kld", "mean KLD", o->max_kld, st->kld, true, false};
+    if (o->max_ppl_ratio >= 0)
+        g[n++] = (gate){"max_ppl_ratio", "--max-ppl-ratio", "PPL(Q)/PPL(base)", o->max_ppl_ratio, st->ppl_ratio, true, false};
+    if (o->min_top1 >= 0)
+        g[n++] = (gate){"min_top1", "--min-top1", "same top token %", o->min_top1, 100.0 * st->same_top, false, false};
+    for (int i = 0; i < n; i++) g[i].passed = g[i].is_max ? g[i].value <= g[i].limit : g[i].value >= g[i].limit;
+    return n;
+}
+
+/* ---- output ---- */
+
+static void print_kld_text(const hfq_kld_stats *s) {
+    printf("\n====== Perplexity statistics ======\n");
+    printf("Mean PPL(Q)                   : %10.6lf ± %10.6lf\n", s->ppl, s->ppl_err);
+    printf("Mean PPL(base)                : %10.6lf ± %10.6lf\n", s->ppl_base, s->ppl_base_err);
+    printf("Cor(ln(PPL(Q)), ln(PPL(base))): %6.2lf%%\n", 100.0 * s->ln_ppl_cor);
+    printf("Mean ln(PPL(Q)/PPL(base))     : %10.6lf ± %10.6lf\n", s->ln_ppl_ratio, s->ln_ppl_ratio_err);
+    printf("Mean PPL(Q)/PPL(base)         : %10.6lf ± %10.6lf\n", s->ppl_ratio, s->ppl_ratio_err);
+    printf("Mean PPL(Q)-PPL(base)         : %10.6lf ± %10.6lf\n", s->ppl_diff, s->ppl_diff_err);
+    printf("\n====== KL divergence statistics ======\n");
+    printf("Mean    KLD: %10.6lf ± %10.6lf\n", s->kld, s->kld_err);
+    for (int i = 0; i < HFQ_KLD_N_QUANTILES; i++) {
+        const char *name = hfq_kld_quantiles[i].name;
+        printf("%s%*s KLD: %10.6f\n", name, (int)(7 - strlen(name)), "", s->kld_q[i]);
+    }
+    printf("\n====== Token probability statistics ======\n");
+    printf("Mean    Δp: %6.3lf ± %5.3lf %%\n", 100.0 * s->dp, 100.0 * s->dp_err);
+    for (int i = 0; i < HFQ_DP_N_QUANTILES; i++) {
+        const char *name = hfq_dp_quantiles[i].name;
+        printf("%s%*s Δp: %6.3lf%%\n", name, (int)(7 - strlen(name)), "", 100.0 * s->dp_q[i]);
+    }
+    printf("RMS Δp    : %6.3lf ± %5.3lf %%\n", 100.0 * s->dp_rms, 100.0 * s->dp_rms_err);
+    printf("Same top p: %6.3lf ± %5.3lf %%\n", 100.0 * s->same_top, 100.0 * s->same_top_err);
+}
+
+static void add_quantiles(cJSON *j, const char *prefix, const hfq_quantile *q, const double *v, int n) {
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s_%s", prefix, q[i].key);
+        cJSON_AddNumberToObject(j, key, v[i]);
+    }
+}
+
+static cJSON *kld_json(const hfq_kld_stats *s) {
+    cJSON *j = cJSON_CreateObject();
+    const struct { const char *key; double v; } fields[] = {
+        {"tokens", (double)s->count}, {"ppl", s->ppl}, {"ppl_err", s->ppl_err}, {"ppl_base", s->ppl_base},
+        {"ppl_base_err", s->ppl_base_err}, {"ln_ppl_cor", s->ln_ppl_cor}, {"ln_ppl_ratio", s->ln_ppl_ratio},
+        {"ln_ppl_ratio_err", s->ln_ppl_ratio_err}, {"ppl_ratio", s->ppl_ratio}, {"ppl_ratio_err", s->ppl_ratio_err},
+        {"ppl_diff", s->ppl_diff}, {"ppl_diff_err", s->ppl_diff_err}, {"kld", s->kld}, {"kld_err", s->kld_err},
+        {"dp", s->dp}, {"dp_err", s->dp_err}, {"dp_rms", s->dp_rms}, {"dp_rms_err", s->dp_rms_err},
+        {"same_top", s->same_top}, {"same_top_err", s->same_top_err},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) cJSON_AddNumberToObject(j, fields[i].key, fields[i].v);
+    add_quantiles(j, "kld", hfq_kld_quantiles, s->kld_q, HFQ_KLD_N_QUANTILES);
+    add_quantiles(j, "dp", hfq_dp_quantiles, s->dp_q, HFQ_DP_N_QUANTILES);
+    return j;
+}
+
+static void print_json(const options *o, int64_t n_tokens, const hfq_ppl_result *r, const hfq_kld_stats *ks,
+                       const gate *g, int n_gates) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "model", o->model);
     cJSON_AddStringToObject(j, "text", o->text);
+    if (o->base) cJSON_AddStringToObject(j, "base", o->base);
+    if (o->base_logits) cJSON_AddStringToObject(j, "base_logits", o->base_logits);
+    if (o->save_logits) cJSON_AddStringToObject(j, "saved_logits", o->save_logits);
+    cJSON_AddStringToObject(j, "act_quant", hfq_cli_act_quant_name(o->act_quant));
     cJSON_AddNumberToObject(j, "n_ctx", (double)r->n_ctx);
     cJSON_AddNumberToObject(j, "n_chunks", (double)r->n_chunks);
     cJSON_AddNumberToObject(j, "n_tokens", (double)n_tokens);
@@ -81,6 +336,21 @@ static void print_json(const options *o, int64_t n_tokens, const hfq_ppl_result 
     cJSON_AddNumberToObject(j, "nll_mean", r->nll_mean);
     cJSON_AddNumberToObject(j, "ppl", r->ppl);
     cJSON_AddNumberToObject(j, "ppl_err", r->ppl_err);
+    if (ks) cJSON_AddItemToObject(j, "kl", kld_json(ks));
+    if (n_gates) {
+        cJSON *arr = cJSON_AddArrayToObject(j, "gates");
+        bool all = true;
+        for (int i = 0; i < n_gates; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "gate", g[i].name);
+            cJSON_AddNumberToObject(e, "limit", g[i].limit);
+            cJSON_AddNumberToObject(e, "value", g[i].value);
+            cJSON_AddBoolToObject(e, "passed", g[i].passed);
+            cJSON_AddItemToArray(arr, e);
+            all = all && g[i].passed;
+        }
+        cJSON_AddBoolToObject(j, "gates_passed", all);
+    }
     char *s = cJSON_Print(j);
     if (s) puts(s);
     free(s);
@@ -96,56 +366,46 @@ int main(int argc, char **argv) {
         return HFQ_EXIT_USAGE;
     }
     int rc = HFQ_EXIT_FAILURE;
-    hfq_lm lm;
-    hfq_ppl *s = NULL;
-    char *text = NULL;
-    int32_t *ids = NULL;
-    size_t text_len = 0, n_ids = 0;
+    run r = {0};
+    double seconds = 0;
+    hfq_kld_stats ks;
     const hfq_ops *ops;
     char note[512];
-    memset(&lm, 0, sizeof lm);
     if (hfq_device_select(o.device, &ops, note, sizeof note, &err)) goto done;
     if (note[0]) fprintf(stderr, "ppl-eval: %s\n", note);
     /* a device backend holds its own copy of the weights: one chunk at a time unless asked */
     if (ops != hfq_cpu_ops() && !o.parallel) o.parallel = 1;
-    if (hfq_lm_load(&lm, o.model, &err)) goto done;
-    if (lm.vocab->add_eos) {
-        hfq_fail(&err, o.model, "the vocabulary appends EOS to every text; perplexity is not defined for that");
+    if (run_open(&r, &o, ops, &err) || run_chunks(&r, (int)o.threads, &seconds, &err) || (r.kld && hfq_kld_stats_get(r.kld, &ks, &err)))
         goto done;
+    const hfq_ppl_result pr = hfq_ppl_result_get(r.s);
+    gate gates[3];
+    const int n_gates = r.kld ? eval_gates(&o, &ks, gates) : 0;
+    if (o.json) {
+        print_json(&o, (int64_t)r.n_ids, &pr, r.kld ? &ks : NULL, gates, n_gates);
+    } else {
+        printf("PPL = %.4f +/- %.5f (%lld chunks of %lld tokens, %lld tokens scored)\n", pr.ppl, pr.ppl_err,
+               (long long)pr.n_chunks, (long long)pr.n_ctx, (long long)pr.n_scored);
+        if (r.kld) print_kld_text(&ks);
+        if (n_gates) printf("\n");
+        for (int i = 0; i < n_gates; i++)
+            printf("gate %s %g: %s %.6g %s\n", gates[i].option, gates[i].limit, gates[i].what, gates[i].value,
+                   gates[i].passed ? "passed" : "FAILED");
     }
-    if (hfq_read_text(o.text, MAX_TEXT, &text, &text_len, &err) ||
-        hfq_tokenize(lm.tok, text, text_len, HFQ_TOK_ADD_SPECIAL, &ids, &n_ids, &err))
-        goto done;
-    hfq_ppl_params pp = {.n_ctx = o.ctx, .n_chunks = o.chunks, .n_batch = o.batch, .n_threads = (int)o.threads,
-                         .n_parallel = (int)o.parallel, .add_bos = lm.vocab->add_bos && lm.vocab->bos_id >= 0,
-                         .bos_id = lm.vocab->bos_id, .ops = ops};
-    if (!(s = hfq_ppl_new(lm.model, ids, (int64_t)n_ids, &pp, &err))) goto done;
-    const bool progress = isatty(STDERR_FILENO);
-    const int64_t n_chunks = hfq_ppl_n_chunks(s);
-    double t0 = hfq_cli_seconds();
-    hfq_ppl_chunk chunk;
-    int step;
-    while ((step = hfq_ppl_next(s, &chunk, &err)) == 1)
-        if (progress)
-            fprintf(stderr, "\r[%lld/%lld] ppl %.4f", (long long)(chunk.index + 1), (long long)n_chunks,
-                    hfq_ppl_result_get(s).ppl);
-    if (progress) fputc('\n', stderr);
-    if (step < 0) goto done;
-    double seconds = hfq_cli_seconds() - t0;
-    hfq_ppl_result r = hfq_ppl_result_get(s);
-    if (o.json) print_json(&o, (int64_t)n_ids, &r);
-    else
-        printf("PPL = %.4f +/- %.5f (%lld chunks of %lld tokens, %lld tokens scored)\n", r.ppl, r.ppl_err,
-               (long long)r.n_chunks, (long long)r.n_ctx, (long long)r.n_scored);
-    const int64_t evaluated = r.n_chunks * (r.n_ctx - 1);
+    fflush(stdout);
+    const int64_t evaluated = pr.n_chunks * (pr.n_ctx - 1) * (r.base_s ? 2 : 1);
     fprintf(stderr, "ppl-eval: %lld tokens evaluated in %.2f s (%.0f tokens/s, %d chunk(s) side by side)\n",
-            (long long)evaluated, seconds, (double)evaluated / seconds, hfq_ppl_n_parallel(s));
+            (long long)evaluated, seconds, seconds > 0 ? (double)evaluated / seconds : 0.0, hfq_ppl_n_parallel(r.s));
+    if (o.save_logits) fprintf(stderr, "ppl-eval: saved the %s's log-probabilities to %s\n", o.base ? "base" : "model",
+                               o.save_logits);
     rc = HFQ_EXIT_OK;
+    for (int i = 0; i < n_gates; i++)
+        if (!gates[i].passed) {
+            fprintf(stderr, "ppl-eval: gate failed: %s %.6g %s %s %.6g\n", gates[i].what, gates[i].value,
+                    gates[i].is_max ? ">" : "<", gates[i].option, gates[i].limit);
+            rc = HFQ_EXIT_GATE;
+        }
 done:
-    if (rc != HFQ_EXIT_OK) fprintf(stderr, "ppl-eval: %s\n", err.msg);
-    hfq_ppl_free(s);
-    free(ids);
-    free(text);
-    hfq_lm_free(&lm);
+    if (rc == HFQ_EXIT_FAILURE) fprintf(stderr, "ppl-eval: %s\n", err.msg);
+    run_free(&r);
     return rc;
 }
