@@ -18,14 +18,41 @@ static void quantize_row(hfq_fp8_format fmt, const float *x, uint8_t *q, int64_t
     for (int64_t i = 0; i < n; i++) q[i] = hfq_f32_to_fp8(fmt, x[i] / scale);
 }
 
+#define SEARCH_STEPS 16 /* scales amax/max * 2^(k/16): one octave of grid alignments */
+
+static double weighted_error(hfq_fp8_format fmt, const float *x, const float *w, int64_t n, float scale) {
+    double err = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = (double)x[i] - (double)scale * hfq_fp8_to_f32(fmt, hfq_f32_to_fp8(fmt, x[i] / scale));
+        err += (double)w[i] * d * d;
+    }
+    return err;
+}
+
+/* The candidate scale with the least importance-weighted error. */
+static float search_scale(hfq_fp8_format fmt, const float *x, const float *w, int64_t n) {
+    const float s0 = hfq_fp8_scale(fmt, x, n);
+    if (s0 == 0.0f) return 0.0f;
+    float best = s0;
+    double best_err = weighted_error(fmt, x, w, n, s0);
+    for (int k = 1; k < SEARCH_STEPS; k++) {
+        const float s = s0 * (float)pow(2.0, (double)k / SEARCH_STEPS);
+        const double err = weighted_error(fmt, x, w, n, s);
+        if (err < best_err) {
+            best = s;
+            best_err = err;
+        }
+    }
+    return best;
+}
+
 size_t hfq_quantize_fp8(hfq_fp8_format fmt, const float *src, void *dst, int64_t nrows,
                         int64_t n_per_row, const float *importance, float *scales) {
-    (void)importance;
     if (nrows < 0 || n_per_row <= 0) return 0;
     uint8_t *q = (uint8_t *)dst;
     for (int64_t r = 0; r < nrows; r++) {
         const float *x = src + r * n_per_row;
-        scales[r] = hfq_fp8_scale(fmt, x, n_per_row);
+        scales[r] = importance ? search_scale(fmt, x, importance, n_per_row) : hfq_fp8_scale(fmt, x, n_per_row);
         quantize_row(fmt, x, q + r * n_per_row, n_per_row, scales[r]);
     }
     return (size_t)(nrows * n_per_row);

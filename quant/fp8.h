@@ -98,10 +98,13 @@ float hfq_fp8_scale(hfq_fp8_format fmt, const float *x, int64_t n);
 
 /* Dynamic per-row quantization (weights: per output channel; activations:
  * per token): scales[r] = hfq_fp8_scale(row r), dst row r = codes of
- * src row r / scales[r]. dst holds nrows * n_per_row bytes. importance is
- * accepted for the common quantizer shape and unused: FP8 takes the amax
- * scale as FP8 checkpoints do. Returns the bytes written, 0 when
- * nrows < 0 or n_per_row <= 0. */
+ * src row r / scales[r]. dst holds nrows * n_per_row bytes. importance
+ * (n_per_row weights shared by all rows, or NULL) makes each row's scale the
+ * one of hfq_fp8_scale * 2^(k/16), k = 0..15 (every alignment of the
+ * values to the FP8 grid, none clipping) that minimises
+ * sum importance[j] * (x[j] - scale * decode(code[j]))^2, the earliest on
+ * ties; NULL is the amax scale, as FP8 checkpoints take. Returns the bytes
+ * written, 0 when nrows < 0 or n_per_row <= 0. */
 size_t hfq_quantize_fp8(hfq_fp8_format fmt, const float *src, void *dst, int64_t nrows,
                         int64_t n_per_row, const float *importance, float *scales);
 

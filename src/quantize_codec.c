@@ -2,7 +2,9 @@
 #include "src/quantize_codec.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "formats/ggml_type.h"
@@ -106,7 +108,7 @@ void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst,
         break;
     case HFQ_FMT_FP8_E4M3: case HFQ_FMT_FP8_E5M2:
         if (per_tensor) hfq_quantize_fp8_static(fp8_of(job->fmt), src, dst, 1, n, job->global_scale);
-        else hfq_quantize_fp8(fp8_of(job->fmt), src, dst, 1, n, NULL, row_scales);
+        else hfq_quantize_fp8(fp8_of(job->fmt), src, dst, 1, n, importance, row_scales);
         break;
     default: {
         const hfq_qtype_traits *tr = traits_of(job->fmt);
@@ -129,4 +131,67 @@ void hfq_codec_decode_encoded_row(const hfq_codec_job *job, const void *enc, con
         if (job->fmt == GT_NVFP4 && job->global_scale > 0.0f)
             for (int64_t j = 0; j < n; j++) dst[j] *= job->global_scale;
     }
+}
+
+int hfq_codec_roundtrip(const hfq_fmt_spec *spec, const float *src, float *dst, int64_t nrows, int64_t n,
+                        const float *importance, hfq_error *err) {
+    const gguf_tensor_info t = {.name = "round trip", .type = GT_F32, .n_dims = 2, .ne = {n, nrows, 1, 1}};
+    hfq_codec_job job;
+    if (hfq_codec_begin(&job, &t, spec, err) < 0) return -1;
+    if (hfq_codec_needs_amax(spec)) {
+        float amax = 0.0f;
+        for (int64_t i = 0; i < nrows * n; i++) amax = fmaxf(amax, fabsf(src[i]));
+        job.global_scale = hfq_codec_global_scale(spec, amax);
+    }
+    const int64_t n_scales = job.n_row_scales > 0 ? job.n_row_scales : 1;
+    uint8_t *buf = malloc((size_t)nrows * job.out_row_bytes + 1);
+    float *scales = malloc((size_t)(nrows * n_scales) * sizeof *scales);
+    if (!buf || !scales) {
+        free(buf);
+        free(scales);
+        return hfq_fail(err, "round trip", "out of memory");
+    }
+    /* rows are independent: threads only for enough work to pay for them */
+#pragma omp parallel for schedule(static) if (nrows * n >= ((int64_t)1 << 16))
+    for (int64_t r = 0; r < nrows; r++) {
+        uint8_t *enc = buf + (size_t)r * job.out_row_bytes;
+        hfq_codec_encode_row(&job, src + r * n, enc, importance, scales + r * n_scales);
+        hfq_codec_decode_encoded_row(&job, enc, scales + r * n_scales, dst + r * n);
+    }
+    free(buf);
+    free(scales);
+    return 0;
+}
+
+int hfq_codec_act_roundtrip(uint32_t fmt, float *x, int64_t nrows, int64_t n, float static_scale, hfq_error *err) {
+    const hfq_qtype_traits *w = traits_of(fmt);
+    if (!w) return hfq_fail(err, hfq_fmt_name(fmt), "not available in this build");
+    const hfq_qtype_traits *a = hfq_qtype_get(w->vec_dot_type);
+    const bool qext = hfq_codec_qext_encoding(fmt) != NULL, w4a4 = fmt == GT_NVFP4 && static_scale > 0.0f;
+    if (!qext && !w4a4 && (w->vec_dot_type == HFQ_QT_F32 || !a || !a->quantize_row || !a->dequantize)) return 0;
+    const int64_t row_bytes = qext ? n : w4a4 ? ggml_row_size(GT_NVFP4, n) : hfq_qtype_row_size(a->type, n);
+    if (row_bytes < 0) return hfq_fail(err, hfq_fmt_name(fmt), "activation rows of %" PRId64 " do not fit", n);
+    uint8_t *buf = malloc((size_t)(row_bytes > 0 ? row_bytes : 1));
+    if (!buf) return hfq_fail(err, hfq_fmt_name(fmt), "out of memory");
+    for (int64_t r = 0; r < nrows; r++) {
+        float *row = x + r * n, scale = static_scale;
+        if (fmt == HFQ_FMT_INT8) {
+            if (static_scale > 0.0f) hfq_quantize_int8_static(row, buf, 1, n, static_scale);
+            else hfq_quantize_int8(row, buf, 1, n, NULL, &scale, 0);
+            hfq_dequantize_row_int8(buf, row, n, &scale, 0);
+        } else if (qext) {
+            if (static_scale > 0.0f) hfq_quantize_fp8_static(fp8_of(fmt), row, buf, 1, n, static_scale);
+            else hfq_quantize_fp8(fp8_of(fmt), row, buf, 1, n, NULL, &scale);
+            hfq_dequantize_row_fp8(fp8_of(fmt), buf, row, n, scale);
+        } else if (w4a4) {
+            hfq_quantize_nvfp4(row, buf, 1, n, NULL, static_scale);
+            hfq_dequantize_row_nvfp4(buf, row, n);
+            for (int64_t j = 0; j < n; j++) row[j] *= static_scale;
+        } else {
+            a->quantize_row(row, buf, n);
+            a->dequantize(buf, row, n);
+        }
+    }
+    free(buf);
+    return 0;
 }

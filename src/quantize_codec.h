@@ -71,4 +71,19 @@ void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst,
  * NULL otherwise). */
 void hfq_codec_decode_encoded_row(const hfq_codec_job *job, const void *enc, const float *row_scales, float *dst);
 
+/* Encodes nrows rows of n floats to spec as a tensor of that shape would be
+ * (global scales over all of them) and decodes them back into dst, for
+ * searches that need the rounding error. Fails for formats this build cannot
+ * encode, a row length the blocks do not divide, or out of memory. */
+int hfq_codec_roundtrip(const hfq_fmt_spec *spec, const float *src, float *dst, int64_t nrows, int64_t n,
+                        const float *importance, hfq_error *err);
+
+/* Quantizes and decodes in place nrows activation rows of n floats as the
+ * runner does for weights of format fmt (--act-quant auto): INT8/FP8 per
+ * token, or with one static scale when static_scale > 0; NVFP4 with a static
+ * scale into NVFP4 blocks with that global scale (W4A4); the ggml formats and
+ * NVFP4 without one through their vec_dot_type (Q8_0, Q8_1, Q8_K, F16, BF16;
+ * F32 stays). Fails for formats this build cannot encode and out of memory. */
+int hfq_codec_act_roundtrip(uint32_t fmt, float *x, int64_t nrows, int64_t n, float static_scale, hfq_error *err);
+
 #endif

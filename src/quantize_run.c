@@ -113,6 +113,7 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
     if (o->importance.get) rc |= gguf_set_bool(w, "hfq.quantize.importance", true);
     if (o->recipe_name) rc |= gguf_set_str(w, "hfq.quantize.recipe", o->recipe_name);
     if (o->target_bytes > 0) rc |= gguf_set_u64(w, "hfq.quantize.target_bytes", (uint64_t)o->target_bytes);
+    if (o->adjust.metadata) rc |= o->adjust.metadata(o->adjust.ctx, w);
     /* docs/format-quant-ext.md: the encoding of each I8 weight */
     for (int64_t i = 0; i < plan->n; i++) {
         const char *enc = plan->entries[i].convert ? hfq_codec_qext_encoding(plan->entries[i].fmt) : NULL;
@@ -127,13 +128,47 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
 
 /* ---- the tensors ---- */
 
-/* Refuses, before anything is written, what cannot be converted. */
-static int check_plan(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o, hfq_error *err) {
-    if (plan->n != gguf_n_tensors(f)) return hfq_fail(err, gguf_path(f), "the plan is for another file");
+/* What happens to one tensor: the plan's conversion, or - when calibration
+ * rescales a tensor the plan copies - a re-encoding to its own type. */
+typedef struct step {
+    bool convert;
+    hfq_fmt_spec spec;
+    hfq_tensor_adjust adj;
+} step;
+
+static step *plan_steps(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o, hfq_error *err) {
+    if (plan->n != gguf_n_tensors(f)) {
+        hfq_fail(err, gguf_path(f), "the plan is for another file");
+        return NULL;
+    }
+    step *steps = calloc((size_t)(plan->n > 0 ? plan->n : 1), sizeof *steps);
+    if (!steps) {
+        hfq_fail(err, gguf_path(f), "out of memory");
+        return NULL;
+    }
     for (int64_t i = 0; i < plan->n; i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
         const hfq_plan_entry *e = &plan->entries[i];
-        if (!e->convert) continue;
+        step *st = &steps[i];
+        st->convert = e->convert;
+        st->spec = e->convert ? (hfq_fmt_spec){e->fmt, e->scale_group} : (hfq_fmt_spec){t->type, HFQ_SCALE_PER_ROW};
+        if (o->adjust.get) o->adjust.get(o->adjust.ctx, t->name, st->spec.fmt, &st->adj);
+        if (st->adj.col_scale || st->adj.row_scale) st->convert = true;
+        if (!st->convert) st->adj.input_scale = 0.0f;
+    }
+    return steps;
+}
+
+/* Refuses, before anything is written, what cannot be converted. */
+static int check_plan(const gguf_file *f, const hfq_plan *plan, const step *steps, const hfq_quantize_opts *o,
+                      hfq_error *err) {
+    for (int64_t i = 0; i < plan->n; i++) {
+        const gguf_tensor_info *t = gguf_tensor_at(f, i);
+        const hfq_fmt_spec *e = &steps[i].spec;
+        if (!steps[i].convert) continue;
+        if (!plan->entries[i].convert && hfq_fmt_is_quantized(t->type))
+            return hfq_fail(err, gguf_path(f), "tensor %s: calibration cannot rescale a tensor stored as %s",
+                            t->name, hfq_fmt_name(t->type));
         if (!hfq_codec_can_decode(t->type))
             return hfq_fail(err, gguf_path(f), "tensor %s: cannot convert from %s to %s", t->name,
                             hfq_fmt_name(t->type), hfq_fmt_name(e->fmt));
@@ -176,14 +211,16 @@ static bool all_finite(const float *x, int64_t n) {
     return !inf_or_nan;
 }
 
-/* One slab: nrows rows decoded to float, one at a time, and checked; with amax != NULL only
- * the absolute maximum is taken, else the rows are encoded (row_scales gets
- * one scale per row for the formats that have them). Rows are independent,
+/* One slab: nrows rows decoded to float, one at a time, multiplied as adj
+ * says (row0: the slab's first row in the tensor) and checked; with amax !=
+ * NULL only the absolute maximum is taken, else the rows are encoded
+ * (row_scales gets one scale per row for the formats that have them). Rows are independent,
  * so any thread count and any order give the same bytes: threads take
  * chunks of about 64Ki values as they come free, which keeps both busy on a
  * loaded machine. Returns the first row holding NaN/Inf, or -1. */
-static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *wk, int64_t nrows,
-                            const float *importance, float *row_scales, float *amax, int n_threads) {
+static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *wk, int64_t row0, int64_t nrows,
+                            const hfq_tensor_adjust *adj, const float *importance, float *row_scales, float *amax,
+                            int n_threads) {
     const int64_t n = job->n_per_row;
     const int64_t chunk = n < 65536 ? 65536 / n : 1;
     int64_t bad = INT64_MAX;
@@ -192,6 +229,10 @@ static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *
     for (int64_t r = 0; r < nrows; r++) {
         float *row = wk->rows + omp_get_thread_num() * n; /* stays in cache until encoded */
         hfq_codec_decode_row(job, src + r * job->in_row_bytes, row);
+        if (adj->col_scale || adj->row_scale) {
+            const float rs = adj->row_scale ? adj->row_scale[row0 + r] : 1.0f;
+            for (int64_t j = 0; j < n; j++) row[j] = row[j] * (adj->col_scale ? adj->col_scale[j] : 1.0f) * rs;
+        }
         if (!all_finite(row, n)) {
             if (r < bad) bad = r;
         } else if (amax) {
@@ -209,12 +250,11 @@ static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *
 /* Streams tensor t through the codec in slabs of whole rows that never cross
  * a matrix (expert) boundary: a pass for the absolute maximum when the format
  * needs it, then the encoding pass, written as it goes. */
-static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_info *t,
-                          const hfq_plan_entry *e, const hfq_quantize_opts *o, work *wk,
-                          int n_threads, hfq_error *err) {
+static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_info *t, const step *e,
+                          const hfq_quantize_opts *o, work *wk, int n_threads, hfq_error *err) {
     const char *path = gguf_path(f);
     hfq_codec_job job;
-    const hfq_fmt_spec spec = {e->fmt, e->scale_group};
+    const hfq_fmt_spec spec = e->spec;
     if (hfq_codec_begin(&job, t, &spec, err) < 0) {
         hfq_error_prefix(err, path);
         return -1;
@@ -238,7 +278,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
             int64_t nr = rows_per_mat - in_mat < slab_rows ? rows_per_mat - in_mat : slab_rows;
             const float *imp = imp_all ? imp_all + row / rows_per_mat * t->ne[0] : NULL;
             float *row_scales = comp == HFQ_COMPANION_ROW_SCALES ? wk->scales + row * job.n_row_scales : NULL;
-            int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, wk, nr, imp, row_scales,
+            int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, wk, row, nr, &e->adj, imp, row_scales,
                                        pass == 0 ? &amax : NULL, n_threads);
             if (bad >= 0)
                 return hfq_fail(err, path, "tensor %s: row %" PRId64 " holds NaN or Inf", t->name, row + bad);
@@ -254,45 +294,69 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         gguf_writer_write_data(w, wk->scales,
                                (comp == HFQ_COMPANION_ROW_SCALES ? (uint64_t)(n_rows * job.n_row_scales) : 1) * 4, err) < 0)
         return -1;
+    if (e->adj.input_scale > 0.0f && gguf_writer_write_data(w, &e->adj.input_scale, 4, err) < 0) return -1;
     return 0;
 }
 
+/* "<base>.input_scale" for weight "<base>.weight" (or "<name>.input_scale"). */
+static int input_scale_name(const char *weight, char *out, size_t n) {
+    size_t len = strlen(weight);
+    if (len >= 7 && strcmp(weight + len - 7, ".weight") == 0) len -= 7;
+    int w = snprintf(out, n, "%.*s.input_scale", (int)len, weight);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
 /* The output's tensors: each input tensor, followed by its scale tensor when
- * its format has one. */
-static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *plan, hfq_error *err) {
+ * its format has one, then its input scale when calibration gives one. */
+static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *plan, const step *steps,
+                           hfq_error *err) {
+    const int64_t ne_tensor[1] = {1};
     for (int64_t i = 0; i < plan->n; i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
-        const hfq_fmt_spec spec = {plan->entries[i].fmt, plan->entries[i].scale_group};
-        if (gguf_add_tensor(w, t->name, hfq_codec_storage_type(spec.fmt), t->n_dims, t->ne, err) < 0) return -1;
-        hfq_companion comp = plan->entries[i].convert ? hfq_codec_companion(&spec) : HFQ_COMPANION_NONE;
-        if (comp == HFQ_COMPANION_NONE) continue;
+        const hfq_fmt_spec spec = steps[i].spec;
         char name[GGUF_MAX_NAME + 1];
-        if (hfq_codec_scale_name(t->name, name, sizeof name) < 0)
-            return hfq_fail(err, t->name, "the name of its scale tensor would be too long");
-        /* per row: [1, ne1, ...]; per group of G: [ne0 / G, ne1, ...] */
-        const int64_t ne_tensor[1] = {1},
-                      ne_rows[4] = {spec.scale_group > 0 ? t->ne[0] / spec.scale_group : 1, t->ne[1], t->ne[2], t->ne[3]};
-        if (comp == HFQ_COMPANION_TENSOR_SCALE ? gguf_add_tensor(w, name, GT_F32, 1, ne_tensor, err) < 0
-                                               : gguf_add_tensor(w, name, GT_F32, t->n_dims, ne_rows, err) < 0)
-            return -1;
+        if (gguf_add_tensor(w, t->name, hfq_codec_storage_type(spec.fmt), t->n_dims, t->ne, err) < 0) return -1;
+        hfq_companion comp = steps[i].convert ? hfq_codec_companion(&spec) : HFQ_COMPANION_NONE;
+        if (comp != HFQ_COMPANION_NONE) {
+            if (hfq_codec_scale_name(t->name, name, sizeof name) < 0)
+                return hfq_fail(err, t->name, "the name of its scale tensor would be too long");
+            /* per row: [1, ne1, ...]; per group of G: [ne0 / G, ne1, ...] */
+            const int64_t ne_rows[4] = {spec.scale_group > 0 ? t->ne[0] / spec.scale_group : 1, t->ne[1], t->ne[2],
+                                        t->ne[3]};
+            if (comp == HFQ_COMPANION_TENSOR_SCALE ? gguf_add_tensor(w, name, GT_F32, 1, ne_tensor, err) < 0
+                                                   : gguf_add_tensor(w, name, GT_F32, t->n_dims, ne_rows, err) < 0)
+                return -1;
+        }
+        if (steps[i].adj.input_scale > 0.0f) {
+            if (input_scale_name(t->name, name, sizeof name) < 0)
+                return hfq_fail(err, t->name, "the name of its input scale tensor would be too long");
+            if (gguf_add_tensor(w, name, GT_F32, 1, ne_tensor, err) < 0) return -1;
+        }
     }
     return 0;
 }
 
 int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out_path,
                        const hfq_quantize_opts *o, hfq_error *err) {
-    if (check_plan(f, plan, o, err) < 0) return -1;
+    step *steps = plan_steps(f, plan, o, err);
+    if (!steps || check_plan(f, plan, steps, o, err) < 0) {
+        free(steps);
+        return -1;
+    }
     gguf_writer *w = gguf_writer_new();
-    if (!w) return hfq_fail(err, out_path, "out of memory");
+    if (!w) {
+        free(steps);
+        return hfq_fail(err, out_path, "out of memory");
+    }
     set_metadata(w, f, plan, o);
     int n_threads = o->n_threads > 0 ? o->n_threads : omp_get_max_threads();
     work wk = {0};
-    int rc = declare_tensors(w, f, plan, err);
+    int rc = declare_tensors(w, f, plan, steps, err);
     if (rc == 0) rc = gguf_writer_begin(w, out_path, err);
     for (int64_t i = 0; rc == 0 && i < plan->n; i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
-        const hfq_plan_entry *e = &plan->entries[i];
-        if (o->progress) o->progress(o->progress_ctx, i, plan->n, t->name, e->fmt);
+        const step *e = &steps[i];
+        if (o->progress) o->progress(o->progress_ctx, i, plan->n, t->name, e->spec.fmt);
         if (!e->convert) {
             rc = gguf_writer_write_data(w, t->data, t->nbytes, err);
             gguf_release(f, t->data, t->nbytes);
@@ -302,6 +366,7 @@ int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out
     }
     if (rc == 0) rc = gguf_writer_finish(w, err);
     gguf_writer_free(w);
+    free(steps);
     free(wk.rows);
     free(wk.out);
     free(wk.scales);

@@ -31,6 +31,23 @@ typedef struct hfq_importance_source {
     void *ctx;
 } hfq_importance_source;
 
+/* Changes calibration makes to a tensor (src/quantize_calib.h). */
+typedef struct hfq_tensor_adjust {
+    const float *col_scale;   /* ne0 multipliers of every row's elements, or NULL */
+    const float *row_scale;   /* one multiplier per row (ne1 * ne2 * ne3), or NULL */
+    float input_scale;        /* > 0: "<base>.input_scale" (F32 [1]) follows the tensor */
+} hfq_tensor_adjust;
+
+/* get fills *out for tensor `name` converted to fmt (its own type when it is
+ * copied): values are multiplied before encoding (a copied tensor with
+ * multipliers is re-encoded to its own type, which must be F32/F16/BF16);
+ * metadata adds keys to the output (may be NULL). */
+typedef struct hfq_adjust_source {
+    void (*get)(void *ctx, const char *name, uint32_t fmt, hfq_tensor_adjust *out);
+    int (*metadata)(void *ctx, gguf_writer *w);
+    void *ctx;
+} hfq_adjust_source;
+
 typedef struct hfq_quantize_opts {
     hfq_plan_opts plan;
     int n_threads;                  /* 0: OpenMP's default */
@@ -39,6 +56,7 @@ typedef struct hfq_quantize_opts {
     const char *const *override_args; /* the --tensor-type arguments, recorded in the metadata */
     int n_override_args;
     hfq_importance_source importance; /* get == NULL: none */
+    hfq_adjust_source adjust;       /* get == NULL: none */
     const char *recipe_name;        /* recorded as hfq.quantize.recipe; NULL: none */
     int64_t target_bytes;           /* measured allocation's budget, recorded as hfq.quantize.target_bytes; 0: none */
     /* Called before each tensor is written (i counts from 0); may be NULL. */

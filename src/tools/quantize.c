@@ -11,10 +11,12 @@
 #include "formats/gguf.h"
 #include "quant/plan.h"
 #include "quant/recipe.h"
+#include "src/cli.h"
 #include "src/json_file.h"
 #include "src/lm.h"
 #include "src/measure.h"
 #include "src/mixed_plan.h"
+#include "src/quantize_calib.h"
 #include "src/quantize_codec.h"
 #include "src/quantize_run.h"
 #include "src/read_text.h"
@@ -31,6 +33,7 @@ static void usage(FILE *out) {
         "usage: quantize IN.gguf OUT.gguf PRESET [options]\n"
         "       quantize IN.gguf PRESET --dry-run [options]\n"
         "       quantize IN.gguf [OUT.gguf] --recipe R.json | --target-bpw B | --target-size S [options]\n"
+        "       quantize IN.gguf --calibration-file TEXT --save-stats FILE [calibration options]\n"
         "\n"
         "Converts the tensors of IN.gguf to PRESET, choosing each tensor's format\n"
         "exactly as llama.cpp's llama-quantize does for its presets.\n"
@@ -51,6 +54,25 @@ static void usage(FILE *out) {
         "  --leave-output-tensor      do not quantize output.weight\n"
         "  --allow-requantize         accept tensors that are already quantized\n"
         "  -h, --help                 this help\n"
+        "\n"
+        "calibration (docs/calibration.md):\n"
+        "  --calibration-file TEXT    run IN.gguf over TEXT (plain or gzip) and use the activation statistics\n"
+        "  --calib-ctx N              tokens per chunk (default 512); with --calib-lines the most per line\n"
+        "  --calib-chunks N           use at most N chunks (lines); default all\n"
+        "  --calib-lines              one sample per line, each its own sequence with BOS\n"
+        "  --calib-chat               with --calib-lines: each line as a user turn of the chat template\n"
+        "  --calib-samples N          activation rows kept per layer input (--awq, --smoothquant-alpha auto; default 64)\n"
+        "  --save-stats FILE          write the statistics (llama.cpp's imatrix GGUF plus our tensors)\n"
+        "  --stats FILE               read statistics written before (ours or llama-imatrix's)\n"
+        "  uses of the statistics (with none named, --importance):\n"
+        "  --importance               importance-weighted rounding (llama.cpp's imatrix), scale searches\n"
+        "  --act-scales               static activation scales <name>.input_scale for INT8, FP8, NVFP4\n"
+        "  --act-percentile P         percentile of per-token maxima for --act-scales (default 100)\n"
+        "  --smoothquant              SmoothQuant scales folded into the preceding norm / rows\n"
+        "  --smoothquant-alpha A      migration strength in [0, 1] (default 0.5), or auto: searched per layer\n"
+        "  --awq                      AWQ activation-aware scales (grid search) folded the same way\n"
+        "  --awq-grid N               grid points of the exponent in [0, 1) (default 20)\n"
+        "  --awq-format FMT           format AWQ searches with (default: each tensor's planned format)\n"
         "\n"
         "mixed precision (docs/mixed.md; these replace PRESET):\n"
         "  --recipe FILE              rules giving tensors formats and granularities (JSON)\n"
@@ -79,7 +101,8 @@ static void usage(FILE *out) {
 typedef struct args {
     const char *in, *out;
     hfq_quantize_opts q;
-    bool dry_run, json;
+    hfq_calib_opts calib;
+    bool dry_run, json, calibrate_only;
     hfq_plan_override overrides[MAX_OVERRIDES];
     const char *override_args[MAX_OVERRIDES];
     /* mixed precision (docs/mixed.md) */
@@ -191,6 +214,79 @@ static int check_mixed_args(args *a, const char *const *pos, int n_pos) {
     return 0;
 }
 
+/* The calibration options; 1 when s is none of them, -1 for bad usage. */
+static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
+    hfq_calib_opts *c = &a->calib;
+    hfq_calib_uses *u = &c->uses;
+    hfq_error err = {{0}};
+    int64_t v = 0;
+    double d = 0.0;
+    int rc = 0;
+    if (strcmp(s, "--calib-lines") == 0) return c->text.lines = true, 0;
+    if (strcmp(s, "--calib-chat") == 0) return c->text.chat = true, 0;
+    if (strcmp(s, "--importance") == 0) return u->importance = true, 0;
+    if (strcmp(s, "--act-scales") == 0) return u->act_scales = true, 0;
+    if (strcmp(s, "--smoothquant") == 0) return u->smoothquant = true, 0;
+    if (strcmp(s, "--awq") == 0) return u->awq = true, 0;
+    if (strcmp(s, "--calibration-file") == 0 || strcmp(s, "--save-stats") == 0 || strcmp(s, "--stats") == 0) {
+        if (!next) return bad_usage("%s needs a file", s);
+        *(s[2] == 'c' ? &c->text_path : s[3] == 'a' ? &c->save_path : &c->stats_path) = next;
+    } else if (strcmp(s, "--calib-ctx") == 0) {
+        if ((rc = hfq_cli_int(s, next, 2, 1 << 20, &v, &err)) == 0) c->text.n_ctx = v;
+    } else if (strcmp(s, "--calib-chunks") == 0) {
+        if ((rc = hfq_cli_int(s, next, 1, INT64_MAX, &v, &err)) == 0) c->text.max_chunks = v;
+    } else if (strcmp(s, "--calib-samples") == 0) {
+        if ((rc = hfq_cli_int(s, next, 0, 1 << 16, &v, &err)) == 0) c->sample_rows = v;
+    } else if (strcmp(s, "--awq-grid") == 0) {
+        if ((rc = hfq_cli_int(s, next, 1, 1000, &v, &err)) == 0) u->awq_grid = (int)v;
+    } else if (strcmp(s, "--act-percentile") == 0) {
+        if ((rc = hfq_cli_float(s, next, 1e-3, 100.0, &d, &err)) == 0) u->act_percentile = d;
+    } else if (strcmp(s, "--smoothquant-alpha") == 0) {
+        if (next && strcmp(next, "auto") == 0) u->smoothquant_alpha = -1.0;
+        else if ((rc = hfq_cli_float(s, next, 0.0, 1.0, &d, &err)) == 0) u->smoothquant_alpha = d;
+    } else if (strcmp(s, "--awq-format") == 0) {
+        if (parse_fmt_arg(s, next, &u->awq_fmt) < 0) return -1;
+    } else {
+        return 1;
+    }
+    if (rc) return bad_usage("%s", err.msg);
+    (*i)++;
+    return 0;
+}
+
+/* Calibration options that only make sense together. */
+static int check_calib_args(args *a, int n_pos) {
+    hfq_calib_opts *c = &a->calib;
+    hfq_calib_uses *u = &c->uses;
+    const bool any_use = u->importance || u->act_scales || u->smoothquant || u->awq;
+    if (c->text_path && c->stats_path) return bad_usage("%s", "--calibration-file and --stats are alternatives");
+    if (!c->text_path && (c->text.lines || c->text.chat || c->text.n_ctx || c->text.max_chunks || c->sample_rows >= 0))
+        return bad_usage("%s", "--calib-* options need --calibration-file");
+    if (c->save_path && !c->text_path) return bad_usage("%s", "--save-stats needs --calibration-file");
+    if (c->text.chat && !c->text.lines) return bad_usage("%s", "--calib-chat needs --calib-lines");
+    if (!c->text_path && !c->stats_path) {
+        if (any_use || u->act_percentile != 100.0 || u->smoothquant_alpha != 0.5 || u->awq_grid || u->awq_fmt >= 0)
+            return bad_usage("%s", "calibration uses need --calibration-file or --stats");
+        return 0;
+    }
+    if (u->smoothquant && u->awq) return bad_usage("%s", "--smoothquant and --awq rescale the same channels: choose one");
+    if (u->act_percentile < 100.0 && (u->smoothquant || u->awq))
+        return bad_usage("%s", "--act-percentile below 100 cannot follow --smoothquant/--awq (its histogram is of "
+                               "the unscaled activations)");
+    if (u->act_percentile != 100.0 && !u->act_scales) return bad_usage("%s", "--act-percentile needs --act-scales");
+    if (u->smoothquant_alpha != 0.5 && !u->smoothquant) return bad_usage("%s", "--smoothquant-alpha needs --smoothquant");
+    if ((u->awq_grid || u->awq_fmt >= 0) && !u->awq) return bad_usage("%s", "--awq-grid/--awq-format need --awq");
+    if (n_pos == 1 && c->save_path && !a->dry_run) {
+        if (any_use) return bad_usage("%s", "calibrating only (no OUT.gguf PRESET): nothing to use the statistics on");
+        a->calibrate_only = true;
+        return 0;
+    }
+    if (a->dry_run && c->text_path) return bad_usage("%s", "--dry-run does not calibrate: use --stats");
+    if (!any_use) u->importance = true;
+    a->q.plan.has_imatrix = u->importance;
+    return 0;
+}
+
 /* Returns 0, 1 for --help, -1 for bad usage. */
 static int parse_args(int argc, char **argv, args *a) {
     const char *pos[3];
@@ -225,14 +321,26 @@ static int parse_args(int argc, char **argv, args *a) {
             if (used < 0) return -1;
             i += used - 1;
         } else if (s[0] == '-' && s[1] != '\0') {
-            return bad_usage("unknown option '%s'", s);
+            int c = parse_calib_arg(s, next, a, &i);
+            if (c < 0) return -1;
+            if (c > 0) return bad_usage("unknown option '%s'", s);
         } else if (n_pos == 3) {
             return bad_usage("unexpected argument '%s'", s);
         } else {
             pos[n_pos++] = s;
         }
     }
-    if (mixed_mode(a)) return check_mixed_args(a, pos, n_pos);
+    if (mixed_mode(a)) {
+        if (a->calib.text_path || a->calib.stats_path)
+            return bad_usage("%s", "calibration options apply to a PRESET; mixed precision measures with "
+                                   "--measure-text / --measure-stats (which read our statistics files too)");
+        return check_mixed_args(a, pos, n_pos);
+    }
+    if (n_pos >= 1 && check_calib_args(a, n_pos) < 0) return -1;
+    if (a->calibrate_only) {
+        a->in = pos[0];
+        return 0;
+    }
     if (n_pos != 3 && !(a->dry_run && n_pos == 2))
         return bad_usage("%s", a->dry_run ? "expected IN.gguf [OUT.gguf] PRESET" : "expected IN.gguf OUT.gguf PRESET");
     a->in = pos[0];
@@ -534,9 +642,74 @@ done:
     return rc < 0 ? HFQ_EXIT_FAILURE : HFQ_EXIT_OK;
 }
 
+static int by_value(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One weight's input in the calibration summary: its range, the per-token
+ * maxima's percentiles, and how far its largest channel stands out (max|x|
+ * of the largest channel over the median channel's). */
+static void add_weight_summary(cJSON *list, const hfq_calib_entry *e) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddItemToArray(list, o)) return;
+    float *ch = malloc((size_t)e->n_in * sizeof *ch);
+    cJSON_AddStringToObject(o, "name", e->name);
+    cJSON_AddNumberToObject(o, "n_in", (double)e->n_in);
+    cJSON_AddNumberToObject(o, "tokens", (double)e->counts[0]);
+    cJSON_AddNumberToObject(o, "amax", hfq_calib_amax(e, 0));
+    cJSON_AddNumberToObject(o, "token_max_p50", hfq_calib_token_max_percentile(e, 0, 50.0));
+    cJSON_AddNumberToObject(o, "token_max_p99", hfq_calib_token_max_percentile(e, 0, 99.0));
+    if (ch) {
+        memcpy(ch, e->in_max, (size_t)e->n_in * sizeof *ch);
+        qsort(ch, (size_t)e->n_in, sizeof *ch, by_value);
+        const float median = ch[e->n_in / 2];
+        cJSON_AddNumberToObject(o, "outlier_ratio", median > 0.0f ? ch[e->n_in - 1] / median : 0.0);
+    }
+    free(ch);
+}
+
+/* Calibration without quantizing: the statistics are written, a summary printed. */
+static int calibrate_only(args *a) {
+    hfq_error err = {{0}};
+    hfq_calib_session *cs = hfq_calib_session_new(a->in, &a->calib, &err);
+    if (!cs) {
+        fprintf(stderr, "quantize: %s\n", err.msg);
+        return HFQ_EXIT_FAILURE;
+    }
+    const hfq_calib_stats *st = hfq_calib_session_stats(cs);
+    if (a->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "model", a->in);
+        cJSON_AddStringToObject(j, "text", a->calib.text_path);
+        cJSON_AddStringToObject(j, "stats", a->calib.save_path);
+        cJSON_AddStringToObject(j, "mode", st->mode);
+        cJSON_AddNumberToObject(j, "n_chunks", (double)st->n_chunks);
+        cJSON_AddNumberToObject(j, "chunk_size", (double)st->chunk_size);
+        cJSON_AddNumberToObject(j, "n_tokens", (double)st->n_tokens);
+        cJSON_AddNumberToObject(j, "n_weights", (double)st->n);
+        cJSON *ws = cJSON_AddArrayToObject(j, "weights");
+        for (int64_t i = 0; ws && i < st->n; i++) add_weight_summary(ws, &st->entries[i]);
+        char *text = cJSON_Print(j);
+        if (text) puts(text);
+        free(text);
+        cJSON_Delete(j);
+    } else {
+        printf("%s: %" PRId64 " tokens in %" PRId64 " %s of at most %" PRId64 ", statistics of %" PRId64
+               " weights\nwrote %s\n",
+               a->calib.text_path, st->n_tokens, st->n_chunks, strcmp(st->mode, "chunks") ? "lines" : "chunks",
+               st->chunk_size, st->n, a->calib.save_path);
+    }
+    hfq_calib_session_free(cs);
+    return HFQ_EXIT_OK;
+}
+
 static int run(args *a) {
     hfq_error err = {{0}};
     if (mixed_mode(a)) return run_mixed(a);
+    a->calib.n_threads = a->q.n_threads;
+    a->calib.progress = isatty(STDERR_FILENO);
+    if (a->calibrate_only) return calibrate_only(a);
     if (a->out && same_file(a->in, a->out)) {
         fprintf(stderr, "quantize: input and output are the same file: %s\n", a->out);
         return HFQ_EXIT_USAGE;
@@ -547,10 +720,17 @@ static int run(args *a) {
         return HFQ_EXIT_FAILURE;
     }
     hfq_plan plan = {0};
-    int rc = hfq_quantize_plan(f, &a->q.plan, &plan, &err);
+    hfq_calib_session *cs = NULL;
+    int rc = 0;
+    if (a->calib.text_path || a->calib.stats_path) {
+        cs = hfq_calib_session_new(a->in, &a->calib, &err);
+        rc = !cs || hfq_calib_session_check(cs, f, &err) ? -1 : 0;
+    }
+    if (rc == 0) rc = hfq_quantize_plan(f, &a->q.plan, &plan, &err);
     if (rc == 0 && !a->dry_run) {
         if (isatty(STDERR_FILENO)) a->q.progress = progress;
-        rc = hfq_quantize_write(f, &plan, a->out, &a->q, &err);
+        if (cs) rc = hfq_calib_session_prepare(cs, f, &plan, &a->q, &err);
+        if (rc == 0) rc = hfq_quantize_write(f, &plan, a->out, &a->q, &err);
     }
     if (rc < 0) {
         fprintf(stderr, "quantize: %s\n", err.msg);
@@ -561,6 +741,7 @@ static int run(args *a) {
         if (!a->dry_run) printf("wrote %s\n", a->out);
     }
     hfq_plan_free(&plan);
+    hfq_calib_session_free(cs);
     gguf_close(f);
     return rc < 0 ? HFQ_EXIT_FAILURE : HFQ_EXIT_OK;
 }
@@ -569,6 +750,8 @@ int main(int argc, char **argv) {
     static args a;
     a.q = hfq_quantize_opts_default(HFQ_PRESET_Q8_0);
     a.measure_kl_chunks = 4;
+    a.calib = (hfq_calib_opts){.sample_rows = -1,
+                               .uses = {.act_percentile = 100.0, .smoothquant_alpha = 0.5, .awq_fmt = -1}};
     int parsed = parse_args(argc, argv, &a), rc;
     if (parsed == 1) {
         usage(stdout);
