@@ -110,7 +110,8 @@ hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hf
     c->n_ctx = n_ctx;
     c->n_batch = n_batch;
     hfq_backend_params bp = {.n_threads = p->n_threads, .max_tokens = n_batch, .n_ctx = n_ctx};
-    if (!(c->be = c->ops->create(m, &bp, err)) || alloc_buffers(c, err) || init_rope(c, err)) {
+    if (!(c->be = c->ops->create(m, &bp, err)) || alloc_buffers(c, err) || init_rope(c, err) ||
+        (c->ops->sync && c->ops->sync(c->be, err))) {
         hfq_context_free(c);
         return NULL;
     }
@@ -218,6 +219,7 @@ int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t
         if (n_out < 0) n_out = 0;
         float *out = n_out ? logits + (done + T - n_out - first_out) * n_vocab : NULL;
         forward_batch(c, tokens + done, T, c->n_past, n_out, out);
+        if (c->ops->sync && c->ops->sync(c->be, err)) return -1;
         c->n_past += T;
     }
     return 0;

@@ -90,6 +90,11 @@ typedef struct hfq_ops {
 
     /* x += y, elementwise over n values; y must not overlap x. */
     void (*add)(hfq_backend *b, float *x, const float *y, size_t n);
+
+    /* Optional (NULL: operations cannot fail). Waits for the work queued so
+     * far; -1 with err (one line) when any operation since the backend was
+     * created failed (a device backend's operations run asynchronously). */
+    int (*sync)(hfq_backend *b, hfq_error *err);
 } hfq_ops;
 
 #endif

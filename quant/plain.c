@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "quant/half.h"
+#include "quant/isa.h"
 
 void hfq_quantize_row_f32(const float *x, void *y, int64_t n) {
     memcpy(y, x, (size_t)n * sizeof(float));
@@ -47,6 +48,12 @@ void hfq_dequantize_f32(const void *src, float *dst, int64_t n) {
 }
 
 void hfq_dequantize_f16(const void *src, float *dst, int64_t n) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (hfq_isa_best() == HFQ_ISA_AVX2) {
+        hfq_dequantize_f16_avx2(src, dst, n); /* the same floats, F16C */
+        return;
+    }
+#endif
     const uint16_t *in = (const uint16_t *)src;
     for (int64_t i = 0; i < n; i++) dst[i] = hfq_fp16_to_f32(in[i]);
 }

@@ -60,12 +60,65 @@ bool hfq_fmt_is_quantized(uint32_t fmt) {
 }
 
 int64_t hfq_fmt_nbytes(uint32_t fmt, const int64_t ne[4]) {
+    const hfq_fmt_spec s = {fmt, HFQ_SCALE_PER_ROW};
+    return hfq_fmt_spec_nbytes(&s, ne);
+}
+
+int64_t hfq_fmt_spec_nbytes(const hfq_fmt_spec *s, const int64_t ne[4]) {
     int64_t nrows = ne[1] * ne[2] * ne[3];
-    if (is_ext(fmt)) return nrows * ne[0] + nrows * 4; /* I8 codes + FP32 scale per row */
-    int64_t row = ggml_row_size(fmt, ne[0]);
+    if (hfq_fmt_spec_problem(s, ne[0])) return -1;
+    if (is_ext(s->fmt)) { /* I8 codes + FP32 scales */
+        int64_t n_scales = s->scale_group == HFQ_SCALE_PER_TENSOR ? 1
+                           : nrows * (s->scale_group > 0 ? ne[0] / s->scale_group : 1);
+        return nrows * ne[0] + n_scales * 4;
+    }
+    int64_t row = ggml_row_size(s->fmt, ne[0]);
     if (row < 0) return -1;
     /* NVFP4 carries one FP32 global scale tensor beside it */
-    return nrows * row + (fmt == GT_NVFP4 ? 4 : 0);
+    return nrows * row + (s->fmt == GT_NVFP4 ? 4 : 0);
+}
+
+const char *hfq_fmt_spec_problem(const hfq_fmt_spec *s, int64_t ne0) {
+    if (s->scale_group == HFQ_SCALE_PER_ROW) return NULL;
+    if (!is_ext(s->fmt)) return "scale granularity applies to int8 and fp8 only";
+    if (s->scale_group == HFQ_SCALE_PER_TENSOR) return NULL;
+    if (s->scale_group < 0) return "bad scale granularity";
+    if (s->fmt != HFQ_FMT_INT8) return "fp8 takes scales per tensor or per channel, not per group";
+    if (ne0 > 0 && ne0 % s->scale_group != 0) return "the group size does not divide the row";
+    return NULL;
+}
+
+int hfq_fmt_spec_parse(const char *str, hfq_fmt_spec *out) {
+    char name[32];
+    const char *colon = strchr(str, ':');
+    size_t len = colon ? (size_t)(colon - str) : strlen(str);
+    if (len == 0 || len >= sizeof name) return -1;
+    memcpy(name, str, len);
+    name[len] = '\0';
+    int fmt = hfq_fmt_from_name(name);
+    if (fmt < 0) return -1;
+    *out = (hfq_fmt_spec){(uint32_t)fmt, HFQ_SCALE_PER_ROW};
+    if (colon) {
+        const char *g = colon + 1;
+        char *end;
+        if (strcmp(g, "tensor") == 0) out->scale_group = HFQ_SCALE_PER_TENSOR;
+        else if (strcmp(g, "channel") == 0) out->scale_group = HFQ_SCALE_PER_ROW;
+        else if (g[0] == 'g' && g[1] >= '1' && g[1] <= '9') {
+            long long v = strtoll(g + 1, &end, 10);
+            if (*end || v > (1LL << 40)) return -1;
+            out->scale_group = v;
+        } else {
+            return -1;
+        }
+        if (!is_ext(out->fmt)) return -1; /* even ":channel": block formats have no granularity */
+    }
+    return hfq_fmt_spec_problem(out, 0) ? -1 : 0;
+}
+
+void hfq_fmt_spec_str(const hfq_fmt_spec *s, char *buf, size_t n) {
+    if (s->scale_group == HFQ_SCALE_PER_TENSOR) snprintf(buf, n, "%s:tensor", hfq_fmt_name(s->fmt));
+    else if (s->scale_group > 0) snprintf(buf, n, "%s:g%" PRId64, hfq_fmt_name(s->fmt), s->scale_group);
+    else snprintf(buf, n, "%s", hfq_fmt_name(s->fmt));
 }
 
 /* ---- presets ---- */
@@ -411,8 +464,8 @@ static uint32_t fallback(const hfq_plan_tensor *tensor, uint32_t t, hfq_plan_ent
 }
 
 /* llama_tensor_get_type: options, overrides, then the preset's rule and the fallback */
-static int choose(state *qs, const hfq_plan_tensor *tensor, enum category cat, hfq_plan_entry *e,
-                  int64_t *n_fallback, hfq_error *err) {
+static int choose(state *qs, int64_t index, const hfq_plan_tensor *tensor, enum category cat,
+                  hfq_plan_entry *e, int64_t *n_fallback, hfq_error *err) {
     const hfq_plan_opts *o = qs->opts;
     const preset_info *p = &presets[o->preset];
     uint32_t t = p->fmt;
@@ -428,6 +481,15 @@ static int choose(state *qs, const hfq_plan_tensor *tensor, enum category cat, h
     } else if (o->output_fmt >= 0 && cat == CAT_OUTPUT) {
         t = (uint32_t)o->output_fmt;
         snprintf(e->note, nlen, "--output-tensor-type %s", hfq_fmt_name(t));
+    } else if (o->choose) {
+        hfq_fmt_spec spec = {t, HFQ_SCALE_PER_ROW};
+        if (o->choose(o->choose_ctx, index, tensor, cat == CAT_OUTPUT || (qs->tied && cat == CAT_TOKEN_EMBD),
+                      &spec, e->note, nlen, err) < 0)
+            return -1;
+        const char *why = hfq_fmt_spec_problem(&spec, tensor->ne[0]);
+        if (why) return hfq_fail(err, tensor->name, "%s", why);
+        t = spec.fmt;
+        e->scale_group = spec.scale_group;
     } else if (hfq_fmt_is_quantized(t)) {
         if (match) {
             snprintf(e->note, nlen, "--tensor-type %s=%s", match->pattern, hfq_fmt_name(match->fmt));
@@ -479,15 +541,18 @@ static int check_tensor(const hfq_plan_tensor *t, int64_t *in_nbytes, hfq_error 
     return 0;
 }
 
-static int plan_one(state *qs, const hfq_plan_tensor *t, hfq_plan *plan, hfq_plan_entry *e, hfq_error *err) {
+static int plan_one(state *qs, const hfq_plan_tensor *tensors, int64_t i, hfq_plan *plan, hfq_error *err) {
+    const hfq_plan_tensor *t = &tensors[i];
+    hfq_plan_entry *e = &plan->entries[i];
     int64_t in_nbytes = 0;
     if (check_tensor(t, &in_nbytes, err) < 0) return -1;
     e->fmt = t->type;
     if (allows_quantization(t->name, t->ne, qs->model->arch, qs->opts->leave_output) &&
-        choose(qs, t, category_of(t->name), e, &plan->n_fallback, err) < 0)
+        choose(qs, i, t, category_of(t->name), e, &plan->n_fallback, err) < 0)
         return -1;
     e->convert = e->fmt != t->type;
-    e->nbytes = e->convert ? hfq_fmt_nbytes(e->fmt, t->ne) : in_nbytes;
+    const hfq_fmt_spec spec = {e->fmt, e->scale_group};
+    e->nbytes = e->convert ? hfq_fmt_spec_nbytes(&spec, t->ne) : in_nbytes;
     plan->n_elements += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     plan->in_nbytes += in_nbytes;
     plan->out_nbytes += e->nbytes;
@@ -530,7 +595,7 @@ int hfq_plan_build(hfq_plan *plan, const hfq_plan_model *model, const hfq_plan_t
     qsort(order, (size_t)n_tensors, sizeof *order, cmp_llama_order);
     for (int64_t k = 0; k < n_tensors; k++) {
         int64_t i = order[k].index;
-        if (plan_one(&qs, &tensors[i], plan, &plan->entries[i], err) < 0) {
+        if (plan_one(&qs, tensors, i, plan, err) < 0) {
             free(order);
             hfq_plan_free(plan);
             return -1;

@@ -16,6 +16,7 @@
 
 #include <regex.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "formats/error.h"
@@ -36,6 +37,35 @@ int hfq_fmt_from_name(const char *name);
 /* Bytes one tensor of this format and shape occupies in the file, companion
  * scale tensors included; -1 if ne[0] is not a multiple of the block size. */
 int64_t hfq_fmt_nbytes(uint32_t fmt, const int64_t ne[4]);
+/* Scale granularity of the formats stored as I8 codes plus FP32 scales
+ * (INT8, FP8; docs/format-quant-ext.md): how many values of a row share one
+ * scale. Every other format has its own fixed structure and takes
+ * HFQ_SCALE_PER_ROW. */
+#define HFQ_SCALE_PER_ROW 0       /* one scale per output row (the default) */
+#define HFQ_SCALE_PER_TENSOR (-1) /* one scale for the whole tensor */
+/* > 0: one scale per group of that many consecutive values of a row (INT8) */
+
+/* A target format with its scale granularity. */
+typedef struct hfq_fmt_spec {
+    uint32_t fmt;
+    int64_t scale_group;  /* HFQ_SCALE_PER_ROW, HFQ_SCALE_PER_TENSOR or a group size */
+} hfq_fmt_spec;
+
+/* Parses "FMT" or "FMT:GRANULARITY" (GRANULARITY: "tensor", "channel" or
+ * "gN", e.g. "int8:g128", "fp8_e4m3:tensor"); -1 when malformed or when
+ * hfq_fmt_spec_problem objects. */
+int hfq_fmt_spec_parse(const char *s, hfq_fmt_spec *out);
+/* "q4_K", "int8" (per row), "int8:g128", "fp8_e4m3:tensor". */
+void hfq_fmt_spec_str(const hfq_fmt_spec *s, char *buf, size_t n);
+/* Why the spec cannot be written for rows of ne0 values (ne0 <= 0: any row
+ * length), or NULL when it can: granularity on a format that has none, FP8
+ * per group (its writers use per tensor or per channel, and the runner
+ * refuses it), a group size that does not divide the row. */
+const char *hfq_fmt_spec_problem(const hfq_fmt_spec *s, int64_t ne0);
+/* hfq_fmt_nbytes with the spec's scale tensor: per tensor one FP32, per row
+ * one per row, per group ne0/G per row; -1 when the shape does not fit. */
+int64_t hfq_fmt_spec_nbytes(const hfq_fmt_spec *s, const int64_t ne[4]);
+
 /* Elements per block of the format (1 for F32/F16/BF16 and the I8 formats). */
 int64_t hfq_fmt_block_size(uint32_t fmt);
 /* True for the formats that are not plain F32/F16/BF16. */
@@ -91,6 +121,16 @@ typedef struct hfq_plan_override {
 int hfq_plan_override_parse(hfq_plan_override *o, const char *arg, hfq_error *err);
 void hfq_plan_override_free(hfq_plan_override *o);
 
+/* Chooses the format of one tensor the plan may quantize, in place of the
+ * preset's rules and the --tensor-type overrides (recipes and measured
+ * allocations use it). index: the tensor's position in the input list;
+ * is_output: the tensor is the output layer (output.weight, or
+ * token_embd.weight when the embeddings are tied). Sets *spec (block formats
+ * whose block does not divide the row still fall back as for the presets)
+ * and may write a note; returns 0, or -1 with err filled. */
+typedef int (*hfq_plan_choose_fn)(void *ctx, int64_t index, const hfq_plan_tensor *t, bool is_output,
+                                  hfq_fmt_spec *spec, char *note, size_t note_size, hfq_error *err);
+
 typedef struct hfq_plan_opts {
     hfq_preset preset;
     bool pure;                 /* no per-category bumps: every quantizable tensor gets the base format */
@@ -100,6 +140,8 @@ typedef struct hfq_plan_opts {
     int output_fmt;            /* --output-tensor-type, -1 if unset */
     const hfq_plan_override *overrides;
     int n_overrides;
+    hfq_plan_choose_fn choose; /* NULL: the preset's rules; else it decides (after the two options above) */
+    void *choose_ctx;
 } hfq_plan_opts;
 
 /* Options with every field at its default for the preset. */
@@ -107,6 +149,7 @@ hfq_plan_opts hfq_plan_opts_default(hfq_preset preset);
 
 typedef struct hfq_plan_entry {
     uint32_t fmt;         /* target format; the input type when the tensor is copied */
+    int64_t scale_group;  /* INT8/FP8 granularity (HFQ_SCALE_PER_ROW for every other format) */
     bool convert;         /* false: the tensor's bytes are copied unchanged */
     int64_t nbytes;       /* bytes in the output, companion scale tensors included */
     char note[192];       /* override / fallback applied, "" when none */

@@ -73,10 +73,10 @@ static void quantize_sub_scales_ref(const float scales[N_AFFINE], const float mi
 
 /* Stage 1 and 2 of one Q4_K/Q5_K super-block: the packed scales, d, dmin and
  * levels L (0..nmax) against the scales as stored. */
-static void k_affine_superblock(const k_affine_format *f, const float *x, const float *importance,
+static void k_affine_superblock(const k_affine_format *f, hfq_isa isa, const float *x, const float *importance,
                                 uint8_t scales_out[HFQ_K_SCALE_BYTES], uint16_t *d_out, uint16_t *dmin_out,
                                 uint8_t L[HFQ_QK_K]) {
-    float scales[N_AFFINE], mins[N_AFFINE], w[SUB_AFFINE];
+    float scales[N_AFFINE], mins[N_AFFINE], w[HFQ_QK_K];
     uint8_t ls[N_AFFINE], lm[N_AFFINE];
     float d, dmin;
     if (!importance) {
@@ -84,25 +84,23 @@ static void k_affine_superblock(const k_affine_format *f, const float *x, const 
         for (int j = 0; j < N_AFFINE; ++j) {
             const float *xs = x + SUB_AFFINE * j;
             float av_x = sqrtf(hfq_sum_squares(SUB_AFFINE, xs) / SUB_AFFINE);
-            for (int l = 0; l < SUB_AFFINE; ++l) w[l] = av_x + fabsf(xs[l]);
-            scales[j] = hfq_search_affine(SUB_AFFINE, f->nmax, xs, w, L + SUB_AFFINE * j, &mins[j], f->ref_rmin,
-                                          f->ref_rdelta, f->ref_nstep);
+            for (int l = 0; l < SUB_AFFINE; ++l) w[SUB_AFFINE * j + l] = av_x + fabsf(xs[l]);
         }
+        hfq_search_affine_x8(isa, SUB_AFFINE, f->nmax, x, w, L, scales, mins, f->ref_rmin, f->ref_rdelta,
+                             f->ref_nstep);
         quantize_sub_scales_ref(scales, mins, ls, lm, &d, &dmin);
     } else {
         /* stage 2 is itself a weighted search, each sub-block weighing as
          * much as its summed error weights */
         float sigma2 = 2 * hfq_sum_squares(HFQ_QK_K, x) / HFQ_QK_K;
         float sum_w[N_AFFINE];
+        hfq_importance_weights(HFQ_QK_K, x, importance, sigma2, w);
         for (int j = 0; j < N_AFFINE; ++j) {
-            const float *xs = x + SUB_AFFINE * j;
-            hfq_importance_weights(SUB_AFFINE, xs, importance + SUB_AFFINE * j, sigma2, w);
             float sw = 0;
-            for (int l = 0; l < SUB_AFFINE; ++l) sw += w[l];
+            for (int l = 0; l < SUB_AFFINE; ++l) sw += w[SUB_AFFINE * j + l];
             sum_w[j] = sw;
-            scales[j] = hfq_search_affine(SUB_AFFINE, f->nmax, xs, w, L + SUB_AFFINE * j, &mins[j], -0.9f, 0.05f,
-                                          36);
         }
+        hfq_search_affine_x8(isa, SUB_AFFINE, f->nmax, x, w, L, scales, mins, -0.9f, 0.05f, 36);
         d = hfq_search_positive(N_AFFINE, 63, scales, sum_w, ls);
         dmin = hfq_search_positive(N_AFFINE, 63, mins, sum_w, lm);
         if (f->clamp_weighted) {
@@ -125,19 +123,18 @@ static void k_affine_superblock(const k_affine_format *f, const float *x, const 
         const float dj = d_stored * sc;
         if (!dj) continue;
         const float mj = dmin_stored * m;
-        for (int l = 0; l < SUB_AFFINE; ++l) {
-            int q = hfq_nearest_int((x[SUB_AFFINE * j + l] + mj) / dj);
-            L[SUB_AFFINE * j + l] = (uint8_t)(q < 0 ? 0 : q > f->nmax ? f->nmax : q);
-        }
+        hfq_requantize_affine(isa, SUB_AFFINE, f->nmax, x + SUB_AFFINE * j, dj, mj, L + SUB_AFFINE * j);
     }
 }
 
 /* One row of Q4_K or Q5_K super-blocks. */
-static void k_affine_row(const k_affine_format *f, const float *x, void *y, int64_t n, const float *importance) {
+static void k_affine_row(const k_affine_format *f, hfq_isa isa, const float *x, void *y, int64_t n,
+                         const float *importance) {
     for (int64_t i = 0; i < n / HFQ_QK_K; i++) {
         uint8_t L[HFQ_QK_K], scales[HFQ_K_SCALE_BYTES];
         uint16_t d, dmin;
-        k_affine_superblock(f, x + i * HFQ_QK_K, importance ? importance + i * HFQ_QK_K : NULL, scales, &d, &dmin, L);
+        k_affine_superblock(f, isa, x + i * HFQ_QK_K, importance ? importance + i * HFQ_QK_K : NULL, scales, &d,
+                            &dmin, L);
         f->store(L, scales, d, dmin, (char *)y + (size_t)i * f->block_bytes);
     }
 }
@@ -173,12 +170,12 @@ static void store_q5_k(const uint8_t L[HFQ_QK_K], const uint8_t scales[HFQ_K_SCA
 static const k_affine_format Q4_K_FORMAT = {15, -1.f, 0.1f, 20, false, sizeof(hfq_block_q4_k), store_q4_k};
 static const k_affine_format Q5_K_FORMAT = {31, -0.5f, 0.1f, 15, true, sizeof(hfq_block_q5_k), store_q5_k};
 
-static void q4_k_row(const float *x, void *y, int64_t n, const float *importance) {
-    k_affine_row(&Q4_K_FORMAT, x, y, n, importance);
+static void q4_k_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
+    k_affine_row(&Q4_K_FORMAT, isa, x, y, n, importance);
 }
 
-static void q5_k_row(const float *x, void *y, int64_t n, const float *importance) {
-    k_affine_row(&Q5_K_FORMAT, x, y, n, importance);
+static void q5_k_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
+    k_affine_row(&Q5_K_FORMAT, isa, x, y, n, importance);
 }
 
 /* ---- Q6_K ---- */
@@ -197,14 +194,16 @@ static void pack_q6_k(const int8_t L[HFQ_QK_K], hfq_block_q6_k *b) {
     }
 }
 
-static void q6_k_superblock(const float *x, const float *importance, hfq_block_q6_k *b) {
+static void q6_k_superblock(hfq_isa isa, const float *x, const float *importance, hfq_block_q6_k *b) {
     int8_t L[HFQ_QK_K];
     float scales[N_Q6];
+    /* eight sub-blocks at a time; with importance, its values are the error
+     * weights directly */
+    for (int h = 0; h < N_Q6; h += 8)
+        hfq_search_symmetric_x8(isa, SUB_Q6, 32, x + SUB_Q6 * h, importance ? importance + SUB_Q6 * h : NULL,
+                                L + SUB_Q6 * h, scales + h);
     float max_scale = 0, max_abs_scale = 0;
     for (int j = 0; j < N_Q6; ++j) {
-        /* with importance, its values are the error weights directly */
-        const float *w = importance ? importance + SUB_Q6 * j : NULL;
-        scales[j] = hfq_search_symmetric(SUB_Q6, 32, x + SUB_Q6 * j, w, L + SUB_Q6 * j);
         if (fabsf(scales[j]) > max_abs_scale) {
             max_abs_scale = fabsf(scales[j]);
             max_scale = scales[j];
@@ -225,18 +224,15 @@ static void q6_k_superblock(const float *x, const float *importance, hfq_block_q
     for (int j = 0; j < N_Q6; ++j) {
         const float dj = d_stored * b->scales[j];
         if (!dj) continue;
-        for (int l = 0; l < SUB_Q6; ++l) {
-            int q = hfq_nearest_int(x[SUB_Q6 * j + l] / dj);
-            L[SUB_Q6 * j + l] = (int8_t)((q < -32 ? -32 : q > 31 ? 31 : q) + 32);
-        }
+        hfq_requantize_symmetric(isa, SUB_Q6, 32, x + SUB_Q6 * j, dj, L + SUB_Q6 * j);
     }
     pack_q6_k(L, b);
 }
 
-static void q6_k_row(const float *x, void *y, int64_t n, const float *importance) {
+static void q6_k_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
     hfq_block_q6_k *blocks = (hfq_block_q6_k *)y;
     for (int64_t i = 0; i < n / HFQ_QK_K; i++)
-        q6_k_superblock(x + i * HFQ_QK_K, importance ? importance + i * HFQ_QK_K : NULL, &blocks[i]);
+        q6_k_superblock(isa, x + i * HFQ_QK_K, importance ? importance + i * HFQ_QK_K : NULL, &blocks[i]);
 }
 
 HFQ_DEFINE_QUANTIZE(hfq_quantize_q4_k, hfq_block_q4_k, HFQ_QK_K, q4_k_row)

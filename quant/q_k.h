@@ -17,9 +17,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant/isa.h"
+
 size_t hfq_quantize_q4_k(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_q5_k(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_q6_k(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
+
+/* The same with the kernels of a chosen instruction set (quant/isa.h): the
+ * bytes do not depend on it (tests/test_quant_simd.c compares them). */
+size_t hfq_quantize_q4_k_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                             const float *importance);
+size_t hfq_quantize_q5_k_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                             const float *importance);
+size_t hfq_quantize_q6_k_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                             const float *importance);
 
 /* Activation rows: ggml's quantize_row_q8_K_ref (an all-zero block gets
  * zero bsums too, where ggml leaves them unwritten). */

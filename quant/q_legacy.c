@@ -69,33 +69,55 @@ static float affine_levels_ref(const float x[HFQ_QK], int nmax, uint8_t L[HFQ_QK
     return d;
 }
 
-/* Levels, d and m of one block; importance NULL selects the reference. */
-static float block_levels(const legacy_format *f, const float x[HFQ_QK], const float *importance, float sigma2,
-                          uint8_t L[HFQ_QK], float *m) {
-    *m = 0.0f;
-    if (!importance) return f->affine ? affine_levels_ref(x, f->nmax, L, m) : symmetric_levels_ref(x, f->nmax, L);
-    float w[HFQ_QK];
-    hfq_importance_weights(HFQ_QK, x, importance, sigma2, w);
+/* Weighted levels, d and m of nblk <= 8 consecutive blocks with error
+ * weights w: eight at once when there are eight. */
+static void weighted_levels(const legacy_format *f, hfq_isa isa, int nblk, const float *x, const float *w,
+                            uint8_t *L, float d[8], float m[8]) {
+    if (nblk < 8) isa = HFQ_ISA_SCALAR; /* the x8 kernels need eight groups; lanes match scalar code anyway */
     if (f->affine) {
-        float neg_min;
-        float d = hfq_search_affine(HFQ_QK, f->nmax, x, w, L, &neg_min, -0.9f, 0.05f, 36);
-        *m = -neg_min;
-        return d;
+        float neg_min[8];
+        if (nblk == 8) {
+            hfq_search_affine_x8(isa, HFQ_QK, f->nmax, x, w, L, d, neg_min, -0.9f, 0.05f, 36);
+        } else {
+            for (int b = 0; b < nblk; b++)
+                d[b] = hfq_search_affine(HFQ_QK, f->nmax, x + HFQ_QK * b, w + HFQ_QK * b, L + HFQ_QK * b,
+                                         &neg_min[b], -0.9f, 0.05f, 36);
+        }
+        for (int b = 0; b < nblk; b++) m[b] = -neg_min[b];
+        return;
     }
-    int8_t levels[HFQ_QK];
-    float d = hfq_search_symmetric(HFQ_QK, f->nmax, x, w, levels);
-    for (int j = 0; j < HFQ_QK; j++) L[j] = (uint8_t)levels[j];
-    return d;
+    int8_t *levels = (int8_t *)L; /* 0 .. 2 nmax - 1: the same bytes either way */
+    if (nblk == 8) {
+        hfq_search_symmetric_x8(isa, HFQ_QK, f->nmax, x, w, levels, d);
+    } else {
+        for (int b = 0; b < nblk; b++)
+            d[b] = hfq_search_symmetric(HFQ_QK, f->nmax, x + HFQ_QK * b, w + HFQ_QK * b, levels + HFQ_QK * b);
+    }
+    for (int b = 0; b < nblk; b++) m[b] = 0.0f;
 }
 
 /* One row; the weighted paths weight errors relative to the row's mean square. */
-static void legacy_row(const legacy_format *f, const float *x, void *y, int64_t n, const float *importance) {
-    const float sigma2 = importance ? hfq_sum_squares(n, x) / n : 0.0f;
-    for (int64_t i = 0; i < n / HFQ_QK; i++) {
-        uint8_t L[HFQ_QK];
-        float m;
-        float d = block_levels(f, x + i * HFQ_QK, importance ? importance + i * HFQ_QK : NULL, sigma2, L, &m);
-        f->store(L, d, m, (char *)y + (size_t)i * f->block_bytes);
+static void legacy_row(const legacy_format *f, hfq_isa isa, const float *x, void *y, int64_t n,
+                       const float *importance) {
+    const int64_t nb = n / HFQ_QK;
+    if (!importance) {
+        for (int64_t i = 0; i < nb; i++) {
+            uint8_t L[HFQ_QK];
+            float m = 0.0f;
+            const float *xb = x + i * HFQ_QK;
+            float d = f->affine ? affine_levels_ref(xb, f->nmax, L, &m) : symmetric_levels_ref(xb, f->nmax, L);
+            f->store(L, d, m, (char *)y + (size_t)i * f->block_bytes);
+        }
+        return;
+    }
+    const float sigma2 = hfq_sum_squares(n, x) / n;
+    for (int64_t i = 0; i < nb; i += 8) {
+        const int nblk = nb - i < 8 ? (int)(nb - i) : 8;
+        uint8_t L[8 * HFQ_QK];
+        float w[8 * HFQ_QK], d[8], m[8];
+        hfq_importance_weights(nblk * HFQ_QK, x + i * HFQ_QK, importance + i * HFQ_QK, sigma2, w);
+        weighted_levels(f, isa, nblk, x + i * HFQ_QK, w, L, d, m);
+        for (int b = 0; b < nblk; b++) f->store(L + HFQ_QK * b, d[b], m[b], (char *)y + (size_t)(i + b) * f->block_bytes);
     }
 }
 
@@ -126,21 +148,28 @@ static const legacy_format Q5_1_FORMAT = {31, true, sizeof(hfq_block_q5_1), stor
 
 /* ---- rows ---- */
 
-static void q8_0_row(const float *x, void *y, int64_t n, const float *importance) {
+static void q8_0_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
     (void)importance; /* ggml's Q8_0 has no importance-weighted variant */
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (isa == HFQ_ISA_AVX2) {
+        hfq_quantize_row_q8_0_avx2(x, y, n);
+        return;
+    }
+#endif
+    (void)isa;
     hfq_quantize_row_q8_0(x, y, n);
 }
 
-static void q4_0_row(const float *x, void *y, int64_t n, const float *importance) {
-    legacy_row(&Q4_0_FORMAT, x, y, n, importance);
+static void q4_0_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
+    legacy_row(&Q4_0_FORMAT, isa, x, y, n, importance);
 }
 
-static void q5_0_row(const float *x, void *y, int64_t n, const float *importance) {
-    legacy_row(&Q5_0_FORMAT, x, y, n, importance);
+static void q5_0_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
+    legacy_row(&Q5_0_FORMAT, isa, x, y, n, importance);
 }
 
-static void q5_1_row(const float *x, void *y, int64_t n, const float *importance) {
-    legacy_row(&Q5_1_FORMAT, x, y, n, importance);
+static void q5_1_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
+    legacy_row(&Q5_1_FORMAT, isa, x, y, n, importance);
 }
 
 HFQ_DEFINE_QUANTIZE(hfq_quantize_q8_0, hfq_block_q8_0, HFQ_QK, q8_0_row)

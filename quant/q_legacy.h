@@ -20,10 +20,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant/isa.h"
+
 size_t hfq_quantize_q8_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_q4_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_q5_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_q5_1(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
+
+/* The same with the kernels of a chosen instruction set (quant/isa.h): the
+ * bytes do not depend on it (tests/test_quant_simd.c compares them). */
+size_t hfq_quantize_q8_0_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                             const float *importance);
+size_t hfq_quantize_q4_0_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                             const float *importance);
+size_t hfq_quantize_q5_0_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                             const float *importance);
+size_t hfq_quantize_q5_1_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                             const float *importance);
 
 /* Activation rows (ggml's quantize_row_q8_0_ref / quantize_row_q8_1_ref). */
 void hfq_quantize_row_q8_0(const float *x, void *y, int64_t n);

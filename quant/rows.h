@@ -8,25 +8,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Quantizes one row of n elements (a multiple of the block size). */
-typedef void (*hfq_row_quantizer)(const float *x, void *y, int64_t n, const float *importance);
+#include "quant/isa.h"
+
+/* Quantizes one row of n elements (a multiple of the block size) with the
+ * kernels of isa. */
+typedef void (*hfq_row_quantizer)(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance);
 
 /* Runs fn over nrows rows; returns the bytes written, 0 when n_per_row is not
  * a positive multiple of block_size or nrows is negative. */
-static inline size_t hfq_quantize_rows(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+static inline size_t hfq_quantize_rows(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                                        const float *importance, int64_t block_size, size_t block_bytes,
                                        hfq_row_quantizer fn) {
     if (nrows < 0 || n_per_row <= 0 || n_per_row % block_size != 0) return 0;
     size_t row_bytes = (size_t)(n_per_row / block_size) * block_bytes;
     for (int64_t r = 0; r < nrows; r++)
-        fn(src + r * n_per_row, (char *)dst + (size_t)r * row_bytes, n_per_row, importance);
+        fn(isa, src + r * n_per_row, (char *)dst + (size_t)r * row_bytes, n_per_row, importance);
     return (size_t)nrows * row_bytes;
 }
 
-/* size_t fn(src, dst, nrows, n_per_row, importance) over a row quantizer */
-#define HFQ_DEFINE_QUANTIZE(fn, block_t, block_size, row_fn)                                                   \
-    size_t fn(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance) {        \
-        return hfq_quantize_rows(src, dst, nrows, n_per_row, importance, block_size, sizeof(block_t), row_fn); \
+/* size_t fn(src, dst, nrows, n_per_row, importance) over a row quantizer,
+ * with the CPU's best kernels, and fn_isa(isa, ...) with the given ones */
+#define HFQ_DEFINE_QUANTIZE(fn, block_t, block_size, row_fn)                                                     \
+    size_t fn##_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,                 \
+                    const float *importance) {                                                                  \
+        return hfq_quantize_rows(isa, src, dst, nrows, n_per_row, importance, block_size, sizeof(block_t),      \
+                                 row_fn);                                                                       \
+    }                                                                                                           \
+    size_t fn(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance) {          \
+        return fn##_isa(hfq_isa_best(), src, dst, nrows, n_per_row, importance);                                \
     }
 
 /* void fn(const void *src, float *dst, int64_t n) */

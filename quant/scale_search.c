@@ -198,3 +198,54 @@ float hfq_search_positive(int n, int nmax, const float *x, const float *w, uint8
     }
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
+
+/* ---- eight groups at once ---- */
+
+void hfq_search_affine_x8(hfq_isa isa, int n, int nmax, const float *x, const float *w, uint8_t *L, float scale[8],
+                          float neg_min[8], float rmin, float rdelta, int nstep) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (isa == HFQ_ISA_AVX2) {
+        hfq_search_affine_x8_avx2(n, nmax, x, w, L, scale, neg_min, rmin, rdelta, nstep);
+        return;
+    }
+#endif
+    (void)isa;
+    for (int g = 0; g < 8; ++g)
+        scale[g] = hfq_search_affine(n, nmax, x + n * g, w + n * g, L + n * g, &neg_min[g], rmin, rdelta, nstep);
+}
+
+void hfq_search_symmetric_x8(hfq_isa isa, int n, int nmax, const float *x, const float *w, int8_t *L,
+                             float scale[8]) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (isa == HFQ_ISA_AVX2) {
+        hfq_search_symmetric_x8_avx2(n, nmax, x, w, L, scale);
+        return;
+    }
+#endif
+    (void)isa;
+    for (int g = 0; g < 8; ++g) scale[g] = hfq_search_symmetric(n, nmax, x + n * g, w ? w + n * g : NULL, L + n * g);
+}
+
+void hfq_requantize_affine(hfq_isa isa, int n, int nmax, const float *x, float d, float m, uint8_t *L) {
+    int i = 0;
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (isa == HFQ_ISA_AVX2) {
+        i = n / 8 * 8;
+        hfq_requantize_affine_avx2(i, nmax, x, d, m, L);
+    }
+#endif
+    (void)isa;
+    for (; i < n; ++i) L[i] = (uint8_t)clamp_int(hfq_nearest_int((x[i] + m) / d), 0, nmax);
+}
+
+void hfq_requantize_symmetric(hfq_isa isa, int n, int nmax, const float *x, float d, int8_t *L) {
+    int i = 0;
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (isa == HFQ_ISA_AVX2) {
+        i = n / 8 * 8;
+        hfq_requantize_symmetric_avx2(i, nmax, x, d, L);
+    }
+#endif
+    (void)isa;
+    for (; i < n; ++i) L[i] = (int8_t)(clamp_int(hfq_nearest_int(x[i] / d), -nmax, nmax - 1) + nmax);
+}

@@ -16,6 +16,8 @@
 
 #include <stdint.h>
 
+#include "quant/isa.h"
+
 /* ggml's threshold below which a group counts as all zero. */
 #define HFQ_GROUP_MAX_EPS 1e-15f
 
@@ -48,5 +50,31 @@ float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t
  * and mins): x ~ scale * L, L in [0, nmax], weights w. Tries 9 scales, then
  * improves single levels for up to 5 rounds. Returns scale. */
 float hfq_search_positive(int n, int nmax, const float *x, const float *w, uint8_t *L);
+
+/* ---- eight groups at once ----
+ *
+ * Group g holds x[n g .. n g + n) (weights and levels likewise). The results
+ * equal eight calls of the one-group search for every isa: the AVX2 kernels
+ * run group g in lane g with the scalar code's float operations in its
+ * order, so each lane rounds exactly as the scalar code. */
+
+/* hfq_search_affine on each group; scale[g], neg_min[g] its results. */
+void hfq_search_affine_x8(hfq_isa isa, int n, int nmax, const float *x, const float *w, uint8_t *L, float scale[8],
+                          float neg_min[8], float rmin, float rdelta, int nstep);
+
+/* Largest group hfq_search_symmetric_x8 takes. */
+#define HFQ_SYMMETRIC_X8_MAX_N 32
+
+/* hfq_search_symmetric on each group (w NULL: x^2); scale[g] its result. */
+void hfq_search_symmetric_x8(hfq_isa isa, int n, int nmax, const float *x, const float *w, int8_t *L,
+                             float scale[8]);
+
+/* Levels against a stored scale d and offset m (the final pass of the
+ * K-quants): L[i] = clamp(nearest_int((x[i] + m) / d), 0, nmax). */
+void hfq_requantize_affine(hfq_isa isa, int n, int nmax, const float *x, float d, float m, uint8_t *L);
+
+/* L[i] = clamp(nearest_int(x[i] / d), -nmax, nmax - 1) + nmax. */
+void hfq_requantize_symmetric(hfq_isa isa, int n, int nmax, const float *x, float d, int8_t *L);
+
 
 #endif

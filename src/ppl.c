@@ -80,7 +80,7 @@ hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens
     if (!(s->slots = calloc((size_t)s->n_slots, sizeof *s->slots))) goto oom;
     /* the last token of a chunk is only ever a target: n_ctx - 1 positions suffice */
     hfq_context_params cp = {.n_ctx = n_ctx - 1, .n_batch = p->n_batch > 0 ? p->n_batch : n_ctx,
-                             .n_threads = s->threads_per_slot};
+                             .n_threads = s->threads_per_slot, .ops = p->ops};
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         sl->chunk = -1;

@@ -37,6 +37,7 @@ typedef struct hfq_ppl_params {
     int n_parallel;
     bool add_bos;           /* put bos_id first in every chunk */
     int32_t bos_id;
+    const hfq_ops *ops;     /* the backend; NULL: the CPU */
 } hfq_ppl_params;
 
 /* One evaluated chunk; pointers stay valid until the next hfq_ppl_next. */

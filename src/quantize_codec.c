@@ -41,9 +41,10 @@ const char *hfq_codec_qext_encoding(uint32_t fmt) {
 
 uint32_t hfq_codec_storage_type(uint32_t fmt) { return hfq_codec_qext_encoding(fmt) ? GT_I8 : fmt; }
 
-hfq_companion hfq_codec_companion(uint32_t fmt) {
-    if (fmt == GT_NVFP4) return HFQ_COMPANION_TENSOR_SCALE;
-    return hfq_codec_qext_encoding(fmt) ? HFQ_COMPANION_ROW_SCALES : HFQ_COMPANION_NONE;
+hfq_companion hfq_codec_companion(const hfq_fmt_spec *spec) {
+    if (spec->fmt == GT_NVFP4) return HFQ_COMPANION_TENSOR_SCALE;
+    if (!hfq_codec_qext_encoding(spec->fmt)) return HFQ_COMPANION_NONE;
+    return spec->scale_group == HFQ_SCALE_PER_TENSOR ? HFQ_COMPANION_TENSOR_SCALE : HFQ_COMPANION_ROW_SCALES;
 }
 
 int hfq_codec_scale_name(const char *weight_name, char *out, size_t n) {
@@ -53,23 +54,39 @@ int hfq_codec_scale_name(const char *weight_name, char *out, size_t n) {
     return w < 0 || (size_t)w >= n ? -1 : 0;
 }
 
-bool hfq_codec_needs_amax(uint32_t fmt) { return fmt == GT_NVFP4; }
-
-float hfq_codec_global_scale(uint32_t fmt, float amax) {
-    /* NVIDIA's NVFP4 global scale, as hfq_nvfp4_global_scale computes it */
-    return fmt == GT_NVFP4 ? amax / HFQ_NVFP4_GLOBAL_DIV : 0.0f;
+bool hfq_codec_needs_amax(const hfq_fmt_spec *spec) {
+    return hfq_codec_companion(spec) == HFQ_COMPANION_TENSOR_SCALE;
 }
 
-int hfq_codec_begin(hfq_codec_job *job, const gguf_tensor_info *t, uint32_t fmt, hfq_error *err) {
+static hfq_fp8_format fp8_of(uint32_t fmt) { return fmt == HFQ_FMT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3; }
+
+float hfq_codec_global_scale(const hfq_fmt_spec *spec, float amax) {
+    if (!hfq_codec_needs_amax(spec)) return 0.0f;
+    /* NVIDIA's NVFP4 global scale, as hfq_nvfp4_global_scale computes it;
+     * the I8 formats' per-tensor scale is their per-row reference scale taken
+     * over the whole tensor */
+    if (spec->fmt == GT_NVFP4) return amax / HFQ_NVFP4_GLOBAL_DIV;
+    if (spec->fmt == HFQ_FMT_INT8) return amax / (float)HFQ_INT8_QMAX;
+    return amax / hfq_fp8_max(fp8_of(spec->fmt));
+}
+
+int hfq_codec_begin(hfq_codec_job *job, const gguf_tensor_info *t, const hfq_fmt_spec *spec, hfq_error *err) {
     memset(job, 0, sizeof *job);
+    const uint32_t fmt = spec->fmt;
     if (!hfq_codec_can_decode(t->type))
         return hfq_fail(err, t->name, "cannot decode type %s", hfq_fmt_name(t->type));
     if (!hfq_codec_can_encode(fmt)) return hfq_fail(err, t->name, "cannot encode %s", hfq_fmt_name(fmt));
+    const char *why = hfq_fmt_spec_problem(spec, t->ne[0]);
+    if (why) return hfq_fail(err, t->name, "%s", why);
     int64_t in_row = ggml_row_size(t->type, t->ne[0]);
     int64_t out_row = hfq_codec_qext_encoding(fmt) ? t->ne[0] : ggml_row_size(fmt, t->ne[0]);
     if (in_row < 0 || out_row < 0)
         return hfq_fail(err, t->name, "row of %" PRId64 " does not fit %s", t->ne[0], hfq_fmt_name(fmt));
-    *job = (hfq_codec_job){t->type, fmt, t->ne[0], (size_t)in_row, (size_t)out_row, 0.0f};
+    int64_t n_row_scales = 0;
+    if (hfq_codec_companion(spec) == HFQ_COMPANION_ROW_SCALES)
+        n_row_scales = spec->scale_group > 0 ? t->ne[0] / spec->scale_group : 1;
+    *job = (hfq_codec_job){t->type, fmt, spec->scale_group, t->ne[0], n_row_scales, (size_t)in_row,
+                           (size_t)out_row, 0.0f};
     return 0;
 }
 
@@ -78,18 +95,38 @@ void hfq_codec_decode_row(const hfq_codec_job *job, const void *src, float *dst)
 }
 
 void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst, const float *importance,
-                          float *row_scale) {
-    int64_t n = job->n_per_row;
+                          float *row_scales) {
+    const int64_t n = job->n_per_row;
+    const bool per_tensor = job->scale_group == HFQ_SCALE_PER_TENSOR;
     switch (job->fmt) {
     case GT_NVFP4: hfq_quantize_nvfp4(src, dst, 1, n, importance, job->global_scale); break;
-    case HFQ_FMT_INT8: hfq_quantize_int8(src, dst, 1, n, importance, row_scale, 0); break;
-    case HFQ_FMT_FP8_E4M3: hfq_quantize_fp8(HFQ_FP8_E4M3, src, dst, 1, n, NULL, row_scale); break;
-    case HFQ_FMT_FP8_E5M2: hfq_quantize_fp8(HFQ_FP8_E5M2, src, dst, 1, n, NULL, row_scale); break;
+    case HFQ_FMT_INT8:
+        if (per_tensor) hfq_quantize_int8_static(src, dst, 1, n, job->global_scale);
+        else hfq_quantize_int8(src, dst, 1, n, importance, row_scales, job->scale_group);
+        break;
+    case HFQ_FMT_FP8_E4M3: case HFQ_FMT_FP8_E5M2:
+        if (per_tensor) hfq_quantize_fp8_static(fp8_of(job->fmt), src, dst, 1, n, job->global_scale);
+        else hfq_quantize_fp8(fp8_of(job->fmt), src, dst, 1, n, NULL, row_scales);
+        break;
     default: {
         const hfq_qtype_traits *tr = traits_of(job->fmt);
         /* ggml's quantize_mxfp4 ignores the importance: so do we, to stay identical */
         bool imp = tr->uses_importance && job->fmt != GT_MXFP4;
         tr->quantize(src, dst, 1, n, imp ? importance : NULL);
     }
+    }
+}
+
+void hfq_codec_decode_encoded_row(const hfq_codec_job *job, const void *enc, const float *row_scales, float *dst) {
+    const int64_t n = job->n_per_row;
+    const float *scales = job->n_row_scales > 0 ? row_scales : &job->global_scale;
+    switch (job->fmt) {
+    case HFQ_FMT_INT8: hfq_dequantize_row_int8(enc, dst, n, scales, job->scale_group > 0 ? job->scale_group : 0); break;
+    case HFQ_FMT_FP8_E4M3: case HFQ_FMT_FP8_E5M2: hfq_dequantize_row_fp8(fp8_of(job->fmt), enc, dst, n, scales[0]); break;
+    default:
+        traits_of(job->fmt)->dequantize(enc, dst, n);
+        /* NVFP4 with its global scale: W = g * ggml-decode(block) */
+        if (job->fmt == GT_NVFP4 && job->global_scale > 0.0f)
+            for (int64_t j = 0; j < n; j++) dst[j] *= job->global_scale;
     }
 }

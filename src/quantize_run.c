@@ -111,6 +111,8 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
     if (p->output_fmt >= 0)
         rc |= gguf_set_str(w, "hfq.quantize.output_tensor_type", hfq_fmt_name((uint32_t)p->output_fmt));
     if (o->importance.get) rc |= gguf_set_bool(w, "hfq.quantize.importance", true);
+    if (o->recipe_name) rc |= gguf_set_str(w, "hfq.quantize.recipe", o->recipe_name);
+    if (o->target_bytes > 0) rc |= gguf_set_u64(w, "hfq.quantize.target_bytes", (uint64_t)o->target_bytes);
     /* docs/format-quant-ext.md: the encoding of each I8 weight */
     for (int64_t i = 0; i < plan->n; i++) {
         const char *enc = plan->entries[i].convert ? hfq_codec_qext_encoding(plan->entries[i].fmt) : NULL;
@@ -147,7 +149,7 @@ static int check_plan(const gguf_file *f, const hfq_plan *plan, const hfq_quanti
 
 /* Working memory, reused from tensor to tensor. */
 typedef struct work {
-    float *rows;            /* one slab of decoded rows */
+    float *rows;            /* one decoded row per thread */
     uint8_t *out;           /* the slab encoded */
     float *scales;          /* the companion's values */
     size_t rows_cap, out_cap, scales_cap;
@@ -162,30 +164,42 @@ static int grow(void **p, size_t *cap, size_t n, size_t elem) {
     return 0;
 }
 
-/* One slab: nrows rows decoded to float and checked; with amax != NULL only
+/* Whether all n values are finite: a branch-free test of the exponent bits,
+ * which the compiler vectorizes (the slab's rows are all checked). */
+static bool all_finite(const float *x, int64_t n) {
+    uint32_t inf_or_nan = 0;
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t bits;
+        memcpy(&bits, x + j, sizeof bits);
+        inf_or_nan |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    return !inf_or_nan;
+}
+
+/* One slab: nrows rows decoded to float, one at a time, and checked; with amax != NULL only
  * the absolute maximum is taken, else the rows are encoded (row_scales gets
  * one scale per row for the formats that have them). Rows are independent,
- * so any thread count gives the same bytes. Returns the first row holding
- * NaN/Inf, or -1. */
+ * so any thread count and any order give the same bytes: threads take
+ * chunks of about 64Ki values as they come free, which keeps both busy on a
+ * loaded machine. Returns the first row holding NaN/Inf, or -1. */
 static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *wk, int64_t nrows,
                             const float *importance, float *row_scales, float *amax, int n_threads) {
     const int64_t n = job->n_per_row;
+    const int64_t chunk = n < 65536 ? 65536 / n : 1;
     int64_t bad = INT64_MAX;
     float max = 0.0f;
-#pragma omp parallel for schedule(static) num_threads(n_threads) reduction(min : bad) reduction(max : max)
+#pragma omp parallel for schedule(dynamic, chunk) num_threads(n_threads) reduction(min : bad) reduction(max : max)
     for (int64_t r = 0; r < nrows; r++) {
-        float *row = wk->rows + r * n;
+        float *row = wk->rows + omp_get_thread_num() * n; /* stays in cache until encoded */
         hfq_codec_decode_row(job, src + r * job->in_row_bytes, row);
-        bool finite = true;
-        for (int64_t j = 0; j < n; j++) {
-            finite &= isfinite(row[j]) != 0;
-            if (fabsf(row[j]) > max) max = fabsf(row[j]);
-        }
-        if (!finite) {
+        if (!all_finite(row, n)) {
             if (r < bad) bad = r;
-        } else if (!amax) {
+        } else if (amax) {
+            for (int64_t j = 0; j < n; j++)
+                if (fabsf(row[j]) > max) max = fabsf(row[j]);
+        } else {
             hfq_codec_encode_row(job, row, wk->out + r * job->out_row_bytes, importance,
-                                 row_scales ? row_scales + r : NULL);
+                                 row_scales ? row_scales + r * job->n_row_scales : NULL);
         }
     }
     if (amax && max > *amax) *amax = max;
@@ -200,7 +214,8 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
                           int n_threads, hfq_error *err) {
     const char *path = gguf_path(f);
     hfq_codec_job job;
-    if (hfq_codec_begin(&job, t, e->fmt, err) < 0) {
+    const hfq_fmt_spec spec = {e->fmt, e->scale_group};
+    if (hfq_codec_begin(&job, t, &spec, err) < 0) {
         hfq_error_prefix(err, path);
         return -1;
     }
@@ -208,21 +223,21 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     int64_t slab_rows = (o->slab_floats > 0 ? o->slab_floats : SLAB_FLOATS) / t->ne[0];
     if (slab_rows < 1) slab_rows = 1;
     if (slab_rows > rows_per_mat) slab_rows = rows_per_mat;
-    hfq_companion comp = hfq_codec_companion(e->fmt);
-    if (grow((void **)&wk->rows, &wk->rows_cap, (size_t)(slab_rows * t->ne[0]), sizeof(float)) < 0 ||
+    hfq_companion comp = hfq_codec_companion(&spec);
+    if (grow((void **)&wk->rows, &wk->rows_cap, (size_t)n_threads * (size_t)t->ne[0], sizeof(float)) < 0 ||
         grow((void **)&wk->out, &wk->out_cap, (size_t)slab_rows * job.out_row_bytes, 1) < 0 ||
-        grow((void **)&wk->scales, &wk->scales_cap, comp == HFQ_COMPANION_ROW_SCALES ? (size_t)n_rows : 1,
-             sizeof(float)) < 0)
+        grow((void **)&wk->scales, &wk->scales_cap,
+             comp == HFQ_COMPANION_ROW_SCALES ? (size_t)(n_rows * job.n_row_scales) : 1, sizeof(float)) < 0)
         return hfq_fail(err, path, "tensor %s: out of memory", t->name);
     const float *imp_all = o->importance.get ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
     const uint8_t *data = t->data;
     float amax = 0.0f;
-    for (int pass = hfq_codec_needs_amax(e->fmt) ? 0 : 1; pass < 2; pass++) {
+    for (int pass = hfq_codec_needs_amax(&spec) ? 0 : 1; pass < 2; pass++) {
         for (int64_t row = 0; row < n_rows;) {
             int64_t in_mat = row % rows_per_mat;
             int64_t nr = rows_per_mat - in_mat < slab_rows ? rows_per_mat - in_mat : slab_rows;
             const float *imp = imp_all ? imp_all + row / rows_per_mat * t->ne[0] : NULL;
-            float *row_scales = comp == HFQ_COMPANION_ROW_SCALES ? wk->scales + row : NULL;
+            float *row_scales = comp == HFQ_COMPANION_ROW_SCALES ? wk->scales + row * job.n_row_scales : NULL;
             int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, wk, nr, imp, row_scales,
                                        pass == 0 ? &amax : NULL, n_threads);
             if (bad >= 0)
@@ -232,11 +247,12 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
             gguf_release(f, data + row * job.in_row_bytes, (uint64_t)nr * job.in_row_bytes);
             row += nr;
         }
-        job.global_scale = hfq_codec_global_scale(e->fmt, amax);
+        job.global_scale = hfq_codec_global_scale(&spec, amax);
     }
     if (comp == HFQ_COMPANION_TENSOR_SCALE) wk->scales[0] = job.global_scale;
     if (comp != HFQ_COMPANION_NONE &&
-        gguf_writer_write_data(w, wk->scales, (comp == HFQ_COMPANION_ROW_SCALES ? (uint64_t)n_rows : 1) * 4, err) < 0)
+        gguf_writer_write_data(w, wk->scales,
+                               (comp == HFQ_COMPANION_ROW_SCALES ? (uint64_t)(n_rows * job.n_row_scales) : 1) * 4, err) < 0)
         return -1;
     return 0;
 }
@@ -246,14 +262,16 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
 static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *plan, hfq_error *err) {
     for (int64_t i = 0; i < plan->n; i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
-        uint32_t fmt = plan->entries[i].fmt;
-        if (gguf_add_tensor(w, t->name, hfq_codec_storage_type(fmt), t->n_dims, t->ne, err) < 0) return -1;
-        hfq_companion comp = plan->entries[i].convert ? hfq_codec_companion(fmt) : HFQ_COMPANION_NONE;
+        const hfq_fmt_spec spec = {plan->entries[i].fmt, plan->entries[i].scale_group};
+        if (gguf_add_tensor(w, t->name, hfq_codec_storage_type(spec.fmt), t->n_dims, t->ne, err) < 0) return -1;
+        hfq_companion comp = plan->entries[i].convert ? hfq_codec_companion(&spec) : HFQ_COMPANION_NONE;
         if (comp == HFQ_COMPANION_NONE) continue;
         char name[GGUF_MAX_NAME + 1];
         if (hfq_codec_scale_name(t->name, name, sizeof name) < 0)
             return hfq_fail(err, t->name, "the name of its scale tensor would be too long");
-        const int64_t ne_tensor[1] = {1}, ne_rows[4] = {1, t->ne[1], t->ne[2], t->ne[3]};
+        /* per row: [1, ne1, ...]; per group of G: [ne0 / G, ne1, ...] */
+        const int64_t ne_tensor[1] = {1},
+                      ne_rows[4] = {spec.scale_group > 0 ? t->ne[0] / spec.scale_group : 1, t->ne[1], t->ne[2], t->ne[3]};
         if (comp == HFQ_COMPANION_TENSOR_SCALE ? gguf_add_tensor(w, name, GT_F32, 1, ne_tensor, err) < 0
                                                : gguf_add_tensor(w, name, GT_F32, t->n_dims, ne_rows, err) < 0)
             return -1;

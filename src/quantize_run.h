@@ -10,7 +10,7 @@
  * The output keeps every metadata key of the input except the split keys and
  * the writer's hash key, and sets general.quantization_version = 2,
  * general.file_type (hfq_preset_file_type) and hfq.quantize.* (tool version,
- * preset, overrides and options).
+ * preset, overrides and options, recipe and budget).
  */
 #ifndef HFQ_SRC_QUANTIZE_RUN_H
 #define HFQ_SRC_QUANTIZE_RUN_H
@@ -39,6 +39,8 @@ typedef struct hfq_quantize_opts {
     const char *const *override_args; /* the --tensor-type arguments, recorded in the metadata */
     int n_override_args;
     hfq_importance_source importance; /* get == NULL: none */
+    const char *recipe_name;        /* recorded as hfq.quantize.recipe; NULL: none */
+    int64_t target_bytes;           /* measured allocation's budget, recorded as hfq.quantize.target_bytes; 0: none */
     /* Called before each tensor is written (i counts from 0); may be NULL. */
     void (*progress)(void *ctx, int64_t i, int64_t n, const char *name, uint32_t fmt);
     void *progress_ctx;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/device.h"
 #include "kernels/graph.h"
 #include "src/cli.h"
 #include "src/lm.h"
@@ -12,7 +13,7 @@
 
 static const char usage_text[] =
     "usage: generate MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                [--ctx N] [--threads N]\n"
+    "                [--ctx N] [--threads N] [--device D]\n"
     "\n"
     "Prints the prompt, then the tokens the model continues it with as they come, until\n"
     "N tokens, the end-of-sequence token or a full context; prompt and generation speed\n"
@@ -26,6 +27,8 @@ static const char usage_text[] =
     "  --seed S       seed of the sampler: the same seed gives the same text (default 0)\n"
     "  --ctx N        context positions (default: prompt + N, at most the model's)\n"
     "  --threads N    CPU threads (default: all)\n"
+    "  --device D     cpu (default), cuda, or auto: cuda when a device answers, else the\n"
+    "                 cpu (saying so on stderr)\n"
     "  -h, --help     this help\n"
     "\n"
     "Exit status: 0 ok, 1 bad model or failure, 2 usage.\n";
@@ -34,6 +37,7 @@ typedef struct options {
     const char *model, *prompt;
     int64_t n, ctx, threads, top_k, seed;
     double temp, top_p;
+    hfq_device device;
 } options;
 
 static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
@@ -50,6 +54,7 @@ static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
         else if (strcmp(a, "--seed") == 0) rc = hfq_cli_int(a, v, 0, INT64_MAX, &o->seed, err), i++;
         else if (strcmp(a, "--ctx") == 0) rc = hfq_cli_int(a, v, 1, 1 << 24, &o->ctx, err), i++;
         else if (strcmp(a, "--threads") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->threads, err), i++;
+        else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
         else if (a[0] != '-' && !o->model) o->model = a;
         else return hfq_fail(err, a, v || a[0] != '-' ? "unexpected argument" : "needs a value");
         if (rc) return -1;
@@ -94,6 +99,11 @@ int main(int argc, char **argv) {
     int32_t *ids = NULL;
     float *logits = NULL;
     size_t n_ids = 0;
+    const hfq_ops *ops;
+    char note[512];
+    memset(&lm, 0, sizeof lm);
+    if (hfq_device_select(o.device, &ops, note, sizeof note, &err)) goto done;
+    if (note[0]) fprintf(stderr, "generate: %s\n", note);
     if (hfq_lm_load(&lm, o.model, &err) ||
         hfq_tokenize(lm.tok, o.prompt, strlen(o.prompt), HFQ_TOK_ADD_SPECIAL, &ids, &n_ids, &err))
         goto done;
@@ -108,7 +118,7 @@ int main(int argc, char **argv) {
         hfq_fail(&err, NULL, "the prompt's %zu tokens do not fit in a context of %lld", n_ids, (long long)n_ctx);
         goto done;
     }
-    hfq_context_params cp = {.n_ctx = n_ctx, .n_threads = (int)o.threads};
+    hfq_context_params cp = {.n_ctx = n_ctx, .n_threads = (int)o.threads, .ops = ops};
     hfq_sampler_params sp = {.temp = (float)o.temp, .top_k = (int)o.top_k, .top_p = (float)o.top_p,
                              .seed = (uint64_t)o.seed};
     if (!(ctx = hfq_context_new(lm.model, &cp, &err)) || !(smp = hfq_sampler_new(hp->n_vocab, &sp, &err))) goto done;

@@ -7,6 +7,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "kernels/cuda/device.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/graph.h"
 #include "src/cli.h"
 #include "src/lm.h"
@@ -17,7 +19,7 @@
 
 static const char usage_text[] =
     "usage: ppl-eval MODEL.gguf --text FILE [--ctx N] [--chunks N] [--batch N] [--threads N]\n"
-    "                [--parallel N] [--json]\n"
+    "                [--parallel N] [--device D] [--json]\n"
     "\n"
     "Perplexity of the model over a text, computed as llama.cpp's perplexity tool does:\n"
     "the whole text is tokenized once (with BOS when the model adds it), cut into\n"
@@ -32,6 +34,8 @@ static const char usage_text[] =
     "  --threads N    CPU threads (default: all)\n"
     "  --parallel N   chunks evaluated side by side, each on threads/N threads (default:\n"
     "                 one per thread for tiny models, else 1); the result is the same\n"
+    "  --device D     cpu (default), cuda, or auto: cuda when a device answers, else the\n"
+    "                 cpu (saying so on stderr); cuda evaluates one chunk at a time\n"
     "  --json         print one JSON object\n"
     "  -h, --help     this help\n"
     "\n"
@@ -41,6 +45,7 @@ typedef struct options {
     const char *model, *text;
     int64_t ctx, chunks, batch, threads, parallel;
     bool json;
+    hfq_device device;
 } options;
 
 static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
@@ -55,6 +60,7 @@ static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
         else if (strcmp(a, "--batch") == 0) rc = hfq_cli_int(a, v, 1, 1 << 24, &o->batch, err), i++;
         else if (strcmp(a, "--threads") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->threads, err), i++;
         else if (strcmp(a, "--parallel") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->parallel, err), i++;
+        else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
         else if (strcmp(a, "--json") == 0) o->json = true;
         else if (a[0] != '-' && !o->model) o->model = a;
         else return hfq_fail(err, a, v || a[0] != '-' ? "unexpected argument" : "needs a value");
@@ -95,6 +101,13 @@ int main(int argc, char **argv) {
     char *text = NULL;
     int32_t *ids = NULL;
     size_t text_len = 0, n_ids = 0;
+    const hfq_ops *ops;
+    char note[512];
+    memset(&lm, 0, sizeof lm);
+    if (hfq_device_select(o.device, &ops, note, sizeof note, &err)) goto done;
+    if (note[0]) fprintf(stderr, "ppl-eval: %s\n", note);
+    /* a device backend holds its own copy of the weights: one chunk at a time unless asked */
+    if (ops != hfq_cpu_ops() && !o.parallel) o.parallel = 1;
     if (hfq_lm_load(&lm, o.model, &err)) goto done;
     if (lm.vocab->add_eos) {
         hfq_fail(&err, o.model, "the vocabulary appends EOS to every text; perplexity is not defined for that");
@@ -105,7 +118,7 @@ int main(int argc, char **argv) {
         goto done;
     hfq_ppl_params pp = {.n_ctx = o.ctx, .n_chunks = o.chunks, .n_batch = o.batch, .n_threads = (int)o.threads,
                          .n_parallel = (int)o.parallel, .add_bos = lm.vocab->add_bos && lm.vocab->bos_id >= 0,
-                         .bos_id = lm.vocab->bos_id};
+                         .bos_id = lm.vocab->bos_id, .ops = ops};
     if (!(s = hfq_ppl_new(lm.model, ids, (int64_t)n_ids, &pp, &err))) goto done;
     const bool progress = isatty(STDERR_FILENO);
     const int64_t n_chunks = hfq_ppl_n_chunks(s);

@@ -10,15 +10,27 @@
 #include "formats/error.h"
 #include "formats/gguf.h"
 #include "quant/plan.h"
+#include "quant/recipe.h"
+#include "src/json_file.h"
+#include "src/lm.h"
+#include "src/measure.h"
+#include "src/mixed_plan.h"
 #include "src/quantize_codec.h"
 #include "src/quantize_run.h"
+#include "src/read_text.h"
 
 #define MAX_OVERRIDES 64
+#define MAX_CANDIDATES 64
+/* ggml formats and the FP4 ones (their activations are quantized per block
+ * as ggml does); INT8/FP8 quantize activations per token in the runner, which
+ * the weight-only measurement does not see: ask for them with --candidates */
+#define DEFAULT_CANDIDATES "q4_0,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K,mxfp4,nvfp4,f16"
 
 static void usage(FILE *out) {
     fprintf(out,
         "usage: quantize IN.gguf OUT.gguf PRESET [options]\n"
         "       quantize IN.gguf PRESET --dry-run [options]\n"
+        "       quantize IN.gguf [OUT.gguf] --recipe R.json | --target-bpw B | --target-size S [options]\n"
         "\n"
         "Converts the tensors of IN.gguf to PRESET, choosing each tensor's format\n"
         "exactly as llama.cpp's llama-quantize does for its presets.\n"
@@ -40,6 +52,21 @@ static void usage(FILE *out) {
         "  --allow-requantize         accept tensors that are already quantized\n"
         "  -h, --help                 this help\n"
         "\n"
+        "mixed precision (docs/mixed.md; these replace PRESET):\n"
+        "  --recipe FILE              rules giving tensors formats and granularities (JSON)\n"
+        "  --target-bpw B             measured allocation: least measured error within B bits per weight\n"
+        "  --target-size S            ... within S bytes of tensor data (suffix K, M, G, T: powers of 1024)\n"
+        "  --measurements FILE        measured errors saved earlier (no measuring)\n"
+        "  --save-measurements FILE   save the errors measured now (alone: measure only, no OUT.gguf)\n"
+        "  --measure-text FILE        calibration text to measure on (plain or gzip)\n"
+        "  --measure-stats FILE       or activation statistics in llama.cpp's imatrix GGUF layout\n"
+        "  --measure-ctx N            tokens per calibration chunk (default min(512, context))\n"
+        "  --measure-chunks N         calibration chunks (default 64)\n"
+        "  --measure-kl-chunks N      chunks of the KL probe that calibrates each tensor's error\n"
+        "                             (default 4; 0: output errors only)\n"
+        "  --candidates LIST          formats to measure and choose from, e.g. q4_K,q6_K,int8:g64\n"
+        "                             (default " DEFAULT_CANDIDATES ")\n"
+        "\n"
         "FMT: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs\n"
         "     mxfp4 nvfp4 int8 fp8_e4m3 fp8_e5m2\n"
         "exit status: 0 ok, 1 failure, 2 usage\n");
@@ -55,6 +82,12 @@ typedef struct args {
     bool dry_run, json;
     hfq_plan_override overrides[MAX_OVERRIDES];
     const char *override_args[MAX_OVERRIDES];
+    /* mixed precision (docs/mixed.md) */
+    const char *recipe, *meas_in, *meas_out, *measure_text, *measure_stats;
+    double target_bpw;
+    int64_t target_size, measure_ctx, measure_chunks, measure_kl_chunks;
+    hfq_fmt_spec candidates[MAX_CANDIDATES];
+    int n_candidates;
 } args;
 
 static int bad_usage(const char *fmt, const char *what) {
@@ -70,10 +103,98 @@ static int parse_fmt_arg(const char *opt, const char *val, int *out) {
     return *out < 0 ? bad_usage("unknown format '%s'", val) : 0;
 }
 
+/* ---- mixed precision options (docs/mixed.md) ---- */
+
+static bool mixed_mode(const args *a) {
+    return a->recipe || a->target_bpw > 0 || a->target_size > 0 || a->meas_out;
+}
+
+/* "4.2G" -> bytes (K, M, G, T: powers of 1024); -1 when malformed. */
+static int64_t parse_size(const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    static const char units[] = "KMGT";
+    const char *u = *end ? strchr(units, *end) : NULL;
+    if (*end && (!u || end[1] != '\0')) return -1;
+    if (u) v *= (double)((int64_t)1 << (10 * (u - units + 1)));
+    return v >= 1 && v < 9e18 ? (int64_t)v : -1;
+}
+
+static int parse_candidates(const char *list, args *a) {
+    char buf[1024];
+    if (strlen(list) >= sizeof buf) return bad_usage("%s", "--candidates: list too long");
+    snprintf(buf, sizeof buf, "%s", list);
+    a->n_candidates = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        hfq_fmt_spec *c = &a->candidates[a->n_candidates];
+        if (a->n_candidates == MAX_CANDIDATES) return bad_usage("%s", "--candidates: more than 64 formats");
+        if (hfq_fmt_spec_parse(tok, c) < 0) return bad_usage("--candidates: bad format '%s' (FMT or FMT:tensor|channel|gN)", tok);
+        if (!hfq_codec_can_encode(c->fmt)) return bad_usage("--candidates: format '%s' is not available in this build", tok);
+        a->n_candidates++;
+    }
+    return a->n_candidates ? 0 : bad_usage("%s", "--candidates needs at least one format");
+}
+
+/* How many arguments an option of this block took (1 or 2); 0 when s is
+ * none of them; -1 on bad usage. */
+static int parse_mixed_arg(const char *s, const char *next, args *a) {
+    const char **path = strcmp(s, "--recipe") == 0 ? &a->recipe
+                        : strcmp(s, "--measurements") == 0 ? &a->meas_in
+                        : strcmp(s, "--save-measurements") == 0 ? &a->meas_out
+                        : strcmp(s, "--measure-text") == 0 ? &a->measure_text
+                        : strcmp(s, "--measure-stats") == 0 ? &a->measure_stats : NULL;
+    int64_t *count = strcmp(s, "--measure-ctx") == 0 ? &a->measure_ctx
+                     : strcmp(s, "--measure-chunks") == 0 ? &a->measure_chunks
+                     : strcmp(s, "--measure-kl-chunks") == 0 ? &a->measure_kl_chunks : NULL;
+    char *end = NULL;
+    if (path) {
+        if (!next) return bad_usage("%s needs a file", s);
+        *path = next;
+    } else if (count) {
+        long long v = next ? strtoll(next, &end, 10) : 0;
+        if (!next || *end || v < (count == &a->measure_kl_chunks ? 0 : 1) || v > (1 << 24))
+            return bad_usage("%s needs a count up to 16777216", s);
+        *count = v;
+    } else if (strcmp(s, "--target-bpw") == 0) {
+        double v = next ? strtod(next, &end) : 0;
+        if (!next || *end || !(v > 0 && v <= 64)) return bad_usage("--target-bpw needs bits per weight in (0, 64], got '%s'", next ? next : "");
+        a->target_bpw = v;
+    } else if (strcmp(s, "--target-size") == 0) {
+        if (!next || (a->target_size = parse_size(next)) < 0) return bad_usage("--target-size needs a size such as 4.2G, got '%s'", next ? next : "");
+    } else if (strcmp(s, "--candidates") == 0) {
+        if (!next) return bad_usage("%s needs a list of formats", s);
+        if (parse_candidates(next, a) < 0) return -1;
+    } else {
+        return 0;
+    }
+    return 2;
+}
+
+/* Positionals and combinations in mixed mode: IN [OUT]. */
+static int check_mixed_args(args *a, const char *const *pos, int n_pos) {
+    const bool target = a->target_bpw > 0 || a->target_size > 0, source = a->measure_text || a->measure_stats;
+    const bool measure_only = !a->recipe && !target;
+    if (a->q.plan.n_overrides > 0 || a->q.plan.pure)
+        return bad_usage("%s", "with --recipe or a budget, write --tensor-type and --pure as recipe rules");
+    if (a->target_bpw > 0 && a->target_size > 0) return bad_usage("%s", "give --target-bpw or --target-size, not both");
+    if (n_pos < 1 || n_pos > 2 || (n_pos == 2 && hfq_preset_from_name(pos[1]) >= 0))
+        return bad_usage("%s", "expected IN.gguf [OUT.gguf] (--recipe and --target-* replace PRESET)");
+    if (n_pos == 1 && !a->dry_run && !measure_only) return bad_usage("%s", "expected IN.gguf OUT.gguf (or --dry-run)");
+    if (n_pos == 2 && measure_only) return bad_usage("%s", "--save-measurements alone only measures: no OUT.gguf");
+    if (a->meas_in && source) return bad_usage("%s", "--measurements replaces --measure-text/--measure-stats");
+    if (a->measure_text && a->measure_stats) return bad_usage("%s", "give --measure-text or --measure-stats, not both");
+    if ((target || a->meas_out) && !a->meas_in && !source)
+        return bad_usage("%s", "a budget needs --measurements FILE, or --measure-text / --measure-stats to measure now");
+    if (a->meas_out && !source) return bad_usage("%s", "--save-measurements needs --measure-text or --measure-stats");
+    a->in = pos[0];
+    a->out = n_pos == 2 ? pos[1] : NULL;
+    return 0;
+}
+
 /* Returns 0, 1 for --help, -1 for bad usage. */
 static int parse_args(int argc, char **argv, args *a) {
     const char *pos[3];
-    int n_pos = 0;
+    int n_pos = 0, used;
     hfq_plan_opts *p = &a->q.plan;
     p->overrides = a->overrides;
     for (int i = 1; i < argc; i++) {
@@ -100,6 +221,9 @@ static int parse_args(int argc, char **argv, args *a) {
             if (hfq_plan_override_parse(&a->overrides[p->n_overrides], next, &err) < 0) return bad_usage("%s", err.msg);
             a->override_args[p->n_overrides++] = next;
             i++;
+        } else if ((used = parse_mixed_arg(s, next, a)) != 0) {
+            if (used < 0) return -1;
+            i += used - 1;
         } else if (s[0] == '-' && s[1] != '\0') {
             return bad_usage("unknown option '%s'", s);
         } else if (n_pos == 3) {
@@ -108,6 +232,7 @@ static int parse_args(int argc, char **argv, args *a) {
             pos[n_pos++] = s;
         }
     }
+    if (mixed_mode(a)) return check_mixed_args(a, pos, n_pos);
     if (n_pos != 3 && !(a->dry_run && n_pos == 2))
         return bad_usage("%s", a->dry_run ? "expected IN.gguf [OUT.gguf] PRESET" : "expected IN.gguf OUT.gguf PRESET");
     a->in = pos[0];
@@ -148,8 +273,10 @@ static void print_text(const gguf_file *f, const hfq_plan *plan, bool table) {
         if (table) {
             char shape[96];
             shape_str(t, shape, sizeof shape);
+            char spec[64];
+            hfq_fmt_spec_str(&(hfq_fmt_spec){e->fmt, e->scale_group}, spec, sizeof spec);
             printf("%5" PRId64 " %-40s %-22s %8s -> %-8s %10.3f MiB %6.2f bpw%s%s\n", i + 1, t->name,
-                   shape, hfq_fmt_name(t->type), hfq_fmt_name(e->fmt), mib(e->nbytes),
+                   shape, hfq_fmt_name(t->type), spec, mib(e->nbytes),
                    bpw(e->nbytes, n_elements(t)), e->note[0] ? "  " : "", e->note);
         } else if (e->note[0]) {
             printf("%s: %s\n", t->name, e->note);
@@ -161,9 +288,14 @@ static void print_text(const gguf_file *f, const hfq_plan *plan, bool table) {
            plan->n_fallback);
 }
 
-static int print_json(const gguf_file *f, const hfq_plan *plan, const args *a) {
+/* extra (may be NULL): more members for the top-level object, taken over */
+static int print_json(const gguf_file *f, const hfq_plan *plan, const args *a, cJSON *extra) {
     cJSON *root = cJSON_CreateObject(), *list = cJSON_CreateArray(), *tot = cJSON_CreateObject();
     if (!root || !list || !tot) goto oom;
+    while (extra && extra->child) {
+        cJSON *item = cJSON_DetachItemViaPointer(extra, extra->child);
+        cJSON_AddItemToObject(root, item->string, item);
+    }
     const hfq_plan_opts *p = &a->q.plan;
     cJSON_AddStringToObject(root, "input", a->in);
     if (a->out) cJSON_AddStringToObject(root, "output", a->out);
@@ -179,7 +311,9 @@ static int print_json(const gguf_file *f, const hfq_plan *plan, const args *a) {
         for (int d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->ne[d]));
         cJSON_AddStringToObject(o, "name", t->name);
         cJSON_AddStringToObject(o, "from", hfq_fmt_name(t->type));
-        cJSON_AddStringToObject(o, "to", hfq_fmt_name(e->fmt));
+        char spec[64];
+        hfq_fmt_spec_str(&(hfq_fmt_spec){e->fmt, e->scale_group}, spec, sizeof spec);
+        cJSON_AddStringToObject(o, "to", spec);
         cJSON_AddBoolToObject(o, "convert", e->convert);
         cJSON_AddNumberToObject(o, "bytes", (double)e->nbytes);
         cJSON_AddNumberToObject(o, "bpw", bpw(e->nbytes, n_elements(t)));
@@ -202,11 +336,13 @@ static int print_json(const gguf_file *f, const hfq_plan *plan, const args *a) {
     puts(text);
     free(text);
     cJSON_Delete(root);
+    cJSON_Delete(extra);
     return 0;
 oom:
     cJSON_Delete(root);
     cJSON_Delete(list);
     cJSON_Delete(tot);
+    cJSON_Delete(extra);
     fprintf(stderr, "quantize: out of memory\n");
     return -1;
 }
@@ -222,8 +358,185 @@ static bool same_file(const char *a, const char *b) {
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* ---- mixed precision run (docs/mixed.md) ---- */
+
+static void measure_progress(void *ctx, int64_t i, int64_t n, const char *name) {
+    (void)ctx;
+    fprintf(stderr, "\r\033[K[%4" PRId64 "/%4" PRId64 "] measuring %s", i + 1, n, name);
+    if (i + 1 == n) fputc('\n', stderr);
+}
+
+/* Measures f: statistics from --measure-stats, or from --measure-text run
+ * through the model, which then also feeds the KL probes. */
+static int measure_now(const args *a, const gguf_file *f, hfq_measurements *m, hfq_error *err) {
+    hfq_lm lm = {0};
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t len = 0, n_ids = 0;
+    hfq_act_stats *st = NULL;
+    hfq_kl_probe *probe = NULL;
+    int rc = -1;
+    if (a->measure_stats) {
+        gguf_file *sf = gguf_open(a->measure_stats, err);
+        st = sf ? hfq_act_stats_from_imatrix(sf, err) : NULL;
+        gguf_close(sf);
+    } else if (hfq_lm_load(&lm, a->in, err) == 0 && hfq_read_text(a->measure_text, (size_t)1 << 31, &text, &len, err) == 0 &&
+               hfq_tokenize(lm.tok, text, len, HFQ_TOK_ADD_SPECIAL, &ids, &n_ids, err) == 0) {
+        hfq_calib_params p = {.n_ctx = a->measure_ctx, .n_chunks = a->measure_chunks ? a->measure_chunks : 64,
+                              .n_threads = a->q.n_threads, .add_bos = lm.vocab->add_bos && lm.vocab->bos_id >= 0,
+                              .bos_id = lm.vocab->bos_id};
+        st = hfq_act_stats_collect(lm.model, ids, (int64_t)n_ids, &p, err);
+        p.n_chunks = a->measure_kl_chunks;
+        if (st && a->measure_kl_chunks > 0 &&
+            !(probe = hfq_kl_probe_new(lm.model, ids, (int64_t)n_ids, &p, (int64_t)1 << 25, err))) {
+            hfq_act_stats_free(st);
+            st = NULL;
+        }
+    }
+    args defaults = {0};
+    if (st && !a->n_candidates && parse_candidates(DEFAULT_CANDIDATES, &defaults) < 0)
+        hfq_fail(err, "quantize", "bad default candidates");
+    else if (st) {
+        const args *c = a->n_candidates ? a : &defaults;
+        hfq_measure_opts mo = {.n_threads = a->q.n_threads, .importance = a->q.importance, .probe = probe,
+                               .progress = isatty(STDERR_FILENO) ? measure_progress : NULL};
+        rc = hfq_measure(f, st, c->candidates, c->n_candidates, &mo, m, err);
+    }
+    if (rc == 0)
+        snprintf(m->source, sizeof m->source, "%s on %s (%" PRId64 " weights' statistics over %" PRId64 " tokens; "
+                 "KL probes over %" PRId64 " tokens)", a->in, a->measure_stats ? a->measure_stats : a->measure_text,
+                 hfq_act_stats_n_entries(st), hfq_act_stats_n_tokens(st), probe ? hfq_kl_probe_n_tokens(probe) : 0);
+    hfq_kl_probe_free(probe);
+    hfq_act_stats_free(st);
+    free(ids);
+    free(text);
+    if (lm.model) hfq_lm_free(&lm);
+    return rc;
+}
+
+static int64_t total_elements(const gguf_file *f) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < gguf_n_tensors(f); i++) n += n_elements(gguf_tensor_at(f, i));
+    return n;
+}
+
+/* Bytes of tensor data in a written file (what the plan predicted). */
+static int64_t tensor_bytes(const char *path, uint64_t *file_size, hfq_error *err) {
+    gguf_file *g = gguf_open(path, err);
+    if (!g) return -1;
+    int64_t n = 0;
+    for (int64_t i = 0; i < gguf_n_tensors(g); i++) n += (int64_t)gguf_tensor_at(g, i)->nbytes;
+    *file_size = gguf_file_size(g);
+    gguf_close(g);
+    return n;
+}
+
+static cJSON *allocation_json(const hfq_mixed_report *r, const hfq_plan *plan, const args *a, int64_t written,
+                              uint64_t file_size) {
+    cJSON *o = cJSON_CreateObject(), *al = cJSON_CreateObject();
+    if (!o || !al) {
+        cJSON_Delete(o), cJSON_Delete(al);
+        return NULL;
+    }
+    if (a->recipe) cJSON_AddStringToObject(o, "recipe", a->recipe);
+    if (r->target_bytes > 0) {
+        cJSON_AddNumberToObject(al, "budget_bytes", (double)r->target_bytes);
+        cJSON_AddNumberToObject(al, "budget_bpw", bpw(r->target_bytes, plan->n_elements));
+        cJSON_AddNumberToObject(al, "predicted_bytes", (double)plan->out_nbytes);
+        cJSON_AddNumberToObject(al, "fixed_bytes", (double)r->fixed_bytes);
+        cJSON_AddNumberToObject(al, "min_bytes", (double)r->min_bytes);
+        cJSON_AddNumberToObject(al, "max_bytes", (double)r->max_bytes);
+        cJSON_AddNumberToObject(al, "n_chosen", (double)r->n_chosen);
+        cJSON_AddNumberToObject(al, "measured_error", r->err);
+        cJSON_AddItemToObject(o, "allocation", al);
+    } else {
+        cJSON_Delete(al);
+    }
+    if (written >= 0) {
+        cJSON_AddNumberToObject(o, "written_tensor_bytes", (double)written);
+        cJSON_AddNumberToObject(o, "written_file_bytes", (double)file_size);
+    }
+    return o;
+}
+
+static void print_allocation(const hfq_mixed_report *r, const hfq_plan *plan, const args *a, int64_t written,
+                             uint64_t file_size) {
+    if (a->recipe) printf("recipe: %s\n", a->recipe);
+    if (r->target_bytes > 0)
+        printf("allocation: budget %" PRId64 " bytes (%.4f bpw), planned %" PRId64 " bytes (%.4f bpw, %+.3f %%); "
+               "%" PRId64 " tensors chosen by measured error (total %.6g), %" PRId64 " bytes fixed; the candidates "
+               "allow %" PRId64 "..%" PRId64 " bytes\n", r->target_bytes, bpw(r->target_bytes, plan->n_elements),
+               plan->out_nbytes, bpw(plan->out_nbytes, plan->n_elements),
+               100.0 * (double)(plan->out_nbytes - r->target_bytes) / (double)r->target_bytes, r->n_chosen, r->err,
+               r->fixed_bytes, r->min_bytes, r->max_bytes);
+    if (written >= 0)
+        printf("wrote %s: %" PRId64 " bytes of tensor data (predicted %" PRId64 "), file %" PRIu64 " bytes\n", a->out,
+               written, plan->out_nbytes, file_size);
+}
+
+static int run_mixed(args *a) {
+    hfq_error err = {{0}};
+    if (a->out && same_file(a->in, a->out)) {
+        fprintf(stderr, "quantize: input and output are the same file: %s\n", a->out);
+        return HFQ_EXIT_USAGE;
+    }
+    hfq_measurements meas = {0};
+    hfq_recipe *recipe = NULL;
+    hfq_plan plan = {0};
+    hfq_mixed_report rep = {0};
+    int64_t written = -1;
+    uint64_t file_size = 0;
+    cJSON *doc = NULL;
+    int rc = -1;
+    gguf_file *f = gguf_open(a->in, &err);
+    if (!f) goto done;
+    /* every check that needs no measuring first */
+    if (a->recipe) {
+        if (!(doc = hfq_json_load(a->recipe, &err)) || !(recipe = hfq_recipe_from_json(doc, a->recipe, &err)) ||
+            hfq_mixed_check_recipe(f, recipe, &a->q.plan, &err) < 0)
+            goto done;
+    }
+    if (a->meas_in ? hfq_measurements_load(&meas, a->meas_in, &err) < 0
+                   : (a->measure_text || a->measure_stats) && measure_now(a, f, &meas, &err) < 0)
+        goto done;
+    if (a->meas_out && hfq_measurements_save(&meas, a->meas_out, &err) < 0) goto done;
+    if (!a->recipe && a->target_bpw <= 0 && a->target_size <= 0) {
+        printf("measured %" PRId64 " tensors in %d formats; saved %s\n", meas.n_tensors, meas.n_specs, a->meas_out);
+        rc = 0;
+        goto done;
+    }
+    const int64_t target = a->target_size > 0 ? a->target_size
+                           : a->target_bpw > 0 ? (int64_t)(a->target_bpw * (double)total_elements(f) / 8.0) : 0;
+    const hfq_mixed_opts mo = {recipe, target, meas.specs ? &meas : NULL, a->meas_in ? a->meas_in : "measurements",
+                               a->n_candidates ? a->candidates : NULL, a->n_candidates};
+    if (hfq_mixed_plan(f, &a->q.plan, &mo, &plan, &rep, &err) < 0) goto done;
+    a->q.recipe_name = recipe ? hfq_recipe_name(recipe) : NULL;
+    a->q.target_bytes = target;
+    if (!a->dry_run) {
+        if (isatty(STDERR_FILENO)) a->q.progress = progress;
+        if (hfq_quantize_write(f, &plan, a->out, &a->q, &err) < 0 || (written = tensor_bytes(a->out, &file_size, &err)) < 0)
+            goto done;
+    }
+    if (a->json) {
+        rc = print_json(f, &plan, a, allocation_json(&rep, &plan, a, written, file_size));
+    } else {
+        print_text(f, &plan, a->dry_run);
+        print_allocation(&rep, &plan, a, written, file_size);
+        rc = 0;
+    }
+done:
+    if (rc < 0 && err.msg[0]) fprintf(stderr, "quantize: %s\n", err.msg);
+    cJSON_Delete(doc);
+    hfq_recipe_free(recipe);
+    hfq_measurements_free(&meas);
+    hfq_plan_free(&plan);
+    gguf_close(f);
+    return rc < 0 ? HFQ_EXIT_FAILURE : HFQ_EXIT_OK;
+}
+
 static int run(args *a) {
     hfq_error err = {{0}};
+    if (mixed_mode(a)) return run_mixed(a);
     if (a->out && same_file(a->in, a->out)) {
         fprintf(stderr, "quantize: input and output are the same file: %s\n", a->out);
         return HFQ_EXIT_USAGE;
@@ -242,7 +555,7 @@ static int run(args *a) {
     if (rc < 0) {
         fprintf(stderr, "quantize: %s\n", err.msg);
     } else if (a->json) {
-        rc = print_json(f, &plan, a);
+        rc = print_json(f, &plan, a, NULL);
     } else {
         print_text(f, &plan, a->dry_run);
         if (!a->dry_run) printf("wrote %s\n", a->out);
@@ -255,6 +568,7 @@ static int run(args *a) {
 int main(int argc, char **argv) {
     static args a;
     a.q = hfq_quantize_opts_default(HFQ_PRESET_Q8_0);
+    a.measure_kl_chunks = 4;
     int parsed = parse_args(argc, argv, &a), rc;
     if (parsed == 1) {
         usage(stdout);

@@ -1,0 +1,221 @@
+/* plan.c - weight plans and the arena layout of the CUDA backend (plan.h). */
+#include "kernels/cuda/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/ggml_type.h"
+#include "quant/qtype.h"
+
+/* Weight format -> activation format (the CPU backend's pairing) and the
+ * GEMM path of its batches. */
+typedef struct fmt_row {
+    uint32_t ggml;           /* ggml type id; GT_I8 for the hfq.qext encodings */
+    hfq_qext qext;
+    cuda_act act;
+    hfq_qtype act_qtype;     /* quantized activation rows; HFQ_QT_F32: none */
+    cuda_gemm gemm;
+} fmt_row;
+
+static const fmt_row fmt_rows[CUDA_WF_COUNT] = {
+    [CUDA_WF_F32] = {GT_F32, HFQ_QEXT_NONE, CUDA_ACT_F32, HFQ_QT_F32, CUDA_GEMM_F32},
+    [CUDA_WF_F16] = {GT_F16, HFQ_QEXT_NONE, CUDA_ACT_F16, HFQ_QT_F32, CUDA_GEMM_F16},
+    [CUDA_WF_BF16] = {GT_BF16, HFQ_QEXT_NONE, CUDA_ACT_BF16, HFQ_QT_F32, CUDA_GEMM_BF16},
+    [CUDA_WF_Q8_0] = {GT_Q8_0, HFQ_QEXT_NONE, CUDA_ACT_Q8_0, HFQ_QT_Q8_0, CUDA_GEMM_DEQUANT},
+    [CUDA_WF_Q4_0] = {GT_Q4_0, HFQ_QEXT_NONE, CUDA_ACT_Q8_0, HFQ_QT_Q8_0, CUDA_GEMM_DEQUANT},
+    [CUDA_WF_Q5_0] = {GT_Q5_0, HFQ_QEXT_NONE, CUDA_ACT_Q8_0, HFQ_QT_Q8_0, CUDA_GEMM_DEQUANT},
+    [CUDA_WF_Q5_1] = {GT_Q5_1, HFQ_QEXT_NONE, CUDA_ACT_Q8_1, HFQ_QT_Q8_1, CUDA_GEMM_DEQUANT},
+    [CUDA_WF_Q4_K] = {GT_Q4_K, HFQ_QEXT_NONE, CUDA_ACT_Q8_K, HFQ_QT_Q8_K, CUDA_GEMM_DEQUANT},
+    [CUDA_WF_Q5_K] = {GT_Q5_K, HFQ_QEXT_NONE, CUDA_ACT_Q8_K, HFQ_QT_Q8_K, CUDA_GEMM_DEQUANT},
+    [CUDA_WF_Q6_K] = {GT_Q6_K, HFQ_QEXT_NONE, CUDA_ACT_Q8_K, HFQ_QT_Q8_K, CUDA_GEMM_DEQUANT},
+    [CUDA_WF_MXFP4] = {GT_MXFP4, HFQ_QEXT_NONE, CUDA_ACT_Q8_0, HFQ_QT_Q8_0, CUDA_GEMM_DEQUANT},
+    [CUDA_WF_NVFP4] = {GT_NVFP4, HFQ_QEXT_NONE, CUDA_ACT_Q8_0, HFQ_QT_Q8_0, CUDA_GEMM_DEQUANT},
+    [CUDA_WF_INT8] = {GT_I8, HFQ_QEXT_INT8, CUDA_ACT_INT8, HFQ_QT_INT8, CUDA_GEMM_DEQUANT},
+    [CUDA_WF_FP8_E4M3] = {GT_I8, HFQ_QEXT_FP8_E4M3, CUDA_ACT_FP8_E4M3, HFQ_QT_FP8_E4M3, CUDA_GEMM_FP8},
+    [CUDA_WF_FP8_E5M2] = {GT_I8, HFQ_QEXT_FP8_E5M2, CUDA_ACT_FP8_E5M2, HFQ_QT_FP8_E5M2, CUDA_GEMM_DEQUANT},
+};
+
+/* cuBLASLt FP8 products want every dimension a multiple of 16. */
+#define FP8_GEMM_MULTIPLE 16
+
+static bool mul_size(size_t a, size_t b, size_t *out) {
+    if (a && b > SIZE_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
+
+static bool round_up(size_t n, size_t *out) {
+    if (n > SIZE_MAX - (CUDA_ALIGN - 1)) return false;
+    *out = (n + CUDA_ALIGN - 1) / CUDA_ALIGN * CUDA_ALIGN;
+    return true;
+}
+
+int64_t cuda_i8_scale_count(const hfq_tensor *w) { return w->scale_groups ? w->ne1 * w->scale_groups : 1; }
+
+int cuda_wplan_get(const hfq_tensor *w, const cuda_caps *caps, cuda_wplan *p, const char *where, hfq_error *err) {
+    int f = 0;
+    while (f < CUDA_WF_COUNT && !(fmt_rows[f].ggml == w->type && fmt_rows[f].qext == w->qext)) f++;
+    const ggml_type_info *gt = ggml_type_get(w->type);
+    if (f == CUDA_WF_COUNT || !gt)
+        return hfq_fail(err, where, "tensor '%s': type %s is not supported by the cuda backend", w->name,
+                        gt ? gt->name : "?");
+    const fmt_row *r = &fmt_rows[f];
+    *p = (cuda_wplan){.fmt = (cuda_wfmt)f, .act = r->act, .block_elems = gt->block_size,
+                      .block_bytes = (size_t)gt->type_size, .gemm = r->gemm};
+    if (w->ne0 <= 0 || w->ne1 <= 0 || w->ne0 % gt->block_size)
+        return hfq_fail(err, where, "tensor '%s': row length %lld is not a multiple of the %s block size %lld",
+                        w->name, (long long)w->ne0, gt->name, (long long)gt->block_size);
+    if (r->act_qtype != HFQ_QT_F32) {
+        const int64_t bytes = hfq_qtype_row_size(r->act_qtype, w->ne0);
+        if (bytes < 0)
+            return hfq_fail(err, where, "tensor '%s': row length %lld does not fit %s activation blocks", w->name,
+                            (long long)w->ne0, hfq_qtype_get(r->act_qtype)->name);
+        p->act_row_bytes = (size_t)bytes;
+    }
+    p->raw_codes = w->qext != HFQ_QEXT_NONE && w->scale_groups <= 1;
+    if (p->gemm == CUDA_GEMM_FP8 &&
+        !(caps->fp8_gemm && w->ne0 % FP8_GEMM_MULTIPLE == 0 && w->ne1 % FP8_GEMM_MULTIPLE == 0))
+        p->gemm = CUDA_GEMM_DEQUANT;
+    if ((p->gemm == CUDA_GEMM_DEQUANT || p->gemm == CUDA_GEMM_FP8) &&
+        !(mul_size((size_t)w->ne0, (size_t)w->ne1, &p->scratch_bytes) &&
+          mul_size(p->scratch_bytes, 2, &p->scratch_bytes)))
+        return hfq_fail(err, where, "tensor '%s': too large", w->name);
+    return 0;
+}
+
+/* ---- layout ---- */
+
+typedef struct builder {
+    cuda_layout *l;
+    size_t cap;
+    const cuda_caps *caps;
+    const char *path;
+    hfq_error *err;
+} builder;
+
+static bool same_tensor(const hfq_tensor *a, const hfq_tensor *b) {
+    return a->data == b->data && a->type == b->type && a->qext == b->qext && a->ne0 == b->ne0 && a->ne1 == b->ne1 &&
+           a->row_bytes == b->row_bytes && a->scale == b->scale && a->scale_groups == b->scale_groups;
+}
+
+static int add_slot(builder *b, const hfq_tensor *t, bool matrix) {
+    if (!t->data) return 0;   /* an absent bias */
+    cuda_layout *l = b->l;
+    if (l->n_slots == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        cuda_slot *s = realloc(l->slots, cap * sizeof *s);
+        if (!s) return hfq_fail(b->err, b->path, "out of memory for the cuda weight layout");
+        l->slots = s;
+        b->cap = cap;
+    }
+    cuda_slot s = {.t = *t, .matrix = matrix};
+    if (!mul_size((size_t)t->ne1, t->row_bytes, &s.bytes))
+        return hfq_fail(b->err, b->path, "tensor '%s': too large", t->name);
+    if (matrix) {
+        if (cuda_wplan_get(t, b->caps, &s.plan, b->path, b->err)) return -1;
+        if (t->qext) s.scales_bytes = (size_t)cuda_i8_scale_count(t) * sizeof(float);
+    }
+    l->slots[l->n_slots++] = s;
+    return 0;
+}
+
+static int add_matrix(void *user, const hfq_tensor *t) { return add_slot(user, t, true); }
+
+static int by_data(const void *a, const void *b) {
+    const char *x = ((const cuda_slot *)a)->t.data, *y = ((const cuda_slot *)b)->t.data;
+    return x < y ? -1 : x > y;
+}
+
+static int add_vectors(builder *b, const hfq_model *m) {
+    if (add_slot(b, hfq_model_output_norm(m), false)) return -1;
+    for (int64_t il = 0; il < hfq_model_hparams(m)->n_layer; il++) {
+        const hfq_layer *ly = hfq_model_layer(m, il);
+        const hfq_tensor *v[] = {&ly->attn_norm, &ly->ffn_norm, &ly->bq, &ly->bk, &ly->bv};
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+            if (add_slot(b, v[i], false)) return -1;
+    }
+    return 0;
+}
+
+/* Bytes of n_tokens rows of n values of `size` bytes, rounded up to CUDA_ALIGN; false on overflow. */
+static bool rows_bytes(int64_t n, int64_t n_tokens, size_t size, size_t *out) {
+    return mul_size((size_t)n, (size_t)n_tokens, out) && mul_size(*out, size, out) && round_up(*out, out);
+}
+
+/* Arena offsets in address order; sizes of the scratch buffers. */
+static int place(cuda_layout *l, int64_t max_tokens, const char *path, hfq_error *err) {
+    const bool gemm = max_tokens > CUDA_MATVEC_MAX_TOKENS;
+    size_t at = 0;
+    for (size_t i = 0; i < l->n_slots; i++) {
+        cuda_slot *s = &l->slots[i];
+        size_t n;
+        s->offset = at;
+        if (!round_up(s->bytes, &n) || n > SIZE_MAX - at) goto too_large;
+        at += n;
+        if (s->scales_bytes) {
+            s->scales_offset = at;
+            if (!round_up(s->scales_bytes, &n) || n > SIZE_MAX - at) goto too_large;
+            at += n;
+        }
+        if (!s->matrix) continue;
+        const cuda_wplan *p = &s->plan;
+        if (!rows_bytes(max_tokens, 1, p->act_row_bytes, &n)) goto too_large;
+        if (n > l->act_bytes) l->act_bytes = n;
+        if (!gemm) continue;
+        if (p->gemm != CUDA_GEMM_F32) {
+            if (!rows_bytes(s->t.ne0, max_tokens, 2, &n)) goto too_large;
+            if (n > l->half_bytes) l->half_bytes = n;
+        }
+        if (!round_up(p->scratch_bytes, &n)) goto too_large;
+        if (n > l->wscratch_bytes) l->wscratch_bytes = n;
+        if (p->gemm == CUDA_GEMM_FP8) l->any_fp8_gemm = true;
+    }
+    l->arena_bytes = at;
+    return 0;
+too_large:
+    return hfq_fail(err, path, "the model is too large for the cuda backend's address space");
+}
+
+/* Drops slots that read the same bytes the same way as an earlier one. */
+static void dedupe(cuda_layout *l) {
+    size_t kept = 0;
+    for (size_t i = 0; i < l->n_slots; i++) {
+        bool dup = false;
+        for (size_t j = kept; j-- > 0 && l->slots[j].t.data == l->slots[i].t.data;)
+            if (same_tensor(&l->slots[j].t, &l->slots[i].t)) dup = true;
+        if (!dup) l->slots[kept++] = l->slots[i];
+    }
+    l->n_slots = kept;
+}
+
+int cuda_layout_build(const hfq_model *m, const cuda_caps *caps, int64_t max_tokens, cuda_layout *l,
+                      hfq_error *err) {
+    memset(l, 0, sizeof *l);
+    builder b = {.l = l, .caps = caps, .path = hfq_model_path(m), .err = err};
+    if (max_tokens < 1) max_tokens = 1;
+    if (hfq_model_each_matrix(m, add_matrix, &b) || add_vectors(&b, m)) goto fail;
+    qsort(l->slots, l->n_slots, sizeof *l->slots, by_data);
+    dedupe(l);
+    if (place(l, max_tokens, b.path, err)) goto fail;
+    return 0;
+fail:
+    cuda_layout_free(l);
+    return -1;
+}
+
+void cuda_layout_free(cuda_layout *l) {
+    free(l->slots);
+    memset(l, 0, sizeof *l);
+}
+
+const cuda_slot *cuda_layout_find(const cuda_layout *l, const hfq_tensor *t) {
+    size_t lo = 0, hi = l->n_slots;
+    while (lo < hi) {   /* the first slot whose data is not below t's */
+        size_t mid = lo + (hi - lo) / 2;
+        if ((const char *)l->slots[mid].t.data < (const char *)t->data) lo = mid + 1;
+        else hi = mid;
+    }
+    for (; lo < l->n_slots && l->slots[lo].t.data == t->data; lo++)
+        if (same_tensor(&l->slots[lo].t, t)) return &l->slots[lo];
+    return NULL;
+}

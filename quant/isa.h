@@ -1,0 +1,48 @@
+/* isa.h - which instruction set the integer quantizers' kernels use.
+ *
+ * The scale searches have a plain C version (the reference, and the
+ * fallback) and an AVX2 version chosen at run time. The AVX2 kernels run
+ * several groups of values side by side, one group per vector lane, each
+ * lane doing exactly the scalar sequence of float operations, so both give
+ * the same bytes; tests/test_quant_simd.c checks it. Internal to quant/ and
+ * its tests.
+ */
+#ifndef HFQ_QUANT_ISA_H
+#define HFQ_QUANT_ISA_H
+
+typedef enum hfq_isa {
+    HFQ_ISA_SCALAR, /* plain C: every machine */
+    HFQ_ISA_AVX2,   /* x86-64 with AVX2 and F16C (every AVX2 CPU has both) */
+} hfq_isa;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HFQ_HAVE_AVX2_KERNELS 1
+#endif
+
+#include <stdint.h>
+
+/* The fastest instruction set this CPU runs. */
+static inline hfq_isa hfq_isa_best(void) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? HFQ_ISA_AVX2 : HFQ_ISA_SCALAR;
+#else
+    return HFQ_ISA_SCALAR;
+#endif
+}
+
+#ifdef HFQ_HAVE_AVX2_KERNELS
+/* The AVX2 kernels; call them only when hfq_isa_best() is HFQ_ISA_AVX2.
+ * quant/scale_search_simd.c: behind the x8 searches and requantizers of
+ * quant/scale_search.h (n a multiple of 8 for the requantizers). */
+void hfq_search_affine_x8_avx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float scale[8],
+                               float neg_min[8], float rmin, float rdelta, int nstep);
+void hfq_search_symmetric_x8_avx2(int n, int nmax, const float *x, const float *w, int8_t *L, float scale[8]);
+void hfq_requantize_affine_avx2(int n, int nmax, const float *x, float d, float m, uint8_t *L);
+void hfq_requantize_symmetric_avx2(int n, int nmax, const float *x, float d, int8_t *L);
+/* quant/q_legacy_simd.c: hfq_quantize_row_q8_0 (n a multiple of 32). */
+void hfq_quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
+/* quant/plain_simd.c: hfq_dequantize_f16 with F16C, NaN payloads kept. */
+void hfq_dequantize_f16_avx2(const void *src, float *dst, int64_t n);
+#endif
+
+#endif

@@ -1,0 +1,116 @@
+/* The AVX2 kernels of the integer quantizers give exactly the bytes of the
+ * scalar code (which tests/test_quant_ref.c compares with ggml): every
+ * format, with and without importance, on rows of every distribution of
+ * quant_rows.h, on rows whose 32-blocks each come from another distribution
+ * (so the lanes of one vector take different branches: flat, all-zero,
+ * tiny, huge groups side by side), and on lengths that leave legacy blocks
+ * outside the groups of eight. And the F16C row decoder gives the floats of
+ * hfq_fp16_to_f32 for all 65536 halves (NaN payloads included). Skips on
+ * CPUs without AVX2. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "quant/half.h"
+#include "quant/isa.h"
+#include "quant/plain.h"
+#include "quant/q_k.h"
+#include "quant/q_legacy.h"
+#include "quant_rows.h"
+
+typedef size_t (*isa_quantizer)(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                                const float *importance);
+
+typedef struct simd_case {
+    const char *name;
+    isa_quantizer quantize;
+    int block;            /* elements per block: 32 or 256 */
+    size_t block_bytes;
+} simd_case;
+
+static const simd_case cases[] = {
+    {"q8_0", hfq_quantize_q8_0_isa, 32, 34},  {"q4_0", hfq_quantize_q4_0_isa, 32, 18},
+    {"q5_0", hfq_quantize_q5_0_isa, 32, 22},  {"q5_1", hfq_quantize_q5_1_isa, 32, 24},
+    {"q4_K", hfq_quantize_q4_k_isa, 256, 144}, {"q5_K", hfq_quantize_q5_k_isa, 256, 176},
+    {"q6_K", hfq_quantize_q6_k_isa, 256, 210},
+};
+
+enum { NROWS = 24, MAX_N = 2304, KIND_MIXED = ROW_KIND_COUNT, KIND_COUNT = ROW_KIND_COUNT + 1 };
+
+/* Each 32-block from a random distribution. */
+static void fill_mixed(test_rng *rng, float *x, int64_t n) {
+    for (int64_t b = 0; b < n; b += 32) fill_row(rng, (int)(rng_next(rng) % ROW_KIND_COUNT), x + b, 32);
+}
+
+/* Importance variants: random (with some zeros), all zero, extreme spread. */
+static void fill_weights(test_rng *rng, int variant, float *w, int64_t n) {
+    fill_importance(rng, w, n);
+    for (int64_t i = 0; i < n; i++) {
+        if (variant == 1) w[i] = 0.0f;
+        if (variant == 2) w[i] = (float)pow(10.0, 60 * rng_uniform(rng) - 30);
+    }
+}
+
+static void check_case(const simd_case *c, test_rng *rng) {
+    static float src[NROWS * MAX_N], imp[MAX_N];
+    static uint8_t scalar[NROWS * MAX_N * 2], simd[NROWS * MAX_N * 2];
+    const int64_t k_lengths[] = {256, 768, 2304};
+    const int64_t legacy_lengths[] = {32, 224, 288, 800, 2048}; /* 1, 7, 9, 25, 64 blocks */
+    const int64_t *lengths = c->block == 256 ? k_lengths : legacy_lengths;
+    const int n_lengths = c->block == 256 ? 3 : 5;
+    int failures = 0;
+    for (int kind = 0; kind < KIND_COUNT; kind++) {
+        for (int li = 0; li < n_lengths; li++) {
+            const int64_t n = lengths[li];
+            if (kind == KIND_MIXED) fill_mixed(rng, src, NROWS * n);
+            else fill_row(rng, kind, src, NROWS * n);
+            const size_t bytes = (size_t)(NROWS * n / c->block) * c->block_bytes;
+            for (int weighted = 0; weighted < 4; weighted++) {
+                if (weighted) fill_weights(rng, weighted - 1, imp, n);
+                memset(scalar, 0xA5, bytes);
+                memset(simd, 0x5A, bytes);
+                size_t got_scalar = c->quantize(HFQ_ISA_SCALAR, src, scalar, NROWS, n, weighted ? imp : NULL);
+                size_t got_simd = c->quantize(HFQ_ISA_AVX2, src, simd, NROWS, n, weighted ? imp : NULL);
+                CHECK(got_scalar == bytes && got_simd == bytes);
+                if (memcmp(scalar, simd, bytes) != 0) {
+                    size_t at = 0;
+                    while (scalar[at] == simd[at]) at++;
+                    if (failures++ < 5)
+                        fprintf(stderr, "%s %s n=%lld importance variant %d: AVX2 differs at byte %zu of %zu\n",
+                                c->name, kind == KIND_MIXED ? "mixed" : row_kind_name(kind), (long long)n,
+                                weighted, at, bytes);
+                    check_failures++;
+                }
+            }
+        }
+    }
+    printf("%s: %s\n", c->name, failures ? "AVX2 differs from scalar" : "AVX2 == scalar");
+}
+
+/* Every half, at offsets that put each in every lane and leave tails. */
+static void check_f16_decode(void) {
+    static uint16_t halves[65536 + 8];
+    static float got[65536 + 8];
+    for (uint32_t i = 0; i < 65536 + 8; i++) halves[i] = (uint16_t)(i * 40503u);
+    int bad = 0;
+    for (int offset = 0; offset < 8; offset++) {
+        const int64_t n = 65536 - offset;
+        hfq_dequantize_f16(halves + offset, got, n);
+        for (int64_t i = 0; i < n; i++) {
+            const uint16_t h = halves[offset + i];
+            if (hfq_f32_bits(got[i]) != hfq_f32_bits(hfq_fp16_to_f32(h)) && bad++ < 5)
+                fprintf(stderr, "f16 decode of 0x%04x: 0x%08x, want 0x%08x\n", h, hfq_f32_bits(got[i]),
+                        hfq_f32_bits(hfq_fp16_to_f32(h)));
+        }
+    }
+    CHECK_MSG(bad == 0, "%d halves decode differently with F16C", bad);
+}
+
+int main(void) {
+    if (hfq_isa_best() != HFQ_ISA_AVX2) CHECK_SKIP("this CPU has no AVX2: only the scalar kernels run");
+    check_f16_decode();
+    test_rng rng = {7};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &rng);
+    return check_exit();
+}
