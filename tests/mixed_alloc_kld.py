@@ -5,9 +5,10 @@ tinystories-train.txt, allocated at exactly the bits per weight the Q4_K_M
 preset gives it. Asserted: the written tensor data is within 1 % of the
 budget (never above) and the mean KL divergence from the F32 model over
 tinystories-valid.txt (40 chunks of 128 tokens, second halves scored, as
-perplexity) is lower than Q4_K_M's.
+perplexity, scored by ppl-eval against the saved F32 log-probabilities)
+is lower than Q4_K_M's.
 
-usage: mixed_alloc_kld.py QUANTIZE HFCONV ALLOC_KLD
+usage: mixed_alloc_kld.py QUANTIZE HFCONV PPL_EVAL
 """
 import json
 import os
@@ -15,9 +16,9 @@ import sys
 import tempfile
 
 from gguf_common import check, finish
-from mixed_common import FIXTURES, TRAIN, VALID, plan, run
+from mixed_common import FIXTURES, TRAIN, VALID, kl_scores, plan, run
 
-QUANTIZE, HFCONV, ALLOC_KLD = sys.argv[1:4]
+QUANTIZE, HFCONV, PPL_EVAL = sys.argv[1:4]
 MEASURE = ["--measure-text", TRAIN, "--measure-ctx", "128", "--measure-chunks", "16", "--measure-kl-chunks", "16"]
 
 
@@ -37,11 +38,10 @@ def one(name, tmp):
     res = json.loads(p.stdout)
     budget, written = res["allocation"]["budget_bytes"], res["written_tensor_bytes"]
     check(budget * 0.99 <= written <= budget, f"{name}: {written} bytes not within 1 % below {budget}")
-    p = run(ALLOC_KLD, VALID, "128", "40", base, q4_path, alloc_path)
-    check(p.returncode == 0, f"{name}: KLD: {p.stderr}")
-    if p.returncode != 0:
+    scores = kl_scores(PPL_EVAL, VALID, "128", "40", base, [q4_path, alloc_path], tmp)
+    if not scores:
         return
-    q, a = json.loads(p.stdout)["models"]
+    q, a = scores
     print(f"{name}: {q4['totals']['out_bpw']:.4f} bpw, budget {budget:.0f} bytes, written {written:.0f} "
           f"({100 * (written - budget) / budget:+.3f} %); KLD over {q['tokens']} tokens: Q4_K_M {q['kld']:.5f} "
           f"(ppl {q['ppl']:.4f}), measured allocation {a['kld']:.5f} (ppl {a['ppl']:.4f})")

@@ -28,6 +28,26 @@ def synthetic(tmp, mkmodel, hfconv):
     return out
 
 
+def kl_scores(ppl_eval, text, ctx, chunks, base, models, tmp):
+    """ppl-eval of each model against base's saved log-probabilities over text
+    (chunks of ctx tokens, second halves scored): a list of {"kld", "ppl",
+    "tokens"}, or None (a failed check)."""
+    logits = os.path.join(tmp, "base.logits")
+    p = run(ppl_eval, base, "--text", text, "--ctx", ctx, "--chunks", chunks, "--save-logits", logits)
+    check(p.returncode == 0, f"ppl-eval {base}: {p.stderr}")
+    if p.returncode != 0:
+        return None
+    scores = []
+    for m in models:
+        p = run(ppl_eval, m, "--text", text, "--base-logits", logits, "--json")
+        check(p.returncode == 0, f"ppl-eval {m}: {p.stderr}")
+        if p.returncode != 0:
+            return None
+        j = json.loads(p.stdout)
+        scores.append({"kld": j["kl"]["kld"], "ppl": j["ppl"], "tokens": j["tokens_scored"]})
+    return scores
+
+
 def plan(quantize, *args):
     """quantize --dry-run --json: the plan as a dict, or None (a failed check)."""
     p = run(quantize, *args, "--dry-run", "--json")
