@@ -2,6 +2,8 @@
 # Benchmark: hfconv of a synthetic ~1.1B-parameter bf16 checkpoint against `cp`
 # of the same bytes, with peak RSS from /usr/bin/time. Prints a markdown table.
 # Usage: bench/hfconv.sh [WORK_DIR]   (needs ~5 GB free; not a test)
+# Environment: BENCH_RUNS (default 3); BENCH_SHAPE, mkmodel's shape options
+# (default: the ~1.1B shape below; the checkpoint is reused while it exists).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-out/bench-hfconv}
@@ -9,8 +11,9 @@ bin=build/src/tools
 mkdir -p "$work"
 model="$work/synth-1b"
 if [ ! -f "$model/config.json" ]; then
-  "$bin/mkmodel" "$model" --seed 1 --hidden 2048 --ffn 8192 --layers 16 --heads 32 --kv-heads 8 \
-    --vocab 32000 --dtype bf16 --shards 2 --untied >/dev/null
+  # shellcheck disable=SC2086
+  "$bin/mkmodel" "$model" --seed 1 ${BENCH_SHAPE:---hidden 2048 --ffn 8192 --layers 16 --heads 32 --kv-heads 8 \
+    --vocab 32000} --dtype bf16 --shards 2 --untied >/dev/null
 fi
 bytes=$(du -cb "$model"/*.safetensors | tail -n1 | cut -f1)
 measure() {  # label, command... -> "seconds peak_kb"
@@ -22,7 +25,7 @@ measure() {  # label, command... -> "seconds peak_kb"
 }
 echo "| command | wall s | peak RSS MiB |"
 echo "|---|---|---|"
-for run in 1 2 3; do
+for run in $(seq "${BENCH_RUNS:-3}"); do
   measure "cp (${bytes} bytes), run $run" cp "$model"/model-00001-of-00002.safetensors "$model"/model-00002-of-00002.safetensors "$work/"
   measure "hfconv --outtype bf16, run $run" "$bin/hfconv" "$model" -o "$work/out.gguf" --outtype bf16 -q
 done

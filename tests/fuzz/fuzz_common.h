@@ -1,7 +1,10 @@
 /* fuzz_common.h - helpers shared by the libFuzzer targets (tests/fuzz/build.sh).
  *
- * Readers that only take a path get their input through one private
- * temporary folder per process (removed at exit). Every target checks the
+ * Readers that only take a path get their input through memory, never the
+ * disk: a single file through a memfd opened by its /proc/self/fd/N path, a
+ * folder through one private folder per process in /dev/shm (tmpfs; removed
+ * at exit). Rewriting a file on the disk's file system for every input made
+ * the file-based targets wait on the disk most of the time. Every target checks the
  * error contract: a refused input yields a non-empty one-line message that
  * names the file it came from. Violations abort(), which libFuzzer reports
  * as a crash with the input saved. */
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static char fuzz_dir_path[64];
@@ -34,7 +38,7 @@ static void fuzz_dir_remove(void) {
 /* The per-process temporary folder (created on first use). */
 static inline const char *fuzz_dir(void) {
     if (!fuzz_dir_path[0]) {
-        snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "/tmp/hfq_fuzz_XXXXXX");
+        snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "/dev/shm/hfq_fuzz_XXXXXX");
         if (!mkdtemp(fuzz_dir_path)) abort();
         atexit(fuzz_dir_remove);
     }
@@ -49,6 +53,17 @@ static inline const char *fuzz_put(const char *name, const void *data, size_t le
     if (!fp) abort();
     if (len && fwrite(data, 1, len, fp) != len) abort();
     if (fclose(fp)) abort();
+    return buf;
+}
+
+/* Replaces the content of one in-memory file (a memfd, created on first
+ * use; no name in any folder) with data and returns the path that opens it,
+ * "/proc/self/fd/N", in buf. */
+static inline const char *fuzz_put_memfd(const void *data, size_t len, char *buf, size_t cap) {
+    static int fd = -1;
+    if (fd < 0 && (fd = (int)syscall(SYS_memfd_create, "hfq_fuzz", 0)) < 0) abort();
+    if (ftruncate(fd, 0) || (len && pwrite(fd, data, len, 0) != (ssize_t)len)) abort();
+    snprintf(buf, cap, "/proc/self/fd/%d", fd);
     return buf;
 }
 

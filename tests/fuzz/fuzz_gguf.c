@@ -47,7 +47,7 @@ static void walk(const gguf_file *f) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[320];
-    fuzz_put("in.gguf", data, size, path, sizeof path);
+    fuzz_put_memfd(data, size, path, sizeof path);
     hfq_error err = {{0}};
     gguf_file *f = gguf_open(path, &err);
     if (f) {

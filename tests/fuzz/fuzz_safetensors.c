@@ -8,7 +8,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[320];
-    fuzz_put("model.safetensors", data, size, path, sizeof path);
+    fuzz_put_memfd(data, size, path, sizeof path);
     hfq_error err = {{0}};
     st_model *m = st_open_file(path, &err);
     if (!m) {
