@@ -3,7 +3,8 @@
  * a double-precision product of the stored weights with the activations as
  * converted to the companion format; shapes that leave SIMD tails and partial
  * tiles; batched == single-token and 1 thread == 2 threads bit for bit; the
- * portable float kernels agree with the SIMD ones; unsupported formats are
+ * portable float kernels agree with the SIMD ones, the SIMD quant tiles equal
+ * the reference vec_dots bit for bit; unsupported formats are
  * refused by name. */
 #include "check.h"
 #include "formats/ggml_type.h"
@@ -102,8 +103,17 @@ static void test_shape(uint32_t type, shape s, bool with_bias, uint64_t seed) {
                   "%s n_in %lld n_out %lld: token %lld alone differs from the batch", ggml_type_get(type)->name,
                   (long long)n_in, (long long)n_out, (long long)t);
     }
-    if (k.tile) {
-        for (int64_t t = 0; t < T; t++) k.act->quantize_row(x + t * n_in, act + t * a_stride, n_in);
+    for (int64_t t = 0; t < T; t++) k.act->quantize_row(x + t * n_in, act + t * a_stride, n_in);
+    if (k.tile && !cpu_float_tile(type, false)) {
+        /* quant tiles: every result is the reference vec_dot's, bit for bit */
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t o = 0; o < n_out; o++) {
+                float want = k.w->vec_dot((const char *)w.data + o * w.row_bytes, act + t * a_stride, n_in);
+                if (b) want += b[o];
+                CHECK_MSG(memcmp(&want, &y[t * n_out + o], sizeof want) == 0, "%s tile [%lld][%lld]: %.9g vs %.9g",
+                          ggml_type_get(type)->name, (long long)t, (long long)o, y[t * n_out + o], want);
+            }
+    } else if (k.tile) {
         portable_product(type, &w, act, a_stride, y1, s);
         if (b)
             for (int64_t t = 0; t < T; t++)

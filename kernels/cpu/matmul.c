@@ -54,6 +54,7 @@ int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const
         return hfq_fail(err, where, "tensor '%s': row length %lld is not a multiple of the %s block size %lld",
                         w->name, (long long)w->ne0, k->act->name, (long long)k->act->block_size);
     k->tile = cpu_float_tile(w->type, true);
+    if (!k->tile) k->tile = cpu_quant_tile(k->w->type);
     k->dot = cpu_quant_vec_dot(k->w->type);
     if (!k->dot) k->dot = k->w->vec_dot;
     return choose_act(w, aq, k, where, err);

@@ -4,10 +4,16 @@
 #ifndef HFQ_KERNELS_CPU_QUANT_KERNELS_H
 #define HFQ_KERNELS_CPU_QUANT_KERNELS_H
 
+#include "kernels/cpu/matmul.h"
 #include "quant/qtype.h"
 
 /* The SIMD vec_dot for weights of format t (Q8_0, Q4_0, Q4_K, Q6_K) when the
  * CPU has AVX2, else NULL (use the traits' own). */
 hfq_vec_dot_fn cpu_quant_vec_dot(hfq_qtype t);
+
+/* The tile (matmul.h) for weights of format t (Q8_0, Q4_0, Q4_K, Q6_K) times
+ * their vec_dot_type activations when the CPU has AVX2, else NULL. Each of
+ * its results equals the vec_dot's, bit for bit. */
+cpu_tile_fn cpu_quant_tile(hfq_qtype t);
 
 #endif

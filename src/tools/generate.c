@@ -25,6 +25,7 @@ static const char usage_text[] =
     "  --top-k K      sample among the K most likely tokens; 0: all (default 40)\n"
     "  --top-p P      ... and among the fewest whose probabilities reach P (default 0.95)\n"
     "  --seed S       seed of the sampler: the same seed gives the same text (default 0)\n"
+    "  --ignore-eos   go on past the end-of-sequence token (for speed measurements)\n"
     "  --ctx N        context positions (default: prompt + N, at most the model's)\n"
     "  --threads N    CPU threads (default: all)\n"
     "  --device D     cpu (default), cuda, or auto: cuda when a device answers, else the\n"
@@ -41,6 +42,7 @@ typedef struct options {
     double temp, top_p;
     hfq_device device;
     hfq_act_quant act_quant;
+    bool ignore_eos;
 } options;
 
 static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
@@ -58,6 +60,7 @@ static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
         else if (strcmp(a, "--ctx") == 0) rc = hfq_cli_int(a, v, 1, 1 << 24, &o->ctx, err), i++;
         else if (strcmp(a, "--threads") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->threads, err), i++;
         else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
+        else if (strcmp(a, "--ignore-eos") == 0) o->ignore_eos = true;
         else if (strcmp(a, "--act-quant") == 0) rc = hfq_cli_act_quant(a, v, &o->act_quant, err), i++;
         else if (a[0] != '-' && !o->model) o->model = a;
         else return hfq_fail(err, a, v || a[0] != '-' ? "unexpected argument" : "needs a value");
@@ -140,7 +143,7 @@ int main(int argc, char **argv) {
     t0 = hfq_cli_seconds();
     while (n_gen < o.n) {
         int32_t next = hfq_sample(smp, logits);
-        if (next == lm.vocab->eos_id) break;
+        if (next == lm.vocab->eos_id && !o.ignore_eos) break;
         n_gen++;
         if (put_token(lm.tok, next, &strip_space, &err)) goto done;
         if (hfq_context_n_past(ctx) == n_ctx) {
