@@ -1,6 +1,7 @@
 #include "kernels/cpu/quant_kernels.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 #include "quant/block_math.h"
 #include "quant/blocks.h"
@@ -121,6 +122,18 @@ AVX2 static inline __m256i dot_unpacked(const unpacked_row *u, const int8_t *a) 
     return sum;
 }
 
+/* hfq_k_scale_min of the eight sub-blocks, four at a time in 32-bit words
+ * (bytes 0-3, 4-7, 8-11 of the packed scales), as 8 x int16 each. */
+AVX2 static inline void k_scales_mins(const uint8_t packed[HFQ_K_SCALE_BYTES], __m128i *sc, __m128i *m) {
+    uint32_t w[3];
+    memcpy(w, packed, sizeof w);
+    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    const uint32_t sc_lo = w[0] & low6, sc_hi = (w[2] & low4) | ((w[0] >> 6) & low2) << 4;
+    const uint32_t m_lo = w[1] & low6, m_hi = ((w[2] >> 4) & low4) | ((w[1] >> 6) & low2) << 4;
+    *sc = _mm_cvtepu8_epi16(_mm_setr_epi32((int)sc_lo, (int)sc_hi, 0, 0));
+    *m = _mm_cvtepu8_epi16(_mm_setr_epi32((int)m_lo, (int)m_hi, 0, 0));
+}
+
 /* Q4_K weights times Q8_K activations: per block (d sum_j sc_j q.a_j) and
  * (dmin sum_j m_j bsum_j), hfq_dot_k_affine_q8_k's steps. */
 AVX2 static void tile_q4_k(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc, float *out,
@@ -138,13 +151,10 @@ AVX2 static void tile_q4_k(int64_t n, const void *w, size_t ws, int nr, const vo
             if (r >= nr) continue;
             const hfq_block_q4_k *wb = (const hfq_block_q4_k *)row_at(w, ws, r) + i;
             unpacked_row u;
-            int16_t m[8];
-            for (int j = 0; j < 8; j++) {
-                uint8_t s8, m8;
-                hfq_k_scale_min(j, wb->scales, &s8, &m8);
-                u.f[j] = _mm256_set1_epi16(s8);
-                m[j] = m8;
-            }
+            __m128i sc;
+            k_scales_mins(wb->scales, &sc, &mins[r]);
+            const __m256i sc2 = _mm256_broadcastsi128_si256(sc);
+            for (int j = 0; j < 8; j++) u.f[j] = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
             /* 32-byte run p: sub-block 2p in the low nibbles, 2p + 1 in the high */
             for (int p = 0; p < HFQ_QK_K / 64; p++) {
                 const __m256i qs = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * p));
@@ -152,7 +162,6 @@ AVX2 static void tile_q4_k(int64_t n, const void *w, size_t ws, int nr, const vo
                 u.q[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
             }
             for (int c = 0; c < nc; c++) dots[c][r] = dot_unpacked(&u, ((const hfq_block_q8_k *)row_at(a, as, c) + i)->qs);
-            mins[r] = _mm_loadu_si128((const __m128i *)m);
             d[r] = wb->d;
             dmin[r] = wb->dmin;
         }
@@ -199,10 +208,13 @@ AVX2 static void tile_q6_k(int64_t n, const void *w, size_t ws, int nr, const vo
                 u.q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
                                                  _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
             }
-            /* vector k: 16-element sub-blocks 2k (low lane) and 2k + 1 (high lane) */
-            for (int k = 0; k < 8; k++)
-                u.f[k] = _mm256_set_m128i(_mm_set1_epi16(wb->scales[2 * k + 1]), _mm_set1_epi16(wb->scales[2 * k]));
-            const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+            /* vector k: 16-element sub-blocks 2k (low lane) and 2k + 1 (high lane),
+             * picked from the even scales (low lane) and the odd ones (high lane) */
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)wb->scales);
+            const __m256i even_odd = _mm256_cvtepi8_epi16(
+                _mm_shuffle_epi8(sc8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+            for (int k = 0; k < 8; k++) u.f[k] = _mm256_shuffle_epi8(even_odd, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
+            const __m256i scales = _mm256_cvtepi8_epi16(sc8);
             for (int c = 0; c < nc; c++) {
                 const hfq_block_q8_k *ab = (const hfq_block_q8_k *)row_at(a, as, c) + i;
                 /* minus 32 * sum_j scale_j bsum_j */
