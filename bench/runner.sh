@@ -19,6 +19,7 @@
 #
 # Usage: bench/runner.sh [WORK_DIR]   (default out/bench-runner; models are kept there)
 #   RUNS=3  THREADS=2  PP=512  TG=128  FORMATS="F16 Q8_0 Q4_K_M"  STORIES=1 (0: skip)
+#   BUILD=build (the meson build folder of the tools)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-out/bench-runner}
@@ -28,7 +29,7 @@ pp=${PP:-512}
 tg=${TG:-128}
 formats=${FORMATS:-F16 Q8_0 Q4_K_M}
 fix=${HFQ_FIXTURES:-../shared/fixtures}
-bin=build/src/tools
+bin=${BUILD:-build}/src/tools
 py=.venv/bin/python
 lbuild=.cache/llama-build
 lbench=$lbuild/bin/llama-bench

@@ -34,10 +34,24 @@ seconds() {  # wall time of "$@", output discarded
     /usr/bin/time -f %e -o "$tmp/time" "$@" >/dev/null 2>&1
     cat "$tmp/time"
 }
-for t in 1 2; do
-    printf 'ppl-eval, %d thread(s):        %8s s\n' "$t" "$(seconds "$ppl" "$model" --text "$text" --ctx 256 --threads "$t")"
+# RUNS rounds (default 3), the tools alternating within each: the machine may
+# be shared and its load vary; medians at the end, with the load average.
+runs=${RUNS:-3}
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+for ((r = 1; r <= runs; r++)); do
+    for t in 1 2; do
+        s=$(seconds "$ppl" "$model" --text "$text" --ctx 256 --threads "$t")
+        echo "$s" >>"$tmp/ppl$t"
+        printf 'round %d: ppl-eval, %d thread(s):        %8s s\n' "$r" "$t" "$s"
+    done
+    if [ -x "$llama" ]; then
+        s=$(seconds "$llama" -m "$model" -f "$text" -c 256 -b 256 -t 2)
+        echo "$s" >>"$tmp/llama"
+        printf 'round %d: llama-perplexity, 2 threads:  %8s s\n' "$r" "$s"
+    fi
 done
-if [ -x "$llama" ]; then
-    printf 'llama-perplexity, 2 threads:  %8s s\n' "$(seconds "$llama" -m "$model" -f "$text" -c 256 -b 256 -t 2)"
-fi
+median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+echo "medians of $runs: ppl-eval 1 thread $(median "$tmp/ppl1") s, 2 threads $(median "$tmp/ppl2") s" \
+    "$([ -f "$tmp/llama" ] && echo ", llama-perplexity 2 threads $(median "$tmp/llama") s");" \
+    "load average before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"
 "$gen" "$model" -p "" --temp 0 -n 400 --threads 1 2>&1 >/dev/null | sed 's/^generate: /generate (1 thread): /'
