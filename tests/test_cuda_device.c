@@ -34,7 +34,7 @@ static int choose(hfq_device want, const hfq_cuda_probe *probe, const hfq_ops *c
 
 static void test_choose(void) {
     const hfq_cuda_probe none = {.built = true, .reason = "no CUDA-capable device is detected"};
-    const hfq_cuda_probe unbuilt = {.built = false, .reason = "whatever"};
+    const hfq_cuda_probe unbuilt = {.built = false, .reason = "this build has no CUDA backend (configure with -Dcuda=enabled)"};
     const hfq_cuda_probe h200 = {.built = true, .n_devices = 1, .name = "NVIDIA H200", .cc_major = 9};
     const hfq_ops *ops;
     char note[256];
@@ -93,9 +93,26 @@ static void test_this_machine(void) {
     }
 }
 
+/* A build with the backend whose module or CUDA libraries do not load: the
+ * probe's reason is the message, and auto falls back to the CPU. */
+static void test_unloadable(void) {
+    const hfq_cuda_probe unloadable = {.built = false, .reason = "cannot load the CUDA backend (libcublasLt.so.13: "
+                                                                 "cannot open shared object file)"};
+    const hfq_ops *ops;
+    char note[512];
+    hfq_error err = {{0}};
+    CHECK(hfq_device_choose(HFQ_DEVICE_CUDA, &unloadable, NULL, &ops, note, sizeof note, &err) == -1);
+    CHECK_STR_CONTAINS(err.msg, "--device cuda: cannot load the CUDA backend (libcublasLt.so.13");
+    CHECK(hfq_device_choose(HFQ_DEVICE_AUTO, &unloadable, NULL, &ops, note, sizeof note, &err) == 0 &&
+          ops == hfq_cpu_ops());
+    CHECK_STR_CONTAINS(note, "--device auto: cannot load the CUDA backend (libcublasLt.so.13: cannot open shared "
+                             "object file); using the CPU");
+}
+
 int main(void) {
     test_parse();
     test_choose();
+    test_unloadable();
     test_this_machine();
     return check_exit();
 }

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/internal.cuh"
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/module.h"
 
 struct hfq_backend {
     const char *path;
@@ -52,7 +53,7 @@ static bool ok(hfq_backend *b, cudaError_t e, const char *what) {
     return false;
 }
 
-void hfq_cuda_probe_get(hfq_cuda_probe *p) {
+void hfq_cuda_module_probe(hfq_cuda_probe *p) {
     memset(p, 0, sizeof *p);
     p->built = true;
     int n = 0;
@@ -122,7 +123,7 @@ static hfq_backend *cuda_create(const hfq_model *m, const hfq_backend_params *p,
     }
     if (cuda_act_quant_check(m, p->act_quant, err)) return NULL;
     hfq_cuda_probe probe;
-    hfq_cuda_probe_get(&probe);
+    hfq_cuda_module_probe(&probe);
     if (probe.n_devices == 0) {
         hfq_fail(err, path, "no CUDA device (%s)", probe.reason);
         return NULL;
@@ -354,4 +355,10 @@ static const hfq_ops cuda_ops = {
     cuda_rmsnorm_op, cuda_matmul_op, cuda_rope_op, cuda_attention_op, cuda_swiglu_op, cuda_add_op, cuda_sync,
 };
 
-const hfq_ops *hfq_cuda_ops(void) { return &cuda_ops; }
+const hfq_ops *hfq_cuda_module_ops(void) { return &cuda_ops; }
+
+int hfq_cuda_module_abi(size_t *ops_size, size_t *probe_size) {
+    *ops_size = sizeof(hfq_ops);
+    *probe_size = sizeof(hfq_cuda_probe);
+    return HFQ_CUDA_MODULE_ABI;
+}

@@ -5,7 +5,9 @@
  * (kernels/cuda/plan.h), with plain cudaMalloc; buffers are device memory
  * (host_visible false, so no observer). Operations queue work on the device;
  * a failure there is kept and reported by the table's sync (kernels/ops.h).
- * Builds without CUDA link a stand-in (absent.c) that says so.
+ * The backend itself is a module loaded on first use (module.h); builds
+ * without CUDA, and machines where the module or CUDA's libraries cannot be
+ * loaded, get no table and a probe that says why.
  */
 #ifndef HFQ_KERNELS_CUDA_CUDA_H
 #define HFQ_KERNELS_CUDA_CUDA_H
@@ -20,18 +22,18 @@ extern "C" {
 #endif
 
 typedef struct hfq_cuda_probe {
-    bool built;             /* this build has the CUDA backend */
+    bool built;             /* the CUDA backend is loaded: this build has it and the module loads */
     int n_devices;          /* visible devices; 0 when none or no driver */
     char name[256];         /* device 0 */
     int cc_major, cc_minor; /* its compute capability */
     size_t total_bytes;     /* its memory */
-    char reason[256];       /* why there is no device, when n_devices is 0 */
+    char reason[320];       /* why there is no backend or no device, when n_devices is 0 */
 } hfq_cuda_probe;
 
 /* Fills *p; never fails (the reason says what went wrong). */
 void hfq_cuda_probe_get(hfq_cuda_probe *p);
 
-/* The backend's table, or NULL when this build has none. */
+/* The backend's table, or NULL when it cannot be loaded (probe says why). */
 const hfq_ops *hfq_cuda_ops(void);
 
 #ifdef __cplusplus

@@ -30,9 +30,10 @@ int hfq_device_choose(hfq_device want, const hfq_cuda_probe *probe, const hfq_op
                      probe->cc_major, probe->cc_minor);
         return 0;
     }
-    char why[320];
-    if (!probe->built || !cuda_ops)
-        snprintf(why, sizeof why, "this build has no CUDA backend (configure with -Dcuda=enabled)");
+    char why[sizeof probe->reason + 32];
+    if (!probe->built || !cuda_ops)   /* the probe says why: no backend in the build, or it does not load */
+        snprintf(why, sizeof why, "%s",
+                 probe->reason[0] ? probe->reason : "this build has no CUDA backend (configure with -Dcuda=enabled)");
     else snprintf(why, sizeof why, "no CUDA device (%s)", probe->reason);
     if (want == HFQ_DEVICE_CUDA) return hfq_fail(err, "--device cuda", "%s", why);
     snprintf(note, note_size, "--device auto: %s; using the CPU", why);

@@ -105,6 +105,7 @@ chmod +x "$bin"/* 2>/dev/null || true   # in case the copy lost the mode bits
 if [ -x "$bin/test_cuda_device" ]; then
   find_missing_libs "$bin/test_cuda_device"
   find_missing_libs "$bin/test_cuda_backend"
+  find_missing_libs "$bin/libhfq_cuda.so"
 fi
 if ! [ -x "$bin/test_cuda_device" ] || ! step prebuilt 60 "$bin/test_cuda_device"; then
   say "the prepared binaries do not run here: building"
@@ -121,13 +122,15 @@ if ! [ -x "$bin/test_cuda_device" ] || ! step prebuilt 60 "$bin/test_cuda_device
     exit 1
   }
   step build 300 ninja -C "$build" src/tools/hfconv src/tools/quantize src/tools/mkmodel src/tools/ppl-eval \
-    src/tools/generate tests/test_cuda_plan tests/test_cuda_device tests/test_cuda_backend tests/bench_forward || {
+    src/tools/generate tests/test_cuda_plan tests/test_cuda_device tests/test_cuda_backend tests/bench_forward \
+    kernels/libhfq_cuda.so || {
     fail "build"
     exit 1
   }
   bin=$work/bin
   mkdir -p "$bin"
-  cp "$build"/src/tools/{hfconv,quantize,mkmodel,ppl-eval,generate} "$build"/tests/{test_cuda_plan,test_cuda_device,test_cuda_backend,bench_forward} "$bin/"
+  cp "$build"/src/tools/{hfconv,quantize,mkmodel,ppl-eval,generate} "$build"/tests/{test_cuda_plan,test_cuda_device,test_cuda_backend,bench_forward} \
+    "$build"/kernels/libhfq_cuda.so "$bin/"
 fi
 
 # ---- 2. unit checks: plan, device choice, CUDA against the CPU on every format

@@ -26,12 +26,13 @@ fi
 targets=()
 for t in "${tools[@]}"; do targets+=("src/tools/$t"); done
 for t in "${tests[@]}"; do targets+=("tests/$t"); done
-ninja -C build-gpu "${targets[@]}"
+ninja -C build-gpu "${targets[@]}" kernels/libhfq_cuda.so
 
 rm -rf .gpu/bin .gpu/lib
 mkdir -p .gpu/bin .gpu/lib .gpu/fixtures/models .gpu/fixtures/text
 for t in "${tools[@]}"; do cp "build-gpu/src/tools/$t" .gpu/bin/; done
 for t in "${tests[@]}"; do cp "build-gpu/tests/$t" .gpu/bin/; done
+cp build-gpu/kernels/libhfq_cuda.so .gpu/bin/   # the CUDA backend, found beside the executables
 ldd .gpu/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   grep -E '/lib(cjson|xxhash|gomp|cudart)\.so' | while read -r lib; do cp -L "$lib" .gpu/lib/; done
 
