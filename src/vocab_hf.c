@@ -196,6 +196,16 @@ static int64_t config_vocab_size(const hf_dir *d) {
     return n < 0 ? 0 : n;
 }
 
+/* Refuses a vocabulary of n ids of which only n_defined are given: padding
+ * (holes, and [PAD] tokens up to config.json's vocab_size) is a small share
+ * of real vocabularies, while a lying id or vocab_size (1e8) would make every
+ * tool allocate and fill gigabytes of [PAD] tokens. */
+static int check_sparse(const char *path, int64_t n, int64_t n_defined, hfq_error *err) {
+    if (n <= 2 * n_defined + 65536) return 0;
+    return hfq_fail(err, path, "token ids run to %lld but only %lld tokens are defined (an id or config.json's "
+                    "vocab_size far beyond the vocabulary)", (long long)n - 1, (long long)n_defined);
+}
+
 /* Sets every still-empty token to "[PAD<id>]" (UNUSED), as convert_hf_to_gguf.py. */
 static int fill_pad_tokens(hfq_vocab *v, float score, hfq_error *err) {
     for (int64_t i = 0; i < v->n_tokens; i++) {
@@ -277,7 +287,9 @@ static hfq_vocab *from_spm(hf_dir *d, const char *path, hfq_error *err) {
     }
     v = hfq_vocab_new(path, "llama", "default", err);
     int64_t n = config_vocab_size(d);
-    if (!v || hfq_vocab_resize(v, n > m.n_pieces ? n : m.n_pieces, true, err)) goto fail;
+    if (!v || check_sparse(d->config_path, n, m.n_pieces, err) ||
+        hfq_vocab_resize(v, n > m.n_pieces ? n : m.n_pieces, true, err))
+        goto fail;
     for (int64_t i = 0; i < m.n_pieces && i < v->n_tokens; i++) {
         if (hfq_vocab_set_token(v, i, m.pieces[i].text, m.pieces[i].len, m.pieces[i].type, err)) goto fail;
         v->scores[i] = m.pieces[i].score;
@@ -558,7 +570,8 @@ static hfq_vocab *from_tokenizer_json(hf_dir *d, hfq_error *err) {
     if (n_base < 0) goto fail;
     if (n_added_end > n) n = n_added_end;
     if (n_base > n) n = n_base;
-    if (hfq_vocab_resize(v, n, spm_style, err) || read_base_vocab(model, v, err) ||
+    const int64_t n_defined = cJSON_GetArraySize(get(model, "vocab")) + cJSON_GetArraySize(get(d->tok, "added_tokens"));
+    if (check_sparse(d->tok_path, n, n_defined, err) || hfq_vocab_resize(v, n, spm_style, err) || read_base_vocab(model, v, err) ||
         set_added_tokens(d, v, spm_style, err) || read_merges(d, model, v, err))
         goto fail;
     int64_t n_real = n_base > n_added_end ? n_base : n_added_end;   /* padding follows */

@@ -363,6 +363,26 @@ def _(work):
                        "--vocab-only")
 
 
+def far_added_token(p):
+    """an added token with id 1e8 (the fuzz finding: a [PAD] token for every id below it)"""
+    def add(t):
+        t.setdefault("added_tokens", []).append({"id": 100000000, "content": "<far>", "single_word": False,
+                                                 "lstrip": False, "rstrip": False, "normalized": False,
+                                                 "special": True})
+    edit_json(p, add)
+
+
+@case("hfconv/tokenizer-id-1e8 (fuzz)", "tokenizer.json: token ids run to 100000000 but only 516 tokens are defined")
+def _(work):
+    return hfconv_with(work, "tokenizer.json", far_added_token, "--vocab-only")
+
+
+@case("hfconv/config-vocab-size-1e8", "token ids run to 99999999 but only")
+def _(work):
+    return hfconv_with(work, "config.json", lambda p: edit_json(p, lambda c: c.__setitem__("vocab_size", 100000000)),
+                       "--vocab-only")
+
+
 @case("hfconv/tokenizer-truncated", "tokenizer.json: invalid JSON")
 def _(work):
     return hfconv_with(work, "tokenizer.json", cut_to(1 / 3))
