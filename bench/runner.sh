@@ -18,7 +18,7 @@
 # scripts/build_reference.sh configures (that script must have run).
 #
 # Usage: bench/runner.sh [WORK_DIR]   (default out/bench-runner; models are kept there)
-#   RUNS=3  THREADS=2  PP=512  TG=128  FORMATS="F16 Q8_0 Q4_K_M"  STORIES=1 (0: skip)
+#   RUNS=3  THREADS=2  PP=512  TG=128  FORMATS="F16 Q8_0 Q4_K_M" ("": none)  STORIES=1 (0: skip)
 #   BUILD=build (the meson build folder of the tools)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +27,7 @@ runs=${RUNS:-3}
 threads=${THREADS:-2}
 pp=${PP:-512}
 tg=${TG:-128}
-formats=${FORMATS:-F16 Q8_0 Q4_K_M}
+formats=${FORMATS-F16 Q8_0 Q4_K_M}
 fix=${HFQ_FIXTURES:-../shared/fixtures}
 bin=${BUILD:-build}/src/tools
 py=.venv/bin/python
