@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 
+from llama_tools import run_llama
+
 BUILD = os.environ["HFQ_BUILD"]
 SRC = os.environ["HFQ_SOURCE"]
 FIX = os.environ.get("HFQ_FIXTURES", "")
@@ -21,8 +23,7 @@ TEXT = os.path.join(FIX, "text/tinystories-valid.txt")
 
 
 def llama_ppl(model, text, ctx, chunks):
-    r = subprocess.run([PERPLEXITY, "-m", model, "-f", text, "-c", str(ctx), "--chunks", str(chunks), "-t", "2"],
-                       capture_output=True, text=True)
+    r = run_llama([PERPLEXITY, "-m", model, "-f", text, "-c", ctx, "--chunks", chunks, "-t", "2"], "Final estimate")
     m = re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout + r.stderr)
     if r.returncode != 0 or not m:
         tail = (r.stdout + r.stderr)[-600:]

@@ -27,6 +27,7 @@ import tempfile
 
 import ppl_kld_common as pk
 from ppl_kld_common import check
+from llama_tools import run_llama
 
 PPL_EVAL, HFCONV, QUANTIZE, LLAMA_PPL = sys.argv[1:5]
 CTX, CHUNKS = 256, 8 if pk.SANITIZED else 16
@@ -64,15 +65,10 @@ def parse_stats(text):
 
 def llama(args, summary):
     """Runs llama-perplexity (one thread: its threads wait for each other by
-    spinning, which collapses when another process holds a core). Its logger may drop the last lines at exit
-    (a leaked asynchronous logger, llama.cpp issue 22142): a run whose
-    summary went missing is run again."""
-    for _ in range(3):
-        p = pk.run([LLAMA_PPL, "-c", CTX, "--chunks", CHUNKS, "-t", "1", "-ctk", "f32", "-ctv", "f32", "-fa", "off"] +
-                   args)
-        out = p.stdout + p.stderr
-        if p.returncode != 0 or not summary or "Same top p:" in out:
-            break
+    spinning, which collapses when another process holds a core)."""
+    p = run_llama([LLAMA_PPL, "-c", CTX, "--chunks", CHUNKS, "-t", "1", "-ctk", "f32", "-ctv", "f32", "-fa", "off"] +
+                  args, "Same top p:" if summary else "")
+    out = p.stdout + p.stderr
     check(p.returncode == 0 and (not summary or "Same top p:" in out), f"llama-perplexity {args}: {out[-800:]}")
     return out
 

@@ -14,6 +14,7 @@ import sys
 import tempfile
 
 import runner_stories as rs
+from llama_tools import run_llama
 
 PPL_EVAL, QUANTIZE, LLAMA_PPL = sys.argv[1], sys.argv[2], sys.argv[3]
 TEXT = os.path.join(rs.FIXTURES, "text", "tinystories-valid.txt")
@@ -21,8 +22,7 @@ CTX, CHUNKS = 128, 40
 
 
 def llama_ppl(model):
-    p = subprocess.run([LLAMA_PPL, "-m", model, "-f", TEXT, "-c", str(CTX), "--chunks", str(CHUNKS), "-t", "2"],
-                       capture_output=True, text=True)
+    p = run_llama([LLAMA_PPL, "-m", model, "-f", TEXT, "-c", CTX, "--chunks", CHUNKS, "-t", "2"], "Final estimate")
     m = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", p.stdout + p.stderr)
     rs.check(p.returncode == 0 and m, f"llama-perplexity: {p.stderr[-500:]}")
     return (float(m.group(1)), float(m.group(2))) if m else (None, None)
