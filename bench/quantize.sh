@@ -14,6 +14,7 @@
 #   PRESETS="Q4_K_M Q8_0"
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 work=${1:-out/bench-quantize}
 runs=${RUNS:-3}
 threads=${THREADS:-2}
@@ -46,12 +47,6 @@ measure() {
     exit 1
   fi
   awk '{ printf "%s %.2f %s\n", $1, $2 + $3, $4 }' "$work/time.txt" >>"$work/$tool-$preset.txt"
-}
-
-# file column -> the median of that column (runs are few: the middle one, or the mean of two)
-median() {
-  sort -n -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END {
-    if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 # Tensors (name, type, shape, bytes) of two GGUFs, compared; prints yes/no.
@@ -97,15 +92,15 @@ for preset in $presets; do
     name=$([ "$tool" = llama ] && echo "llama-quantize" || echo "quantize (ours)")
     walls=$(cut -d' ' -f1 "$f" | paste -sd' ')
     peak=$(sort -n -k3,3 "$f" | tail -n1 | awk '{ printf "%.0f", $3 / 1024 }')
-    echo "| $preset | $name | $(median "$f" 1) | $walls | $(median "$f" 2) | $peak |"
+    echo "| $preset | $name | $(awk '{ print $1 }' "$f" | median) | $walls | $(awk '{ print $2 }' "$f" | median) | $peak |"
   done
 done
 echo
 echo "| preset | speed-up, wall (llama / ours) | speed-up, CPU | identical tensors |"
 echo "|---|---|---|---|"
 for preset in $presets; do
-  lw=$(median "$work/llama-$preset.txt" 1) ow=$(median "$work/ours-$preset.txt" 1)
-  lc=$(median "$work/llama-$preset.txt" 2) oc=$(median "$work/ours-$preset.txt" 2)
+  lw=$(awk '{ print $1 }' "$work/llama-$preset.txt" | median) ow=$(awk '{ print $1 }' "$work/ours-$preset.txt" | median)
+  lc=$(awk '{ print $2 }' "$work/llama-$preset.txt" | median) oc=$(awk '{ print $2 }' "$work/ours-$preset.txt" | median)
   awk -v p="$preset" -v lw="$lw" -v ow="$ow" -v lc="$lc" -v oc="$oc" -v same="${identical[$preset]}" \
     'BEGIN { printf "| %s | %.2fx | %.2fx | %s |\n", p, lw / ow, lc / oc, same }'
 done

@@ -22,6 +22,7 @@
 #   BUILD=build (the meson build folder of the tools)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 work=${1:-out/bench-runner}
 runs=${RUNS:-3}
 threads=${THREADS:-2}
@@ -80,16 +81,7 @@ PY
     models+=("$stories")
 fi
 
-# The longest start of the text (whole words) that is at most PP tokens with BOS.
 n_tokens() { "$bin/tokenize" "$1" -p "$2" | wc -w; }
-prompt_for() {
-    local lo=1 hi=2000 mid
-    while [ $((hi - lo)) -gt 1 ]; do
-        mid=$(((lo + hi) / 2))
-        if [ "$(n_tokens "$1" "$(tr -s ' \n' '  ' <"$text" | cut -d' ' -f1-$mid)")" -le "$pp" ]; then lo=$mid; else hi=$mid; fi
-    done
-    tr -s ' \n' '  ' <"$text" | cut -d' ' -f1-$lo
-}
 
 # generate's stderr line: "prompt N tokens in S s (R tokens/s); generated M tokens in S s (R tokens/s)"
 ours_pp() {
@@ -105,12 +97,11 @@ llama_run() {  # model -p N -n M -> tokens/s
     "$lbench" -m "$1" -t "$threads" "${@:2}" -r 1 --no-warmup -o jsonl 2>/dev/null |
         sed -n 's/.*"avg_ts": *\([0-9.e+]*\).*/\1/p' | awk '{ printf "%.2f\n", $1 }'
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for m in "${models[@]}"; do
     name=$(basename "$m" .gguf)
-    prompt=$(prompt_for "$m")
+    prompt=$(prompt_for "$bin/tokenize" "$m" "$text" "$pp")
     echo "$(n_tokens "$m" "$prompt")" >"$tmp/$name.ppn"
     for ((r = 0; r < runs; r++)); do
         echo "bench/runner.sh: $name run $((r + 1))/$runs" >&2

@@ -11,6 +11,7 @@
 #   BUILD=build  FORMATS="F16 Q8_0 Q4_K_M"  PP="32 96"  TG="8 40"
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 work=${1:-out/bench-runner}
 bin=${BUILD:-build}/src/tools
 lbench=.cache/llama-build/bin/llama-bench
@@ -22,16 +23,7 @@ for exe in "$bin/generate" "$bin/tokenize" "$lbench"; do
 done
 [ -f "$text" ] || { echo "bench/runner_cpu.sh: no $text (HFQ_FIXTURES)" >&2; exit 1; }
 
-words() { tr -s ' \n' '  ' <"$text" | cut -d' ' -f1-"$1"; }
 n_tokens() { "$bin/tokenize" "$1" -p "$2" | wc -w; }
-prompt_for() {  # model tokens -> the longest start of the text within that many tokens
-    local lo=1 hi=2000 mid
-    while [ $((hi - lo)) -gt 1 ]; do
-        mid=$(((lo + hi) / 2))
-        if [ "$(n_tokens "$1" "$(words "$mid")")" -le "$2" ]; then lo=$mid; else hi=$mid; fi
-    done
-    words "$lo"
-}
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 cpu_ms() { /usr/bin/time -f %U -o "$tmp" "$@" >/dev/null 2>&1; awk '{ printf "%d\n", $1 * 1000 }' "$tmp"; }
@@ -43,7 +35,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for f in ${FORMATS:-F16 Q8_0 Q4_K_M}; do
     m=$work/synth-1b-$f.gguf
     [ -f "$m" ] || { echo "bench/runner_cpu.sh: no $m (run bench/runner.sh first)" >&2; exit 1; }
-    p1=$(prompt_for "$m" "$pp1") p2=$(prompt_for "$m" "$pp2")
+    p1=$(prompt_for "$bin/tokenize" "$m" "$text" "$pp1") p2=$(prompt_for "$bin/tokenize" "$m" "$text" "$pp2")
     k1=$(n_tokens "$m" "$p1") k2=$(n_tokens "$m" "$p2")
     o1=$(cpu_ms "$bin/generate" "$m" -p "$p1" -n 0 --ctx "$k2" --threads 1)
     l1=$(cpu_ms "$lbench" -m "$m" -t 1 -p "$k1" -n 0 -r 1 --no-warmup)

@@ -8,6 +8,7 @@
 # Usage: bench/runner_ppl.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 build=${1:-build}
 fix=${HFQ_FIXTURES:-../shared/fixtures}
 ppl=$build/src/tools/ppl-eval
@@ -50,8 +51,7 @@ for ((r = 1; r <= runs; r++)); do
         printf 'round %d: llama-perplexity, 2 threads:  %8s s\n' "$r" "$s"
     fi
 done
-median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-echo "medians of $runs: ppl-eval 1 thread $(median "$tmp/ppl1") s, 2 threads $(median "$tmp/ppl2") s" \
-    "$([ -f "$tmp/llama" ] && echo ", llama-perplexity 2 threads $(median "$tmp/llama") s");" \
+echo "medians of $runs: ppl-eval 1 thread $(median <"$tmp/ppl1") s, 2 threads $(median <"$tmp/ppl2") s" \
+    "$([ -f "$tmp/llama" ] && echo ", llama-perplexity 2 threads $(median <"$tmp/llama") s");" \
     "load average before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"
 "$gen" "$model" -p "" --temp 0 -n 400 --threads 1 2>&1 >/dev/null | sed 's/^generate: /generate (1 thread): /'
