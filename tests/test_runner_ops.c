@@ -283,33 +283,59 @@ static void test_dot_i8(void) {
     free(b);
 }
 
-/* The SIMD twins of quant/qtype.h vec_dots give the same bits, on rows of
- * values of very different sizes. */
+/* The SIMD twins of quant/qtype.h vec_dots, and their tiles, give the same
+ * bits in every instruction set this CPU runs, on rows of values of very
+ * different sizes; tiles of every width up to the kernel's and of fewer
+ * rows than CPU_TILE_ROWS included. */
 static void test_quant_simd_dots(void) {
     static const hfq_qtype formats[] = {HFQ_QT_Q8_0, HFQ_QT_Q4_0, HFQ_QT_Q4_K, HFQ_QT_Q6_K};
-    const int64_t n = 1024;
-    float x[1024], v[1024];
-    char w[4096], a[4096];
+    enum { N = 1024, ROWS = 3, COLS = 19 };
+    static float x[N], v[N];
+    static char w[ROWS][2 * N], a[COLS][2 * N];   /* wider than any row of these formats */
+    static float want[COLS][ROWS], got[COLS][ROWS];
     uint64_t rng = 77;
-    int checked = 0;
-    for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
-        hfq_vec_dot_fn simd = cpu_quant_vec_dot(formats[f]);
-        if (!simd) continue;
-        const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]), *at = hfq_qtype_get(wt->vec_dot_type);
-        for (int round = 0; round < 50; round++) {
-            float scale = ldexpf(1.0f, round % 20 - 10);
-            for (int64_t i = 0; i < n; i++) {
-                x[i] = scale * synth_uniform(&rng) * (i % 97 == 0 ? 50.0f : 1.0f);
-                v[i] = synth_uniform(&rng) * (round % 3 ? 1.0f : 1000.0f);
+    int checked = 0, isas = 0;
+    for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++) {
+        if (!cpu_quant_isa_runs((cpu_quant_isa)isa)) continue;
+        isas++;
+        for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+            hfq_vec_dot_fn simd = cpu_quant_vec_dot_isa(formats[f], (cpu_quant_isa)isa);
+            int cols = 0;
+            cpu_tile_fn tile = cpu_quant_tile_isa(formats[f], (cpu_quant_isa)isa, &cols);
+            CHECK(simd && tile && cols >= 1 && cols <= COLS);
+            const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]), *at = hfq_qtype_get(wt->vec_dot_type);
+            const size_t row = (size_t)hfq_qtype_row_size(wt->type, N), arow = (size_t)hfq_qtype_row_size(at->type, N);
+            CHECK(row <= sizeof w[0] && arow <= sizeof a[0]);
+            for (int round = 0; round < 20; round++) {
+                float scale = ldexpf(1.0f, round % 20 - 10);
+                for (int r = 0; r < ROWS; r++) {
+                    for (int64_t i = 0; i < N; i++) x[i] = scale * synth_uniform(&rng) * (i % 97 == 0 ? 50.0f : 1.0f);
+                    wt->quantize(x, (char *)w + r * row, 1, N, NULL);
+                }
+                for (int c = 0; c < COLS; c++) {
+                    for (int64_t i = 0; i < N; i++) v[i] = synth_uniform(&rng) * ((round + c) % 3 ? 1.0f : 1000.0f);
+                    at->quantize_row(v, (char *)a + c * arow, N);
+                }
+                for (int c = 0; c < COLS; c++)
+                    for (int r = 0; r < ROWS; r++) {
+                        want[c][r] = wt->vec_dot((char *)w + r * row, (char *)a + c * arow, N);
+                        float one = simd((char *)w + r * row, (char *)a + c * arow, N);
+                        CHECK_MSG(memcmp(&want[c][r], &one, sizeof one) == 0, "%s isa %d round %d: %.9g vs %.9g",
+                                  wt->name, isa, round, one, want[c][r]);
+                        checked++;
+                    }
+                /* tiles of ROWS rows (fewer than CPU_TILE_ROWS), of nc = round % cols + 1 columns */
+                const int nc = round % cols + 1;
+                memset(got, 0, sizeof got);
+                for (int c0 = 0; c0 < COLS; c0 += nc) {
+                    const int n_cols = COLS - c0 < nc ? COLS - c0 : nc;
+                    tile(N, w, row, ROWS, (char *)a + c0 * arow, arow, n_cols, &got[c0][0], ROWS);
+                }
+                CHECK_MSG(memcmp(want, got, sizeof want) == 0, "%s isa %d: tile of %d columns differs", wt->name, isa, nc);
             }
-            wt->quantize(x, w, 1, n, NULL);
-            at->quantize_row(v, a, n);
-            float want = wt->vec_dot(w, a, n), got = simd(w, a, n);
-            CHECK_MSG(memcmp(&want, &got, sizeof want) == 0, "%s round %d: %.9g vs %.9g", wt->name, round, got, want);
-            checked++;
         }
     }
-    printf("%d SIMD quant dots checked\n", checked);
+    printf("%d SIMD quant dots checked in %d instruction sets\n", checked, isas);
 }
 
 static void expect_refused(uint32_t type, hfq_qext qext, hfq_act_quant aq, int64_t n_in, const char *want) {

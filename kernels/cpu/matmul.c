@@ -54,7 +54,8 @@ int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const
         return hfq_fail(err, where, "tensor '%s': row length %lld is not a multiple of the %s block size %lld",
                         w->name, (long long)w->ne0, k->act->name, (long long)k->act->block_size);
     k->tile = cpu_float_tile(w->type, true);
-    if (!k->tile) k->tile = cpu_quant_tile(k->w->type);
+    k->tile_cols = CPU_TILE_COLS;
+    if (!k->tile) k->tile = cpu_quant_tile(k->w->type, &k->tile_cols);
     k->dot = cpu_quant_vec_dot(k->w->type);
     if (!k->dot) k->dot = k->w->vec_dot;
     return choose_act(w, aq, k, where, err);
@@ -246,8 +247,9 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
             const int64_t r0 = rt * CPU_TILE_ROWS;
             const int nr = (int)(n_out - r0 < CPU_TILE_ROWS ? n_out - r0 : CPU_TILE_ROWS);
             const int64_t t_end = (tb + 1) * TOKEN_BLOCK < n_tokens ? (tb + 1) * TOKEN_BLOCK : n_tokens;
-            for (int64_t t0 = tb * TOKEN_BLOCK; t0 < t_end; t0 += CPU_TILE_COLS)
-                tile(&p, r0, nr, t0, (int)(t_end - t0 < CPU_TILE_COLS ? t_end - t0 : CPU_TILE_COLS));
+            const int cols = p.k.tile ? p.k.tile_cols : CPU_TILE_COLS;
+            for (int64_t t0 = tb * TOKEN_BLOCK; t0 < t_end; t0 += cols)
+                tile(&p, r0, nr, t0, (int)(t_end - t0 < cols ? t_end - t0 : cols));
         }
     if (w->scale && !w->qext) {   /* a per-tensor factor (I8 scales are inside the dots) */
         const float scale = *w->scale;

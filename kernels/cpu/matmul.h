@@ -27,9 +27,12 @@
 
 #define CPU_TILE_ROWS 4
 #define CPU_TILE_COLS 3
+/* K-quant tiles take more activation rows: unpacking a weight block's
+ * levels costs about as much as one dot, so it is shared by more of them. */
+#define CPU_TILE_COLS_K 16
 
 /* out[c * out_stride + r] = dot(w row r, a row c), rows n values long,
- * for r < nr <= CPU_TILE_ROWS and c < nc <= CPU_TILE_COLS. */
+ * for r < nr <= CPU_TILE_ROWS and c < nc <= the kernel's tile_cols. */
 typedef void (*cpu_tile_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
                             size_t a_stride, int nc, float *out, size_t out_stride);
 
@@ -45,6 +48,7 @@ typedef struct cpu_wkernel {
     const hfq_qtype_traits *w;     /* the weight's format (NULL for I8 codes) */
     const hfq_qtype_traits *act;   /* its activation format; F32: used as given */
     cpu_tile_fn tile;              /* NULL: `dot` (or the I8 dot) one pair at a time */
+    int tile_cols;                 /* activation rows per tile call */
     hfq_vec_dot_fn dot;            /* w->vec_dot, or its SIMD twin (quant_kernels.h) */
     hfq_qext qext;                 /* I8 codes: how they encode values */
     cpu_act act_kind;

@@ -1,20 +1,44 @@
-/* quant_kernels.h - AVX2 versions of some quant/qtype.h vec_dots, equal to
- * them bit for bit: the integer dot products are exact whatever their order,
- * and the float steps around them are the reference's, in its order (fp16
- * scales are widened with F16C: the same value, NaN payloads aside). */
+/* quant_kernels.h - SIMD versions of some quant/qtype.h vec_dots, equal to
+ * them bit for bit: the integer dot products are exact whatever their order
+ * and whatever instructions compute them, and the float steps around them
+ * are the reference's, in its order (fp16 scales are widened with F16C: the
+ * same value, NaN payloads aside). Each is built for AVX2 and for the two
+ * VNNI extensions (one instruction for a multiply-add the others take two
+ * or three for); the best one this CPU runs is chosen at run time. */
 #ifndef HFQ_KERNELS_CPU_QUANT_KERNELS_H
 #define HFQ_KERNELS_CPU_QUANT_KERNELS_H
+
+#include <stdbool.h>
 
 #include "kernels/cpu/matmul.h"
 #include "quant/qtype.h"
 
-/* The SIMD vec_dot for weights of format t (Q8_0, Q4_0, Q4_K, Q6_K) when the
- * CPU has AVX2 and F16C, else NULL (use the traits' own). */
+typedef enum cpu_quant_isa {
+    CPU_QUANT_ISA_NONE,        /* no SIMD kernels: the traits' vec_dot */
+    CPU_QUANT_ISA_AVX2,        /* AVX2 + F16C */
+    CPU_QUANT_ISA_AVXVNNI,     /* ... + AVX-VNNI (VEX encoded) */
+    CPU_QUANT_ISA_AVX512VNNI,  /* ... + AVX512-VNNI and AVX512VL, on 256-bit vectors */
+} cpu_quant_isa;
+
+/* The set the kernels below use on this CPU (AVX-VNNI first: the same
+ * instructions without AVX-512's encoding). */
+cpu_quant_isa cpu_quant_isa_best(void);
+
+/* Whether this CPU runs the kernels of set isa. */
+bool cpu_quant_isa_runs(cpu_quant_isa isa);
+
+/* The SIMD vec_dot for weights of format t (Q8_0, Q4_0, Q4_K, Q6_K) in
+ * set cpu_quant_isa_best(), or NULL (use the traits' own). */
 hfq_vec_dot_fn cpu_quant_vec_dot(hfq_qtype t);
 
 /* The tile (matmul.h) for weights of format t (Q8_0, Q4_0, Q4_K, Q6_K) times
- * their vec_dot_type activations when the CPU has AVX2 and F16C, else NULL. Each of
- * its results equals the vec_dot's, bit for bit. */
-cpu_tile_fn cpu_quant_tile(hfq_qtype t);
+ * their vec_dot_type activations in set cpu_quant_isa_best(), or NULL;
+ * *cols: the activation rows it takes per call. Each of its results equals
+ * the vec_dot's, bit for bit. */
+cpu_tile_fn cpu_quant_tile(hfq_qtype t, int *cols);
+
+/* The same in a given set (for tests): NULL when this CPU does not run it. */
+hfq_vec_dot_fn cpu_quant_vec_dot_isa(hfq_qtype t, cpu_quant_isa isa);
+cpu_tile_fn cpu_quant_tile_isa(hfq_qtype t, cpu_quant_isa isa, int *cols);
 
 #endif

@@ -1,0 +1,85 @@
+/* bench_kernels - single-thread speed of the CPU runner's quant tiles in
+ * every instruction set this CPU runs (kernels/cpu/quant_kernels.h), on a
+ * synthetic ROWS x N weight matrix of random values: "decode" is one
+ * activation row against all weight rows (matrix-vector, as one decoded
+ * token), "prompt" 64 activation rows in the kernel's tiles (as prompt
+ * processing). Prints a markdown table of weight GB/s and GMAC/s (best of
+ * REPS). A benchmark, never a test: bench/run does not assert it.
+ *
+ * usage: bench_kernels [N [ROWS [REPS]]]   (default 2048 8192 5) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "kernels/cpu/quant_kernels.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float uniform(uint64_t *s) {   /* xorshift64: [-1, 1) */
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return (float)(*s >> 40) / (float)(1 << 23) - 1.0f;
+}
+
+/* Seconds of the best of reps passes of nc-column tiles over every weight row. */
+static double best_pass(cpu_tile_fn tile, int cols, int64_t n, int64_t rows, const char *w, size_t ws, const char *a,
+                        size_t as, int n_act, float *out, int reps) {
+    double best = 1e30;
+    for (int rep = 0; rep < reps; rep++) {
+        const double t0 = now_s();
+        for (int c0 = 0; c0 < n_act; c0 += cols) {
+            const int nc = n_act - c0 < cols ? n_act - c0 : cols;
+            for (int64_t r0 = 0; r0 < rows; r0 += CPU_TILE_ROWS)
+                tile(n, w + r0 * ws, ws, CPU_TILE_ROWS, a + c0 * as, as, nc, out + c0 * rows + r0, (size_t)rows);
+        }
+        const double t = now_s() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    const int64_t n = argc > 1 ? atoll(argv[1]) : 2048, rows = argc > 2 ? atoll(argv[2]) : 8192;
+    const int reps = argc > 3 ? atoi(argv[3]) : 5, n_prompt = 64;
+    static const char *const isa_names[] = {"none", "avx2", "avx-vnni", "avx512-vnni"};
+    static const hfq_qtype formats[] = {HFQ_QT_Q8_0, HFQ_QT_Q4_0, HFQ_QT_Q4_K, HFQ_QT_Q6_K};
+    if (n <= 0 || n % 256 || rows <= 0 || rows % CPU_TILE_ROWS || reps <= 0) {
+        fprintf(stderr, "usage: bench_kernels [N (a multiple of 256) [ROWS (a multiple of %d) [REPS]]]\n", CPU_TILE_ROWS);
+        return 2;
+    }
+    float *x = malloc((size_t)n * sizeof *x), *out = malloc((size_t)(rows * n_prompt) * sizeof *out);
+    char *w = malloc((size_t)(rows * 2 * n)), *a = malloc((size_t)(n_prompt * 2 * n));   /* rows of these formats: < 2n bytes */
+    if (!x || !out || !w || !a) {
+        fprintf(stderr, "bench_kernels: out of memory\n");
+        return 1;
+    }
+    printf("| format | set | decode GB/s | decode GMAC/s | prompt GMAC/s |\n|---|---|---:|---:|---:|\n");
+    uint64_t rng = 1;
+    for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+        const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]), *at = hfq_qtype_get(wt->vec_dot_type);
+        const size_t ws = (size_t)hfq_qtype_row_size(wt->type, n), as = (size_t)hfq_qtype_row_size(at->type, n);
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t i = 0; i < n; i++) x[i] = uniform(&rng);
+            wt->quantize(x, w + r * ws, 1, n, NULL);
+        }
+        for (int c = 0; c < n_prompt; c++) {
+            for (int64_t i = 0; i < n; i++) x[i] = uniform(&rng);
+            at->quantize_row(x, a + c * as, n);
+        }
+        for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++) {
+            int cols = 0;
+            cpu_tile_fn tile = cpu_quant_tile_isa(formats[f], (cpu_quant_isa)isa, &cols);
+            if (!tile) continue;
+            const double macs = (double)n * (double)rows;
+            const double t1 = best_pass(tile, cols, n, rows, w, ws, a, as, 1, out, reps);
+            const double tp = best_pass(tile, cols, n, rows, w, ws, a, as, n_prompt, out, reps);
+            printf("| %s | %s | %.1f | %.2f | %.2f |\n", wt->name, isa_names[isa], (double)(rows * (int64_t)ws) / t1 * 1e-9,
+                   macs / t1 * 1e-9, macs * n_prompt / tp * 1e-9);
+        }
+    }
+    free(x), free(out), free(w), free(a);
+    return 0;
+}
