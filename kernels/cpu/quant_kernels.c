@@ -104,27 +104,35 @@ static inline void store_rows(__m128 v, int nr, float *out) {
 #undef TILE_NAME
 #undef TILE_VNNI
 
-/* AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4 (GCC 12's
- * __builtin_cpu_supports does not know it). */
-static bool has_avxvnni(void) {
-    unsigned a, b, c, d;
-    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+/* The sets this CPU runs, as bits 1 << cpu_quant_isa. CPUID traps to the
+ * hypervisor in a virtual machine (microseconds), and kernels are looked up
+ * for every product, so the answer, a fact of the machine, is kept once
+ * found (computing it twice at once gives the same value: no lock). */
+static unsigned isa_bits(void) {
+    static _Atomic unsigned cached;   /* 0: not yet found (bit NONE is always set once found) */
+    unsigned bits = cached;
+    if (bits) return bits;
+    bits = 1u << CPU_QUANT_ISA_NONE;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+        bits |= 1u << CPU_QUANT_ISA_AVX2;
+        /* AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4 (GCC 12's __builtin_cpu_supports does not know it) */
+        unsigned a, b, c, d;
+        if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1)) bits |= 1u << CPU_QUANT_ISA_AVXVNNI;
+        if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
+            bits |= 1u << CPU_QUANT_ISA_AVX512VNNI;
+    }
+    cached = bits;
+    return bits;
 }
 
 cpu_quant_isa cpu_quant_isa_best(void) {
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) return CPU_QUANT_ISA_NONE;
-    if (has_avxvnni()) return CPU_QUANT_ISA_AVXVNNI;
-    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) return CPU_QUANT_ISA_AVX512VNNI;
-    return CPU_QUANT_ISA_AVX2;
+    const unsigned bits = isa_bits();
+    if (bits >> CPU_QUANT_ISA_AVXVNNI & 1) return CPU_QUANT_ISA_AVXVNNI;
+    if (bits >> CPU_QUANT_ISA_AVX512VNNI & 1) return CPU_QUANT_ISA_AVX512VNNI;
+    return bits >> CPU_QUANT_ISA_AVX2 & 1 ? CPU_QUANT_ISA_AVX2 : CPU_QUANT_ISA_NONE;
 }
 
-bool cpu_quant_isa_runs(cpu_quant_isa isa) {
-    const cpu_quant_isa best = cpu_quant_isa_best();
-    if (isa == CPU_QUANT_ISA_NONE || best == CPU_QUANT_ISA_NONE) return isa == CPU_QUANT_ISA_NONE;
-    if (isa == CPU_QUANT_ISA_AVX2) return true;
-    if (isa == CPU_QUANT_ISA_AVXVNNI) return has_avxvnni();
-    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
-}
+bool cpu_quant_isa_runs(cpu_quant_isa isa) { return isa_bits() >> isa & 1; }
 
 /* One set's functions, indexed by format: tile and vec_dot. */
 #define ISA_FNS(sfx)                                                                    \
