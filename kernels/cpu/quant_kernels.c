@@ -160,7 +160,8 @@ static int format_index(hfq_qtype t) {
 cpu_tile_fn cpu_quant_tile_isa(hfq_qtype t, cpu_quant_isa isa, int *cols) {
     const int f = format_index(t);
     if (f < 0 || isa == CPU_QUANT_ISA_NONE || !cpu_quant_isa_runs(isa)) return NULL;
-    *cols = t == HFQ_QT_Q4_K || t == HFQ_QT_Q6_K ? NCK : NC;
+    /* AVX2's Q8_0/Q4_0 tile keeps its sums in registers: NC of them */
+    *cols = t == HFQ_QT_Q4_K || t == HFQ_QT_Q6_K || isa != CPU_QUANT_ISA_AVX2 ? NCK : NC;
     return isa_fns[isa].tile[f];
 }
 
