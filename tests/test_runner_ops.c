@@ -13,6 +13,7 @@
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cpu/vec_kernels.h"
 #include "quant/fp4.h"
+#include "quant/half.h"
 #include "test_runner_synth.h"
 
 typedef struct shape {
@@ -54,7 +55,9 @@ static void check_product(const synth_model *sm, const double *a_values, const f
 
 /* The portable float kernel, tile by tile, on activations already converted. */
 static void portable_product(uint32_t type, const hfq_tensor *w, const char *act, size_t a_stride, float *y, shape s) {
-    cpu_tile_fn portable = cpu_float_tile(type, false);
+    int cols = 0;
+    bool act_f32 = false;
+    cpu_tile_fn portable = cpu_float_tile(type, CPU_FLOAT_PORTABLE, &cols, &act_f32);
     for (int64_t t = 0; t < s.n_tokens; t += CPU_TILE_COLS)
         for (int64_t o = 0; o < s.n_out; o += CPU_TILE_ROWS) {
             int nr = (int)(s.n_out - o < CPU_TILE_ROWS ? s.n_out - o : CPU_TILE_ROWS);
@@ -80,8 +83,10 @@ static void test_shape(uint32_t type, shape s, bool with_bias, uint64_t seed) {
     float *y = malloc((size_t)(T * n_out) * sizeof *y), *y1 = malloc((size_t)(T * n_out) * sizeof *y1);
     float *yt = malloc((size_t)n_out * sizeof *yt), *back = malloc((size_t)(T * n_in) * sizeof *back);
     double *a_values = malloc((size_t)(T * n_in) * sizeof *a_values);
-    char *act = malloc(a_stride * (size_t)T);
-    CHECK(cpu_matmul_act_bytes(&w, HFQ_ACT_QUANT_AUTO, T) == (k.act->type == HFQ_QT_F32 ? 0 : a_stride * (size_t)T));
+    /* cpu_matmul's rows: the companion format, or its values widened to F32 (AVX-512 float tiles) */
+    const size_t matmul_stride = k.act->type == HFQ_QT_F32 ? 0 : k.act_f32 ? (size_t)n_in * sizeof(float) : a_stride;
+    CHECK(cpu_matmul_act_bytes(&w, HFQ_ACT_QUANT_AUTO, T) == matmul_stride * (size_t)T);
+    char *act = malloc((matmul_stride > a_stride ? matmul_stride : a_stride) * (size_t)T);
     for (int64_t i = 0; i < T * n_in; i++) x[i] = 4.0f * synth_uniform(&rng);
     for (int64_t o = 0; o < n_out; o++) bias[o] = synth_uniform(&rng);
     const float *b = with_bias ? bias : NULL;
@@ -104,7 +109,9 @@ static void test_shape(uint32_t type, shape s, bool with_bias, uint64_t seed) {
                   (long long)n_in, (long long)n_out, (long long)t);
     }
     for (int64_t t = 0; t < T; t++) k.act->quantize_row(x + t * n_in, act + t * a_stride, n_in);
-    if (k.tile && !cpu_float_tile(type, false)) {
+    int float_cols = 0;
+    bool act_f32 = false;
+    if (k.tile && !cpu_float_tile(type, CPU_FLOAT_PORTABLE, &float_cols, &act_f32)) {
         /* quant tiles: every result is the reference vec_dot's, bit for bit */
         for (int64_t t = 0; t < T; t++)
             for (int64_t o = 0; o < n_out; o++) {
@@ -137,6 +144,61 @@ static void test_float_formats(void) {
                     test_shape(types[ty], (shape){n_ins[i], n_outs[o], Ts[t]}, (i + o + t) % 2 == 0, seed++);
     /* big enough to run on both threads, every edge at once */
     for (size_t ty = 0; ty < sizeof types / sizeof types[0]; ty++) test_shape(types[ty], (shape){203, 517, 131}, true, 99);
+}
+
+/* Every float tile this CPU runs gives the AVX2 tile's bits (AVX-512 keeps
+ * its 8-lane sums, and takes F16/BF16 activations widened to F32), for
+ * every row count, column count and length. */
+static void test_float_isas(void) {
+    static const uint32_t types[] = {GT_F32, GT_F16, GT_BF16};
+    const int64_t n_ins[] = {1, 7, 8, 9, 36, 100, 257};
+    enum { MAXN = 257, COLS = 11 };
+    static char w[CPU_TILE_ROWS][MAXN * 4], a[COLS][MAXN * 4];
+    static float a_f32[COLS][MAXN];
+    float want[COLS * CPU_TILE_ROWS], got[COLS * CPU_TILE_ROWS];
+    uint64_t rng = 5;
+    int checked = 0;
+    for (size_t ty = 0; ty < sizeof types / sizeof types[0]; ty++) {
+        int cols_avx2 = 0, cols = 0;
+        bool f32_avx2 = false, act_f32 = false;
+        cpu_tile_fn avx2 = cpu_float_tile(types[ty], CPU_FLOAT_AVX2, &cols_avx2, &f32_avx2);
+        if (!avx2) continue;
+        CHECK(!f32_avx2);
+        for (int isa = CPU_FLOAT_AVX512; isa < CPU_FLOAT_BEST; isa++) {
+            cpu_tile_fn tile = cpu_float_tile(types[ty], (cpu_float_isa)isa, &cols, &act_f32);
+            if (!tile) continue;
+            CHECK(cols >= 1 && cols <= COLS);
+            for (size_t i = 0; i < sizeof n_ins / sizeof n_ins[0]; i++) {
+                const int64_t n = n_ins[i];
+                char(*rows[2])[MAXN * 4] = {w, a};
+                const int n_rows[2] = {CPU_TILE_ROWS, COLS};
+                for (int m = 0; m < 2; m++)
+                    for (int r = 0; r < n_rows[m]; r++)
+                        for (int64_t j = 0; j < n; j++) {
+                            float v = 3.0f * synth_uniform(&rng);
+                            const uint16_t h = types[ty] == GT_F16 ? hfq_f32_to_fp16(v) : hfq_f32_to_bf16(v);
+                            if (types[ty] == GT_F32) memcpy(rows[m][r] + 4 * j, &v, 4);
+                            else memcpy(rows[m][r] + 2 * j, &h, 2);
+                            if (types[ty] != GT_F32) v = types[ty] == GT_F16 ? hfq_fp16_to_f32(h) : hfq_bf16_to_f32(h);
+                            if (m == 1) a_f32[r][j] = v;
+                        }
+                for (int nr = 1; nr <= CPU_TILE_ROWS; nr++)
+                    for (int nc = 1; nc <= cols; nc++) {
+                        memset(want, 0, sizeof want);
+                        memset(got, 0, sizeof got);
+                        for (int c0 = 0; c0 < nc; c0 += cols_avx2)
+                            avx2(n, w, sizeof w[0], nr, a[c0], sizeof a[0], nc - c0 < cols_avx2 ? nc - c0 : cols_avx2,
+                                 want + c0 * CPU_TILE_ROWS, CPU_TILE_ROWS);
+                        if (act_f32) tile(n, w, sizeof w[0], nr, a_f32, sizeof a_f32[0], nc, got, CPU_TILE_ROWS);
+                        else tile(n, w, sizeof w[0], nr, a, sizeof a[0], nc, got, CPU_TILE_ROWS);
+                        CHECK_MSG(memcmp(want, got, sizeof want) == 0, "%s isa %d n %lld: %d x %d tile differs",
+                                  ggml_type_get(types[ty])->name, isa, (long long)n, nr, nc);
+                        checked++;
+                    }
+            }
+        }
+    }
+    printf("%d float tiles checked against AVX2\n", checked);
 }
 
 static void test_quant_formats(void) {
@@ -368,5 +430,6 @@ int main(void) {
     test_nvfp4_w4a4();
     test_dot_i8();
     test_quant_simd_dots();
+    test_float_isas();
     return check_exit();
 }

@@ -31,25 +31,26 @@ static inline float load1(fmt f, const char *p, int64_t i) {
     }
 }
 
-static inline void tile_c(fmt f, int64_t n, const char *w, size_t ws, int nr, const char *a, size_t as, int nc,
-                          float *out, size_t os) {
+static inline void tile_c(fmt fw, fmt fa, int64_t n, const char *w, size_t ws, int nr, const char *a, size_t as,
+                          int nc, float *out, size_t os) {
     for (int r = 0; r < nr; r++)
         for (int c = 0; c < nc; c++) {
             float acc = 0.0f;
-            for (int64_t i = 0; i < n; i++) acc += load1(f, w + r * ws, i) * load1(f, a + c * as, i);
+            for (int64_t i = 0; i < n; i++) acc += load1(fw, w + r * ws, i) * load1(fa, a + c * as, i);
             out[c * os + r] = acc;
         }
 }
 
-#define DEFINE_TILE(name, body_fn, f, attr)                                                              \
+/* A tile of weights in format fw times activations in format fa. */
+#define DEFINE_TILE(name, body_fn, fw, fa, attr)                                                         \
     attr static void name(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,  \
                           float *out, size_t os) {                                                       \
-        body_fn(f, n, w, ws, nr, a, as, nc, out, os);                                                    \
+        body_fn(fw, fa, n, w, ws, nr, a, as, nc, out, os);                                               \
     }
 
-DEFINE_TILE(tile_f32_c, tile_c, FMT_F32, )
-DEFINE_TILE(tile_f16_c, tile_c, FMT_F16, )
-DEFINE_TILE(tile_bf16_c, tile_c, FMT_BF16, )
+DEFINE_TILE(tile_f32_c, tile_c, FMT_F32, FMT_F32, )
+DEFINE_TILE(tile_f16_c, tile_c, FMT_F16, FMT_F16, )
+DEFINE_TILE(tile_bf16_c, tile_c, FMT_BF16, FMT_BF16, )
 
 /* ---- AVX2 + FMA + F16C ---- */
 #if defined(__x86_64__)
@@ -85,26 +86,26 @@ AVX2_INLINE float hsum(__m256 v) {
 
 /* NR x NC dot products; NR and NC are constants once inlined, so the
  * accumulators live in registers. */
-AVX2_INLINE void tile_fixed(fmt f, const int NR, const int NC, int64_t n, const char *w, size_t ws, const char *a,
-                            size_t as, float *out, size_t os) {
+AVX2_INLINE void tile_fixed(fmt fw, fmt fa, const int NR, const int NC, int64_t n, const char *w, size_t ws,
+                            const char *a, size_t as, float *out, size_t os) {
     __m256 acc[CPU_TILE_ROWS][CPU_TILE_COLS];
     for (int r = 0; r < NR; r++)
         for (int c = 0; c < NC; c++) acc[r][c] = _mm256_setzero_ps();
-    const size_t es = fmt_size(f);
+    const size_t ews = fmt_size(fw), eas = fmt_size(fa);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 av[CPU_TILE_COLS];
-        for (int c = 0; c < NC; c++) av[c] = load8(f, a + c * as + (size_t)i * es);
+        for (int c = 0; c < NC; c++) av[c] = load8(fa, a + c * as + (size_t)i * eas);
         for (int r = 0; r < NR; r++) {
-            __m256 wv = load8(f, w + r * ws + (size_t)i * es);
+            __m256 wv = load8(fw, w + r * ws + (size_t)i * ews);
             for (int c = 0; c < NC; c++) acc[r][c] = _mm256_fmadd_ps(wv, av[c], acc[r][c]);
         }
     }
     if (i < n) {
         __m256 av[CPU_TILE_COLS];
-        for (int c = 0; c < NC; c++) av[c] = load_tail(f, a + c * as + (size_t)i * es, n - i);
+        for (int c = 0; c < NC; c++) av[c] = load_tail(fa, a + c * as + (size_t)i * eas, n - i);
         for (int r = 0; r < NR; r++) {
-            __m256 wv = load_tail(f, w + r * ws + (size_t)i * es, n - i);
+            __m256 wv = load_tail(fw, w + r * ws + (size_t)i * ews, n - i);
             for (int c = 0; c < NC; c++) acc[r][c] = _mm256_fmadd_ps(wv, av[c], acc[r][c]);
         }
     }
@@ -112,38 +113,144 @@ AVX2_INLINE void tile_fixed(fmt f, const int NR, const int NC, int64_t n, const 
         for (int c = 0; c < NC; c++) out[c * os + r] = hsum(acc[r][c]);
 }
 
-AVX2_INLINE void tile_avx2(fmt f, int64_t n, const char *w, size_t ws, int nr, const char *a, size_t as, int nc,
-                           float *out, size_t os) {
+AVX2_INLINE void tile_avx2(fmt fw, fmt fa, int64_t n, const char *w, size_t ws, int nr, const char *a, size_t as,
+                           int nc, float *out, size_t os) {
     if (nr == CPU_TILE_ROWS && nc == CPU_TILE_COLS) {
-        tile_fixed(f, CPU_TILE_ROWS, CPU_TILE_COLS, n, w, ws, a, as, out, os);
+        tile_fixed(fw, fa, CPU_TILE_ROWS, CPU_TILE_COLS, n, w, ws, a, as, out, os);
     } else if (nr == CPU_TILE_ROWS) {
-        for (int c = 0; c < nc; c++) tile_fixed(f, CPU_TILE_ROWS, 1, n, w, ws, a + c * as, as, out + c * os, os);
+        for (int c = 0; c < nc; c++) tile_fixed(fw, fa, CPU_TILE_ROWS, 1, n, w, ws, a + c * as, as, out + c * os, os);
     } else {
         for (int r = 0; r < nr; r++)
-            for (int c = 0; c < nc; c++) tile_fixed(f, 1, 1, n, w + r * ws, ws, a + c * as, as, out + c * os + r, os);
+            for (int c = 0; c < nc; c++)
+                tile_fixed(fw, fa, 1, 1, n, w + r * ws, ws, a + c * as, as, out + c * os + r, os);
     }
 }
 
-DEFINE_TILE(tile_f32_avx2, tile_avx2, FMT_F32, AVX2)
-DEFINE_TILE(tile_f16_avx2, tile_avx2, FMT_F16, AVX2)
-DEFINE_TILE(tile_bf16_avx2, tile_avx2, FMT_BF16, AVX2)
+DEFINE_TILE(tile_f32_avx2, tile_avx2, FMT_F32, FMT_F32, AVX2)
+DEFINE_TILE(tile_f16_avx2, tile_avx2, FMT_F16, FMT_F16, AVX2)
+DEFINE_TILE(tile_bf16_avx2, tile_avx2, FMT_BF16, FMT_BF16, AVX2)
 
-static int have_avx2(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+/* ---- AVX-512: two AVX2 accumulators per vector ---- */
+
+#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512dq,avx2,fma,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
+
+/* Values 8 of p0 in the low half, 8 of p1 in the high half. */
+AVX512_INLINE __m512 load8x2(fmt f, const char *p0, const char *p1) {
+    switch (f) {
+    case FMT_F32:
+        return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps((const float *)p0)),
+                                  _mm256_loadu_ps((const float *)p1), 1);
+    case FMT_F16:
+        return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
+                                                       _mm_loadu_si128((const __m128i *)p1), 1));
+    default: {
+        const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
+                                                  _mm_loadu_si128((const __m128i *)p1), 1);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    }
+}
+
+/* 8 values of p in both halves. */
+AVX512_INLINE __m512 bcast8(fmt f, const char *p) {
+    switch (f) {
+    case FMT_F32: return _mm512_broadcast_f32x8(_mm256_loadu_ps((const float *)p));
+    case FMT_F16: return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)));
+    default: {
+        const __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    }
+}
+
+/* CPU_TILE_ROWS (4) weight rows x NC activation rows: rows 0 and 1 share one
+ * vector of accumulators, rows 2 and 3 another, each half doing exactly the
+ * AVX2 tile's 8-lane multiply-adds and its final sum. */
+AVX512_INLINE void tile4_fixed512(fmt fw, fmt fa, const int NC, int64_t n, const char *w, size_t ws, const char *a,
+                                  size_t as, float *out, size_t os) {
+    __m512 acc01[CPU_TILE_COLS_F512], acc23[CPU_TILE_COLS_F512];
+    for (int c = 0; c < NC; c++) acc01[c] = acc23[c] = _mm512_setzero_ps();
+    const size_t ews = fmt_size(fw), eas = fmt_size(fa);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const size_t woff = (size_t)i * ews, aoff = (size_t)i * eas;
+        const __m512 w01 = load8x2(fw, w + woff, w + ws + woff), w23 = load8x2(fw, w + 2 * ws + woff, w + 3 * ws + woff);
+        for (int c = 0; c < NC; c++) {
+            const __m512 av = bcast8(fa, a + c * as + aoff);
+            acc01[c] = _mm512_fmadd_ps(w01, av, acc01[c]);
+            acc23[c] = _mm512_fmadd_ps(w23, av, acc23[c]);
+        }
+    }
+    if (i < n) {   /* the last n % 8 values, zero-padded as load_tail does */
+        char wt[4][32] = {{0}}, at[32] = {0};
+        for (int r = 0; r < 4; r++) memcpy(wt[r], w + r * ws + (size_t)i * ews, (size_t)(n - i) * ews);
+        const __m512 w01 = load8x2(fw, wt[0], wt[1]), w23 = load8x2(fw, wt[2], wt[3]);
+        for (int c = 0; c < NC; c++) {
+            memcpy(at, a + c * as + (size_t)i * eas, (size_t)(n - i) * eas);
+            const __m512 av = bcast8(fa, at);
+            acc01[c] = _mm512_fmadd_ps(w01, av, acc01[c]);
+            acc23[c] = _mm512_fmadd_ps(w23, av, acc23[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) {
+        out[c * os + 0] = hsum(_mm512_castps512_ps256(acc01[c]));
+        out[c * os + 1] = hsum(_mm512_extractf32x8_ps(acc01[c], 1));
+        out[c * os + 2] = hsum(_mm512_castps512_ps256(acc23[c]));
+        out[c * os + 3] = hsum(_mm512_extractf32x8_ps(acc23[c], 1));
+    }
+}
+
+AVX512_INLINE void tile_avx512(fmt fw, fmt fa, int64_t n, const char *w, size_t ws, int nr, const char *a, size_t as,
+                               int nc, float *out, size_t os) {
+    if (nr < CPU_TILE_ROWS) {   /* the AVX2 tile's 1 x 1 products: the same bits */
+        tile_avx2(fw, fa, n, w, ws, nr, a, as, nc, out, os);
+        return;
+    }
+    /* nc as a sum of the fixed widths 8, 4, 2, 1 */
+    int c = 0;
+    for (; c + 8 <= nc; c += 8) tile4_fixed512(fw, fa, 8, n, w, ws, a + c * as, as, out + c * os, os);
+    if (c + 4 <= nc) tile4_fixed512(fw, fa, 4, n, w, ws, a + c * as, as, out + c * os, os), c += 4;
+    if (c + 2 <= nc) tile4_fixed512(fw, fa, 2, n, w, ws, a + c * as, as, out + c * os, os), c += 2;
+    if (c < nc) tile4_fixed512(fw, fa, 1, n, w, ws, a + c * as, as, out + c * os, os);
+}
+
+DEFINE_TILE(tile_f32_avx512, tile_avx512, FMT_F32, FMT_F32, AVX512)
+/* F16/BF16 weights times activations already widened to F32 (their values
+ * rounded to the weight's format): the conversion is done once per batch,
+ * not once per weight tile; the products are the same. */
+DEFINE_TILE(tile_f16_avx512, tile_avx512, FMT_F16, FMT_F32, AVX512)
+DEFINE_TILE(tile_bf16_avx512, tile_avx512, FMT_BF16, FMT_F32, AVX512)
+
+static bool runs(cpu_float_isa isa) {
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    switch (isa) {
+    case CPU_FLOAT_PORTABLE: return true;
+    case CPU_FLOAT_AVX2: return avx2;
+    case CPU_FLOAT_AVX512: return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+    default: return false;
+    }
 }
 #else
-static int have_avx2(void) { return 0; }
+static bool runs(cpu_float_isa isa) { return isa == CPU_FLOAT_PORTABLE; }
 #define tile_f32_avx2 tile_f32_c
 #define tile_f16_avx2 tile_f16_c
 #define tile_bf16_avx2 tile_bf16_c
+#define tile_f32_avx512 tile_f32_c
+#define tile_f16_avx512 tile_f16_c
+#define tile_bf16_avx512 tile_bf16_c
 #endif
 
-cpu_tile_fn cpu_float_tile(uint32_t type, bool simd) {
-    simd = simd && have_avx2();
-    switch (type) {
-    case GT_F32: return simd ? tile_f32_avx2 : tile_f32_c;
-    case GT_F16: return simd ? tile_f16_avx2 : tile_f16_c;
-    case GT_BF16: return simd ? tile_bf16_avx2 : tile_bf16_c;
-    default: return NULL;
-    }
+cpu_tile_fn cpu_float_tile(uint32_t type, cpu_float_isa isa, int *cols, bool *act_f32) {
+    if (isa == CPU_FLOAT_BEST)
+        isa = runs(CPU_FLOAT_AVX512) ? CPU_FLOAT_AVX512 : runs(CPU_FLOAT_AVX2) ? CPU_FLOAT_AVX2 : CPU_FLOAT_PORTABLE;
+    if (!runs(isa)) return NULL;
+    static const cpu_tile_fn tiles[3][3] = {{tile_f32_c, tile_f16_c, tile_bf16_c},
+                                            {tile_f32_avx2, tile_f16_avx2, tile_bf16_avx2},
+                                            {tile_f32_avx512, tile_f16_avx512, tile_bf16_avx512}};
+    const int t = type == GT_F32 ? 0 : type == GT_F16 ? 1 : type == GT_BF16 ? 2 : -1;
+    if (t < 0) return NULL;
+    *cols = isa == CPU_FLOAT_AVX512 ? CPU_TILE_COLS_F512 : CPU_TILE_COLS;
+    *act_f32 = isa == CPU_FLOAT_AVX512 && type != GT_F32;
+    return tiles[isa][t];
 }

@@ -1,6 +1,8 @@
 /* float_kernels.h - tile kernels for F32, F16 and BF16 rows (matmul.h).
- * An AVX2/FMA/F16C version is chosen at run time when the CPU has it, else
- * portable C. Weights and activations share one format per kernel. */
+ * Versions: portable C, AVX2/FMA/F16C, and AVX-512 (two 8-lane sums per
+ * 16-lane vector, so its results equal AVX2's bit for bit); the best the
+ * CPU runs is chosen at run time. Weights and activations share one format
+ * per kernel. */
 #ifndef HFQ_KERNELS_CPU_FLOAT_KERNELS_H
 #define HFQ_KERNELS_CPU_FLOAT_KERNELS_H
 
@@ -8,8 +10,19 @@
 
 #include "kernels/cpu/matmul.h"
 
-/* The kernel for GT_F32, GT_F16 or GT_BF16 (NULL for other types): the SIMD
- * one when simd is true and the CPU has it, else the portable one. */
-cpu_tile_fn cpu_float_tile(uint32_t type, bool simd);
+typedef enum cpu_float_isa {
+    CPU_FLOAT_PORTABLE,  /* plain C: every machine */
+    CPU_FLOAT_AVX2,      /* AVX2 + FMA + F16C */
+    CPU_FLOAT_AVX512,    /* ... + AVX512F and AVX512DQ */
+    CPU_FLOAT_BEST,      /* the widest of those this CPU runs */
+} cpu_float_isa;
+
+/* The kernel for GT_F32, GT_F16 or GT_BF16 in set isa, or NULL (another
+ * type, or a set this CPU does not run); *cols: the activation rows it
+ * takes per call; *act_f32: whether it takes its activation rows as F32
+ * values already rounded to the weight's format (the AVX-512 F16/BF16
+ * tiles: widened once per batch, not once per weight tile) rather than in
+ * the weight's format. Either way the products are the same. */
+cpu_tile_fn cpu_float_tile(uint32_t type, cpu_float_isa isa, int *cols, bool *act_f32);
 
 #endif

@@ -53,8 +53,8 @@ int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const
     if (hfq_qtype_row_size(k->act->type, w->ne0) < 0)
         return hfq_fail(err, where, "tensor '%s': row length %lld is not a multiple of the %s block size %lld",
                         w->name, (long long)w->ne0, k->act->name, (long long)k->act->block_size);
-    k->tile = cpu_float_tile(w->type, true);
     k->tile_cols = CPU_TILE_COLS;
+    k->tile = cpu_float_tile(w->type, CPU_FLOAT_BEST, &k->tile_cols, &k->act_f32);
     if (!k->tile) k->tile = cpu_quant_tile(k->w->type, &k->tile_cols);
     k->dot = cpu_quant_vec_dot(k->w->type);
     if (!k->dot) k->dot = k->w->vec_dot;
@@ -69,7 +69,20 @@ static size_t act_row_bytes(const cpu_wkernel *k, int64_t n) {
     case CPU_ACT_NVFP4: return (size_t)(n / HFQ_QK_NVFP4) * sizeof(hfq_block_nvfp4);
     case CPU_ACT_FORMAT: break;
     }
-    return k->act->type == HFQ_QT_F32 ? 0 : (size_t)hfq_qtype_row_size(k->act->type, n);
+    if (k->act->type == HFQ_QT_F32) return 0;
+    return k->act_f32 ? (size_t)n * sizeof(float) : (size_t)hfq_qtype_row_size(k->act->type, n);
+}
+
+/* x rounded to the values of activation format `act` (block size 1), as
+ * floats: its quantize_row then dequantize, a chunk at a time. */
+static void widen_act_row(const hfq_qtype_traits *act, const float *x, float *y, int64_t n) {
+    char buf[1024];
+    const int64_t chunk = (int64_t)(sizeof buf / (size_t)hfq_qtype_row_size(act->type, 1));
+    for (int64_t i = 0; i < n; i += chunk) {
+        const int64_t m = n - i < chunk ? n - i : chunk;
+        act->quantize_row(x + i, buf, m);
+        act->dequantize(buf, y + i, m);
+    }
 }
 
 static bool act_has_scales(const cpu_wkernel *k) {
@@ -233,6 +246,7 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
         for (int64_t t = 0; t < n_tokens; t++) {
             void *row = (char *)act + (size_t)t * row_bytes;
             if (scales) quantize_act(&p.k, w, x + t * n_in, row, &scales[t]);
+            else if (p.k.act_f32) widen_act_row(p.k.act, x + t * n_in, row, n_in);
             else p.k.act->quantize_row(x + t * n_in, row, n_in);
         }
         p.a = act;

@@ -17,6 +17,7 @@
 #ifndef HFQ_KERNELS_CPU_MATMUL_H
 #define HFQ_KERNELS_CPU_MATMUL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,8 @@
 /* K-quant tiles take more activation rows: unpacking a weight block's
  * levels costs about as much as one dot, so it is shared by more of them. */
 #define CPU_TILE_COLS_K 16
+/* AVX-512 float tiles: 32 vector registers hold this many columns' sums. */
+#define CPU_TILE_COLS_F512 8
 
 /* out[c * out_stride + r] = dot(w row r, a row c), rows n values long,
  * for r < nr <= CPU_TILE_ROWS and c < nc <= the kernel's tile_cols. */
@@ -49,6 +52,7 @@ typedef struct cpu_wkernel {
     const hfq_qtype_traits *act;   /* its activation format; F32: used as given */
     cpu_tile_fn tile;              /* NULL: `dot` (or the I8 dot) one pair at a time */
     int tile_cols;                 /* activation rows per tile call */
+    bool act_f32;                  /* the tile takes `act`'s values widened to F32 rows */
     hfq_vec_dot_fn dot;            /* w->vec_dot, or its SIMD twin (quant_kernels.h) */
     hfq_qext qext;                 /* I8 codes: how they encode values */
     cpu_act act_kind;
