@@ -255,7 +255,10 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
     }
     const int64_t n_row_tiles = (n_out + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS;
     const int64_t n_token_blocks = (n_tokens + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
-    #pragma omp parallel for collapse(2) num_threads(n_threads) schedule(static) if (macs >= PARALLEL_MIN_MACS)
+    /* tiles handed out 8 at a time as threads free up: on a shared machine one
+     * thread often runs slower than the other, and static halves would wait
+     * for it (each result is the same whichever thread computes it) */
+    #pragma omp parallel for collapse(2) num_threads(n_threads) schedule(dynamic, 8) if (macs >= PARALLEL_MIN_MACS)
     for (int64_t tb = 0; tb < n_token_blocks; tb++)
         for (int64_t rt = 0; rt < n_row_tiles; rt++) {
             const int64_t r0 = rt * CPU_TILE_ROWS;

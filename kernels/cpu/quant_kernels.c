@@ -58,8 +58,9 @@ AVX2 static inline void k_scales_mins(const uint8_t packed[HFQ_K_SCALE_BYTES], _
 /* The tiles (matmul.h's cpu_tile_fn) compute, for each weight row and
  * activation row, what the reference vec_dot does: exact integer dots per
  * block, then the same float steps in the same order, one (row, column) pair
- * per vector lane. Weight rows r >= nr are lanes of zeros. Compiled without
- * FMA so that no multiply and add are fused into one rounding. */
+ * per vector lane. Weight rows r >= nr are lanes of zeros. No multiply and
+ * add are fused into one rounding (the build has -ffp-contract=off, and no
+ * FMA intrinsic is used). */
 
 static inline const void *row_at(const void *base, size_t stride, int r) { return (const char *)base + r * stride; }
 
