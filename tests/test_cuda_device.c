@@ -3,6 +3,10 @@
  * line when the build has no backend or no device answers; auto takes a
  * device that answers, else the CPU with a note saying why; and this
  * machine's own probe gives answers consistent with the build. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "check.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cuda/device.h"
@@ -109,7 +113,28 @@ static void test_unloadable(void) {
                              "object file); using the CPU");
 }
 
+/* --device cpu opens no CUDA module (it maps CUDA's libraries: ~200 MB of
+ * resident memory and a tenth of a second): nothing named libhfq_cuda in
+ * this process's mappings afterwards. Runs first, before anything loads it. */
+static void test_cpu_opens_nothing(void) {
+    const hfq_ops *ops = NULL;
+    char note[256];
+    hfq_error err = {{0}};
+    CHECK(hfq_device_select(HFQ_DEVICE_CPU, &ops, note, sizeof note, &err) == 0 && ops == hfq_cpu_ops());
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps) {
+        printf("no /proc/self/maps: mappings not checked\n");
+        return;
+    }
+    char line[4096];
+    bool mapped = false;
+    while (fgets(line, sizeof line, maps)) mapped = mapped || strstr(line, "libhfq_cuda") != NULL;
+    fclose(maps);
+    CHECK_MSG(!mapped, "--device cpu opened the CUDA module");
+}
+
 int main(void) {
+    test_cpu_opens_nothing();
     test_parse();
     test_choose();
     test_unloadable();

@@ -42,6 +42,8 @@ int hfq_device_choose(hfq_device want, const hfq_cuda_probe *probe, const hfq_op
 
 int hfq_device_select(hfq_device want, const hfq_ops **ops, char *note, size_t note_size, hfq_error *err) {
     hfq_cuda_probe probe = {.built = false};
-    if (want != HFQ_DEVICE_CPU) hfq_cuda_probe_get(&probe);   /* the CPU needs no CUDA runtime */
+    if (want == HFQ_DEVICE_CPU)   /* the CPU needs no CUDA runtime: the module is not even opened */
+        return hfq_device_choose(want, &probe, NULL, ops, note, note_size, err);
+    hfq_cuda_probe_get(&probe);
     return hfq_device_choose(want, &probe, hfq_cuda_ops(), ops, note, note_size, err);
 }
