@@ -27,7 +27,8 @@ struct hfq_ppl {
     int64_t n_ctx, first, n_scored, n_vocab, n_chunks, next_chunk;
     bool add_bos;
     int32_t bos_id;
-    int n_slots, threads_per_slot;
+    int n_lanes;            /* chunks evaluated at once, each on threads_per_slot threads */
+    int n_slots, threads_per_slot;   /* n_slots: chunks per round, handed to the lanes as they free up */
     slot *slots;
     double nll, nll2;       /* sums of -log p and its square */
     int64_t count;
@@ -38,13 +39,19 @@ static int count_elements(void *user, const hfq_tensor *t) {
     return 0;
 }
 
-static int slots_for(const hfq_model *m, int n_threads, int n_parallel, int64_t n_chunks) {
-    int64_t n = n_parallel;
-    if (n <= 0) {
-        int64_t elements = 0;
-        hfq_model_each_matrix(m, count_elements, &elements);
-        n = elements <= TINY_MODEL_ELEMENTS ? n_threads : 1;
-    }
+/* Lanes of a tiny model take this many chunks each per round: a lane that
+ * finishes early takes another instead of waiting for the others at the
+ * end of every chunk (a tiny model's contexts cost little memory). */
+#define TINY_ROUND_CHUNKS_PER_LANE 4
+
+static bool is_tiny(const hfq_model *m) {
+    int64_t elements = 0;
+    hfq_model_each_matrix(m, count_elements, &elements);
+    return elements <= TINY_MODEL_ELEMENTS;
+}
+
+static int lanes_for(bool tiny, int n_threads, int n_parallel, int64_t n_chunks) {
+    int64_t n = n_parallel > 0 ? n_parallel : tiny ? n_threads : 1;
     if (n > n_threads) n = n_threads;
     if (n > n_chunks) n = n_chunks;
     return n < 1 ? 1 : (int)n;
@@ -75,8 +82,11 @@ hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens
     s->n_scored = n_ctx - s->first - 1;
     if (p->n_chunks > 0 && p->n_chunks < s->n_chunks) s->n_chunks = p->n_chunks;
     const int n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
-    s->n_slots = slots_for(m, n_threads, p->n_parallel, s->n_chunks);
-    s->threads_per_slot = n_threads / s->n_slots;
+    const bool tiny = is_tiny(m);
+    s->n_lanes = lanes_for(tiny, n_threads, p->n_parallel, s->n_chunks);
+    s->threads_per_slot = n_threads / s->n_lanes;
+    const int64_t per_round = s->n_lanes > 1 && tiny ? (int64_t)s->n_lanes * TINY_ROUND_CHUNKS_PER_LANE : s->n_lanes;
+    s->n_slots = (int)(per_round < s->n_chunks ? per_round : s->n_chunks);
     if (!(s->slots = calloc((size_t)s->n_slots, sizeof *s->slots))) goto oom;
     /* the last token of a chunk is only ever a target: n_ctx - 1 positions suffice */
     hfq_context_params cp = {.n_ctx = n_ctx - 1, .n_batch = p->n_batch > 0 ? p->n_batch : n_ctx,
@@ -113,7 +123,7 @@ void hfq_ppl_free(hfq_ppl *s) {
 }
 
 int64_t hfq_ppl_n_chunks(const hfq_ppl *s) { return s->n_chunks; }
-int hfq_ppl_n_parallel(const hfq_ppl *s) { return s->n_slots; }
+int hfq_ppl_n_parallel(const hfq_ppl *s) { return s->n_lanes; }
 
 /* -log softmax(logits)[target], as llama.cpp's log_softmax. */
 static double neg_log_prob(const float *logits, int64_t n_vocab, int32_t target) {
@@ -142,10 +152,10 @@ int hfq_ppl_next(hfq_ppl *s, hfq_ppl_chunk *chunk, hfq_error *err) {
     if (s->next_chunk >= s->n_chunks) return 0;
     slot *sl = &s->slots[s->next_chunk % s->n_slots];
     if (sl->chunk != s->next_chunk) {
-        /* the slots hold the next n_slots chunks, evaluated side by side */
+        /* the slots hold the next n_slots chunks, evaluated n_lanes at a time */
         const int n = (int)(s->n_chunks - s->next_chunk < s->n_slots ? s->n_chunks - s->next_chunk : s->n_slots);
         for (int i = 0; i < n; i++) s->slots[(s->next_chunk + i) % s->n_slots].chunk = s->next_chunk + i;
-        #pragma omp parallel for num_threads(n) schedule(static, 1)
+        #pragma omp parallel for num_threads(n < s->n_lanes ? n : s->n_lanes) schedule(dynamic, 1)
         for (int i = 0; i < n; i++) eval_chunk(s, &s->slots[(s->next_chunk + i) % s->n_slots]);
     }
     if (sl->rc) {   /* chunks before a failed one are still returned first */
