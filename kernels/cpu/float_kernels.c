@@ -193,7 +193,28 @@ AVX512_INLINE void tile4_fixed512(fmt fw, fmt fa, const int NC, int64_t n, const
             acc23[c] = _mm512_fmadd_ps(w23, av, acc23[c]);
         }
     }
-    for (int c = 0; c < NC; c++) {
+    /* hsum's pairings, ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)),
+     * for 4 rows x 4 tokens at once: a row of 64 values takes as many
+     * instructions to sum as to multiply, one pair at a time */
+    int c = 0;
+    for (; c + 4 <= NC; c += 4) {
+        __m512 x[4];   /* 128-bit quarter r: lo + hi of row r, token c + j */
+        for (int j = 0; j < 4; j++)
+            x[j] = _mm512_add_ps(_mm512_shuffle_f32x4(acc01[c + j], acc23[c + j], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(acc01[c + j], acc23[c + j], _MM_SHUFFLE(3, 1, 3, 1)));
+        /* [s0 + s2, s1 + s3] of two tokens per quarter */
+        const __m512 y01 = _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                         _mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(3, 2, 3, 2)));
+        const __m512 y23 = _mm512_add_ps(_mm512_shuffle_ps(x[2], x[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                         _mm512_shuffle_ps(x[2], x[3], _MM_SHUFFLE(3, 2, 3, 2)));
+        /* quarter r, lane j: row r's sum for token c + j */
+        float sums[16];
+        _mm512_storeu_ps(sums, _mm512_add_ps(_mm512_shuffle_ps(y01, y23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                             _mm512_shuffle_ps(y01, y23, _MM_SHUFFLE(3, 1, 3, 1))));
+        for (int j = 0; j < 4; j++)
+            for (int r = 0; r < 4; r++) out[(c + j) * os + r] = sums[4 * r + j];
+    }
+    for (; c < NC; c++) {
         out[c * os + 0] = hsum(_mm512_castps512_ps256(acc01[c]));
         out[c * os + 1] = hsum(_mm512_extractf32x8_ps(acc01[c], 1));
         out[c * os + 2] = hsum(_mm512_castps512_ps256(acc23[c]));
