@@ -347,11 +347,11 @@ static void test_dot_i8(void) {
 
 /* The SIMD twins of quant/qtype.h vec_dots, and their tiles, give the same
  * bits in every instruction set this CPU runs, on rows of values of very
- * different sizes; tiles of every width up to the kernel's and of fewer
- * rows than CPU_TILE_ROWS included. */
+ * different sizes; tiles of every width up to the kernel's, of
+ * CPU_TILE_ROWS rows and of fewer (the rows past nr left alone). */
 static void test_quant_simd_dots(void) {
     static const hfq_qtype formats[] = {HFQ_QT_Q8_0, HFQ_QT_Q4_0, HFQ_QT_Q4_K, HFQ_QT_Q6_K};
-    enum { N = 1024, ROWS = 3, COLS = 19 };
+    enum { N = 1024, ROWS = CPU_TILE_ROWS, COLS = 19 };
     static float x[N], v[N];
     static char w[ROWS][2 * N], a[COLS][2 * N];   /* wider than any row of these formats */
     static float want[COLS][ROWS], got[COLS][ROWS];
@@ -386,14 +386,21 @@ static void test_quant_simd_dots(void) {
                                   wt->name, isa, round, one, want[c][r]);
                         checked++;
                     }
-                /* tiles of ROWS rows (fewer than CPU_TILE_ROWS), of nc = round % cols + 1 columns */
+                /* tiles of nr = ROWS and ROWS - 1 rows, of nc = round % cols + 1 columns */
                 const int nc = round % cols + 1;
-                memset(got, 0, sizeof got);
-                for (int c0 = 0; c0 < COLS; c0 += nc) {
-                    const int n_cols = COLS - c0 < nc ? COLS - c0 : nc;
-                    tile(N, w, row, ROWS, (char *)a + c0 * arow, arow, n_cols, &got[c0][0], ROWS);
+                for (int nr = ROWS; nr >= ROWS - 1; nr--) {
+                    memset(got, 0, sizeof got);
+                    for (int c0 = 0; c0 < COLS; c0 += nc) {
+                        const int n_cols = COLS - c0 < nc ? COLS - c0 : nc;
+                        tile(N, w, row, nr, (char *)a + c0 * arow, arow, n_cols, &got[c0][0], ROWS);
+                    }
+                    bool same = true;
+                    for (int c = 0; c < COLS; c++)
+                        for (int r = 0; r < ROWS; r++)
+                            same = same && (r < nr ? memcmp(&want[c][r], &got[c][r], sizeof got[c][r]) == 0
+                                                   : got[c][r] == 0.0f);
+                    CHECK_MSG(same, "%s isa %d: tile of %d rows x %d columns differs", wt->name, isa, nr, nc);
                 }
-                CHECK_MSG(memcmp(want, got, sizeof want) == 0, "%s isa %d: tile of %d columns differs", wt->name, isa, nc);
             }
         }
     }

@@ -39,7 +39,7 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
 }
 
 int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const char *where, hfq_error *err) {
-    *k = (cpu_wkernel){.qext = w->qext};
+    *k = (cpu_wkernel){.qext = w->qext, .tile_cols = CPU_TILE_COLS};
     /* I8 codes: quant/int8.h and quant/fp8.h, with the tensor's scales */
     if (w->qext) return choose_act(w, aq, k, where, err);
     const ggml_type_info *gt = ggml_type_get(w->type);
@@ -53,7 +53,6 @@ int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const
     if (hfq_qtype_row_size(k->act->type, w->ne0) < 0)
         return hfq_fail(err, where, "tensor '%s': row length %lld is not a multiple of the %s block size %lld",
                         w->name, (long long)w->ne0, k->act->name, (long long)k->act->block_size);
-    k->tile_cols = CPU_TILE_COLS;
     k->tile = cpu_float_tile(w->type, CPU_FLOAT_BEST, &k->tile_cols, &k->act_f32);
     if (!k->tile) k->tile = cpu_quant_tile(k->w->type, &k->tile_cols);
     k->dot = cpu_quant_vec_dot(k->w->type);
@@ -264,7 +263,7 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
             const int64_t r0 = rt * CPU_TILE_ROWS;
             const int nr = (int)(n_out - r0 < CPU_TILE_ROWS ? n_out - r0 : CPU_TILE_ROWS);
             const int64_t t_end = (tb + 1) * TOKEN_BLOCK < n_tokens ? (tb + 1) * TOKEN_BLOCK : n_tokens;
-            const int cols = p.k.tile ? p.k.tile_cols : CPU_TILE_COLS;
+            const int cols = p.k.tile_cols;   /* CPU_TILE_COLS unless a tile takes more */
             for (int64_t t0 = tb * TOKEN_BLOCK; t0 < t_end; t0 += cols)
                 tile(&p, r0, nr, t0, (int)(t_end - t0 < cols ? t_end - t0 : cols));
         }
