@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "formats/ggml_type.h"
+#include "kernels/cpu/cpu_features.h"
 #include "quant/half.h"
 
 typedef enum fmt { FMT_F32, FMT_F16, FMT_BF16 } fmt;
@@ -244,11 +245,11 @@ DEFINE_TILE(tile_f16_avx512, tile_avx512, FMT_F16, FMT_F32, AVX512)
 DEFINE_TILE(tile_bf16_avx512, tile_avx512, FMT_BF16, FMT_F32, AVX512)
 
 static bool runs(cpu_float_isa isa) {
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    const bool avx2 = cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_FMA | CPU_FEAT_F16C);
     switch (isa) {
     case CPU_FLOAT_PORTABLE: return true;
     case CPU_FLOAT_AVX2: return avx2;
-    case CPU_FLOAT_AVX512: return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+    case CPU_FLOAT_AVX512: return avx2 && cpu_has(CPU_FEAT_AVX512F | CPU_FEAT_AVX512DQ);
     default: return false;
     }
 }

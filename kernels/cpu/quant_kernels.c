@@ -3,11 +3,11 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_features.h"
 #include "quant/block_math.h"
 #include "quant/blocks.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 
 /* The helpers every instruction set's tiles share (AVX2 and F16C; they
@@ -105,24 +105,13 @@ static inline void store_rows(__m128 v, int nr, float *out) {
 #undef TILE_NAME
 #undef TILE_VNNI
 
-/* The sets this CPU runs, as bits 1 << cpu_quant_isa. CPUID traps to the
- * hypervisor in a virtual machine (microseconds), and kernels are looked up
- * for every product, so the answer, a fact of the machine, is kept once
- * found (computing it twice at once gives the same value: no lock). */
+/* The sets this CPU runs, as bits 1 << cpu_quant_isa. */
 static unsigned isa_bits(void) {
-    static _Atomic unsigned cached;   /* 0: not yet found (bit NONE is always set once found) */
-    unsigned bits = cached;
-    if (bits) return bits;
-    bits = 1u << CPU_QUANT_ISA_NONE;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
-        bits |= 1u << CPU_QUANT_ISA_AVX2;
-        /* AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4 (GCC 12's __builtin_cpu_supports does not know it) */
-        unsigned a, b, c, d;
-        if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1)) bits |= 1u << CPU_QUANT_ISA_AVXVNNI;
-        if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
-            bits |= 1u << CPU_QUANT_ISA_AVX512VNNI;
-    }
-    cached = bits;
+    unsigned bits = 1u << CPU_QUANT_ISA_NONE;
+    if (!cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_F16C)) return bits;
+    bits |= 1u << CPU_QUANT_ISA_AVX2;
+    if (cpu_has(CPU_FEAT_AVXVNNI)) bits |= 1u << CPU_QUANT_ISA_AVXVNNI;
+    if (cpu_has(CPU_FEAT_AVX512VNNI | CPU_FEAT_AVX512VL)) bits |= 1u << CPU_QUANT_ISA_AVX512VNNI;
     return bits;
 }
 

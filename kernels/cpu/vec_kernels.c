@@ -1,5 +1,6 @@
 #include "kernels/cpu/vec_kernels.h"
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/vexp.h"
 
 /* ---- portable C ---- */
@@ -176,7 +177,7 @@ AVX2 static void mix_avx2(const float *restrict s, const float *restrict v, int6
     }
 }
 
-static bool have_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+static bool have_avx2(void) { return cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_FMA); }
 #else
 static bool have_avx2(void) { return false; }
 #define scores_avx2 scores_c

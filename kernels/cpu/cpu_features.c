@@ -1,0 +1,30 @@
+#include "kernels/cpu/cpu_features.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+static unsigned find(void) {
+    /* __builtin_cpu_supports takes a string literal only: one call per name */
+    unsigned bits = (__builtin_cpu_supports("avx2") ? CPU_FEAT_AVX2 : 0) | (__builtin_cpu_supports("fma") ? CPU_FEAT_FMA : 0) |
+                    (__builtin_cpu_supports("f16c") ? CPU_FEAT_F16C : 0) |
+                    (__builtin_cpu_supports("avx512f") ? CPU_FEAT_AVX512F : 0) |
+                    (__builtin_cpu_supports("avx512dq") ? CPU_FEAT_AVX512DQ : 0) |
+                    (__builtin_cpu_supports("avx512vl") ? CPU_FEAT_AVX512VL : 0) |
+                    (__builtin_cpu_supports("avx512vnni") ? CPU_FEAT_AVX512VNNI : 0);
+    unsigned a, b, c, d;
+    if ((bits & CPU_FEAT_AVX2) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1)) bits |= CPU_FEAT_AVXVNNI;
+    return bits;
+}
+#else
+static unsigned find(void) { return 0; }
+#endif
+
+unsigned cpu_features(void) {
+    /* found once; computing it twice at once gives the same value: no lock */
+    static _Atomic unsigned cached;   /* bit 31: found */
+    unsigned bits = cached;
+    if (bits) return bits & ~(1u << 31);
+    bits = find();
+    cached = bits | 1u << 31;
+    return bits;
+}

@@ -1,0 +1,26 @@
+/* cpu_features.h - the x86 instruction-set extensions this CPU runs, for the
+ * CPU kernels' run-time choice (float_kernels.c, vec_kernels.c,
+ * quant_kernels.c). Found once per process: CPUID traps to the hypervisor
+ * in a virtual machine (microseconds), and kernels are looked up for every
+ * product. 0 on other architectures. */
+#ifndef HFQ_KERNELS_CPU_CPU_FEATURES_H
+#define HFQ_KERNELS_CPU_CPU_FEATURES_H
+
+enum {
+    CPU_FEAT_AVX2 = 1u << 0,
+    CPU_FEAT_FMA = 1u << 1,
+    CPU_FEAT_F16C = 1u << 2,
+    CPU_FEAT_AVX512F = 1u << 3,
+    CPU_FEAT_AVX512DQ = 1u << 4,
+    CPU_FEAT_AVX512VL = 1u << 5,
+    CPU_FEAT_AVX512VNNI = 1u << 6,
+    CPU_FEAT_AVXVNNI = 1u << 7,   /* VEX-encoded VNNI (CPUID leaf 7.1; GCC 12's __builtin_cpu_supports lacks it) */
+};
+
+/* The CPU_FEAT_ bits of this CPU. */
+unsigned cpu_features(void);
+
+/* Whether this CPU has every feature in `want`. */
+static inline int cpu_has(unsigned want) { return (cpu_features() & want) == want; }
+
+#endif
