@@ -15,6 +15,7 @@ enum {
     CPU_FEAT_AVX512VL = 1u << 5,
     CPU_FEAT_AVX512VNNI = 1u << 6,
     CPU_FEAT_AVXVNNI = 1u << 7,   /* VEX-encoded VNNI (CPUID leaf 7.1; GCC 12's __builtin_cpu_supports lacks it) */
+    CPU_FEAT_AVX512BW = 1u << 8,
 };
 
 /* The CPU_FEAT_ bits of this CPU. */

@@ -140,8 +140,8 @@ static void cpu_rope(hfq_backend *b, float *x, int64_t n_tokens, int64_t n_heads
  * q, out: [hd];  kt: [hd][n_ctx] (this kv head's K, transposed);  v: rows v_stride apart;  s: [n_keys] scratch */
 static void attend(const cpu_vec_kernels *k, const float *q, const float *kt, const float *v, int64_t v_stride,
                    int64_t n_keys, int64_t n_ctx, int64_t hd, float scale, float *s, float *out) {
-    k->scores(q, kt, n_ctx, hd, n_keys, s);
-    const float inv = 1.0f / k->softmax(s, n_keys, scale);
+    const float max = k->scores(q, kt, n_ctx, hd, n_keys, s);
+    const float inv = 1.0f / k->softmax(s, n_keys, max, scale);
     k->mix(s, v, v_stride, n_keys, hd, out);
     for (int64_t d = 0; d < hd; d++) out[d] *= inv;
 }

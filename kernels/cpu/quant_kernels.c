@@ -31,24 +31,38 @@ AVX2 static inline __m128 fp16x4(const uint16_t h[4]) {
 
 AVX2 static inline __m128 fp16_bcast(uint16_t h) { return _mm_cvtph_ps(_mm_set1_epi16((short)h)); }
 
-/* Weight blocks are read ahead of use: a tile reads NR rows side by side,
- * which the hardware prefetchers follow poorly, and decoding (one activation
- * row) waits on the weights' memory more than on the math. */
-#define PREFETCH_DISTANCE 576
-static inline void prefetch_ahead(const void *block, size_t bytes) {
-    for (size_t l = 0; l < bytes; l += 64) _mm_prefetch((const char *)block + PREFETCH_DISTANCE + l, _MM_HINT_T0);
+/* A tile's NR weight rows lie one after another in memory, and it reads
+ * them side by side, block i of each row in turn, which the hardware
+ * prefetchers follow poorly; decoding (one activation row) waits on the
+ * weights' memory more than on the math. So while a tile reads its block
+ * i, the next tile's rows are read ahead in order, as many bytes as the
+ * tile reads: when this tile ends, the next one's are (mostly) in cache. */
+static inline void prefetch_next_tile(const void *w, size_t ws, int64_t i, size_t block_bytes) {
+    const char *next = (const char *)w + CPU_TILE_ROWS * ws + (size_t)i * CPU_TILE_ROWS * block_bytes;
+    for (size_t l = 0; l < CPU_TILE_ROWS * block_bytes; l += 64) _mm_prefetch(next + l, _MM_HINT_T0);
 }
 
-/* hfq_k_scale_min of the eight sub-blocks, four at a time in 32-bit words
- * (bytes 0-3, 4-7, 8-11 of the packed scales), as 8 x int16 each. */
-AVX2 static inline void k_scales_mins(const uint8_t packed[HFQ_K_SCALE_BYTES], __m128i *sc, __m128i *m) {
-    uint32_t w[3];
-    memcpy(w, packed, sizeof w);
-    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
-    const uint32_t sc_lo = w[0] & low6, sc_hi = (w[2] & low4) | ((w[0] >> 6) & low2) << 4;
-    const uint32_t m_lo = w[1] & low6, m_hi = ((w[2] >> 4) & low4) | ((w[1] >> 6) & low2) << 4;
-    *sc = _mm_cvtepu8_epi16(_mm_setr_epi32((int)sc_lo, (int)sc_hi, 0, 0));
-    *m = _mm_cvtepu8_epi16(_mm_setr_epi32((int)m_lo, (int)m_hi, 0, 0));
+/* hfq_k_scale_min of the eight sub-blocks of two Q4_K blocks, as 8 x int16
+ * each: from the 32-bit words w0, w1, w2 of the packed scales (one block
+ * per 128-bit lane), scales (w0 & 0x3f.., (w2 & 0x0f..) | (w0 >> 6 & 3..) << 4)
+ * and mins (w1 & 0x3f.., (w2 >> 4 & 0x0f..) | (w1 >> 6 & 3..) << 4). */
+AVX2 static inline void k_scales_mins_pair(const hfq_block_q4_k *b0, const hfq_block_q4_k *b1, __m128i sc[2],
+                                           __m128i m[2]) {
+    /* 16 bytes from the scales on: the last 4 are levels, unused */
+    const __m256i w = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b1->scales),
+                                       _mm_loadu_si128((const __m128i *)b0->scales));
+    const __m256i w2_shifted = _mm256_srlv_epi32(_mm256_shuffle_epi32(w, 0xaa), _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
+    const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi32(0x3f3f3f3f));
+    const __m256i hi = _mm256_or_si256(
+        _mm256_and_si256(w2_shifted, _mm256_set1_epi32(0x0f0f0f0f)),
+        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w, 6), _mm256_set1_epi32(0x03030303)), 4));
+    /* per lane: scales low, scales high, mins low, mins high */
+    const __m256i both = _mm256_unpacklo_epi32(lo, hi);
+    const __m128i both0 = _mm256_castsi256_si128(both), both1 = _mm256_extracti128_si256(both, 1);
+    sc[0] = _mm_cvtepu8_epi16(both0);
+    m[0] = _mm_cvtepu8_epi16(_mm_srli_si128(both0, 8));
+    sc[1] = _mm_cvtepu8_epi16(both1);
+    m[1] = _mm_cvtepu8_epi16(_mm_srli_si128(both1, 8));
 }
 
 #define NR CPU_TILE_ROWS
@@ -69,6 +83,10 @@ static inline void store_rows(__m128 v, int nr, float *out) {
     _mm_storeu_ps(lane, v);
     for (int r = 0; r < nr; r++) out[r] = lane[r];
 }
+
+/* What rows past a tile's last weight row read. */
+static const hfq_block_q4_k zero_q4_k;
+static const hfq_block_q6_k zero_q6_k;
 
 /* Activation rows a weight block's unpacked levels are shared by at once. */
 #define K_GROUP 4
@@ -97,7 +115,7 @@ static inline void store_rows(__m128 v, int nr, float *out) {
 #undef TILE_NAME
 #undef TILE_VNNI
 
-#define TILE_TARGET __attribute__((target("avx2,f16c,avx512vl,avx512vnni")))
+#define TILE_TARGET __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 #define TILE_NAME(x) x##_avx512vnni
 #define TILE_VNNI 2
 #include "kernels/cpu/quant_tiles.inc"
@@ -111,14 +129,15 @@ static unsigned isa_bits(void) {
     if (!cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_F16C)) return bits;
     bits |= 1u << CPU_QUANT_ISA_AVX2;
     if (cpu_has(CPU_FEAT_AVXVNNI)) bits |= 1u << CPU_QUANT_ISA_AVXVNNI;
-    if (cpu_has(CPU_FEAT_AVX512VNNI | CPU_FEAT_AVX512VL)) bits |= 1u << CPU_QUANT_ISA_AVX512VNNI;
+    if (cpu_has(CPU_FEAT_AVX512F | CPU_FEAT_AVX512BW | CPU_FEAT_AVX512VL | CPU_FEAT_AVX512VNNI))
+        bits |= 1u << CPU_QUANT_ISA_AVX512VNNI;
     return bits;
 }
 
 cpu_quant_isa cpu_quant_isa_best(void) {
     const unsigned bits = isa_bits();
-    if (bits >> CPU_QUANT_ISA_AVXVNNI & 1) return CPU_QUANT_ISA_AVXVNNI;
     if (bits >> CPU_QUANT_ISA_AVX512VNNI & 1) return CPU_QUANT_ISA_AVX512VNNI;
+    if (bits >> CPU_QUANT_ISA_AVXVNNI & 1) return CPU_QUANT_ISA_AVXVNNI;
     return bits >> CPU_QUANT_ISA_AVX2 & 1 ? CPU_QUANT_ISA_AVX2 : CPU_QUANT_ISA_NONE;
 }
 

@@ -17,11 +17,12 @@ typedef enum cpu_quant_isa {
     CPU_QUANT_ISA_NONE,        /* no SIMD kernels: the traits' vec_dot */
     CPU_QUANT_ISA_AVX2,        /* AVX2 + F16C */
     CPU_QUANT_ISA_AVXVNNI,     /* ... + AVX-VNNI (VEX encoded) */
-    CPU_QUANT_ISA_AVX512VNNI,  /* ... + AVX512-VNNI and AVX512VL, on 256-bit vectors */
+    CPU_QUANT_ISA_AVX512VNNI,  /* ... + AVX512-VNNI, -BW and -VL: K-quant tiles on 512-bit vectors (two
+                                  weight rows in each), Q8_0/Q4_0 tiles on 256-bit ones */
 } cpu_quant_isa;
 
-/* The set the kernels below use on this CPU (AVX-VNNI first: the same
- * instructions without AVX-512's encoding). */
+/* The set the kernels below use on this CPU: the last of the list above
+ * that it runs. */
 cpu_quant_isa cpu_quant_isa_best(void);
 
 /* Whether this CPU runs the kernels of set isa. */

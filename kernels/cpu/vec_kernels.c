@@ -5,16 +5,17 @@
 
 /* ---- portable C ---- */
 
-static void scores_c(const float *restrict q, const float *restrict kt, int64_t n_ctx, int64_t hd, int64_t n_keys,
-                     float *restrict s) {
+static float scores_c(const float *restrict q, const float *restrict kt, int64_t n_ctx, int64_t hd, int64_t n_keys,
+                      float *restrict s) {
     for (int64_t p = 0; p < n_keys; p++) s[p] = 0.0f;
     for (int64_t d = 0; d < hd; d++)
         for (int64_t p = 0; p < n_keys; p++) s[p] += q[d] * kt[d * n_ctx + p];
+    float max = s[0];
+    for (int64_t p = 1; p < n_keys; p++) max = s[p] > max ? s[p] : max;
+    return max;
 }
 
-static float softmax_c(float *s, int64_t n, float scale) {
-    float max = s[0];
-    for (int64_t p = 1; p < n; p++) max = s[p] > max ? s[p] : max;
+static float softmax_c(float *s, int64_t n, float max, float scale) {
     const float max_scaled = max * scale;
     float sum = 0.0f;
     for (int64_t p = 0; p < n; p++) {
@@ -69,20 +70,25 @@ AVX2 static inline __m256 exp8(__m256 x) {
     return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
-/* Lanes past n hold -inf for the max and 0 for the sum. */
-AVX2 static float softmax_avx2(float *restrict s, int64_t n, float scale) {
-    __m256 mx = _mm256_set1_ps(-INFINITY);
-    for (int64_t p = 0; p < n; p += 8) {
-        const __m256i m = lanes(n - p);
-        mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(s + p, m),
-                                                _mm256_castsi256_ps(m)));
-    }
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+/* The largest of 8 lanes. */
+AVX2 static inline float hmax(__m256 v) {
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    const __m256 vscale = _mm256_set1_ps(scale), max_scaled = _mm256_set1_ps(_mm_cvtss_f32(h) * scale);
+    return _mm_cvtss_f32(h);
+}
+
+/* Lanes past n add 0 to the sum. */
+AVX2 static float softmax_avx2(float *restrict s, int64_t n, float max, float scale) {
+    const __m256 vscale = _mm256_set1_ps(scale), max_scaled = _mm256_set1_ps(max * scale);
     __m256 sum = _mm256_setzero_ps();
-    for (int64_t p = 0; p < n; p += 8) {
+    int64_t p = 0;
+    for (; p + 8 <= n; p += 8) {
+        const __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(s + p), vscale, max_scaled));
+        _mm256_storeu_ps(s + p, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    if (p < n) {
         const __m256i m = lanes(n - p);
         __m256 e = exp8(_mm256_fmsub_ps(_mm256_maskload_ps(s + p, m), vscale, max_scaled));
         e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
@@ -129,9 +135,11 @@ AVX2 static int64_t dot_i8_avx2(const int8_t *a, const int8_t *b, int64_t n) {
 }
 
 /* Each score is one chain of fused multiply-adds over d, whichever block it
- * falls in; four blocks at a time hide the FMA latency. */
-AVX2 static void scores_avx2(const float *restrict q, const float *restrict kt, int64_t n_ctx, int64_t hd,
-                             int64_t n_keys, float *restrict s) {
+ * falls in; four blocks at a time hide the FMA latency. The largest score
+ * is kept on the way (lanes past n_keys: -inf). */
+AVX2 static float scores_avx2(const float *restrict q, const float *restrict kt, int64_t n_ctx, int64_t hd,
+                              int64_t n_keys, float *restrict s) {
+    __m256 mx = _mm256_set1_ps(-INFINITY);
     int64_t p = 0;
     for (; p + 32 <= n_keys; p += 32) {
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -147,6 +155,7 @@ AVX2 static void scores_avx2(const float *restrict q, const float *restrict kt, 
         _mm256_storeu_ps(s + p + 8, a1);
         _mm256_storeu_ps(s + p + 16, a2);
         _mm256_storeu_ps(s + p + 24, a3);
+        mx = _mm256_max_ps(_mm256_max_ps(mx, a0), _mm256_max_ps(a1, _mm256_max_ps(a2, a3)));
     }
     for (; p < n_keys; p += 8) {
         const __m256i m = lanes(n_keys - p);
@@ -154,26 +163,44 @@ AVX2 static void scores_avx2(const float *restrict q, const float *restrict kt, 
         for (int64_t d = 0; d < hd; d++)
             a = _mm256_fmadd_ps(_mm256_broadcast_ss(q + d), _mm256_maskload_ps(kt + d * n_ctx + p, m), a);
         _mm256_maskstore_ps(s + p, m, a);
+        mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), a, _mm256_castsi256_ps(m)));
     }
+    return hmax(mx);
 }
 
-/* Four partial sums over positions p % 4, added pairwise at the end. */
+/* 8 values at p, or the first n_left when fewer (the rest 0). */
+AVX2 static inline __attribute__((always_inline)) __m256 load_part(const float *p, bool full, __m256i m) {
+    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
+/* Values d0.. of out (all 8 when full, else those m selects): four partial
+ * sums over positions p % 4, added pairwise at the end. */
+AVX2 static inline __attribute__((always_inline)) void mix_block(const float *restrict s, const float *restrict vd,
+                                                                 int64_t v_stride, int64_t n_keys, bool full,
+                                                                 __m256i m, float *restrict out) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t p = 0;
+    for (; p + 4 <= n_keys; p += 4) {
+        a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p), load_part(vd + p * v_stride, full, m), a0);
+        a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p + 1), load_part(vd + (p + 1) * v_stride, full, m), a1);
+        a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p + 2), load_part(vd + (p + 2) * v_stride, full, m), a2);
+        a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p + 3), load_part(vd + (p + 3) * v_stride, full, m), a3);
+    }
+    for (; p < n_keys; p++) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p), load_part(vd + p * v_stride, full, m), a0);
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    if (full)
+        _mm256_storeu_ps(out, sum);
+    else
+        _mm256_maskstore_ps(out, m, sum);
+}
+
 AVX2 static void mix_avx2(const float *restrict s, const float *restrict v, int64_t v_stride, int64_t n_keys,
                           int64_t hd, float *restrict out) {
     for (int64_t d0 = 0; d0 < hd; d0 += 8) {
-        const __m256i m = lanes(hd - d0);
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        const float *vd = v + d0;
-        int64_t p = 0;
-        for (; p + 4 <= n_keys; p += 4) {
-            a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p), _mm256_maskload_ps(vd + p * v_stride, m), a0);
-            a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p + 1), _mm256_maskload_ps(vd + (p + 1) * v_stride, m), a1);
-            a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p + 2), _mm256_maskload_ps(vd + (p + 2) * v_stride, m), a2);
-            a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p + 3), _mm256_maskload_ps(vd + (p + 3) * v_stride, m), a3);
-        }
-        for (; p < n_keys; p++)
-            a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p), _mm256_maskload_ps(vd + p * v_stride, m), a0);
-        _mm256_maskstore_ps(out + d0, m, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        if (hd - d0 >= 8)
+            mix_block(s, v + d0, v_stride, n_keys, true, _mm256_setzero_si256(), out + d0);
+        else
+            mix_block(s, v + d0, v_stride, n_keys, false, lanes(hd - d0), out + d0);
     }
 }
 

@@ -9,10 +9,12 @@
 #include <stdint.h>
 
 typedef struct cpu_vec_kernels {
-    /* s[p] = q . K[p] for p < n_keys;  q: [hd];  kt: K transposed, [hd][n_ctx] */
-    void (*scores)(const float *q, const float *kt, int64_t n_ctx, int64_t hd, int64_t n_keys, float *s);
-    /* s[p] = e^(scale * (s[p] - max s)) for p < n; returns their sum */
-    float (*softmax)(float *s, int64_t n, float scale);
+    /* s[p] = q . K[p] for p < n_keys (n_keys >= 1); returns the largest;
+     * q: [hd];  kt: K transposed, [hd][n_ctx] */
+    float (*scores)(const float *q, const float *kt, int64_t n_ctx, int64_t hd, int64_t n_keys, float *s);
+    /* s[p] = e^(scale * s[p] - scale * max) for p < n, max the largest s[p]
+     * (as scores returns it); returns their sum */
+    float (*softmax)(float *s, int64_t n, float max, float scale);
     /* out[d] = sum_p s[p] v[p][d] for d < hd;  v: n_keys rows v_stride apart */
     void (*mix)(const float *s, const float *v, int64_t v_stride, int64_t n_keys, int64_t hd, float *out);
     /* gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + e^-gate[i]) * up[i] */
