@@ -53,12 +53,16 @@ def main():
         rs.write_gguf(f32, cfg, w, sp)
         p = subprocess.run([QUANTIZE, f32, q8, "Q8_0"], capture_output=True, text=True)
         rs.check(p.returncode == 0, f"quantize: {p.stderr}")
-        for model in (f32, q8):
+        # Q8_0 quantizes activations: where two float sums round a value
+        # differently (attention's summation order is each tool's own), the
+        # value can land on the other 8-bit level; changing only our
+        # attention's order moved this PPL by 3e-4 (F32's by 1e-8).
+        for model, rel_tol in ((f32, 2e-4), (q8, 5e-4)):
             (theirs, theirs_err), (ours, ours_err) = llama_ppl(model), our_ppl(model)
             print(f"{os.path.basename(model)}: llama.cpp {theirs} +/- {theirs_err}, ppl-eval {ours} +/- {ours_err}")
             if theirs is None or ours is None:
                 continue
-            rs.check(abs(ours - theirs) <= 2e-4 * theirs, f"{model}: ppl {ours} vs llama.cpp {theirs}")
+            rs.check(abs(ours - theirs) <= rel_tol * theirs, f"{model}: ppl {ours} vs llama.cpp {theirs}")
             rs.check(abs(ours_err - theirs_err) <= 1e-3 * theirs_err + 1e-5, f"{model}: error {ours_err} vs {theirs_err}")
     print(f"{rs.failures} failure(s)")
     return 1 if rs.failures else 0

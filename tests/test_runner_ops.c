@@ -345,6 +345,60 @@ static void test_dot_i8(void) {
     free(b);
 }
 
+/* Attention's vector kernels (in every set this CPU runs) against a plain double-precision computation within float rounding:
+ * scores (and exactly their maximum), softmax and the weighted sums of V,
+ * for head sizes that fill vectors and those that don't, and every key
+ * count through a few vector widths. */
+static void test_attention_kernels(void) {
+    enum { N_CTX = 80, MAX_HD = 20 };
+    static float kt[MAX_HD * N_CTX], vt[MAX_HD * N_CTX];
+    const int64_t hds[] = {1, 3, 8, 12, 20};
+    uint64_t rng = 11;
+    for (int i = 0; i < MAX_HD * N_CTX; i++) kt[i] = 2.0f * synth_uniform(&rng), vt[i] = synth_uniform(&rng);
+    int checked = 0;
+    for (int isa = CPU_VEC_PORTABLE; isa <= CPU_VEC_AVX512; isa++) {
+        cpu_vec_kernels k;
+        if (!cpu_vec_kernels_isa((cpu_vec_isa)isa, &k)) continue;
+        for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
+            for (int64_t n = 1; n <= N_CTX; n++) {
+                const int64_t hd = hds[h];
+                float q[MAX_HD], s[N_CTX + 1], out[MAX_HD + 1];
+                double want_s[N_CTX], want_out[MAX_HD] = {0}, want_sum = 0.0;
+                for (int64_t d = 0; d < hd; d++) q[d] = synth_uniform(&rng);
+                s[n] = out[hd] = 12345.0f;   /* nothing written past n_keys or hd */
+                const float max = k.scores(q, kt, N_CTX, hd, n, s);
+                float s_max = s[0];
+                for (int64_t p = 0; p < n; p++) {
+                    want_s[p] = 0.0;
+                    for (int64_t d = 0; d < hd; d++) want_s[p] += (double)q[d] * kt[d * N_CTX + p];
+                    CHECK_MSG(fabs(s[p] - want_s[p]) <= 1e-5 * (1.0 + fabs(want_s[p])), "score hd %lld n %lld p %lld",
+                              (long long)hd, (long long)n, (long long)p);
+                    s_max = s[p] > s_max ? s[p] : s_max;
+                }
+                CHECK(max == s_max);
+                float scaled[N_CTX];
+                for (int64_t p = 0; p < n; p++) scaled[p] = s[p];
+                const float sum = k.softmax(s, n, max, 0.5f);
+                for (int64_t p = 0; p < n; p++) {
+                    const double e = exp(0.5 * ((double)scaled[p] - (double)max));
+                    CHECK_MSG(fabs(s[p] - e) <= 1e-6, "softmax n %lld p %lld: %g vs %g", (long long)n, (long long)p,
+                              s[p], e);
+                    want_sum += e;
+                    for (int64_t d = 0; d < hd; d++) want_out[d] += (double)s[p] * vt[d * N_CTX + p];
+                }
+                CHECK_MSG(fabs(sum - want_sum) <= 1e-5 * want_sum, "softmax sum %g vs %g (n %lld)", sum, want_sum,
+                          (long long)n);
+                k.mix(s, vt, N_CTX, n, hd, out);
+                for (int64_t d = 0; d < hd; d++)
+                    CHECK_MSG(fabs(out[d] - want_out[d]) <= 1e-5 * (1.0 + fabs(want_out[d])), "mix hd %lld n %lld d %lld",
+                              (long long)hd, (long long)n, (long long)d);
+                CHECK(s[n] == 12345.0f && out[hd] == 12345.0f);
+                checked++;
+            }
+    }
+    printf("%d attention kernel calls checked\n", checked);
+}
+
 /* The SIMD twins of quant/qtype.h vec_dots, and their tiles, give the same
  * bits in every instruction set this CPU runs, on rows of values of very
  * different sizes; tiles of every width up to the kernel's, of
@@ -436,6 +490,7 @@ int main(void) {
     test_qext_products();
     test_nvfp4_w4a4();
     test_dot_i8();
+    test_attention_kernels();
     test_quant_simd_dots();
     test_float_isas();
     return check_exit();

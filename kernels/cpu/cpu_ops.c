@@ -5,9 +5,9 @@
  * Loops gcc should vectorize are compiled twice (AVX2/FMA and baseline) and
  * picked at load time.
  *
- * KV cache layout: K transposed per kv head, [n_head_kv][head_dim][n_ctx], so
- * the scores of consecutive positions are one vectorized multiply-add per
- * head value; V as rows, [n_ctx][n_head_kv * head_dim].
+ * KV cache layout: K and V transposed per kv head, [n_head_kv][head_dim][n_ctx],
+ * so the scores of consecutive positions are one vectorized multiply-add per
+ * head value, and so is each value's weighted sum over the positions.
  */
 #include "kernels/cpu/cpu.h"
 
@@ -137,12 +137,12 @@ static void cpu_rope(hfq_backend *b, float *x, int64_t n_tokens, int64_t n_heads
 
 /* One query head against n_keys cached positions:
  *   out = softmax(scale * q.K^T) V
- * q, out: [hd];  kt: [hd][n_ctx] (this kv head's K, transposed);  v: rows v_stride apart;  s: [n_keys] scratch */
-static void attend(const cpu_vec_kernels *k, const float *q, const float *kt, const float *v, int64_t v_stride,
-                   int64_t n_keys, int64_t n_ctx, int64_t hd, float scale, float *s, float *out) {
+ * q, out: [hd];  kt, vt: [hd][n_ctx] (this kv head's K and V, transposed);  s: [n_keys] scratch */
+static void attend(const cpu_vec_kernels *k, const float *q, const float *kt, const float *vt, int64_t n_keys,
+                   int64_t n_ctx, int64_t hd, float scale, float *s, float *out) {
     const float max = k->scores(q, kt, n_ctx, hd, n_keys, s);
     const float inv = 1.0f / k->softmax(s, n_keys, max, scale);
-    k->mix(s, v, v_stride, n_keys, hd, out);
+    k->mix(s, vt, n_ctx, n_keys, hd, out);
     for (int64_t d = 0; d < hd; d++) out[d] *= inv;
 }
 
@@ -150,20 +150,22 @@ static void cpu_attention(hfq_backend *b, float *out, const float *q, const floa
                           float *v_cache, int64_t pos0, int64_t n_tokens, const hfq_attn *a) {
     const int64_t hd = a->head_dim, n_kv = a->n_head_kv, kv_dim = n_kv * hd, q_dim = a->n_head * hd;
     const int64_t n_ctx = b->n_ctx, group = a->n_head / n_kv;
-    for (int64_t t = 0; t < n_tokens; t++) {
-        for (int64_t j = 0; j < kv_dim; j++) k_cache[j * n_ctx + pos0 + t] = k[t * kv_dim + j];
-        memcpy(v_cache + (pos0 + t) * kv_dim, v + t * kv_dim, (size_t)kv_dim * sizeof *v);
-    }
+    for (int64_t j = 0; j < kv_dim; j++)
+        for (int64_t t = 0; t < n_tokens; t++) {
+            k_cache[j * n_ctx + pos0 + t] = k[t * kv_dim + j];
+            v_cache[j * n_ctx + pos0 + t] = v[t * kv_dim + j];
+        }
     const int64_t work = n_tokens * a->n_head * (pos0 + n_tokens) * hd;
     const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
+    /* heads outer: one kv head's K and V stay in cache over the tokens, and
+     * threads get whole heads (tokens differ in work, later ones more) */
     #pragma omp parallel for collapse(2) num_threads(b->n_threads) schedule(static) if (work >= PARALLEL_MIN_ATTENTION)
-    for (int64_t t = 0; t < n_tokens; t++)
-        for (int64_t h = 0; h < a->n_head; h++) {
+    for (int64_t h = 0; h < a->n_head; h++)
+        for (int64_t t = 0; t < n_tokens; t++) {
             const int64_t hk = h / group;
             float *s = b->scores + (size_t)omp_get_thread_num() * (size_t)n_ctx;
-            attend(&kern, q + t * q_dim + h * hd, k_cache + hk * hd * n_ctx, v_cache + hk * hd, kv_dim, pos0 + t + 1,
-                   n_ctx,
-                   hd, a->scale, s, out + t * q_dim + h * hd);
+            attend(&kern, q + t * q_dim + h * hd, k_cache + hk * hd * n_ctx, v_cache + hk * hd * n_ctx, pos0 + t + 1,
+                   n_ctx, hd, a->scale, s, out + t * q_dim + h * hd);
         }
 }
 

@@ -57,6 +57,8 @@ DEFINE_TILE(tile_bf16_c, tile_c, FMT_BF16, FMT_BF16, )
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "kernels/cpu/avx512_sums.h"
+
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
@@ -133,87 +135,82 @@ DEFINE_TILE(tile_bf16_avx2, tile_avx2, FMT_BF16, FMT_BF16, AVX2)
 
 /* ---- AVX-512: two AVX2 accumulators per vector ---- */
 
-#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512dq,avx2,fma,f16c")))
-#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
+#define AVX512_TARGET "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,f16c"
+#define AVX512_INLINE static inline __attribute__((always_inline, target(AVX512_TARGET)))
+#define AVX512 __attribute__((target(AVX512_TARGET)))
 
-/* Values 8 of p0 in the low half, 8 of p1 in the high half. */
-AVX512_INLINE __m512 load8x2(fmt f, const char *p0, const char *p1) {
+/* The values of p selected by mask k (8 bits), the others 0, as floats. */
+AVX512_INLINE __m256 load8_masked(fmt f, const char *p, __mmask8 k) {
     switch (f) {
-    case FMT_F32:
-        return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps((const float *)p0)),
-                                  _mm256_loadu_ps((const float *)p1), 1);
-    case FMT_F16:
-        return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
-                                                       _mm_loadu_si128((const __m128i *)p1), 1));
-    default: {
-        const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
-                                                  _mm_loadu_si128((const __m128i *)p1), 1);
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    }
+    case FMT_F32: return _mm256_maskz_loadu_ps(k, p);
+    case FMT_F16: return _mm256_cvtph_ps(_mm_maskz_loadu_epi16(k, p));
+    default: return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(k, p)), 16));
     }
 }
 
-/* 8 values of p in both halves. */
-AVX512_INLINE __m512 bcast8(fmt f, const char *p) {
-    switch (f) {
-    case FMT_F32: return _mm512_broadcast_f32x8(_mm256_loadu_ps((const float *)p));
-    case FMT_F16: return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)));
-    default: {
-        const __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    }
+/* Values of p0 in the low half, of p1 in the high half (mask k in each). */
+AVX512_INLINE __m512 load8x2(fmt f, const char *p0, const char *p1, __mmask8 k) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(load8_masked(f, p0, k)), load8_masked(f, p1, k), 1);
+}
+
+/* Those values in both halves; all 8 (k = 0xff, a constant once inlined)
+ * are broadcast by the load itself. */
+AVX512_INLINE __m512 bcast8_masked(fmt f, const char *p, __mmask8 k) {
+    if (k == 0xff && f == FMT_F32) return _mm512_broadcast_f32x8(_mm256_loadu_ps((const float *)p));
+    const __m256 v = load8_masked(f, p, k);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(v), v, 1);
+}
+
+/* One step of 8 values (those mask k selects; the others count as 0) of
+ * tile4_fixed512's multiply-adds. */
+AVX512_INLINE void tile4_step(fmt fw, fmt fa, const int NC, const char *w, size_t ws, const char *a, size_t as,
+                              __mmask8 k, __m512 *acc01, __m512 *acc23) {
+    const __m512 w01 = load8x2(fw, w, w + ws, k), w23 = load8x2(fw, w + 2 * ws, w + 3 * ws, k);
+    for (int c = 0; c < NC; c++) {
+        const __m512 av = bcast8_masked(fa, a + c * as, k);
+        acc01[c] = _mm512_fmadd_ps(w01, av, acc01[c]);
+        acc23[c] = _mm512_fmadd_ps(w23, av, acc23[c]);
     }
 }
 
 /* CPU_TILE_ROWS (4) weight rows x NC activation rows: rows 0 and 1 share one
  * vector of accumulators, rows 2 and 3 another, each half doing exactly the
- * AVX2 tile's 8-lane multiply-adds and its final sum. */
+ * AVX2 tile's 8-lane multiply-adds (the last n % 8 values zero-padded, here
+ * by masked loads) and its final sum. */
 AVX512_INLINE void tile4_fixed512(fmt fw, fmt fa, const int NC, int64_t n, const char *w, size_t ws, const char *a,
                                   size_t as, float *out, size_t os) {
     __m512 acc01[CPU_TILE_COLS_F512], acc23[CPU_TILE_COLS_F512];
     for (int c = 0; c < NC; c++) acc01[c] = acc23[c] = _mm512_setzero_ps();
     const size_t ews = fmt_size(fw), eas = fmt_size(fa);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const size_t woff = (size_t)i * ews, aoff = (size_t)i * eas;
-        const __m512 w01 = load8x2(fw, w + woff, w + ws + woff), w23 = load8x2(fw, w + 2 * ws + woff, w + 3 * ws + woff);
-        for (int c = 0; c < NC; c++) {
-            const __m512 av = bcast8(fa, a + c * as + aoff);
-            acc01[c] = _mm512_fmadd_ps(w01, av, acc01[c]);
-            acc23[c] = _mm512_fmadd_ps(w23, av, acc23[c]);
-        }
-    }
-    if (i < n) {   /* the last n % 8 values, zero-padded as load_tail does */
-        char wt[4][32] = {{0}}, at[32] = {0};
-        for (int r = 0; r < 4; r++) memcpy(wt[r], w + r * ws + (size_t)i * ews, (size_t)(n - i) * ews);
-        const __m512 w01 = load8x2(fw, wt[0], wt[1]), w23 = load8x2(fw, wt[2], wt[3]);
-        for (int c = 0; c < NC; c++) {
-            memcpy(at, a + c * as + (size_t)i * eas, (size_t)(n - i) * eas);
-            const __m512 av = bcast8(fa, at);
-            acc01[c] = _mm512_fmadd_ps(w01, av, acc01[c]);
-            acc23[c] = _mm512_fmadd_ps(w23, av, acc23[c]);
-        }
-    }
+    for (; i + 8 <= n; i += 8) tile4_step(fw, fa, NC, w + (size_t)i * ews, ws, a + (size_t)i * eas, as, 0xff, acc01, acc23);
+    if (i < n)
+        tile4_step(fw, fa, NC, w + (size_t)i * ews, ws, a + (size_t)i * eas, as, (__mmask8)((1u << (n - i)) - 1), acc01,
+                   acc23);
     /* hsum's pairings, ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)),
      * for 4 rows x 4 tokens at once: a row of 64 values takes as many
      * instructions to sum as to multiply, one pair at a time */
     int c = 0;
     for (; c + 4 <= NC; c += 4) {
-        __m512 x[4];   /* 128-bit quarter r: lo + hi of row r, token c + j */
-        for (int j = 0; j < 4; j++)
-            x[j] = _mm512_add_ps(_mm512_shuffle_f32x4(acc01[c + j], acc23[c + j], _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm512_shuffle_f32x4(acc01[c + j], acc23[c + j], _MM_SHUFFLE(3, 1, 3, 1)));
-        /* [s0 + s2, s1 + s3] of two tokens per quarter */
-        const __m512 y01 = _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                         _mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(3, 2, 3, 2)));
-        const __m512 y23 = _mm512_add_ps(_mm512_shuffle_ps(x[2], x[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                         _mm512_shuffle_ps(x[2], x[3], _MM_SHUFFLE(3, 2, 3, 2)));
-        /* quarter r, lane j: row r's sum for token c + j */
-        float sums[16];
-        _mm512_storeu_ps(sums, _mm512_add_ps(_mm512_shuffle_ps(y01, y23, _MM_SHUFFLE(2, 0, 2, 0)),
-                                             _mm512_shuffle_ps(y01, y23, _MM_SHUFFLE(3, 1, 3, 1))));
-        for (int j = 0; j < 4; j++)
-            for (int r = 0; r < 4; r++) out[(c + j) * os + r] = sums[4 * r + j];
+        __m512 x[4];   /* token c + j, 128-bit quarter r: lo + hi of row r */
+        for (int j = 0; j < 4; j++) x[j] = ADD_SEL_F32X4(acc01[c + j], acc23[c + j], SEL_E_O);
+        /* the quarters transposed: xr[r], quarter j: lo + hi of row r, token c + j */
+        const __m512 t01 = _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512 t23 = _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512 u01 = _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512 u23 = _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512 xr[4] = {_mm512_shuffle_f32x4(t01, t23, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(t01, t23, _MM_SHUFFLE(3, 1, 3, 1)),
+                              _mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(3, 1, 3, 1))};
+        /* [s0 + s2, s1 + s3] of two rows per quarter */
+        const __m512 y01 = ADD_SEL_PS(xr[0], xr[1], SEL_LO_HI), y23 = ADD_SEL_PS(xr[2], xr[3], SEL_LO_HI);
+        /* quarter j, lane r: row r's sum for token c + j, the tile's output order */
+        const __m512 sums = ADD_SEL_PS(y01, y23, SEL_E_O);
+        _mm_storeu_ps(out + (c + 0) * os, _mm512_castps512_ps128(sums));
+        _mm_storeu_ps(out + (c + 1) * os, _mm512_extractf32x4_ps(sums, 1));
+        _mm_storeu_ps(out + (c + 2) * os, _mm512_extractf32x4_ps(sums, 2));
+        _mm_storeu_ps(out + (c + 3) * os, _mm512_extractf32x4_ps(sums, 3));
     }
     for (; c < NC; c++) {
         out[c * os + 0] = hsum(_mm512_castps512_ps256(acc01[c]));
@@ -249,7 +246,8 @@ static bool runs(cpu_float_isa isa) {
     switch (isa) {
     case CPU_FLOAT_PORTABLE: return true;
     case CPU_FLOAT_AVX2: return avx2;
-    case CPU_FLOAT_AVX512: return avx2 && cpu_has(CPU_FEAT_AVX512F | CPU_FEAT_AVX512DQ);
+    case CPU_FLOAT_AVX512:
+        return avx2 && cpu_has(CPU_FEAT_AVX512F | CPU_FEAT_AVX512DQ | CPU_FEAT_AVX512BW | CPU_FEAT_AVX512VL);
     default: return false;
     }
 }

@@ -13,7 +13,7 @@
 typedef enum cpu_float_isa {
     CPU_FLOAT_PORTABLE,  /* plain C: every machine */
     CPU_FLOAT_AVX2,      /* AVX2 + FMA + F16C */
-    CPU_FLOAT_AVX512,    /* ... + AVX512F and AVX512DQ */
+    CPU_FLOAT_AVX512,    /* ... + AVX512F, -DQ, -BW and -VL */
     CPU_FLOAT_BEST,      /* the widest of those this CPU runs */
 } cpu_float_isa;
 

@@ -35,16 +35,20 @@ static int64_t dot_i8_c(const int8_t *a, const int8_t *b, int64_t n) {
     return sum;
 }
 
-static void mix_c(const float *restrict s, const float *restrict v, int64_t v_stride, int64_t n_keys, int64_t hd,
+static void mix_c(const float *restrict s, const float *restrict vt, int64_t n_ctx, int64_t n_keys, int64_t hd,
                   float *restrict out) {
-    for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
-    for (int64_t p = 0; p < n_keys; p++)
-        for (int64_t d = 0; d < hd; d++) out[d] += s[p] * v[p * v_stride + d];
+    for (int64_t d = 0; d < hd; d++) {
+        float acc = 0.0f;
+        for (int64_t p = 0; p < n_keys; p++) acc += s[p] * vt[d * n_ctx + p];
+        out[d] = acc;
+    }
 }
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "kernels/cpu/avx512_sums.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
 
@@ -53,22 +57,38 @@ AVX2 static inline __m256i lanes(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* cpu_expf on 8 lanes: the same steps, fused where FMA allows. */
-AVX2 static inline __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
-    const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+/* The sum of 8 lanes: ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)). */
+AVX2 static inline float hsum8(__m256 v) {
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    t = _mm_add_ss(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(t);
+}
+
+/* cpu_expf's steps on a vector of type V (intrinsics prefix P), fused
+ * where FMA allows; FLOOR rounds down, POW2(y, n) is y * 2^n. */
+#define DEFINE_EXP(name, attr, V, P, FLOOR, POW2)                                                   \
+    attr static inline V name(V x) {                                                                \
+        x = P##_min_ps(P##_max_ps(x, P##_set1_ps(-87.3f)), P##_set1_ps(88.3f));                      \
+        const V n = FLOOR(P##_fmadd_ps(x, P##_set1_ps(1.44269504088896341f), P##_set1_ps(0.5f)));    \
+        V r = P##_fnmadd_ps(n, P##_set1_ps(0.693359375f), x);                                         \
+        r = P##_fnmadd_ps(n, P##_set1_ps(-2.12194440e-4f), r);                                        \
+        V p = P##_set1_ps(1.9875691500e-4f);                                                          \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(1.3981999507e-3f));                                        \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(8.3334519073e-3f));                                        \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(4.1665795894e-2f));                                        \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(1.6666665459e-1f));                                        \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(5.0000001201e-1f));                                        \
+        return POW2(P##_add_ps(P##_fmadd_ps(P##_mul_ps(p, r), r, r), P##_set1_ps(1.0f)), n);          \
+    }
+
+/* y * 2^n: the float 2^n built from its exponent bits. */
+AVX2 static inline __m256 pow2_mul8(__m256 y, __m256 n) {
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
+
+DEFINE_EXP(exp8, AVX2, __m256, _mm256, _mm256_floor_ps, pow2_mul8)
 
 /* The largest of 8 lanes. */
 AVX2 static inline float hmax(__m256 v) {
@@ -95,10 +115,7 @@ AVX2 static float softmax_avx2(float *restrict s, int64_t n, float max, float sc
         _mm256_maskstore_ps(s + p, m, e);
         sum = _mm256_add_ps(sum, e);
     }
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_movehdup_ps(t));
-    return _mm_cvtss_f32(t);
+    return hsum8(sum);
 }
 
 AVX2 static void swiglu_avx2(float *restrict gate, const float *restrict up, size_t n) {
@@ -135,27 +152,25 @@ AVX2 static int64_t dot_i8_avx2(const int8_t *a, const int8_t *b, int64_t n) {
 }
 
 /* Each score is one chain of fused multiply-adds over d, whichever block it
- * falls in; four blocks at a time hide the FMA latency. The largest score
- * is kept on the way (lanes past n_keys: -inf). */
+ * falls in; eight blocks at a time hide the FMA latency (four chains keep
+ * one of the two FMA units idle). The largest score is kept on the way
+ * (lanes past n_keys: -inf). */
 AVX2 static float scores_avx2(const float *restrict q, const float *restrict kt, int64_t n_ctx, int64_t hd,
                               int64_t n_keys, float *restrict s) {
     __m256 mx = _mm256_set1_ps(-INFINITY);
     int64_t p = 0;
-    for (; p + 32 <= n_keys; p += 32) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; p + 64 <= n_keys; p += 64) {
+        __m256 a[8];
+        for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
         for (int64_t d = 0; d < hd; d++) {
             const __m256 qd = _mm256_broadcast_ss(q + d);
             const float *k = kt + d * n_ctx + p;
-            a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k), a0);
-            a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k + 8), a1);
-            a2 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k + 16), a2);
-            a3 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k + 24), a3);
+            for (int j = 0; j < 8; j++) a[j] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k + 8 * j), a[j]);
         }
-        _mm256_storeu_ps(s + p, a0);
-        _mm256_storeu_ps(s + p + 8, a1);
-        _mm256_storeu_ps(s + p + 16, a2);
-        _mm256_storeu_ps(s + p + 24, a3);
-        mx = _mm256_max_ps(_mm256_max_ps(mx, a0), _mm256_max_ps(a1, _mm256_max_ps(a2, a3)));
+        for (int j = 0; j < 8; j++) {
+            _mm256_storeu_ps(s + p + 8 * j, a[j]);
+            mx = _mm256_max_ps(mx, a[j]);
+        }
     }
     for (; p < n_keys; p += 8) {
         const __m256i m = lanes(n_keys - p);
@@ -168,53 +183,141 @@ AVX2 static float scores_avx2(const float *restrict q, const float *restrict kt,
     return hmax(mx);
 }
 
-/* 8 values at p, or the first n_left when fewer (the rest 0). */
-AVX2 static inline __attribute__((always_inline)) __m256 load_part(const float *p, bool full, __m256i m) {
-    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
-}
-
-/* Values d0.. of out (all 8 when full, else those m selects): four partial
- * sums over positions p % 4, added pairwise at the end. */
-AVX2 static inline __attribute__((always_inline)) void mix_block(const float *restrict s, const float *restrict vd,
-                                                                 int64_t v_stride, int64_t n_keys, bool full,
-                                                                 __m256i m, float *restrict out) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t p = 0;
-    for (; p + 4 <= n_keys; p += 4) {
-        a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p), load_part(vd + p * v_stride, full, m), a0);
-        a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p + 1), load_part(vd + (p + 1) * v_stride, full, m), a1);
-        a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p + 2), load_part(vd + (p + 2) * v_stride, full, m), a2);
-        a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p + 3), load_part(vd + (p + 3) * v_stride, full, m), a3);
-    }
-    for (; p < n_keys; p++) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p), load_part(vd + p * v_stride, full, m), a0);
-    const __m256 sum = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    if (full)
-        _mm256_storeu_ps(out, sum);
-    else
-        _mm256_maskstore_ps(out, m, sum);
-}
-
-AVX2 static void mix_avx2(const float *restrict s, const float *restrict v, int64_t v_stride, int64_t n_keys,
+/* Per value d, 8 lanes of multiply-adds over the positions (masked past
+ * n_keys), then their sum. */
+AVX2 static void mix_avx2(const float *restrict s, const float *restrict vt, int64_t n_ctx, int64_t n_keys,
                           int64_t hd, float *restrict out) {
-    for (int64_t d0 = 0; d0 < hd; d0 += 8) {
-        if (hd - d0 >= 8)
-            mix_block(s, v + d0, v_stride, n_keys, true, _mm256_setzero_si256(), out + d0);
-        else
-            mix_block(s, v + d0, v_stride, n_keys, false, lanes(hd - d0), out + d0);
+    for (int64_t d = 0; d < hd; d++) {
+        const float *v = vt + d * n_ctx;
+        __m256 acc = _mm256_setzero_ps();
+        int64_t p = 0;
+        for (; p + 8 <= n_keys; p += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(s + p), _mm256_loadu_ps(v + p), acc);
+        if (p < n_keys) {
+            const __m256i m = lanes(n_keys - p);
+            acc = _mm256_fmadd_ps(_mm256_maskload_ps(s + p, m), _mm256_maskload_ps(v + p, m), acc);
+        }
+        out[d] = hsum8(acc);
     }
 }
 
-static bool have_avx2(void) { return cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_FMA); }
+/* ---- AVX-512 ---- */
+
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
+
+/* exp8's steps on 16 lanes; 2^n applied by scalef (exact, as exp8's multiply
+ * by the float 2^n: the same value). */
+#define FLOOR16(v) _mm512_roundscale_ps(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+DEFINE_EXP(exp16, AVX512, __m512, _mm512, FLOOR16, _mm512_scalef_ps)
+
+/* Sums in 16 lanes (masked lanes past n add nothing), then halved down to one. */
+AVX512 static float softmax_avx512(float *restrict s, int64_t n, float max, float scale) {
+    const __m512 vscale = _mm512_set1_ps(scale), max_scaled = _mm512_set1_ps(max * scale);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t p = 0; p < n; p += 16) {
+        const __mmask16 m = n - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - p)) - 1);
+        const __m512 e = exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, s + p), vscale, max_scaled));
+        _mm512_mask_storeu_ps(s + p, m, e);
+        sum = _mm512_mask_add_ps(sum, m, sum, e);
+    }
+    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(sum), _mm512_extractf32x8_ps(sum, 1)));
+}
+
+/* scores_avx2's chains of multiply-adds, 16 lanes at a time (the same
+ * scores); lanes past n_keys are masked off. */
+AVX512 static float scores_avx512(const float *restrict q, const float *restrict kt, int64_t n_ctx, int64_t hd,
+                                  int64_t n_keys, float *restrict s) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    int64_t p = 0;
+    for (; p + 64 <= n_keys; p += 64) {
+        __m512 a[4];
+        for (int j = 0; j < 4; j++) a[j] = _mm512_setzero_ps();
+        for (int64_t d = 0; d < hd; d++) {
+            const __m512 qd = _mm512_set1_ps(q[d]);
+            const float *k = kt + d * n_ctx + p;
+            for (int j = 0; j < 4; j++) a[j] = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k + 16 * j), a[j]);
+        }
+        for (int j = 0; j < 4; j++) {
+            _mm512_storeu_ps(s + p + 16 * j, a[j]);
+            mx = _mm512_max_ps(mx, a[j]);
+        }
+    }
+    for (; p < n_keys; p += 16) {
+        const __mmask16 m = n_keys - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n_keys - p)) - 1);
+        __m512 a = _mm512_setzero_ps();
+        for (int64_t d = 0; d < hd; d++)
+            a = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_maskz_loadu_ps(m, kt + d * n_ctx + p), a);
+        _mm512_mask_storeu_ps(s + p, m, a);
+        mx = _mm512_mask_max_ps(mx, m, mx, a);
+    }
+    return _mm512_reduce_max_ps(mx);
+}
+
+/* Per value d, 16 lanes of multiply-adds over the positions (masked past
+ * n_keys), eight values at a time; the 8 x 16 lanes are then summed in one
+ * tree: halves, quarters, pairs, neighbours. */
+AVX512 static void mix_avx512(const float *restrict s, const float *restrict vt, int64_t n_ctx, int64_t n_keys,
+                              int64_t hd, float *restrict out) {
+    for (int64_t d0 = 0; d0 < hd; d0 += 8) {
+        const int64_t nd = hd - d0 < 8 ? hd - d0 : 8;
+        const float *v[8];   /* rows past hd repeat the last one; their sums are dropped */
+        for (int j = 0; j < 8; j++) v[j] = vt + (d0 + (j < nd ? j : nd - 1)) * n_ctx;
+        __m512 acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = _mm512_setzero_ps();
+        for (int64_t p = 0; p < n_keys; p += 16) {
+            const __mmask16 m = n_keys - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n_keys - p)) - 1);
+            const __m512 sv = _mm512_maskz_loadu_ps(m, s + p);
+            for (int j = 0; j < 8; j++) acc[j] = _mm512_fmadd_ps(sv, _mm512_maskz_loadu_ps(m, v[j] + p), acc[j]);
+        }
+        __m512 half[4];   /* [d 2i: low + high 256 bits | d 2i + 1: the same] */
+        for (int i = 0; i < 4; i++) half[i] = ADD_SEL_F32X4(acc[2 * i], acc[2 * i + 1], SEL_LO_HI);
+        /* quarters: d 0..3 (q03), d 4..7 (q47), 4 lanes each */
+        const __m512 q03 = ADD_SEL_F32X4(half[0], half[1], SEL_E_O), q47 = ADD_SEL_F32X4(half[2], half[3], SEL_E_O);
+        /* quarter k: [d k: 2 lanes, d k + 4: 2 lanes] */
+        const __m512 pairs = ADD_SEL_PS(q03, q47, SEL_LO_HI);
+        /* quarter k, lane 0: d k; lane 2: d k + 4 */
+        const __m512 sums = _mm512_add_ps(pairs, _mm512_permute_ps(pairs, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m256 out8 = _mm512_castps512_ps256(
+            _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0), sums));
+        _mm256_mask_storeu_ps(out + d0, (__mmask8)((1u << nd) - 1), out8);
+    }
+}
+
+static bool runs(cpu_vec_isa isa) {
+    const bool avx2 = cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_FMA);
+    switch (isa) {
+    case CPU_VEC_PORTABLE: return true;
+    case CPU_VEC_AVX2: return avx2;
+    case CPU_VEC_AVX512: return avx2 && cpu_has(CPU_FEAT_AVX512F | CPU_FEAT_AVX512DQ | CPU_FEAT_AVX512VL);
+    default: return false;
+    }
+}
 #else
-static bool have_avx2(void) { return false; }
+static bool runs(cpu_vec_isa isa) { return isa == CPU_VEC_PORTABLE; }
 #define scores_avx2 scores_c
 #define mix_avx2 mix_c
 #define softmax_avx2 softmax_c
 #define swiglu_avx2 swiglu_c
 #define dot_i8_avx2 dot_i8_c
+#define scores_avx512 scores_c
+#define mix_avx512 mix_c
+#define softmax_avx512 softmax_c
 #endif
 
+bool cpu_vec_kernels_isa(cpu_vec_isa isa, cpu_vec_kernels *k) {
+    if (!runs(isa)) return false;
+    switch (isa) {
+    case CPU_VEC_AVX512:
+        *k = (cpu_vec_kernels){scores_avx512, softmax_avx512, mix_avx512, swiglu_avx2, dot_i8_avx2};
+        break;
+    case CPU_VEC_AVX2: *k = (cpu_vec_kernels){scores_avx2, softmax_avx2, mix_avx2, swiglu_avx2, dot_i8_avx2}; break;
+    default: *k = (cpu_vec_kernels){scores_c, softmax_c, mix_c, swiglu_c, dot_i8_c}; break;
+    }
+    return true;
+}
+
 cpu_vec_kernels cpu_vec_kernels_get(bool simd) {
-    if (simd && have_avx2()) return (cpu_vec_kernels){scores_avx2, softmax_avx2, mix_avx2, swiglu_avx2, dot_i8_avx2};
-    return (cpu_vec_kernels){scores_c, softmax_c, mix_c, swiglu_c, dot_i8_c};
+    cpu_vec_kernels k;
+    if (!(simd && (cpu_vec_kernels_isa(CPU_VEC_AVX512, &k) || cpu_vec_kernels_isa(CPU_VEC_AVX2, &k))))
+        cpu_vec_kernels_isa(CPU_VEC_PORTABLE, &k);
+    return k;
 }
