@@ -10,6 +10,9 @@ tinystories-valid.txt:
   statistics of running the base, within the 16/65535-nat steps of the
   stored codes; the file is the same bytes whoever saves it (the base model
   itself, or --base beside a quantized one) and whatever the threads;
+- every instruction set's kernels (HFQ_CPU_ISA=avx2, portable) give the
+  same PPL within float rounding, and within each set batches and threads
+  change no bit;
 - activation quantization (--act-quant) changes W8A8/W4A4 results as it
   should: INT8 with float activations is closer to the base than with
   per-token int8 ones, NVFP4 W4A4 further than with Q8_0 activations, and
@@ -80,6 +83,24 @@ def test_round_trip(ev, tmp, name, models, base_file):
           f"{name}: median KLD moved {diffs.get('kld_median')}, RMS dp {diffs.get('dp_rms')}")
 
 
+def test_isas(ev, name, models):
+    """The kernels of every instruction set (HFQ_CPU_ISA caps what the runner
+    uses) give the F32 model's PPL to float rounding, and within each set one
+    thread in batches of 17 tokens gives the same PPL, to the bit, as the
+    default batches on all threads (batch and decode agree bit for bit)."""
+    native = ev.json(models["f32"]).get("ppl", 0)
+    for isa in ("avx2", "portable"):
+        os.environ["HFQ_CPU_ISA"] = isa
+        try:
+            ppl = ev.json(models["f32"]).get("ppl", 0)
+            ppl_b17 = ev.json(models["f32"], "--threads", "1", "--batch", "17").get("ppl", 1)
+        finally:
+            del os.environ["HFQ_CPU_ISA"]
+        print(name, f"{isa}: PPL {ppl!r} (native {native!r}), batches of 17: {ppl_b17!r}")
+        check(abs(ppl - native) <= 1e-6 * native, f"{name} {isa}: PPL {ppl} vs {native} with every extension")
+        check(ppl_b17 == ppl, f"{name} {isa}: batches of 17 on 1 thread give PPL {ppl_b17}, default {ppl}")
+
+
 def test_act_quant(ev, name, models, base_file):
     res = {}
     for fmt in ("INT8", "NVFP4"):
@@ -108,6 +129,7 @@ def main():
             check(p.returncode == 0 and os.path.isfile(base_file), f"{name}: --save-logits: {p.stderr}")
             if name == "stories260K":
                 test_self(ev, models)
+                test_isas(ev, name, models)
                 test_act_quant(ev, name, models, base_file)
             test_ordering(ev, name, models, base_file)
             test_round_trip(ev, tmp, name, models, base_file)

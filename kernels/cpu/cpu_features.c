@@ -1,5 +1,8 @@
 #include "kernels/cpu/cpu_features.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 
@@ -20,12 +23,23 @@ static unsigned find(void) {
 static unsigned find(void) { return 0; }
 #endif
 
+/* HFQ_CPU_ISA caps what the kernels may use (tests run every path on one
+ * machine): "portable" none, "avx2" AVX2/FMA/F16C only; unset or anything
+ * else, all the CPU has. */
+static unsigned capped(unsigned bits) {
+    const char *isa = getenv("HFQ_CPU_ISA");
+    if (!isa) return bits;
+    if (strcmp(isa, "portable") == 0) return 0;
+    if (strcmp(isa, "avx2") == 0) return bits & (CPU_FEAT_AVX2 | CPU_FEAT_FMA | CPU_FEAT_F16C);
+    return bits;
+}
+
 unsigned cpu_features(void) {
     /* found once; computing it twice at once gives the same value: no lock */
     static _Atomic unsigned cached;   /* bit 31: found */
     unsigned bits = cached;
     if (bits) return bits & ~(1u << 31);
-    bits = find();
+    bits = capped(find());
     cached = bits | 1u << 31;
     return bits;
 }

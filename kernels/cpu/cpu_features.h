@@ -18,7 +18,9 @@ enum {
     CPU_FEAT_AVX512BW = 1u << 8,
 };
 
-/* The CPU_FEAT_ bits of this CPU. */
+/* The CPU_FEAT_ bits of this CPU, capped by the environment variable
+ * HFQ_CPU_ISA: "portable" (none) or "avx2" (AVX2, FMA, F16C); any other
+ * value, or none, leaves them all. */
 unsigned cpu_features(void);
 
 /* Whether this CPU has every feature in `want`. */
