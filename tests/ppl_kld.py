@@ -11,8 +11,8 @@ tinystories-valid.txt:
   stored codes; the file is the same bytes whoever saves it (the base model
   itself, or --base beside a quantized one) and whatever the threads;
 - every instruction set's kernels (HFQ_CPU_ISA=avx2, portable) give the
-  same PPL within float rounding, and within each set batches and threads
-  change no bit;
+  same PPL within float rounding (F32; Q4_K_M close), and within each set
+  batches and threads change no bit;
 - activation quantization (--act-quant) changes W8A8/W4A4 results as it
   should: INT8 with float activations is closer to the base than with
   per-token int8 ones, NVFP4 W4A4 further than with Q8_0 activations, and
@@ -85,20 +85,27 @@ def test_round_trip(ev, tmp, name, models, base_file):
 
 def test_isas(ev, name, models):
     """The kernels of every instruction set (HFQ_CPU_ISA caps what the runner
-    uses) give the F32 model's PPL to float rounding, and within each set one
-    thread in batches of 17 tokens gives the same PPL, to the bit, as the
-    default batches on all threads (batch and decode agree bit for bit)."""
-    native = ev.json(models["f32"]).get("ppl", 0)
+    uses) give the F32 model's PPL to float rounding, and not its exact bits
+    (so the cap did change the kernels: their sums go in other orders), the
+    Q4_K_M model's close (an activation within rounding of an 8-bit level
+    may land on the next one); within each set one thread in batches of 17
+    tokens gives the same PPL, to the bit, as the default batches on all
+    threads (batch and decode agree bit for bit)."""
+    native = {fmt: ev.json(models[fmt]).get("ppl", 0) for fmt in ("f32", "Q4_K_M")}
     for isa in ("avx2", "portable"):
         os.environ["HFQ_CPU_ISA"] = isa
         try:
-            ppl = ev.json(models["f32"]).get("ppl", 0)
-            ppl_b17 = ev.json(models["f32"], "--threads", "1", "--batch", "17").get("ppl", 1)
+            ppl = {fmt: ev.json(models[fmt]).get("ppl", 0) for fmt in native}
+            b17 = {fmt: ev.json(models[fmt], "--threads", "1", "--batch", "17").get("ppl", 1) for fmt in native}
         finally:
             del os.environ["HFQ_CPU_ISA"]
-        print(name, f"{isa}: PPL {ppl!r} (native {native!r}), batches of 17: {ppl_b17!r}")
-        check(abs(ppl - native) <= 1e-6 * native, f"{name} {isa}: PPL {ppl} vs {native} with every extension")
-        check(ppl_b17 == ppl, f"{name} {isa}: batches of 17 on 1 thread give PPL {ppl_b17}, default {ppl}")
+        print(name, f"{isa}: PPL {ppl} (every extension: {native}), batches of 17: {b17}")
+        check(abs(ppl["f32"] - native["f32"]) <= 1e-6 * native["f32"] and ppl["f32"] != native["f32"],
+              f"{name} {isa}: F32 PPL {ppl['f32']!r} vs {native['f32']!r} with every extension")
+        # measured: AVX2 the same bits as AVX-512 here, portable 8e-4 apart
+        check(abs(ppl["Q4_K_M"] - native["Q4_K_M"]) <= 5e-3 * native["Q4_K_M"],
+              f"{name} {isa}: Q4_K_M PPL {ppl['Q4_K_M']} vs {native['Q4_K_M']} with every extension")
+        check(b17 == ppl, f"{name} {isa}: batches of 17 on 1 thread give PPL {b17}, default {ppl}")
 
 
 def test_act_quant(ev, name, models, base_file):

@@ -401,8 +401,8 @@ static void test_attention_kernels(void) {
 
 /* The SIMD twins of quant/qtype.h vec_dots, and their tiles, give the same
  * bits in every instruction set this CPU runs, on rows of values of very
- * different sizes; tiles of every width up to the kernel's, of
- * CPU_TILE_ROWS rows and of fewer (the rows past nr left alone). */
+ * different sizes; tiles of every width up to the kernel's and every row
+ * count up to CPU_TILE_ROWS (the rows past nr left alone). */
 static void test_quant_simd_dots(void) {
     static const hfq_qtype formats[] = {HFQ_QT_Q8_0, HFQ_QT_Q4_0, HFQ_QT_Q4_K, HFQ_QT_Q6_K};
     enum { N = 1024, ROWS = CPU_TILE_ROWS, COLS = 19 };
@@ -440,9 +440,10 @@ static void test_quant_simd_dots(void) {
                                   wt->name, isa, round, one, want[c][r]);
                         checked++;
                     }
-                /* tiles of nr = ROWS and ROWS - 1 rows, of nc = round % cols + 1 columns */
+                /* tiles of every row count (AVX512-VNNI's K-quant tiles take rows in
+                 * pairs: 1 and 3 leave half a pair, 2 a whole one), of nc = round % cols + 1 columns */
                 const int nc = round % cols + 1;
-                for (int nr = ROWS; nr >= ROWS - 1; nr--) {
+                for (int nr = ROWS; nr >= 1; nr--) {
                     memset(got, 0, sizeof got);
                     for (int c0 = 0; c0 < COLS; c0 += nc) {
                         const int n_cols = COLS - c0 < nc ? COLS - c0 : nc;

@@ -20,7 +20,8 @@ enum {
 
 /* The CPU_FEAT_ bits of this CPU, capped by the environment variable
  * HFQ_CPU_ISA: "portable" (none) or "avx2" (AVX2, FMA, F16C); any other
- * value, or none, leaves them all. */
+ * value, or none, leaves them all. Read once: the kernels in kernels/cpu
+ * choose by these bits (quant/ has its own check, uncapped). */
 unsigned cpu_features(void);
 
 /* Whether this CPU has every feature in `want`. */

@@ -158,7 +158,8 @@ static void cpu_attention(hfq_backend *b, float *out, const float *q, const floa
     const int64_t work = n_tokens * a->n_head * (pos0 + n_tokens) * hd;
     const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
     /* heads outer: one kv head's K and V stay in cache over the tokens, and
-     * threads get whole heads (tokens differ in work, later ones more) */
+     * each thread's range spans whole heads when the threads divide n_head
+     * (tokens differ in work, later ones more; a range of tokens would not) */
     #pragma omp parallel for collapse(2) num_threads(b->n_threads) schedule(static) if (work >= PARALLEL_MIN_ATTENTION)
     for (int64_t h = 0; h < a->n_head; h++)
         for (int64_t t = 0; t < n_tokens; t++) {
