@@ -21,15 +21,13 @@ typedef enum hfq_isa {
 
 #include <stdint.h>
 
-/* The fastest instruction set this CPU runs. */
+#include "quant/cpu_features.h"
+
+/* The fastest instruction set this CPU runs (quant/cpu_features.h: found
+ * once, and capped by HFQ_CPU_ISA). */
 static inline hfq_isa hfq_isa_best(void) {
 #ifdef HFQ_HAVE_AVX2_KERNELS
-#if defined(__clang__) && __clang_major__ < 15
-    /* clang 14 (tests/fuzz/build.sh) cannot test "f16c"; every AVX2 CPU has it */
-    return __builtin_cpu_supports("avx2") ? HFQ_ISA_AVX2 : HFQ_ISA_SCALAR;
-#else
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? HFQ_ISA_AVX2 : HFQ_ISA_SCALAR;
-#endif
+    return cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_F16C) ? HFQ_ISA_AVX2 : HFQ_ISA_SCALAR;
 #else
     return HFQ_ISA_SCALAR;
 #endif

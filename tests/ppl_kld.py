@@ -84,8 +84,8 @@ def test_round_trip(ev, tmp, name, models, base_file):
 
 
 def test_isas(ev, name, models):
-    """The kernels of every instruction set (HFQ_CPU_ISA caps what the runner
-    uses) give the F32 model's PPL to float rounding, and not its exact bits
+    """The kernels of every instruction set (HFQ_CPU_ISA caps every SIMD
+    choice) give the F32 model's PPL to float rounding, and not its exact bits
     (so the cap did change the kernels: their sums go in other orders), the
     Q4_K_M model's close (an activation within rounding of an 8-bit level
     may land on the next one); within each set one thread in batches of 17

@@ -2,8 +2,9 @@
  *
  * Parallel loops run on the backend's OpenMP threads, one region per op
  * (never nested), and only when the op is big enough to pay for waking them.
- * Loops gcc should vectorize are compiled twice (AVX2/FMA and baseline) and
- * picked at load time.
+ * SIMD lives in the kernels (vec_kernels.h, matmul.h), chosen through
+ * quant/cpu_features.h; the residual add is left to the compiler's baseline
+ * vectors (it waits on memory, not on arithmetic).
  *
  * KV cache layout: K and V transposed per kv head, [n_head_kv][head_dim][n_ctx],
  * so the scores of consecutive positions are one vectorized multiply-add per
@@ -19,7 +20,6 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/vec_kernels.h"
 
-#define SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 /* Elementwise work below this many values, and attention below this many
  * multiply-adds, stays on one thread (see PARALLEL_MIN_MACS in matmul.c). */
 #define PARALLEL_MIN_VALUES (1 << 16)
@@ -170,7 +170,7 @@ static void cpu_attention(hfq_backend *b, float *out, const float *q, const floa
         }
 }
 
-SIMD_CLONES static void add_range(float *restrict x, const float *restrict y, size_t n) {
+static void add_range(float *restrict x, const float *restrict y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "formats/ggml_type.h"
-#include "kernels/cpu/cpu_features.h"
+#include "quant/cpu_features.h"
 #include "quant/half.h"
 
 typedef enum fmt { FMT_F32, FMT_F16, FMT_BF16 } fmt;

@@ -3,7 +3,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_features.h"
+#include "quant/cpu_features.h"
 #include "quant/block_math.h"
 #include "quant/blocks.h"
 

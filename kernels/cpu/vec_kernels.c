@@ -1,6 +1,6 @@
 #include "kernels/cpu/vec_kernels.h"
 
-#include "kernels/cpu/cpu_features.h"
+#include "quant/cpu_features.h"
 #include "kernels/cpu/vexp.h"
 
 /* ---- portable C ---- */

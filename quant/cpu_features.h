@@ -1,10 +1,11 @@
-/* cpu_features.h - the x86 instruction-set extensions this CPU runs, for the
- * CPU kernels' run-time choice (float_kernels.c, vec_kernels.c,
- * quant_kernels.c). Found once per process: CPUID traps to the hypervisor
- * in a virtual machine (microseconds), and kernels are looked up for every
- * product. 0 on other architectures. */
-#ifndef HFQ_KERNELS_CPU_CPU_FEATURES_H
-#define HFQ_KERNELS_CPU_CPU_FEATURES_H
+/* cpu_features.h - the x86 instruction-set extensions this CPU runs: the
+ * one run-time check behind every SIMD choice of the project (the
+ * quantizers' quant/isa.h, and the runner's kernels in kernels/cpu). Found
+ * once per process: CPUID traps to the hypervisor in a virtual machine
+ * (microseconds), and kernels are looked up for every product. 0 on other
+ * architectures. */
+#ifndef HFQ_QUANT_CPU_FEATURES_H
+#define HFQ_QUANT_CPU_FEATURES_H
 
 enum {
     CPU_FEAT_AVX2 = 1u << 0,
@@ -19,9 +20,8 @@ enum {
 };
 
 /* The CPU_FEAT_ bits of this CPU, capped by the environment variable
- * HFQ_CPU_ISA: "portable" (none) or "avx2" (AVX2, FMA, F16C); any other
- * value, or none, leaves them all. Read once: the kernels in kernels/cpu
- * choose by these bits (quant/ has its own check, uncapped). */
+ * HFQ_CPU_ISA (for tests and comparisons): "portable" (none) or "avx2"
+ * (AVX2, FMA, F16C); any other value, or none, leaves them all. Read once. */
 unsigned cpu_features(void);
 
 /* Whether this CPU has every feature in `want`. */
