@@ -151,37 +151,49 @@ AVX2 static int64_t dot_i8_avx2(const int8_t *a, const int8_t *b, int64_t n) {
     return total + dot_i8_c(a + i, b + i, n - i);
 }
 
-/* Each score is one chain of fused multiply-adds over d, whichever block it
- * falls in; eight blocks at a time hide the FMA latency (four chains keep
- * one of the two FMA units idle). The largest score is kept on the way
- * (lanes past n_keys: -inf). */
-AVX2 static float scores_avx2(const float *restrict q, const float *restrict kt, int64_t n_ctx, int64_t hd,
-                              int64_t n_keys, float *restrict s) {
-    __m256 mx = _mm256_set1_ps(-INFINITY);
-    int64_t p = 0;
-    for (; p + 64 <= n_keys; p += 64) {
-        __m256 a[8];
-        for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
-        for (int64_t d = 0; d < hd; d++) {
-            const __m256 qd = _mm256_broadcast_ss(q + d);
-            const float *k = kt + d * n_ctx + p;
-            for (int j = 0; j < 8; j++) a[j] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k + 8 * j), a[j]);
-        }
-        for (int j = 0; j < 8; j++) {
-            _mm256_storeu_ps(s + p + 8 * j, a[j]);
-            mx = _mm256_max_ps(mx, a[j]);
-        }
+/* s[p] = q . K[p], one chain of fused multiply-adds over d per score
+ * whichever block it falls in, W lanes a vector: 64 positions at a time
+ * (64 / W chains hide the FMA latency), then W at a time under a mask of
+ * type M; the largest score is kept on the way. V, P: vector type and
+ * intrinsics prefix; MASK(n): lanes [0, n); LOAD_M(m, p), STORE_M(p, m, v),
+ * MAX_M(mx, m, v): masked load, store and max; HMAX: the largest lane. */
+#define DEFINE_SCORES(name, attr, V, P, W, M, MASK, LOAD_M, STORE_M, MAX_M, HMAX)                         \
+    attr static float name(const float *restrict q, const float *restrict kt, int64_t n_ctx, int64_t hd,  \
+                           int64_t n_keys, float *restrict s) {                                            \
+        V mx = P##_set1_ps(-INFINITY);                                                                      \
+        int64_t p = 0;                                                                                      \
+        for (; p + 64 <= n_keys; p += 64) {                                                                 \
+            V a[64 / W];                                                                                    \
+            for (int j = 0; j < 64 / W; j++) a[j] = P##_setzero_ps();                                       \
+            for (int64_t d = 0; d < hd; d++) {                                                              \
+                const V qd = P##_set1_ps(q[d]);                                                             \
+                const float *k = kt + d * n_ctx + p;                                                        \
+                for (int j = 0; j < 64 / W; j++) a[j] = P##_fmadd_ps(qd, P##_loadu_ps(k + W * j), a[j]);    \
+            }                                                                                               \
+            for (int j = 0; j < 64 / W; j++) {                                                              \
+                P##_storeu_ps(s + p + W * j, a[j]);                                                         \
+                mx = P##_max_ps(mx, a[j]);                                                                  \
+            }                                                                                               \
+        }                                                                                                   \
+        for (; p < n_keys; p += W) {                                                                        \
+            const M m = MASK(n_keys - p);                                                                   \
+            V a = P##_setzero_ps();                                                                         \
+            for (int64_t d = 0; d < hd; d++)                                                                \
+                a = P##_fmadd_ps(P##_set1_ps(q[d]), LOAD_M(m, kt + d * n_ctx + p), a);                     \
+            STORE_M(s + p, m, a);                                                                           \
+            mx = MAX_M(mx, m, a);                                                                           \
+        }                                                                                                   \
+        return HMAX(mx);                                                                                    \
     }
-    for (; p < n_keys; p += 8) {
-        const __m256i m = lanes(n_keys - p);
-        __m256 a = _mm256_setzero_ps();
-        for (int64_t d = 0; d < hd; d++)
-            a = _mm256_fmadd_ps(_mm256_broadcast_ss(q + d), _mm256_maskload_ps(kt + d * n_ctx + p, m), a);
-        _mm256_maskstore_ps(s + p, m, a);
-        mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), a, _mm256_castsi256_ps(m)));
-    }
-    return hmax(mx);
+
+AVX2 static inline __m256 load_m8(__m256i m, const float *p) { return _mm256_maskload_ps(p, m); }
+
+/* The lanes of v that m selects, -inf elsewhere, into mx. */
+AVX2 static inline __m256 max_m8(__m256 mx, __m256i m, __m256 v) {
+    return _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(m)));
 }
+
+DEFINE_SCORES(scores_avx2, AVX2, __m256, _mm256, 8, __m256i, lanes, load_m8, _mm256_maskstore_ps, max_m8, hmax)
 
 /* Per value d, 8 lanes of multiply-adds over the positions (masked past
  * n_keys), then their sum. */
@@ -209,12 +221,15 @@ AVX2 static void mix_avx2(const float *restrict s, const float *restrict vt, int
 #define FLOOR16(v) _mm512_roundscale_ps(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
 DEFINE_EXP(exp16, AVX512, __m512, _mm512, FLOOR16, _mm512_scalef_ps)
 
+/* Lanes [0, n) of 16 (all for n >= 16). */
+AVX512 static inline __mmask16 mask16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+
 /* Sums in 16 lanes (masked lanes past n add nothing), then halved down to one. */
 AVX512 static float softmax_avx512(float *restrict s, int64_t n, float max, float scale) {
     const __m512 vscale = _mm512_set1_ps(scale), max_scaled = _mm512_set1_ps(max * scale);
     __m512 sum = _mm512_setzero_ps();
     for (int64_t p = 0; p < n; p += 16) {
-        const __mmask16 m = n - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - p)) - 1);
+        const __mmask16 m = mask16(n - p);
         const __m512 e = exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, s + p), vscale, max_scaled));
         _mm512_mask_storeu_ps(s + p, m, e);
         sum = _mm512_mask_add_ps(sum, m, sum, e);
@@ -222,35 +237,11 @@ AVX512 static float softmax_avx512(float *restrict s, int64_t n, float max, floa
     return hsum8(_mm256_add_ps(_mm512_castps512_ps256(sum), _mm512_extractf32x8_ps(sum, 1)));
 }
 
-/* scores_avx2's chains of multiply-adds, 16 lanes at a time (the same
- * scores); lanes past n_keys are masked off. */
-AVX512 static float scores_avx512(const float *restrict q, const float *restrict kt, int64_t n_ctx, int64_t hd,
-                                  int64_t n_keys, float *restrict s) {
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    int64_t p = 0;
-    for (; p + 64 <= n_keys; p += 64) {
-        __m512 a[4];
-        for (int j = 0; j < 4; j++) a[j] = _mm512_setzero_ps();
-        for (int64_t d = 0; d < hd; d++) {
-            const __m512 qd = _mm512_set1_ps(q[d]);
-            const float *k = kt + d * n_ctx + p;
-            for (int j = 0; j < 4; j++) a[j] = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k + 16 * j), a[j]);
-        }
-        for (int j = 0; j < 4; j++) {
-            _mm512_storeu_ps(s + p + 16 * j, a[j]);
-            mx = _mm512_max_ps(mx, a[j]);
-        }
-    }
-    for (; p < n_keys; p += 16) {
-        const __mmask16 m = n_keys - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n_keys - p)) - 1);
-        __m512 a = _mm512_setzero_ps();
-        for (int64_t d = 0; d < hd; d++)
-            a = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_maskz_loadu_ps(m, kt + d * n_ctx + p), a);
-        _mm512_mask_storeu_ps(s + p, m, a);
-        mx = _mm512_mask_max_ps(mx, m, mx, a);
-    }
-    return _mm512_reduce_max_ps(mx);
-}
+AVX512 static inline __m512 max_m16(__m512 mx, __mmask16 m, __m512 v) { return _mm512_mask_max_ps(mx, m, mx, v); }
+
+/* scores_avx2's chains, 16 lanes at a time (the same scores). */
+DEFINE_SCORES(scores_avx512, AVX512, __m512, _mm512, 16, __mmask16, mask16, _mm512_maskz_loadu_ps, _mm512_mask_storeu_ps,
+              max_m16, _mm512_reduce_max_ps)
 
 /* Per value d, 16 lanes of multiply-adds over the positions (masked past
  * n_keys), eight values at a time; the 8 x 16 lanes are then summed in one
@@ -264,7 +255,7 @@ AVX512 static void mix_avx512(const float *restrict s, const float *restrict vt,
         __m512 acc[8];
         for (int j = 0; j < 8; j++) acc[j] = _mm512_setzero_ps();
         for (int64_t p = 0; p < n_keys; p += 16) {
-            const __mmask16 m = n_keys - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n_keys - p)) - 1);
+            const __mmask16 m = mask16(n_keys - p);
             const __m512 sv = _mm512_maskz_loadu_ps(m, s + p);
             for (int j = 0; j < 8; j++) acc[j] = _mm512_fmadd_ps(sv, _mm512_maskz_loadu_ps(m, v[j] + p), acc[j]);
         }
