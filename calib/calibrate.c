@@ -136,22 +136,15 @@ static void observe(void *user, const char *weight_name, const float *x, int64_t
     if (hfq_calib_stats_add(o->stats, weight_name, 0, 1, x, n_tokens, n_in, &o->err)) o->failed = true;
 }
 
-/* Matrix elements of the model: below TINY_MODEL, threads waiting for each
- * other at every operation cost more than they share (as in src/ppl.h), and
- * the sequences must run one after the other for the statistics' order. */
-#define TINY_MODEL ((int64_t)1 << 24)
-
-static int64_t matrix_elements(const hfq_hparams *hp) {
-    const int64_t q = hp->n_head * hp->head_dim, kv = hp->n_head_kv * hp->head_dim;
-    return hp->n_layer * (hp->n_embd * (2 * q + 2 * kv) + 3 * hp->n_embd * hp->n_ff) + hp->n_vocab * hp->n_embd;
-}
-
 int hfq_calibrate(const hfq_model *m, const hfq_calib_seqs *seqs, const hfq_calib_run_params *p,
                   hfq_calib_stats *stats, hfq_error *err) {
     const hfq_hparams *hp = hfq_model_hparams(m);
     const int64_t n_vocab = hp->n_vocab;
     const int64_t n_batch = p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
-    const int n_threads = p->n_threads > 0 ? p->n_threads : matrix_elements(hp) <= TINY_MODEL ? 1 : 0;
+    /* a tiny model's threads would wait for each other at every operation
+     * longer than they share it, and the sequences must run one after the
+     * other for the statistics' order: one thread */
+    const int n_threads = p->n_threads > 0 ? p->n_threads : hfq_model_is_tiny(m) ? 1 : 0;
     hfq_context_params cp = {.n_ctx = seqs->max_len, .n_batch = n_batch, .n_threads = n_threads};
     if (seqs->n < 1 || seqs->max_len < 1) return hfq_fail(err, hfq_model_path(m), "nothing to calibrate on");
     hfq_context *c = hfq_context_new(m, &cp, err);

@@ -308,3 +308,14 @@ int hfq_model_each_matrix(const hfq_model *m, int (*fn)(void *user, const hfq_te
     }
     return 0;
 }
+
+static int count_elements(void *user, const hfq_tensor *t) {
+    *(int64_t *)user += t->ne0 * t->ne1;
+    return 0;
+}
+
+bool hfq_model_is_tiny(const hfq_model *m) {
+    int64_t elements = 0;
+    hfq_model_each_matrix(m, count_elements, &elements);
+    return elements <= ((int64_t)1 << 24);
+}

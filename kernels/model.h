@@ -130,4 +130,10 @@ const float *hfq_model_rope_factors(const hfq_model *m);
 int hfq_model_each_matrix(const hfq_model *m, int (*fn)(void *user, const hfq_tensor *t),
                           void *user);
 
+/* Whether the model is tiny (at most 2^24 matrix elements): its operations
+ * are too small to share among threads without the synchronization costing
+ * more than it saves, so callers evaluate several sequences side by side,
+ * one thread each (ppl-eval, mixed-precision measurement). */
+bool hfq_model_is_tiny(const hfq_model *m);
+
 #endif

@@ -106,19 +106,8 @@ static int finish(hfq_act_stats *s) {
     return 0;
 }
 
-/* Models with at most this many matrix elements evaluate one chunk per
- * thread (as src/ppl.c does): their operations are too small to share. */
-#define TINY_MODEL_ELEMENTS ((int64_t)1 << 24)
-
-static int count_elements(void *user, const hfq_tensor *t) {
-    *(int64_t *)user += t->ne0 * t->ne1;
-    return 0;
-}
-
 int hfq_measure_chunks_side_by_side(const hfq_model *m, int n_threads, int64_t n_chunks) {
-    int64_t elements = 0;
-    hfq_model_each_matrix(m, count_elements, &elements);
-    int64_t n = elements <= TINY_MODEL_ELEMENTS ? n_threads : 1;
+    int64_t n = hfq_model_is_tiny(m) ? n_threads : 1;
     if (n > n_chunks) n = n_chunks;
     return n < 1 ? 1 : (int)n;
 }

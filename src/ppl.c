@@ -5,11 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Models with at most this many matrix elements evaluate one chunk per
- * thread: their operations are too small to share among threads without the
- * synchronization costing more than it saves. */
-#define TINY_MODEL_ELEMENTS ((int64_t)1 << 24)
-
 /* One chunk in flight: its own context and buffers. */
 typedef struct slot {
     hfq_context *ctx;
@@ -34,21 +29,10 @@ struct hfq_ppl {
     int64_t count;
 };
 
-static int count_elements(void *user, const hfq_tensor *t) {
-    *(int64_t *)user += t->ne0 * t->ne1;
-    return 0;
-}
-
 /* Lanes of a tiny model take this many chunks each per round: a lane that
  * finishes early takes another instead of waiting for the others at the
  * end of every chunk (a tiny model's contexts cost little memory). */
 #define TINY_ROUND_CHUNKS_PER_LANE 4
-
-static bool is_tiny(const hfq_model *m) {
-    int64_t elements = 0;
-    hfq_model_each_matrix(m, count_elements, &elements);
-    return elements <= TINY_MODEL_ELEMENTS;
-}
 
 static int lanes_for(bool tiny, int n_threads, int n_parallel, int64_t n_chunks) {
     int64_t n = n_parallel > 0 ? n_parallel : tiny ? n_threads : 1;
@@ -82,7 +66,7 @@ hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens
     s->n_scored = n_ctx - s->first - 1;
     if (p->n_chunks > 0 && p->n_chunks < s->n_chunks) s->n_chunks = p->n_chunks;
     const int n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
-    const bool tiny = is_tiny(m);
+    const bool tiny = hfq_model_is_tiny(m);
     s->n_lanes = lanes_for(tiny, n_threads, p->n_parallel, s->n_chunks);
     s->threads_per_slot = n_threads / s->n_lanes;
     const int64_t per_round = s->n_lanes > 1 && tiny ? (int64_t)s->n_lanes * TINY_ROUND_CHUNKS_PER_LANE : s->n_lanes;
