@@ -1,4 +1,4 @@
-/* test_kld.c - the KL statistics (src/kld.h) against a double-precision
+/* test_kld.c - the KL statistics (src/eval/kld.h) against a double-precision
  * reference written here from llama.cpp's formulas, a model against itself,
  * and the errors. */
 #include <math.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/kld.h"
+#include "src/eval/kld.h"
 #include "tests/check.h"
 #include "tests/quant_rng.h"
 

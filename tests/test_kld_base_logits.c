@@ -1,4 +1,4 @@
-/* test_kld_base_logits.c - saved base log-probabilities (src/base_logits.h):
+/* test_kld_base_logits.c - saved base log-probabilities (src/eval/base_logits.h):
  * the row encoding against llama.cpp's (written here from its
  * perplexity.cpp) and its error bound, file round trips, the checks that
  * refuse a file made for another evaluation, hostile files, and reading
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/base_logits.h"
-#include "src/kld.h"
+#include "src/eval/base_logits.h"
+#include "src/eval/kld.h"
 #include "tests/check.h"
 #include "tests/quant_rng.h"
 

@@ -11,7 +11,7 @@
 #include "formats/gguf.h"
 #include "quant/fp4.h"
 #include "quant/qtype.h"
-#include "src/quantize_run.h"
+#include "src/quantize/driver.h"
 #include "tests/check.h"
 
 #define NE0 256

@@ -16,7 +16,7 @@
 #include "formats/ggml_type.h"
 #include "quant/plan.h"
 #include "quant/recipe.h"
-#include "src/json_file.h"
+#include "src/common/json_file.h"
 #include "tests/check.h"
 #include "tests/plan_models.h"
 

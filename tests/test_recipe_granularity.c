@@ -14,8 +14,8 @@
 #include "quant/fp8.h"
 #include "quant/plan.h"
 #include "quant/qtype.h"
-#include "src/quantize_codec.h"
-#include "src/quantize_run.h"
+#include "src/quantize/codec.h"
+#include "src/quantize/driver.h"
 #include "tests/check.h"
 
 #define NE0 256

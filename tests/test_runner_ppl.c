@@ -1,9 +1,9 @@
-/* test_runner_ppl.c - perplexity sessions (src/ppl.h) against the
+/* test_runner_ppl.c - perplexity sessions (src/eval/ppl.h) against the
  * double-precision reference forward of test_runner_synth.h, scored as
  * llama.cpp's perplexity tool scores: chunks from an empty cache, BOS first,
  * second half only, PPL and its standard error. */
 #include "check.h"
-#include "src/ppl.h"
+#include "src/eval/ppl.h"
 #include "test_runner_synth.h"
 
 #define N_CTX 16

@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "src/sample.h"
+#include "src/eval/sample.h"
 
 #define N_DRAWS 200000
 

@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "src/pretok.h"
-#include "src/tokenizer.h"
-#include "src/unicode.h"
-#include "src/vocab.h"
+#include "src/tokenizer/pretok.h"
+#include "src/tokenizer/tokenizer.h"
+#include "src/tokenizer/unicode.h"
+#include "src/tokenizer/vocab.h"
 
 /* ---- UTF-8 ---- */
 

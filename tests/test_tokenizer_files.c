@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "src/read_file.h"
-#include "src/spm_proto.h"
-#include "src/vocab.h"
+#include "src/common/read_file.h"
+#include "src/tokenizer/spm_proto.h"
+#include "src/tokenizer/vocab.h"
 
 /* ---- protobuf assembly ---- */
 

@@ -7,8 +7,8 @@
 
 #include "check.h"
 #include "formats/gguf.h"
-#include "src/tokenizer.h"
-#include "src/vocab.h"
+#include "src/tokenizer/tokenizer.h"
+#include "src/tokenizer/vocab.h"
 
 static char tmpdir[] = "/tmp/hfq_tok_gguf_XXXXXX";
 static char out_path[256];

@@ -7,9 +7,9 @@
 
 #include "kernels/cuda/device.h"
 #include "kernels/graph.h"
-#include "src/cli.h"
-#include "src/lm.h"
-#include "src/sample.h"
+#include "src/cli/cli.h"
+#include "src/eval/lm.h"
+#include "src/eval/sample.h"
 
 static const char usage_text[] =
     "usage: generate MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"

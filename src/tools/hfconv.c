@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/convert.h"
+#include "src/hf/convert.h"
 
 static void usage(FILE *out) {
     fprintf(out,

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/synth.h"
+#include "src/synth/synth.h"
 
 static void usage(FILE *out) {
     fprintf(out,

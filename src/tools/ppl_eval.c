@@ -1,8 +1,8 @@
 /* ppl-eval - perplexity of a GGUF model over a text, as llama.cpp's
  * perplexity tool computes it, and with a base (a model run side by side, or
  * its saved log-probabilities) the KL-divergence statistics of its
- * --kl-divergence mode, with quality gates (src/ppl.h, src/kld.h,
- * src/base_logits.h, docs/ppl-eval.md). */
+ * --kl-divergence mode, with quality gates (src/eval/ppl.h, src/eval/kld.h,
+ * src/eval/base_logits.h, docs/ppl-eval.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +13,12 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cuda/device.h"
 #include "kernels/graph.h"
-#include "src/base_logits.h"
-#include "src/cli.h"
-#include "src/kld.h"
-#include "src/lm.h"
-#include "src/ppl.h"
-#include "src/read_text.h"
+#include "src/eval/base_logits.h"
+#include "src/cli/cli.h"
+#include "src/eval/kld.h"
+#include "src/eval/lm.h"
+#include "src/eval/ppl.h"
+#include "src/common/read_text.h"
 
 #define MAX_TEXT ((size_t)1 << 31)
 

@@ -6,10 +6,10 @@
 
 #include "formats/error.h"
 #include "formats/gguf.h"
-#include "src/read_file.h"
-#include "src/tokenizer.h"
-#include "src/unicode.h"
-#include "src/vocab.h"
+#include "src/common/read_file.h"
+#include "src/tokenizer/tokenizer.h"
+#include "src/tokenizer/unicode.h"
+#include "src/tokenizer/vocab.h"
 
 #define MAX_INPUT ((size_t)1 << 31)
 

@@ -13,9 +13,9 @@ CC=${CC:-clang}
 flags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -ffp-contract=off -fopenmp -I.
        -fsanitize=address,undefined -fno-sanitize-recover=undefined -DHFQ_VERSION='"fuzz"')
 mkdir -p "$out/obj"
-newest_h=$(ls -t formats/*.h quant/*.h src/*.h "$0" | head -n1)   # plain file names
+newest_h=$(ls -t formats/*.h quant/*.h src/*/*.h "$0" | head -n1)   # plain file names
 objs=()
-for src in formats/*.c quant/*.c src/*.c; do
+for src in formats/*.c quant/*.c $(ls src/*/*.c | grep -v "^src/tools/"); do
   obj="$out/obj/$(echo "${src%.c}" | tr / _).o"
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$newest_h" -nt "$obj" ]; then
     $CC "${flags[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj"

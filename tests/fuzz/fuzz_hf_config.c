@@ -5,8 +5,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "src/arch.h"
-#include "src/hf_config.h"
+#include "src/hf/arch.h"
+#include "src/hf/config.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

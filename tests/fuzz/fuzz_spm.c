@@ -6,8 +6,8 @@
  * Built only by tests/fuzz/build.sh. */
 #include <stdint.h>
 
-#include "src/spm_proto.h"
-#include "src/unicode.h"
+#include "src/tokenizer/spm_proto.h"
+#include "src/tokenizer/unicode.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/fuzz_vocab.h"
 

@@ -12,9 +12,9 @@
  * Built only by tests/fuzz/build.sh. */
 #include <stdint.h>
 
-#include "src/tokenizer.h"
-#include "src/unicode.h"
-#include "src/vocab.h"
+#include "src/tokenizer/tokenizer.h"
+#include "src/tokenizer/unicode.h"
+#include "src/tokenizer/vocab.h"
 #include "tests/fuzz/fuzz_common.h"
 
 static const char *const DIRS[] = {"tokenizers/llama3", "tokenizers/qwen3", "tokenizers/llama2",

@@ -7,8 +7,8 @@
 
 #include <stdint.h>
 
-#include "src/tokenizer.h"
-#include "src/vocab.h"
+#include "src/tokenizer/tokenizer.h"
+#include "src/tokenizer/vocab.h"
 #include "tests/fuzz/fuzz_common.h"
 
 static inline void fuzz_use_vocab(const hfq_vocab *v) {

@@ -16,7 +16,7 @@
 
 #include "kernels/cuda/device.h"
 #include "kernels/graph.h"
-#include "src/cli.h"
+#include "src/cli/cli.h"
 
 typedef struct totals {
     const hfq_tensor *tok_embd;   /* NULL when tied: the output reads all of it */

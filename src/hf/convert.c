@@ -1,0 +1,515 @@
+#include "src/hf/convert.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/ggml_type.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+#include "quant/fp8.h"
+#include "quant/half.h"
+#include "src/hf/arch.h"
+#include "src/hf/config.h"
+#include "src/tokenizer/vocab.h"
+
+/* llama_ftype values written as general.file_type (llama.h). */
+enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_BF16 = 32 };
+#define GGML_QUANT_VERSION 2
+/* Rows are converted in chunks of about this many bytes of float32. */
+#define CHUNK_BYTES ((size_t)4 << 20)
+
+int hfq_outtype_parse(const char *s) {
+    if (strcmp(s, "auto") == 0) return HFQ_OUT_AUTO;
+    if (strcmp(s, "f32") == 0) return HFQ_OUT_F32;
+    if (strcmp(s, "f16") == 0) return HFQ_OUT_F16;
+    if (strcmp(s, "bf16") == 0) return HFQ_OUT_BF16;
+    return -1;
+}
+
+/* One output tensor and where its data comes from. */
+typedef struct plan_entry {
+    hf_tensor_map map;
+    char name[GGUF_MAX_NAME + 1];
+    const st_tensor *src;
+    uint32_t out_type;            /* GT_F32 / GT_F16 / GT_BF16 */
+    int64_t rows, cols;           /* source as a rows x cols matrix (1-D: 1 x n) */
+    int n_dims;
+    int64_t permute_heads;        /* > 0: un-permute rows with this many heads */
+    /* FP8 sources: weight = code * scale, the scale per tensor (1 x 1), per
+     * row (rows x 1) or per block (ceil(rows/br) x ceil(cols/bc)). */
+    const st_tensor *scale;
+    int64_t scale_rows, scale_cols;
+    int64_t block_rows, block_cols;
+} plan_entry;
+
+typedef struct plan {
+    plan_entry *entries;
+    int64_t n;
+} plan;
+
+static int entry_order(const void *a, const void *b) {
+    const plan_entry *x = a, *y = b;
+    /* token_embd first, then blocks in order, then output_norm and output */
+    int kx = x->map.role == ROLE_TOKEN_EMBD ? -1 : x->map.layer < 0 ? 1 << 30 : x->map.layer;
+    int ky = y->map.role == ROLE_TOKEN_EMBD ? -1 : y->map.layer < 0 ? 1 << 30 : y->map.layer;
+    if (kx != ky) return kx < ky ? -1 : 1;
+    return (int)x->map.role - (int)y->map.role;
+}
+
+/* Expected [rows, cols] (Hugging Face order) of each role; cols 0 for 1-D. */
+static void expected_shape(const hf_config *c, hf_role role, int64_t *rows, int64_t *cols) {
+    int64_t q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    *rows = 0;
+    *cols = 0;
+    switch (role) {
+    case ROLE_TOKEN_EMBD: case ROLE_OUTPUT: *rows = c->vocab_size; *cols = c->hidden_size; break;
+    case ROLE_ATTN_NORM: case ROLE_FFN_NORM: case ROLE_OUTPUT_NORM: *rows = c->hidden_size; break;
+    case ROLE_ATTN_Q: *rows = q; *cols = c->hidden_size; break;
+    case ROLE_ATTN_K: case ROLE_ATTN_V: *rows = kv; *cols = c->hidden_size; break;
+    case ROLE_ATTN_Q_BIAS: *rows = q; break;
+    case ROLE_ATTN_K_BIAS: case ROLE_ATTN_V_BIAS: *rows = kv; break;
+    case ROLE_ATTN_OUT: *rows = c->hidden_size; *cols = q; break;
+    case ROLE_FFN_GATE: case ROLE_FFN_UP: *rows = c->intermediate_size; *cols = c->hidden_size; break;
+    case ROLE_FFN_DOWN: *rows = c->hidden_size; *cols = c->intermediate_size; break;
+    case ROLE_SKIP: *rows = 0; break;
+    }
+}
+
+static bool is_float_dtype(st_dtype d) { return d == ST_F32 || d == ST_F16 || d == ST_BF16; }
+static bool is_fp8_dtype(st_dtype d) { return d == ST_F8_E4M3 || d == ST_F8_E5M2; }
+
+static bool has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* FP8 checkpoints carry scales beside each weight: "<base>.weight_scale"
+ * (compressed-tensors: per tensor or per output channel, weight = q * s) or
+ * "<base>.weight_scale_inv" (block-wise, quantization_config.weight_block_size;
+ * despite the name also weight = q * s). Activation scales ("input_scale")
+ * do not matter for conversion. */
+static bool is_fp8_side_tensor(const char *name) {
+    return has_suffix(name, ".weight_scale") || has_suffix(name, ".weight_scale_inv") ||
+           has_suffix(name, ".input_scale");
+}
+
+static int attach_fp8_scale(plan_entry *e, const hf_config *cfg, const st_model *st, hfq_error *err) {
+    const st_tensor *t = e->src;
+    const char *file = st_shard_path(st, t->shard);
+    char name[1024];
+    size_t base = strlen(t->name) - strlen("weight");
+    bool blockwise = false;
+    snprintf(name, sizeof name, "%.*sweight_scale_inv", (int)base, t->name);
+    const st_tensor *sc = st_find(st, name);
+    if (sc) blockwise = true;
+    else {
+        snprintf(name, sizeof name, "%.*sweight_scale", (int)base, t->name);
+        sc = st_find(st, name);
+    }
+    if (!sc) return hfq_fail(err, file, "tensor '%s': FP8 weight without a weight_scale tensor", t->name);
+    if (!is_float_dtype(sc->dtype))
+        return hfq_fail(err, file, "tensor '%s': scale dtype %s is not supported", sc->name, st_dtype_name(sc->dtype));
+    int64_t n = sc->n_elements;
+    e->scale = sc;
+    e->block_rows = e->rows;
+    e->block_cols = e->cols;
+    if (blockwise) {
+        if (cfg->fp8_block_rows <= 0)
+            return hfq_fail(err, file, "tensor '%s': block scales but config.json has no quantization_config.weight_block_size",
+                            sc->name);
+        e->block_rows = cfg->fp8_block_rows;
+        e->block_cols = cfg->fp8_block_cols;
+        e->scale_rows = (e->rows + e->block_rows - 1) / e->block_rows;
+        e->scale_cols = (e->cols + e->block_cols - 1) / e->block_cols;
+        if (n != e->scale_rows * e->scale_cols)
+            return hfq_fail(err, file, "tensor '%s': %lld block scales, expected %lld x %lld", sc->name,
+                            (long long)n, (long long)e->scale_rows, (long long)e->scale_cols);
+    } else if (n == 1) {
+        e->scale_rows = e->scale_cols = 1;
+    } else if (n == e->rows) {
+        e->scale_rows = e->rows;
+        e->scale_cols = 1;
+        e->block_rows = 1;
+    } else {
+        return hfq_fail(err, file, "tensor '%s': %lld scales fit neither per tensor nor per channel (%lld rows)",
+                        sc->name, (long long)n, (long long)e->rows);
+    }
+    return 0;
+}
+
+static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st,
+                     const st_tensor *t, hf_tensor_map map, uint32_t matrix_type, hfq_error *err) {
+    plan_entry *e = &p->entries[p->n];
+    memset(e, 0, sizeof *e);
+    e->map = map;
+    e->src = t;
+    hf_gguf_name(&map, e->name, sizeof e->name);
+    const char *file = st_shard_path(st, t->shard);
+    if (!is_float_dtype(t->dtype) && !is_fp8_dtype(t->dtype))
+        return hfq_fail(err, file, "tensor '%s': dtype %s is not supported for weights", t->name,
+                        st_dtype_name(t->dtype));
+    int64_t rows, cols;
+    expected_shape(cfg, map.role, &rows, &cols);
+    bool ok = cols ? (t->n_dims == 2 && t->shape[0] == rows && t->shape[1] == cols)
+                   : (t->n_dims == 1 && t->shape[0] == rows);
+    if (!ok) {
+        char got[96] = "", *w = got;
+        for (int d = 0; d < t->n_dims && w < got + sizeof got - 24; d++)
+            w += snprintf(w, (size_t)(got + sizeof got - w), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        if (cols)
+            return hfq_fail(err, file, "tensor '%s': shape [%s] does not match config.json (expected [%lld, %lld])",
+                            t->name, got, (long long)rows, (long long)cols);
+        return hfq_fail(err, file, "tensor '%s': shape [%s] does not match config.json (expected [%lld])",
+                        t->name, got, (long long)rows);
+    }
+    e->n_dims = cols ? 2 : 1;
+    e->rows = cols ? rows : 1;
+    e->cols = cols ? cols : rows;
+    /* 1-D tensors and norms stay F32, as llama.cpp's converter keeps them */
+    e->out_type = cols ? matrix_type : GT_F32;
+    if (arch->permute_qk && map.role == ROLE_ATTN_Q) e->permute_heads = cfg->n_heads;
+    if (arch->permute_qk && map.role == ROLE_ATTN_K) e->permute_heads = cfg->n_kv_heads;
+    if (is_fp8_dtype(t->dtype) && attach_fp8_scale(e, cfg, st, err)) return -1;
+    p->n++;
+    return 0;
+}
+
+static uint32_t choose_matrix_type(hfq_outtype out, const st_model *st) {
+    switch (out) {
+    case HFQ_OUT_F32: return GT_F32;
+    case HFQ_OUT_F16: return GT_F16;
+    case HFQ_OUT_BF16: return GT_BF16;
+    case HFQ_OUT_AUTO: break;
+    }
+    /* like convert_hf_to_gguf's "auto": the first 2-D tensor's 16-bit type, else f16 */
+    for (int64_t i = 0; i < st_n_tensors(st); i++) {
+        const st_tensor *t = st_tensor_at(st, i);
+        if (t->n_dims < 2) continue;
+        if (t->dtype == ST_BF16) return GT_BF16;
+        if (t->dtype == ST_F16) return GT_F16;
+        break;
+    }
+    return GT_F16;
+}
+
+static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st,
+                      uint32_t matrix_type, hfq_error *err) {
+    int64_t n = st_n_tensors(st);
+    p->entries = calloc((size_t)n + 1, sizeof *p->entries);
+    if (!p->entries) return hfq_fail(err, NULL, "out of memory");
+    const st_tensor *embd = NULL, *lm_head = NULL;
+    for (int64_t i = 0; i < n; i++) {
+        const st_tensor *t = st_tensor_at(st, i);
+        hf_tensor_map map;
+        if (is_fp8_side_tensor(t->name)) continue;  /* consumed with its weight */
+        if (hf_map_tensor(arch, t->name, (int)cfg->n_layers, &map) != 0)
+            return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s' is not part of a %s model",
+                            t->name, arch->hf_name);
+        if (map.role == ROLE_SKIP) continue;
+        if (map.role == ROLE_TOKEN_EMBD) { embd = t; continue; }
+        if (map.role == ROLE_OUTPUT) { lm_head = t; continue; }
+        if (add_entry(p, cfg, arch, st, t, map, matrix_type, err)) return -1;
+    }
+    /* Tied embeddings: one matrix serves both; llama.cpp then has no output
+     * tensor. Some checkpoints store only lm_head (with __metadata__ aliasing
+     * the embedding to it): it becomes token_embd. */
+    bool tied = cfg->tie_word_embeddings || !lm_head;
+    const st_tensor *embd_src = embd ? embd : (tied ? lm_head : NULL);
+    if (!embd_src)
+        return hfq_fail(err, st_shard_path(st, 0), "checkpoint has no model.embed_tokens.weight");
+    hf_tensor_map m = {ROLE_TOKEN_EMBD, -1};
+    if (add_entry(p, cfg, arch, st, embd_src, m, matrix_type, err)) return -1;
+    if (!tied) {
+        hf_tensor_map mo = {ROLE_OUTPUT, -1};
+        if (add_entry(p, cfg, arch, st, lm_head, mo, matrix_type, err)) return -1;
+    }
+    qsort(p->entries, (size_t)p->n, sizeof *p->entries, entry_order);
+    /* every block must be complete */
+    for (int layer = 0; layer < cfg->n_layers; layer++) {
+        for (int r = ROLE_ATTN_NORM; r <= ROLE_FFN_DOWN; r++) {
+            bool bias = r == ROLE_ATTN_Q_BIAS || r == ROLE_ATTN_K_BIAS || r == ROLE_ATTN_V_BIAS;
+            if (bias && !arch->qkv_bias) continue;
+            bool found = false;
+            for (int64_t i = 0; i < p->n && !found; i++)
+                found = p->entries[i].map.layer == layer && (int)p->entries[i].map.role == r;
+            if (!found) {
+                hf_tensor_map want = {(hf_role)r, layer};
+                char name[80];
+                hf_gguf_name(&want, name, sizeof name);
+                return hfq_fail(err, st_shard_path(st, 0), "checkpoint lacks the tensor for '%s'", name);
+            }
+        }
+    }
+    bool has_norm = false;
+    for (int64_t i = 0; i < p->n; i++) has_norm |= p->entries[i].map.role == ROLE_OUTPUT_NORM;
+    if (!has_norm) return hfq_fail(err, st_shard_path(st, 0), "checkpoint has no model.norm.weight");
+    return 0;
+}
+
+static int write_hparams(gguf_writer *w, const hf_config *c, const hf_arch *arch, uint32_t ftype) {
+    char key[160];
+    const char *a = arch->gguf_arch;
+    int rc = 0;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    rc |= gguf_set_str(w, "general.architecture", a);
+    rc |= gguf_set_str(w, "general.type", "model");
+    rc |= gguf_set_str(w, "general.name", c->name);
+    if (c->context_length > 0) rc |= gguf_set_u32(w, KEY("context_length"), (uint32_t)c->context_length);
+    rc |= gguf_set_u32(w, KEY("embedding_length"), (uint32_t)c->hidden_size);
+    rc |= gguf_set_u32(w, KEY("feed_forward_length"), (uint32_t)c->intermediate_size);
+    rc |= gguf_set_u32(w, KEY("block_count"), (uint32_t)c->n_layers);
+    rc |= gguf_set_u32(w, KEY("attention.head_count"), (uint32_t)c->n_heads);
+    rc |= gguf_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    if (c->has_rope_theta) rc |= gguf_set_f32(w, KEY("rope.freq_base"), (float)c->rope_theta);
+    rc |= gguf_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)c->rms_norm_eps);
+    if (c->has_head_dim) {
+        rc |= gguf_set_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
+        rc |= gguf_set_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
+    }
+    rc |= gguf_set_u32(w, "general.file_type", ftype);
+    if (arch->permute_qk) {  /* llama family */
+        rc |= gguf_set_u32(w, KEY("vocab_size"), (uint32_t)c->vocab_size);
+        rc |= gguf_set_u32(w, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
+    }
+    if (c->rope_scaling == HF_ROPE_LINEAR) {
+        rc |= gguf_set_str(w, KEY("rope.scaling.type"), "linear");
+        rc |= gguf_set_f32(w, KEY("rope.scaling.factor"), (float)c->rope_factor);
+    } else if (c->rope_scaling == HF_ROPE_YARN) {
+        rc |= gguf_set_str(w, KEY("rope.scaling.type"), "yarn");
+        rc |= gguf_set_f32(w, KEY("rope.scaling.factor"), (float)c->rope_factor);
+        if (c->rope_original_context > 0)
+            rc |= gguf_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)c->rope_original_context);
+    }
+#undef KEY
+    rc |= gguf_set_u32(w, "general.quantization_version", GGML_QUANT_VERSION);
+    rc |= gguf_set_str(w, "hfq.converter", "hfconv " HFQ_VERSION);
+    return rc ? -1 : 0;
+}
+
+/* Llama 3 RoPE: per-frequency factors stored as rope_freqs.weight, computed in
+ * float32 as llama.cpp's converter does. */
+static void llama3_rope_factors(const hf_config *c, float *out, int64_t n) {
+    float base = c->has_rope_theta ? (float)c->rope_theta : 10000.0f;
+    float dim = (float)c->head_dim;
+    float old_ctx = (float)c->rope_original_context;
+    float low = (float)c->rope_low_freq_factor, high = (float)c->rope_high_freq_factor;
+    float factor = (float)c->rope_factor;
+    float low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+    for (int64_t i = 0; i < n; i++) {
+        float freq = 1.0f / powf(base, (float)(2 * i) / dim);
+        float wavelen = 2.0f * 3.14159265358979323846f / freq;
+        if (wavelen < high_wavelen) out[i] = 1.0f;
+        else if (wavelen > low_wavelen) out[i] = factor;
+        else {
+            float smooth = (old_ctx / wavelen - low) / (high - low);
+            out[i] = 1.0f / ((1.0f - smooth) / factor + smooth);
+        }
+    }
+}
+
+/* Loads the scales of an FP8 entry as floats (NULL for other entries). */
+static float *load_scales(const st_model *st, const plan_entry *e, hfq_error *err) {
+    if (!e->scale) return NULL;
+    int64_t n = e->scale_rows * e->scale_cols;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) {
+        hfq_fail(err, NULL, "out of memory");
+        return NULL;
+    }
+    const unsigned char *s = st_data(st, e->scale);
+    for (int64_t i = 0; i < n; i++) {
+        if (e->scale->dtype == ST_F32) memcpy(&v[i], s + 4 * i, 4);
+        else {
+            uint16_t h;
+            memcpy(&h, s + 2 * i, 2);
+            v[i] = e->scale->dtype == ST_F16 ? hfq_fp16_to_f32(h) : hfq_bf16_to_f32(h);
+        }
+    }
+    return v;
+}
+
+/* Decodes source row `row` (n elements at src) to float; fails on NaN/Inf. */
+static int decode_row(const plan_entry *e, const float *scales, int64_t row, const void *src, float *dst,
+                      int64_t n) {
+    const unsigned char *s = src;
+    st_dtype dt = e->src->dtype;
+    const float *row_scales = scales ? scales + (row / e->block_rows) * e->scale_cols : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        float v;
+        if (dt == ST_F32) {
+            memcpy(&v, s + 4 * i, 4);
+        } else if (dt == ST_F16 || dt == ST_BF16) {
+            uint16_t h;
+            memcpy(&h, s + 2 * i, 2);
+            v = dt == ST_F16 ? hfq_fp16_to_f32(h) : hfq_bf16_to_f32(h);
+        } else {
+            v = hfq_fp8_to_f32(dt == ST_F8_E4M3 ? HFQ_FP8_E4M3 : HFQ_FP8_E5M2, s[i]) *
+                row_scales[i / e->block_cols];
+        }
+        if (v - v != 0.0f) return -1;  /* NaN or Inf */
+        dst[i] = v;
+    }
+    return 0;
+}
+
+static void encode_row(uint32_t type, const float *src, void *dst, int64_t n) {
+    if (type == GT_F32) { memcpy(dst, src, (size_t)n * 4); return; }
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = type == GT_F16 ? hfq_f32_to_fp16(src[i]) : hfq_f32_to_bf16(src[i]);
+}
+
+/* Source row for output row r of a q/k matrix: Hugging Face stores each head
+ * as [first halves of the rotary pairs; second halves], GGUF interleaves them. */
+static int64_t permuted_source_row(int64_t r, int64_t rows, int64_t n_heads) {
+    int64_t per_head = rows / n_heads, half = per_head / 2;
+    int64_t h = r / per_head, k = r % per_head;
+    return h * per_head + (k % 2) * half + k / 2;
+}
+
+static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, float *fbuf,
+                       void *obuf, int64_t chunk_rows, uint64_t *done, uint64_t total,
+                       const hfq_convert_opts *opts, hfq_error *err) {
+    const unsigned char *base = st_data(st, e->src);
+    size_t in_es = st_dtype_size(e->src->dtype);
+    size_t out_es = e->out_type == GT_F32 ? 4 : 2;
+    uint64_t in_row_bytes = (uint64_t)e->cols * in_es;
+    const char *file = st_shard_path(st, e->src->shard);
+    /* a permuted chunk must hold whole heads: its source rows are then the
+     * same set as its output rows, and can be released after it */
+    if (e->permute_heads) {
+        int64_t per_head = e->rows / e->permute_heads;
+        chunk_rows = chunk_rows < per_head ? per_head : chunk_rows / per_head * per_head;
+    }
+    hfq_error scale_err;
+    float *scales = load_scales(st, e, &scale_err);
+    if (e->scale && !scales) {
+        *err = scale_err;
+        return -1;
+    }
+    int rc = 0;
+    for (int64_t r0 = 0; r0 < e->rows && rc == 0; r0 += chunk_rows) {
+        int64_t nr = e->rows - r0 < chunk_rows ? e->rows - r0 : chunk_rows;
+        for (int64_t r = r0; r < r0 + nr; r++) {
+            int64_t sr = e->permute_heads ? permuted_source_row(r, e->rows, e->permute_heads) : r;
+            float *row = fbuf + (r - r0) * e->cols;
+            if (decode_row(e, scales, sr, base + (size_t)sr * in_row_bytes, row, e->cols)) {
+                rc = hfq_fail(err, file, "tensor '%s': row %lld holds NaN or Inf", e->src->name, (long long)sr);
+                break;
+            }
+            encode_row(e->out_type, row, (unsigned char *)obuf + (size_t)(r - r0) * (size_t)e->cols * out_es, e->cols);
+        }
+        if (rc == 0) rc = gguf_writer_write_data(w, obuf, (uint64_t)nr * (uint64_t)e->cols * out_es, err);
+        st_release_range(st, e->src, (uint64_t)r0 * in_row_bytes, (uint64_t)nr * in_row_bytes);
+        *done += (uint64_t)nr * (uint64_t)e->cols * out_es;
+        if (opts->progress) opts->progress(opts->progress_ctx, *done, total, e->name);
+    }
+    if (e->scale) st_release(st, e->scale);
+    free(scales);
+    return rc;
+}
+
+static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const hf_config *cfg,
+                           const hf_arch *arch, const hfq_vocab *vocab, hfq_convert_report *rep,
+                           hfq_error *err) {
+    st_model *st = st_open_dir(opts->model_dir, err);
+    if (!st) return -1;
+    plan p = {0};
+    float *fbuf = NULL, *rope = NULL;
+    void *obuf = NULL;
+    int rc = -1;
+    uint32_t matrix_type = choose_matrix_type(opts->outtype, st);
+    uint32_t ftype = matrix_type == GT_F32 ? FTYPE_ALL_F32 : matrix_type == GT_F16 ? FTYPE_MOSTLY_F16 : FTYPE_MOSTLY_BF16;
+    if (build_plan(&p, cfg, arch, st, matrix_type, err)) goto done;
+    if (write_hparams(w, cfg, arch, ftype)) { hfq_fail(err, opts->out_path, "cannot set metadata"); goto done; }
+    if (vocab->n_tokens != cfg->vocab_size) {
+        hfq_fail(err, opts->model_dir, "the tokenizer has %lld tokens but the embedding has %lld rows",
+                 (long long)vocab->n_tokens, (long long)cfg->vocab_size);
+        goto done;
+    }
+    if (hfq_vocab_to_gguf(vocab, w, err)) goto done;
+    int64_t max_cols = 1;
+    uint64_t total = 0;
+    for (int64_t i = 0; i < p.n; i++) {
+        const plan_entry *e = &p.entries[i];
+        int64_t ne[2] = {e->cols, e->rows};
+        if (gguf_add_tensor(w, e->name, e->out_type, e->n_dims, ne, err) < 0) goto done;
+        if (e->cols > max_cols) max_cols = e->cols;
+        total += gguf_tensor_nbytes(w, i);
+        rep->n_params += (uint64_t)(e->rows * e->cols);
+    }
+    int64_t n_rope = 0;
+    if (cfg->rope_scaling == HF_ROPE_LLAMA3) {
+        n_rope = cfg->head_dim / 2;
+        int64_t ne[1] = {n_rope};
+        if (gguf_add_tensor(w, "rope_freqs.weight", GT_F32, 1, ne, err) < 0) goto done;
+        total += (uint64_t)n_rope * 4;
+    }
+    int64_t chunk_rows = (int64_t)(CHUNK_BYTES / sizeof(float) / (size_t)max_cols);
+    if (chunk_rows < 1) chunk_rows = 1;
+    fbuf = malloc((size_t)chunk_rows * (size_t)max_cols * sizeof(float));
+    obuf = malloc((size_t)chunk_rows * (size_t)max_cols * sizeof(float));
+    if (!fbuf || !obuf) { hfq_fail(err, NULL, "out of memory"); goto done; }
+    if (gguf_writer_begin(w, opts->out_path, err)) goto done;
+    uint64_t written = 0;
+    for (int64_t i = 0; i < p.n; i++)
+        if (write_entry(w, st, &p.entries[i], fbuf, obuf, chunk_rows, &written, total, opts, err)) goto done;
+    if (n_rope) {
+        rope = malloc((size_t)n_rope * sizeof *rope);
+        if (!rope) { hfq_fail(err, NULL, "out of memory"); goto done; }
+        llama3_rope_factors(cfg, rope, n_rope);
+        if (gguf_writer_write_data(w, rope, (uint64_t)n_rope * 4, err)) goto done;
+        written += (uint64_t)n_rope * 4;
+    }
+    rep->n_tensors = p.n + (n_rope ? 1 : 0);
+    rep->data_bytes = written;
+    rep->file_type = ftype;
+    rc = 0;
+done:
+    free(rope);
+    free(fbuf);
+    free(obuf);
+    free(p.entries);
+    st_close(st);
+    return rc;
+}
+
+int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error *err) {
+    memset(rep, 0, sizeof *rep);
+    gguf_writer *w = gguf_writer_new();
+    if (!w) return hfq_fail(err, NULL, "out of memory");
+    hfq_vocab *vocab = NULL;
+    int rc = -1;
+    hf_config cfg;
+    const hf_arch *arch = NULL;
+    char cfg_path[4096];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", opts->model_dir);
+    FILE *probe = opts->vocab_only ? fopen(cfg_path, "rb") : NULL;
+    bool want_config = !opts->vocab_only || probe;
+    if (probe) fclose(probe);
+    if (want_config) {
+        if (hf_config_load(&cfg, opts->model_dir, err)) goto done;
+        if (!(arch = hf_arch_find(cfg.architecture, cfg_path, err))) goto done;
+        snprintf(rep->gguf_arch, sizeof rep->gguf_arch, "%s", arch->gguf_arch);
+    }
+    if (!(vocab = hfq_vocab_from_dir(opts->model_dir, err))) goto done;
+    if (opts->vocab_only) {
+        if (want_config ? write_hparams(w, &cfg, arch, FTYPE_ALL_F32)
+                        : gguf_set_str(w, "general.architecture", "llama")) {
+            hfq_fail(err, opts->out_path, "cannot set metadata");
+            goto done;
+        }
+        if (!want_config) snprintf(rep->gguf_arch, sizeof rep->gguf_arch, "llama");
+        if (hfq_vocab_to_gguf(vocab, w, err)) goto done;
+        if (gguf_writer_begin(w, opts->out_path, err)) goto done;
+    } else {
+        if (convert_weights(opts, w, &cfg, arch, vocab, rep, err)) goto done;
+    }
+    rc = gguf_writer_finish(w, err);
+done:
+    hfq_vocab_free(vocab);
+    gguf_writer_free(w);
+    return rc;
+}

@@ -1,0 +1,344 @@
+/* calib_session.c - see src/quantize/calib_session.h. */
+#include "src/quantize/calib_session.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "calib/awq.h"
+#include "calib/fold_eval.h"
+#include "calib/fold.h"
+#include "calib/smoothquant.h"
+#include "calib/stats_file.h"
+#include "formats/ggml_type.h"
+#include "quant/fp4.h"
+#include "quant/fp8.h"
+#include "quant/int8.h"
+#include "src/eval/lm.h"
+#include "src/quantize/codec.h"
+#include "src/common/read_text.h"
+#include "src/tokenizer/unicode.h"
+
+#define MAX_TEXT ((size_t)1 << 31)
+#define DEFAULT_SAMPLE_ROWS 64
+
+struct hfq_calib_session {
+    hfq_calib_opts o;
+    hfq_calib_stats stats;
+    /* set by prepare */
+    const gguf_file *f;
+    const hfq_plan *plan;
+    hfq_transforms ts;
+    int64_t n_folded;
+    float *imp;               /* the importance rows handed out last */
+};
+
+const hfq_calib_stats *hfq_calib_session_stats(const hfq_calib_session *s) { return &s->stats; }
+int64_t hfq_calib_session_n_folded(const hfq_calib_session *s) { return s->n_folded; }
+
+void hfq_calib_session_free(hfq_calib_session *s) {
+    if (!s) return;
+    hfq_calib_stats_free(&s->stats);
+    hfq_transforms_free(&s->ts);
+    free(s->imp);
+    free(s);
+}
+
+/* ---- calibrating ---- */
+
+static int encode(void *ctx, const char *text, size_t len, bool add_special, bool special, int32_t **ids,
+                  size_t *n_ids, hfq_error *err) {
+    int flags = (add_special ? HFQ_TOK_ADD_SPECIAL : 0) | (special ? HFQ_TOK_PARSE_SPECIAL : 0);
+    return hfq_tokenize(ctx, text, len, flags, ids, n_ids, err);
+}
+
+static int check_utf8(const char *path, const char *text, size_t len, hfq_error *err) {
+    for (size_t pos = 0; pos < len;) {
+        size_t n = hfq_utf8_valid_len(text + pos, len - pos);
+        if (n == 0) return hfq_fail(err, path, "invalid UTF-8 at byte %zu", pos);
+        pos += n;
+    }
+    return 0;
+}
+
+/* XXH3-64 of the file's bytes as stored (compressed, for .gz). */
+static int file_xxh3(const char *path, uint64_t *out, hfq_error *err) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return hfq_fail(err, path, "cannot open: %s", strerror(errno));
+    XXH3_state_t *st = XXH3_createState();
+    char buf[1 << 16];
+    size_t n;
+    int rc = st && XXH3_64bits_reset(st) == XXH_OK ? 0 : hfq_fail(err, path, "out of memory");
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, fp)) > 0) XXH3_64bits_update(st, buf, n);
+    if (rc == 0 && ferror(fp)) rc = hfq_fail(err, path, "cannot read: %s", strerror(errno));
+    if (rc == 0) *out = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    fclose(fp);
+    return rc;
+}
+
+static void progress(void *ctx, int64_t done, int64_t n) {
+    (void)ctx;
+    fprintf(stderr, "\r\033[Kcalibrating: %" PRId64 "/%" PRId64, done, n);
+    if (done == n) fputc('\n', stderr);
+}
+
+static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *err) {
+    const hfq_calib_opts *o = &s->o;
+    hfq_lm lm;
+    char *text = NULL;
+    size_t len = 0;
+    hfq_calib_seqs seqs = {0};
+    if (hfq_lm_load(&lm, model_path, err)) return -1;
+    const hfq_vocab *v = lm.vocab;
+    hfq_calib_tokenizer tok = {.encode = encode, .ctx = lm.tok, .bos_id = v->bos_id, .add_bos = v->add_bos,
+                               .bos_text = v->bos_id >= 0 ? v->tokens[v->bos_id] : NULL,
+                               .chat_template = v->chat_template};
+    hfq_calib_run_params rp = {.n_threads = o->n_threads, .progress = o->progress ? progress : NULL};
+    int rc = hfq_read_text(o->text_path, MAX_TEXT, &text, &len, err) || check_utf8(o->text_path, text, len, err) ||
+                     file_xxh3(o->text_path, &s->stats.text_xxh3, err) ||
+                     hfq_calib_sequences(text, len, o->text_path, &o->text, &tok, &seqs, err) ||
+                     hfq_calib_stats_add_dataset(&s->stats, o->text_path, err) ||
+                     hfq_calibrate(lm.model, &seqs, &rp, &s->stats, err)
+                 ? -1
+                 : 0;
+    s->stats.has_text_xxh3 = rc == 0;
+    hfq_calib_seqs_free(&seqs);
+    free(text);
+    hfq_lm_free(&lm);
+    return rc;
+}
+
+hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib_opts *o, hfq_error *err) {
+    hfq_calib_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        hfq_fail(err, model_path, "out of memory");
+        return NULL;
+    }
+    s->o = *o;
+    int rc;
+    if (o->text_path) {
+        hfq_calib_stats_init(&s->stats, o->sample_rows < 0 ? DEFAULT_SAMPLE_ROWS : o->sample_rows);
+        rc = calibrate(s, model_path, err);
+    } else if (o->stats_path) {
+        rc = hfq_calib_stats_load(&s->stats, o->stats_path, err);
+    } else {
+        rc = hfq_fail(err, model_path, "calibration needs a text or a statistics file");
+    }
+    if (rc == 0 && o->save_path) rc = hfq_calib_stats_save(&s->stats, o->save_path, err);
+    if (rc) {
+        hfq_calib_session_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int hfq_calib_session_check(const hfq_calib_session *s, const gguf_file *f, hfq_error *err) {
+    const char *src = s->o.stats_path ? s->o.stats_path : gguf_path(f);
+    for (int64_t i = 0; i < s->stats.n; i++) {
+        const hfq_calib_entry *e = &s->stats.entries[i];
+        const gguf_tensor_info *t = gguf_find_tensor(f, e->name);
+        if (!t)
+            return hfq_fail(err, src, "statistics for tensor %s, which %s does not have (statistics of another model?)",
+                            e->name, gguf_path(f));
+        if (t->ne[0] != e->n_in || t->ne[2] * t->ne[3] != e->n_mats)
+            return hfq_fail(err, src,
+                            "tensor %s: statistics for %lld x %lld inputs, the model's tensor takes %lld x %lld "
+                            "(statistics of another model?)",
+                            e->name, (long long)e->n_mats, (long long)e->n_in, (long long)(t->ne[2] * t->ne[3]),
+                            (long long)t->ne[0]);
+    }
+    return 0;
+}
+
+/* ---- using the statistics ---- */
+
+static const hfq_plan_entry *plan_entry(const hfq_calib_session *s, const char *name) {
+    for (int64_t i = 0; i < s->plan->n; i++)
+        if (strcmp(gguf_tensor_at(s->f, i)->name, name) == 0) return &s->plan->entries[i];
+    return NULL;
+}
+
+/* The format the scale searches quantize weight `name` to: its planned
+ * format (or --awq-format, per row); false when it stays unquantized or its
+ * rows do not fit that format. */
+static bool search_spec(const hfq_calib_session *s, const char *name, int64_t cols, hfq_fmt_spec *spec) {
+    const hfq_plan_entry *e = plan_entry(s, name);
+    if (s->o.uses.awq && s->o.uses.awq_fmt >= 0) *spec = (hfq_fmt_spec){(uint32_t)s->o.uses.awq_fmt, HFQ_SCALE_PER_ROW};
+    else if (e && e->convert) *spec = (hfq_fmt_spec){e->fmt, e->scale_group};
+    else return false;
+    return hfq_fmt_is_quantized(spec->fmt) && !hfq_fmt_spec_problem(spec, cols) &&
+           cols % hfq_fmt_block_size(spec->fmt) == 0;
+}
+
+static int weight_roundtrip(void *ctx, const char *name, const float *w, float *out, int64_t rows, int64_t cols,
+                            const float *importance, hfq_error *err) {
+    hfq_fmt_spec spec;
+    return !search_spec(ctx, name, cols, &spec) ? 1 : hfq_codec_roundtrip(&spec, w, out, rows, cols, importance, err);
+}
+
+static float act_code_max(uint32_t fmt);
+
+static int act_roundtrip(void *ctx, const char *name, float *x, int64_t rows, int64_t cols, float static_amax,
+                         hfq_error *err) {
+    const hfq_calib_session *s = ctx;
+    hfq_fmt_spec spec;
+    if (!search_spec(s, name, cols, &spec)) return 0;
+    /* the runner applies the input scales it finds (I8: static W8A8, NVFP4: W4A4) */
+    const float scale = s->o.uses.act_scales && act_code_max(spec.fmt) > 0.0f ? static_amax / act_code_max(spec.fmt) : 0.0f;
+    return hfq_codec_act_roundtrip(spec.fmt, x, rows, cols, scale, err);
+}
+
+static int fold_groups(hfq_calib_session *s, hfq_error *err) {
+    const hfq_calib_uses *u = &s->o.uses;
+    hfq_plan_model model;
+    hfq_fold_group *groups = NULL;
+    int64_t n = 0;
+    if (hfq_plan_model_from_gguf(s->f, &model, err) ||
+        hfq_fold_groups(s->f, model.n_layer, model.n_head, model.n_head_kv, &groups, &n, err))
+        return -1;
+    hfq_fold_eval_params ep = {.importance = u->importance, .weight_rt = weight_roundtrip, .act_rt = act_roundtrip,
+                               .ctx = s, .n_threads = s->o.n_threads};
+    int rc = 0;
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+        const hfq_fold_group *g = &groups[i];
+        float *scales = malloc((size_t)g->n_in * sizeof *scales);
+        hfq_awq_result awq = {0};
+        hfq_fold_search_result sq = {0};
+        double alpha = 0.0;
+        bool fold = u->smoothquant && u->smoothquant_alpha >= 0.0;
+        if (!scales) rc = hfq_fail(err, g->consumers[0], "out of memory");
+        else if (fold) rc = hfq_smoothquant_scales(s->f, g, &s->stats, &s->ts, u->smoothquant_alpha, scales, err);
+        else if (u->smoothquant) {
+            rc = hfq_smoothquant_search(s->f, g, &s->stats, &s->ts, 0, &ep, scales, &alpha, &sq, err);
+            fold = sq.searched && sq.best > 0;
+        } else {
+            rc = hfq_awq_search(s->f, g, &s->stats, &s->ts, u->awq_grid, &ep, scales, &awq, err);
+            fold = awq.search.searched && awq.search.best > 0;
+        }
+        if (rc == 0 && fold) {
+            rc = hfq_transforms_fold(&s->ts, g, scales, err);
+            s->n_folded++;
+        }
+        free(scales);
+    }
+    free(groups);
+    return rc;
+}
+
+static const float *get_importance(void *ctx, const char *name, int64_t n_per_row, int64_t n_mats) {
+    hfq_calib_session *s = ctx;
+    const hfq_calib_entry *e = hfq_calib_stats_find(&s->stats, name);
+    if (!e || e->n_in != n_per_row || e->n_mats != n_mats) return NULL;
+    const hfq_transform *t = hfq_transforms_find(&s->ts, name);
+    for (int64_t m = 0; m < n_mats; m++) {
+        float *row = s->imp + m * n_per_row;
+        hfq_calib_importance(e, m, row);
+        for (int64_t j = 0; t && t->col && j < n_per_row; j++) row[j] /= t->col[j] * t->col[j];
+    }
+    return s->imp;
+}
+
+/* The largest value of each format's activation codes, for static scales. */
+static float act_code_max(uint32_t fmt) {
+    switch (fmt) {
+    case HFQ_FMT_INT8: return (float)HFQ_INT8_QMAX;
+    case HFQ_FMT_FP8_E4M3: return HFQ_FP8_E4M3_MAX;
+    case HFQ_FMT_FP8_E5M2: return HFQ_FP8_E5M2_MAX;
+    case GT_NVFP4: return HFQ_NVFP4_GLOBAL_DIV;
+    default: return 0.0f;
+    }
+}
+
+/* The calibrated maximum |x| of the (rescaled) input of weight e. */
+static float input_amax(const hfq_calib_session *s, const hfq_calib_entry *e, const hfq_transform *t) {
+    float amax = 0.0f;
+    for (int64_t m = 0; m < e->n_mats; m++) {
+        if (s->o.uses.act_percentile < 100.0) {
+            amax = fmaxf(amax, hfq_calib_token_max_percentile(e, m, s->o.uses.act_percentile));
+            continue;
+        }
+        for (int64_t j = 0; j < e->n_in; j++)
+            amax = fmaxf(amax, e->in_max[m * e->n_in + j] / (t && t->col ? t->col[j] : 1.0f));
+    }
+    return amax;
+}
+
+static void get_adjust(void *ctx, const char *name, uint32_t fmt, hfq_tensor_adjust *out) {
+    const hfq_calib_session *s = ctx;
+    const hfq_transform *t = hfq_transforms_find(&s->ts, name);
+    memset(out, 0, sizeof *out);
+    if (t) {
+        out->col_scale = t->col;
+        out->row_scale = t->row;
+    }
+    const hfq_calib_entry *e = hfq_calib_stats_find(&s->stats, name);
+    const float code_max = act_code_max(fmt);
+    if (!s->o.uses.act_scales || code_max == 0.0f || !e || !e->in_max) return;
+    out->input_scale = input_amax(s, e, t) / code_max;
+}
+
+static int set_keys(void *ctx, gguf_writer *w) {
+    const hfq_calib_session *s = ctx;
+    const hfq_calib_stats *st = &s->stats;
+    const hfq_calib_uses *u = &s->o.uses;
+    const char *applied[4];
+    int n = 0, rc = 0;
+    if (u->importance) applied[n++] = "importance";
+    if (u->act_scales) applied[n++] = "act_scales";
+    if (u->smoothquant) applied[n++] = "smoothquant";
+    if (u->awq) applied[n++] = "awq";
+    if (st->n_datasets > 0) rc |= gguf_set_str(w, "hfq.calib.text", st->datasets[st->n_datasets - 1]);
+    if (st->has_text_xxh3) rc |= gguf_set_u64(w, "hfq.calib.text_xxh3", st->text_xxh3);
+    if (s->o.stats_path && !s->o.text_path) rc |= gguf_set_str(w, "hfq.calib.stats_file", s->o.stats_path);
+    if (st->mode[0]) rc |= gguf_set_str(w, "hfq.calib.mode", st->mode);
+    rc |= gguf_set_u64(w, "hfq.calib.chunk_count", (uint64_t)st->n_chunks);
+    rc |= gguf_set_u64(w, "hfq.calib.chunk_size", (uint64_t)st->chunk_size);
+    if (st->n_tokens > 0) rc |= gguf_set_u64(w, "hfq.calib.n_tokens", (uint64_t)st->n_tokens);
+    rc |= gguf_set_arr_str(w, "hfq.calib.applied", applied, NULL, n);
+    if (u->act_scales) rc |= gguf_set_f32(w, "hfq.calib.act_percentile", (float)u->act_percentile);
+    if (u->smoothquant && u->smoothquant_alpha >= 0.0)
+        rc |= gguf_set_f32(w, "hfq.calib.smoothquant_alpha", (float)u->smoothquant_alpha);
+    if (u->smoothquant && u->smoothquant_alpha < 0.0) rc |= gguf_set_str(w, "hfq.calib.smoothquant_alpha", "auto");
+    if (u->awq) {
+        rc |= gguf_set_u32(w, "hfq.calib.awq_grid", (uint32_t)(u->awq_grid > 0 ? u->awq_grid : HFQ_AWQ_DEFAULT_GRID));
+        rc |= gguf_set_str(w, "hfq.calib.awq_format", u->awq_fmt >= 0 ? hfq_fmt_name((uint32_t)u->awq_fmt) : "planned");
+    }
+    if (u->smoothquant || u->awq) rc |= gguf_set_u64(w, "hfq.calib.folded_groups", (uint64_t)s->n_folded);
+    return rc ? -1 : 0;
+}
+
+int hfq_calib_session_prepare(hfq_calib_session *s, const gguf_file *f, const hfq_plan *plan, hfq_quantize_opts *q,
+                              hfq_error *err) {
+    hfq_transforms_free(&s->ts);
+    s->f = f;
+    s->plan = plan;
+    s->n_folded = 0;
+    if (hfq_calib_session_check(s, f, err)) return -1;
+    if (s->o.uses.smoothquant && s->o.uses.awq)
+        return hfq_fail(err, gguf_path(f), "SmoothQuant and AWQ rescale the same channels: choose one");
+    const char *source = s->o.stats_path ? s->o.stats_path : s->o.text_path;
+    for (int64_t i = 0; s->o.uses.act_scales && i < s->stats.n; i++)
+        if (!s->stats.entries[i].in_max || !s->stats.entries[i].tok_hist)
+            return hfq_fail(err, source,
+                            "tensor %s: --act-scales needs activation maxima, which the statistics lack (files from "
+                            "llama-imatrix hold only sums of squares: calibrate with --calibration-file)",
+                            s->stats.entries[i].name);
+    if ((s->o.uses.smoothquant || s->o.uses.awq) && fold_groups(s, err)) {
+        hfq_error_prefix(err, source);
+        return -1;
+    }
+    int64_t max_vals = 1;
+    for (int64_t i = 0; i < s->stats.n; i++)
+        if (s->stats.entries[i].n_in * s->stats.entries[i].n_mats > max_vals)
+            max_vals = s->stats.entries[i].n_in * s->stats.entries[i].n_mats;
+    free(s->imp);
+    if (!(s->imp = malloc((size_t)max_vals * sizeof *s->imp))) return hfq_fail(err, gguf_path(f), "out of memory");
+    q->importance = s->o.uses.importance ? (hfq_importance_source){get_importance, s} : (hfq_importance_source){0};
+    q->adjust = (hfq_adjust_source){get_adjust, set_keys, s};
+    return 0;
+}

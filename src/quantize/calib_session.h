@@ -1,0 +1,80 @@
+/* calib_session.h - calibration for the quantize tool: where the
+ * statistics come from and how they are used (docs/calibration.md).
+ *
+ * Statistics come from running the model (our runner, kernels/) over a
+ * calibration text (calib/calibrate.h), or from a statistics file written
+ * earlier (calib/stats_file.h; llama-imatrix files too); either can be saved.
+ * They must belong to the model being quantized: every entry names one of
+ * its weights with that weight's row length and matrix count.
+ *
+ * Uses, each asked for by name:
+ *   importance   the per-column importance row of every weight with
+ *                statistics, exactly as llama-quantize --imatrix computes it
+ *                (ggml formats' importance-weighted rounding, the NVFP4
+ *                block-scale search, INT8/FP8 per-channel scale searches)
+ *   act_scales   "<name>.input_scale" for INT8 / FP8 / NVFP4 weights: the
+ *                calibrated activation maximum (or a percentile of the
+ *                per-token maxima) over 127 / 448 / 57344 / 6*448
+ *   smoothquant  SmoothQuant scales (calib/smoothquant.h) folded per group,
+ *                alpha fixed or searched
+ *   awq          AWQ scales (calib/awq.h)
+ * The searches (AWQ, SmoothQuant's automatic alpha) quantize each weight to
+ * its planned format (or awq_fmt) and its activations as the runner does.
+ * A rescaled weight's importance is divided by its column scale squared and
+ * its activation maximum by the column scale, as the folded input is.
+ *
+ * The output records what was done in hfq.calib.* keys.
+ */
+#ifndef HFQ_SRC_QUANTIZE_CALIB_SESSION_H
+#define HFQ_SRC_QUANTIZE_CALIB_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "calib/calibrate.h"
+#include "calib/stats.h"
+#include "formats/error.h"
+#include "formats/gguf.h"
+#include "quant/plan.h"
+#include "src/quantize/driver.h"
+
+typedef struct hfq_calib_uses {
+    bool importance, act_scales, smoothquant, awq;
+    double act_percentile;     /* (0, 100]; 100: the maximum */
+    double smoothquant_alpha;  /* [0, 1]; < 0: searched per group (calib/smoothquant.h) */
+    int awq_grid;              /* <= 0: 20 */
+    int awq_fmt;               /* format AWQ searches with; -1: each weight's planned format */
+} hfq_calib_uses;
+
+typedef struct hfq_calib_opts {
+    const char *text_path;         /* calibrate on this text, or NULL */
+    hfq_calib_text_opts text;
+    int64_t sample_rows;           /* activation rows kept per shared input (AWQ); < 0: 64 */
+    const char *stats_path;        /* or read statistics from this file */
+    const char *save_path;         /* write the statistics here (may be NULL) */
+    hfq_calib_uses uses;
+    int n_threads;                 /* <= 0: all */
+    bool progress;                 /* calibration progress on stderr */
+} hfq_calib_opts;
+
+typedef struct hfq_calib_session hfq_calib_session;
+
+/* Gets the statistics for the model at model_path (running it when
+ * o->text_path is set) and saves them when o->save_path is set. */
+hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib_opts *o, hfq_error *err);
+void hfq_calib_session_free(hfq_calib_session *s);
+const hfq_calib_stats *hfq_calib_session_stats(const hfq_calib_session *s);
+
+/* Fails when the statistics are not f's (a name f lacks, another row
+ * length or matrix count). */
+int hfq_calib_session_check(const hfq_calib_session *s, const gguf_file *f, hfq_error *err);
+
+/* Computes the transforms for plan and points q->importance and q->adjust
+ * at the session (which must outlive the write). */
+int hfq_calib_session_prepare(hfq_calib_session *s, const gguf_file *f, const hfq_plan *plan, hfq_quantize_opts *q,
+                              hfq_error *err);
+
+/* Groups folded by SmoothQuant / AWQ in the last prepare. */
+int64_t hfq_calib_session_n_folded(const hfq_calib_session *s);
+
+#endif

@@ -1,0 +1,374 @@
+/* driver.c - see src/quantize/driver.h. */
+#include "src/quantize/driver.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/ggml_type.h"
+#include "src/quantize/codec.h"
+
+/* Floats decoded at a time by default: bounds memory whatever the tensor's size. */
+#define SLAB_FLOATS ((int64_t)1 << 24)
+
+hfq_quantize_opts hfq_quantize_opts_default(hfq_preset preset) {
+    hfq_quantize_opts o = {.plan = hfq_plan_opts_default(preset)};
+    return o;
+}
+
+/* ---- reading the model's hyper-parameters ---- */
+
+/* An integer key, or the first element of an integer array (per-layer values);
+ * def when absent and not required. */
+static int key_int(const gguf_file *f, const char *key, bool required, int64_t def, int64_t *out,
+                   hfq_error *err) {
+    int64_t i = gguf_find_key(f, key);
+    *out = def;
+    if (i < 0) return required ? hfq_fail(err, gguf_path(f), "missing key %s", key) : 0;
+    if (gguf_kv_type(f, i) != GGUF_VT_ARRAY) return gguf_get_int(f, i, out, err);
+    gguf_vtype t = gguf_arr_type(f, i);
+    const void *data = gguf_arr_data(f, i);
+    if (gguf_arr_n(f, i) < 1 || !data || (t != GGUF_VT_UINT32 && t != GGUF_VT_INT32))
+        return hfq_fail(err, gguf_path(f), "key %s: expected an integer or a non-empty array of 32-bit integers", key);
+    if (t == GGUF_VT_UINT32) {
+        uint32_t v;
+        memcpy(&v, data, 4);
+        *out = v;
+    } else {
+        int32_t v;
+        memcpy(&v, data, 4);
+        *out = v;
+    }
+    return 0;
+}
+
+int hfq_plan_model_from_gguf(const gguf_file *f, hfq_plan_model *m, hfq_error *err) {
+    memset(m, 0, sizeof *m);
+    int64_t i = gguf_find_key(f, "general.architecture");
+    if (i < 0) return hfq_fail(err, gguf_path(f), "missing key general.architecture");
+    uint64_t len = 0;
+    const char *arch = gguf_get_str(f, i, &len, err);
+    if (!arch) return -1;
+    if (len == 0 || len >= sizeof m->arch || strlen(arch) != len)
+        return hfq_fail(err, gguf_path(f), "general.architecture: bad value");
+    memcpy(m->arch, arch, len + 1);
+    char key[160];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, m->arch), key)
+    if (key_int(f, KEY("block_count"), true, 0, &m->n_layer, err) < 0 ||
+        key_int(f, KEY("attention.head_count"), false, 0, &m->n_head, err) < 0 ||
+        key_int(f, KEY("attention.head_count_kv"), false, m->n_head, &m->n_head_kv, err) < 0 ||
+        key_int(f, KEY("expert_count"), false, 0, &m->n_expert, err) < 0)
+        return -1;
+#undef KEY
+    if (m->n_layer < 1 || m->n_layer > 100000)
+        return hfq_fail(err, gguf_path(f), "%s.block_count: %" PRId64 " is out of range", m->arch, m->n_layer);
+    return 0;
+}
+
+int hfq_quantize_plan(const gguf_file *f, const hfq_plan_opts *opts, hfq_plan *plan, hfq_error *err) {
+    hfq_plan_model model;
+    if (hfq_plan_model_from_gguf(f, &model, err) < 0) return -1;
+    int64_t n = gguf_n_tensors(f);
+    hfq_plan_tensor *ts = calloc((size_t)(n > 0 ? n : 1), sizeof *ts);
+    if (!ts) return hfq_fail(err, gguf_path(f), "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        const gguf_tensor_info *ti = gguf_tensor_at(f, i);
+        ts[i].name = ti->name;
+        ts[i].type = ti->type;
+        memcpy(ts[i].ne, ti->ne, sizeof ts[i].ne);
+    }
+    int rc = hfq_plan_build(plan, &model, ts, n, opts, err);
+    free(ts);
+    if (rc < 0) hfq_error_prefix(err, gguf_path(f));
+    return rc;
+}
+
+/* ---- output metadata ---- */
+
+static bool is_split_key(const char *key) {
+    return strcmp(key, "split.no") == 0 || strcmp(key, "split.count") == 0 ||
+           strcmp(key, "split.tensors.count") == 0;
+}
+
+static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o) {
+    int rc = 0;
+    for (int64_t i = 0; i < gguf_n_kv(f); i++)
+        if (!is_split_key(gguf_kv_key(f, i))) rc |= gguf_copy_kv(w, f, i);
+    const hfq_plan_opts *p = &o->plan;
+    rc |= gguf_set_u32(w, "general.quantization_version", 2);
+    rc |= gguf_set_u32(w, "general.file_type", hfq_preset_file_type(p->preset));
+    rc |= gguf_set_str(w, "hfq.quantize.version", HFQ_VERSION);
+    rc |= gguf_set_str(w, "hfq.quantize.preset", hfq_preset_name(p->preset));
+    if (o->n_override_args > 0)
+        rc |= gguf_set_arr_str(w, "hfq.quantize.tensor_types", o->override_args, NULL, o->n_override_args);
+    if (p->pure) rc |= gguf_set_bool(w, "hfq.quantize.pure", true);
+    if (p->leave_output) rc |= gguf_set_bool(w, "hfq.quantize.leave_output_tensor", true);
+    if (p->token_embd_fmt >= 0)
+        rc |= gguf_set_str(w, "hfq.quantize.token_embedding_type", hfq_fmt_name((uint32_t)p->token_embd_fmt));
+    if (p->output_fmt >= 0)
+        rc |= gguf_set_str(w, "hfq.quantize.output_tensor_type", hfq_fmt_name((uint32_t)p->output_fmt));
+    if (o->importance.get) rc |= gguf_set_bool(w, "hfq.quantize.importance", true);
+    if (o->recipe_name) rc |= gguf_set_str(w, "hfq.quantize.recipe", o->recipe_name);
+    if (o->target_bytes > 0) rc |= gguf_set_u64(w, "hfq.quantize.target_bytes", (uint64_t)o->target_bytes);
+    if (o->adjust.metadata) rc |= o->adjust.metadata(o->adjust.ctx, w);
+    /* docs/format-quant-ext.md: the encoding of each I8 weight */
+    for (int64_t i = 0; i < plan->n; i++) {
+        const char *enc = plan->entries[i].convert ? hfq_codec_qext_encoding(plan->entries[i].fmt) : NULL;
+        if (!enc) continue;
+        char key[32 + GGUF_MAX_NAME + 1];
+        snprintf(key, sizeof key, "hfq.qext.%s", gguf_tensor_at(f, i)->name);
+        rc |= gguf_set_u32(w, "hfq.qext.version", 1);
+        rc |= gguf_set_str(w, key, enc);
+    }
+    return rc ? -1 : 0; /* the writer keeps the first failure; begin reports it */
+}
+
+/* ---- the tensors ---- */
+
+/* What happens to one tensor: the plan's conversion, or - when calibration
+ * rescales a tensor the plan copies - a re-encoding to its own type. */
+typedef struct step {
+    bool convert;
+    hfq_fmt_spec spec;
+    hfq_tensor_adjust adj;
+} step;
+
+static step *plan_steps(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o, hfq_error *err) {
+    if (plan->n != gguf_n_tensors(f)) {
+        hfq_fail(err, gguf_path(f), "the plan is for another file");
+        return NULL;
+    }
+    step *steps = calloc((size_t)(plan->n > 0 ? plan->n : 1), sizeof *steps);
+    if (!steps) {
+        hfq_fail(err, gguf_path(f), "out of memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < plan->n; i++) {
+        const gguf_tensor_info *t = gguf_tensor_at(f, i);
+        const hfq_plan_entry *e = &plan->entries[i];
+        step *st = &steps[i];
+        st->convert = e->convert;
+        st->spec = e->convert ? (hfq_fmt_spec){e->fmt, e->scale_group} : (hfq_fmt_spec){t->type, HFQ_SCALE_PER_ROW};
+        if (o->adjust.get) o->adjust.get(o->adjust.ctx, t->name, st->spec.fmt, &st->adj);
+        if (st->adj.col_scale || st->adj.row_scale) st->convert = true;
+        if (!st->convert) st->adj.input_scale = 0.0f;
+    }
+    return steps;
+}
+
+/* Refuses, before anything is written, what cannot be converted. */
+static int check_plan(const gguf_file *f, const hfq_plan *plan, const step *steps, const hfq_quantize_opts *o,
+                      hfq_error *err) {
+    for (int64_t i = 0; i < plan->n; i++) {
+        const gguf_tensor_info *t = gguf_tensor_at(f, i);
+        const hfq_fmt_spec *e = &steps[i].spec;
+        if (!steps[i].convert) continue;
+        if (!plan->entries[i].convert && hfq_fmt_is_quantized(t->type))
+            return hfq_fail(err, gguf_path(f), "tensor %s: calibration cannot rescale a tensor stored as %s",
+                            t->name, hfq_fmt_name(t->type));
+        if (!hfq_codec_can_decode(t->type))
+            return hfq_fail(err, gguf_path(f), "tensor %s: cannot convert from %s to %s", t->name,
+                            hfq_fmt_name(t->type), hfq_fmt_name(e->fmt));
+        if (hfq_fmt_is_quantized(t->type) && !o->allow_requantize)
+            return hfq_fail(err, gguf_path(f), "tensor %s is already %s: requantizing needs --allow-requantize",
+                            t->name, hfq_fmt_name(t->type));
+        if (!hfq_codec_can_encode(e->fmt))
+            return hfq_fail(err, gguf_path(f), "tensor %s: format %s is not available in this build",
+                            t->name, hfq_fmt_name(e->fmt));
+    }
+    return 0;
+}
+
+/* Working memory, reused from tensor to tensor. */
+typedef struct work {
+    float *rows;            /* one decoded row per thread */
+    uint8_t *out;           /* the slab encoded */
+    float *scales;          /* the companion's values */
+    size_t rows_cap, out_cap, scales_cap;
+} work;
+
+static int grow(void **p, size_t *cap, size_t n, size_t elem) {
+    if (n <= *cap) return 0;
+    void *q = realloc(*p, n * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* Whether all n values are finite: a branch-free test of the exponent bits,
+ * which the compiler vectorizes (the slab's rows are all checked). */
+static bool all_finite(const float *x, int64_t n) {
+    uint32_t inf_or_nan = 0;
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t bits;
+        memcpy(&bits, x + j, sizeof bits);
+        inf_or_nan |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    return !inf_or_nan;
+}
+
+/* One slab: nrows rows decoded to float, one at a time, multiplied as adj
+ * says (row0: the slab's first row in the tensor) and checked; with amax !=
+ * NULL only the absolute maximum is taken, else the rows are encoded
+ * (row_scales gets one scale per row for the formats that have them). Rows are independent,
+ * so any thread count and any order give the same bytes: threads take
+ * chunks of about 64Ki values as they come free, which keeps both busy on a
+ * loaded machine. Returns the first row holding NaN/Inf, or -1. */
+static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *wk, int64_t row0, int64_t nrows,
+                            const hfq_tensor_adjust *adj, const float *importance, float *row_scales, float *amax,
+                            int n_threads) {
+    const int64_t n = job->n_per_row;
+    const int64_t chunk = n < 65536 ? 65536 / n : 1;
+    int64_t bad = INT64_MAX;
+    float max = 0.0f;
+#pragma omp parallel for schedule(dynamic, chunk) num_threads(n_threads) reduction(min : bad) reduction(max : max)
+    for (int64_t r = 0; r < nrows; r++) {
+        float *row = wk->rows + omp_get_thread_num() * n; /* stays in cache until encoded */
+        hfq_codec_decode_row(job, src + r * job->in_row_bytes, row);
+        if (adj->col_scale || adj->row_scale) {
+            const float rs = adj->row_scale ? adj->row_scale[row0 + r] : 1.0f;
+            for (int64_t j = 0; j < n; j++) row[j] = row[j] * (adj->col_scale ? adj->col_scale[j] : 1.0f) * rs;
+        }
+        if (!all_finite(row, n)) {
+            if (r < bad) bad = r;
+        } else if (amax) {
+            for (int64_t j = 0; j < n; j++)
+                if (fabsf(row[j]) > max) max = fabsf(row[j]);
+        } else {
+            hfq_codec_encode_row(job, row, wk->out + r * job->out_row_bytes, importance,
+                                 row_scales ? row_scales + r * job->n_row_scales : NULL);
+        }
+    }
+    if (amax && max > *amax) *amax = max;
+    return bad == INT64_MAX ? -1 : bad;
+}
+
+/* Streams tensor t through the codec in slabs of whole rows that never cross
+ * a matrix (expert) boundary: a pass for the absolute maximum when the format
+ * needs it, then the encoding pass, written as it goes. */
+static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_info *t, const step *e,
+                          const hfq_quantize_opts *o, work *wk, int n_threads, hfq_error *err) {
+    const char *path = gguf_path(f);
+    hfq_codec_job job;
+    const hfq_fmt_spec spec = e->spec;
+    if (hfq_codec_begin(&job, t, &spec, err) < 0) {
+        hfq_error_prefix(err, path);
+        return -1;
+    }
+    const int64_t rows_per_mat = t->ne[1], n_mats = t->ne[2] * t->ne[3], n_rows = rows_per_mat * n_mats;
+    int64_t slab_rows = (o->slab_floats > 0 ? o->slab_floats : SLAB_FLOATS) / t->ne[0];
+    if (slab_rows < 1) slab_rows = 1;
+    if (slab_rows > rows_per_mat) slab_rows = rows_per_mat;
+    hfq_companion comp = hfq_codec_companion(&spec);
+    if (grow((void **)&wk->rows, &wk->rows_cap, (size_t)n_threads * (size_t)t->ne[0], sizeof(float)) < 0 ||
+        grow((void **)&wk->out, &wk->out_cap, (size_t)slab_rows * job.out_row_bytes, 1) < 0 ||
+        grow((void **)&wk->scales, &wk->scales_cap,
+             comp == HFQ_COMPANION_ROW_SCALES ? (size_t)(n_rows * job.n_row_scales) : 1, sizeof(float)) < 0)
+        return hfq_fail(err, path, "tensor %s: out of memory", t->name);
+    const float *imp_all = o->importance.get ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
+    const uint8_t *data = t->data;
+    float amax = 0.0f;
+    for (int pass = hfq_codec_needs_amax(&spec) ? 0 : 1; pass < 2; pass++) {
+        for (int64_t row = 0; row < n_rows;) {
+            int64_t in_mat = row % rows_per_mat;
+            int64_t nr = rows_per_mat - in_mat < slab_rows ? rows_per_mat - in_mat : slab_rows;
+            const float *imp = imp_all ? imp_all + row / rows_per_mat * t->ne[0] : NULL;
+            float *row_scales = comp == HFQ_COMPANION_ROW_SCALES ? wk->scales + row * job.n_row_scales : NULL;
+            int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, wk, row, nr, &e->adj, imp, row_scales,
+                                       pass == 0 ? &amax : NULL, n_threads);
+            if (bad >= 0)
+                return hfq_fail(err, path, "tensor %s: row %" PRId64 " holds NaN or Inf", t->name, row + bad);
+            if (pass == 1 && gguf_writer_write_data(w, wk->out, (uint64_t)nr * job.out_row_bytes, err) < 0)
+                return -1;
+            gguf_release(f, data + row * job.in_row_bytes, (uint64_t)nr * job.in_row_bytes);
+            row += nr;
+        }
+        job.global_scale = hfq_codec_global_scale(&spec, amax);
+    }
+    if (comp == HFQ_COMPANION_TENSOR_SCALE) wk->scales[0] = job.global_scale;
+    if (comp != HFQ_COMPANION_NONE &&
+        gguf_writer_write_data(w, wk->scales,
+                               (comp == HFQ_COMPANION_ROW_SCALES ? (uint64_t)(n_rows * job.n_row_scales) : 1) * 4, err) < 0)
+        return -1;
+    if (e->adj.input_scale > 0.0f && gguf_writer_write_data(w, &e->adj.input_scale, 4, err) < 0) return -1;
+    return 0;
+}
+
+/* "<base>.input_scale" for weight "<base>.weight" (or "<name>.input_scale"). */
+static int input_scale_name(const char *weight, char *out, size_t n) {
+    size_t len = strlen(weight);
+    if (len >= 7 && strcmp(weight + len - 7, ".weight") == 0) len -= 7;
+    int w = snprintf(out, n, "%.*s.input_scale", (int)len, weight);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+/* The output's tensors: each input tensor, followed by its scale tensor when
+ * its format has one, then its input scale when calibration gives one. */
+static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *plan, const step *steps,
+                           hfq_error *err) {
+    const int64_t ne_tensor[1] = {1};
+    for (int64_t i = 0; i < plan->n; i++) {
+        const gguf_tensor_info *t = gguf_tensor_at(f, i);
+        const hfq_fmt_spec spec = steps[i].spec;
+        char name[GGUF_MAX_NAME + 1];
+        if (gguf_add_tensor(w, t->name, hfq_codec_storage_type(spec.fmt), t->n_dims, t->ne, err) < 0) return -1;
+        hfq_companion comp = steps[i].convert ? hfq_codec_companion(&spec) : HFQ_COMPANION_NONE;
+        if (comp != HFQ_COMPANION_NONE) {
+            if (hfq_codec_scale_name(t->name, name, sizeof name) < 0)
+                return hfq_fail(err, t->name, "the name of its scale tensor would be too long");
+            /* per row: [1, ne1, ...]; per group of G: [ne0 / G, ne1, ...] */
+            const int64_t ne_rows[4] = {spec.scale_group > 0 ? t->ne[0] / spec.scale_group : 1, t->ne[1], t->ne[2],
+                                        t->ne[3]};
+            if (comp == HFQ_COMPANION_TENSOR_SCALE ? gguf_add_tensor(w, name, GT_F32, 1, ne_tensor, err) < 0
+                                                   : gguf_add_tensor(w, name, GT_F32, t->n_dims, ne_rows, err) < 0)
+                return -1;
+        }
+        if (steps[i].adj.input_scale > 0.0f) {
+            if (input_scale_name(t->name, name, sizeof name) < 0)
+                return hfq_fail(err, t->name, "the name of its input scale tensor would be too long");
+            if (gguf_add_tensor(w, name, GT_F32, 1, ne_tensor, err) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out_path,
+                       const hfq_quantize_opts *o, hfq_error *err) {
+    step *steps = plan_steps(f, plan, o, err);
+    if (!steps || check_plan(f, plan, steps, o, err) < 0) {
+        free(steps);
+        return -1;
+    }
+    gguf_writer *w = gguf_writer_new();
+    if (!w) {
+        free(steps);
+        return hfq_fail(err, out_path, "out of memory");
+    }
+    set_metadata(w, f, plan, o);
+    int n_threads = o->n_threads > 0 ? o->n_threads : omp_get_max_threads();
+    work wk = {0};
+    int rc = declare_tensors(w, f, plan, steps, err);
+    if (rc == 0) rc = gguf_writer_begin(w, out_path, err);
+    for (int64_t i = 0; rc == 0 && i < plan->n; i++) {
+        const gguf_tensor_info *t = gguf_tensor_at(f, i);
+        const step *e = &steps[i];
+        if (o->progress) o->progress(o->progress_ctx, i, plan->n, t->name, e->spec.fmt);
+        if (!e->convert) {
+            rc = gguf_writer_write_data(w, t->data, t->nbytes, err);
+            gguf_release(f, t->data, t->nbytes);
+        } else {
+            rc = convert_tensor(w, f, t, e, o, &wk, n_threads, err);
+        }
+    }
+    if (rc == 0) rc = gguf_writer_finish(w, err);
+    gguf_writer_free(w);
+    free(steps);
+    free(wk.rows);
+    free(wk.out);
+    free(wk.scales);
+    return rc;
+}

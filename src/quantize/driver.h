@@ -1,0 +1,84 @@
+/* driver.h - quantize a GGUF file tensor by tensor (the `quantize` tool's work).
+ *
+ * The input is planned with quant/plan.h, then streamed: each converted
+ * tensor is read in slabs of whole rows (never crossing an expert matrix),
+ * decoded to float, checked for NaN/Inf, quantized with OpenMP over rows and
+ * appended to the output through the GGUF writer (temporary file + rename).
+ * Rows are independent, so the bytes do not depend on the thread count.
+ * Tensors the plan leaves alone are copied byte for byte.
+ *
+ * The output keeps every metadata key of the input except the split keys and
+ * the writer's hash key, and sets general.quantization_version = 2,
+ * general.file_type (hfq_preset_file_type) and hfq.quantize.* (tool version,
+ * preset, overrides and options, recipe and budget).
+ */
+#ifndef HFQ_SRC_QUANTIZE_DRIVER_H
+#define HFQ_SRC_QUANTIZE_DRIVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "formats/error.h"
+#include "formats/gguf.h"
+#include "quant/plan.h"
+
+/* Importance weights (calibration). get returns n_per_row * n_mats floats -
+ * one row of weights per 2-D matrix of the tensor (n_mats = ne[2]*ne[3], the
+ * experts) - for the named tensor, or NULL when it has none. The pointer must
+ * stay valid until the tensor is written. */
+typedef struct hfq_importance_source {
+    const float *(*get)(void *ctx, const char *tensor_name, int64_t n_per_row, int64_t n_mats);
+    void *ctx;
+} hfq_importance_source;
+
+/* Changes calibration makes to a tensor (src/quantize/calib_session.h). */
+typedef struct hfq_tensor_adjust {
+    const float *col_scale;   /* ne0 multipliers of every row's elements, or NULL */
+    const float *row_scale;   /* one multiplier per row (ne1 * ne2 * ne3), or NULL */
+    float input_scale;        /* > 0: "<base>.input_scale" (F32 [1]) follows the tensor */
+} hfq_tensor_adjust;
+
+/* get fills *out for tensor `name` converted to fmt (its own type when it is
+ * copied): values are multiplied before encoding (a copied tensor with
+ * multipliers is re-encoded to its own type, which must be F32/F16/BF16);
+ * metadata adds keys to the output (may be NULL). */
+typedef struct hfq_adjust_source {
+    void (*get)(void *ctx, const char *name, uint32_t fmt, hfq_tensor_adjust *out);
+    int (*metadata)(void *ctx, gguf_writer *w);
+    void *ctx;
+} hfq_adjust_source;
+
+typedef struct hfq_quantize_opts {
+    hfq_plan_opts plan;
+    int n_threads;                  /* 0: OpenMP's default */
+    int64_t slab_floats;            /* floats decoded at a time; 0: 16 Mi (at least one row is) */
+    bool allow_requantize;          /* convert tensors that are already quantized */
+    const char *const *override_args; /* the --tensor-type arguments, recorded in the metadata */
+    int n_override_args;
+    hfq_importance_source importance; /* get == NULL: none */
+    hfq_adjust_source adjust;       /* get == NULL: none */
+    const char *recipe_name;        /* recorded as hfq.quantize.recipe; NULL: none */
+    int64_t target_bytes;           /* measured allocation's budget, recorded as hfq.quantize.target_bytes; 0: none */
+    /* Called before each tensor is written (i counts from 0); may be NULL. */
+    void (*progress)(void *ctx, int64_t i, int64_t n, const char *name, uint32_t fmt);
+    void *progress_ctx;
+} hfq_quantize_opts;
+
+/* Options with every field at its default for the preset. */
+hfq_quantize_opts hfq_quantize_opts_default(hfq_preset preset);
+
+/* Reads the hyper-parameters the plan needs from general.architecture and the
+ * "{arch}.*" keys. */
+int hfq_plan_model_from_gguf(const gguf_file *f, hfq_plan_model *m, hfq_error *err);
+
+/* Plans every tensor of f (entries in f's tensor order). */
+int hfq_quantize_plan(const gguf_file *f, const hfq_plan_opts *opts, hfq_plan *plan, hfq_error *err);
+
+/* Writes out_path from f following plan (made by hfq_quantize_plan with
+ * opts->plan). Fails, leaving nothing at out_path, on I/O errors, NaN/Inf
+ * input (naming the tensor), quantized input without allow_requantize, or a
+ * format this build cannot produce. */
+int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out_path,
+                       const hfq_quantize_opts *opts, hfq_error *err);
+
+#endif
