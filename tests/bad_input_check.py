@@ -388,6 +388,16 @@ def _(work):
     return hfconv_with(work, "tokenizer.json", cut_to(1 / 3))
 
 
+@case("hfconv/model-is-a-gguf", "is a GGUF file already, not a Hugging Face model folder")
+def _(work):
+    return hfconv_case(work, B.copy_gguf(work))
+
+
+@case("hfconv/model-folder-missing", "no such folder (expected a Hugging Face model folder")
+def _(work):
+    return hfconv_case(work, os.path.join(work, "nowhere"))
+
+
 # ---------------------------------------------------------------- environment: hfconv, quantize
 
 WRITERS = {"hfconv": lambda out: [HFCONV, B.model, "-o", out, "-q"],

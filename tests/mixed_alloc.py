@@ -31,7 +31,7 @@ from gguf_common import check, finish
 from mixed_common import TRAIN, VALID, kl_scores, plan, run, synthetic
 
 QUANTIZE, MKMODEL, HFCONV, PPL_EVAL = sys.argv[1:5]
-MEASURE = ["--measure-text", TRAIN, "--measure-ctx", "64", "--measure-chunks", "4", "--measure-kl-chunks", "1"]
+MEASURE = ["--calibration-file", TRAIN, "--calib-ctx", "64", "--calib-chunks", "4", "--measure-kl-chunks", "1"]
 
 
 def quantize(*args):
@@ -54,9 +54,18 @@ def within_budget(res, what):
     check(budget * 0.99 <= written <= budget, f"{what}: {written} not within 1 % below {budget}")
 
 
+def same_tensors(a, b):
+    """The same tensors, types and bytes (the metadata records where the
+    statistics came from, a file or a text, and may differ there)."""
+    ta, tb = GGUFReader(a).tensors, GGUFReader(b).tensors
+    return len(ta) == len(tb) and all(x.name == y.name and x.tensor_type == y.tensor_type and
+                                      np.array_equal(x.data, y.data) for x, y in zip(ta, tb))
+
+
 def test_determinism(model, tmp):
     m1, m2 = os.path.join(tmp, "m1.json"), os.path.join(tmp, "m2.json")
-    p = quantize(model, *MEASURE, "--save-measurements", m1, "--threads", "1")
+    stats = os.path.join(tmp, "stats.gguf")
+    p = quantize(model, *MEASURE, "--save-measurements", m1, "--save-stats", stats, "--threads", "1")
     check(p.returncode == 0 and "measured" in p.stdout, f"measuring: {p.stderr}")
     with open(m1) as f:
         meas = json.load(f)
@@ -65,15 +74,17 @@ def test_determinism(model, tmp):
     q4 = plan(QUANTIZE, model, "Q4_K_M")
     bpw = repr(q4["totals"]["out_bpw"])
     outs = [os.path.join(tmp, f"a{k}.gguf") for k in range(3)]
-    res = allocate(model, outs[0], "--measurements", m1, "--target-bpw", bpw)
+    # the statistics serve the write too (importance-weighted rounding):
+    # reading measurements back takes the same statistics from their file
+    res = allocate(model, outs[0], "--measurements", m1, "--stats", stats, "--target-bpw", bpw)
     if res:
         within_budget(res, f"target-bpw {float(bpw):.4f} (Q4_K_M)")
         check(abs(res["allocation"]["budget_bytes"] - q4["totals"]["out_bytes"]) <= 1, "budget = Q4_K_M's bytes")
-    allocate(model, outs[1], "--measurements", m1, "--target-bpw", bpw)
+    allocate(model, outs[1], "--measurements", m1, "--stats", stats, "--target-bpw", bpw)
     allocate(model, outs[2], *MEASURE, "--save-measurements", m2, "--threads", "2", "--target-bpw", bpw)
     check(filecmp.cmp(m1, m2, shallow=False), "measurements do not depend on the thread count")
     check(filecmp.cmp(outs[0], outs[1], shallow=False), "the same bytes twice")
-    check(filecmp.cmp(outs[0], outs[2], shallow=False), "measuring in the run = reading the measurements")
+    check(same_tensors(outs[0], outs[2]), "measuring in the run = reading the measurements")
     q4_path = os.path.join(tmp, "q4.gguf")
     check(quantize(model, q4_path, "Q4_K_M").returncode == 0, "Q4_K_M run")
     r = kl_scores(PPL_EVAL, VALID, "64", "8", model, [q4_path, outs[0]], tmp)
@@ -152,11 +163,11 @@ def test_errors(model, meas, tmp):
     expect_fail(tmp, [model, "OUT", "--measurements", meas, "--target-bpw", "5", "--candidates", "q8_0,int8"], 1,
                 "format int8 was not measured")
     expect_fail(tmp, [model, "OUT", "--measurements", meas, "--save-measurements", "x.json", "--target-bpw", "5"], 2,
-                "--save-measurements needs --measure-text")
+                "--save-measurements needs --calibration-file")
 
 
 def test_measure_formula(model, tmp):
-    """--measure-stats reads llama.cpp's imatrix layout; each error is
+    """--stats reads llama.cpp's imatrix layout; each error is
     sum_rows sum_j (W - Q(W))^2 in_sum2_j / count, checked with numpy for Q8_0
     (gguf-py's quantizer, bit-exact with ggml's) and F16; token_embd, absent
     from the file, is weighted uniformly over its rows."""
@@ -165,6 +176,7 @@ def test_measure_formula(model, tmp):
                for t in GGUFReader(model).tensors}
     stats = os.path.join(tmp, "imatrix.gguf")
     w = GGUFWriter(stats, "imatrix")
+    w.add_type("imatrix")  # as llama-imatrix writes it
     moments = {}
     for name, a in weights.items():
         if a.ndim != 2 or name == "token_embd.weight":
@@ -179,8 +191,8 @@ def test_measure_formula(model, tmp):
     w.write_tensors_to_file()
     w.close()
     meas = os.path.join(tmp, "stats.json")
-    p = quantize(model, "--measure-stats", stats, "--candidates", "q8_0,f16", "--save-measurements", meas)
-    check(p.returncode == 0, f"--measure-stats: {p.stderr}")
+    p = quantize(model, "--stats", stats, "--candidates", "q8_0,f16", "--save-measurements", meas)
+    check(p.returncode == 0, f"--stats: {p.stderr}")
     if p.returncode != 0:
         return
     with open(meas) as f:
@@ -196,17 +208,18 @@ def test_measure_formula(model, tmp):
             want = (d2 * moments[name]).sum() if name in moments else d2.sum() / a.shape[0]
             worst = max(worst, abs(t["errors"][k] - want) / want)
         check("kl_format" not in t, f"{name}: no KL probe without a text")
-    print(f"--measure-stats: {len(got)} tensors, errors equal numpy's to {worst:.2e} (relative)")
+    print(f"--stats: {len(got)} tensors, errors equal numpy's to {worst:.2e} (relative)")
     check(worst < 1e-9, f"measured errors vs numpy: {worst}")
     bad = os.path.join(tmp, "bad_imatrix.gguf")
     w = GGUFWriter(bad, "imatrix")
+    w.add_type("imatrix")
     w.add_tensor("blk.0.attn_q.weight.in_sum2", np.ones((1, 256), dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    expect_fail(tmp, [model, "--measure-stats", bad, "--save-measurements", "OUT"], 1,
-                "tensor blk.0.attn_q.weight.in_sum2 has no partner blk.0.attn_q.weight.counts")
+    expect_fail(tmp, [model, "--stats", bad, "--save-measurements", "OUT"], 1,
+                "tensor blk.0.attn_q.weight.in_sum2 has no blk.0.attn_q.weight.counts")
 
 
 def main():

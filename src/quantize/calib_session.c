@@ -29,6 +29,7 @@
 struct hfq_calib_session {
     hfq_calib_opts o;
     hfq_calib_stats stats;
+    hfq_calib_seqs seqs;      /* the calibration sequences (none from a statistics file) */
     /* set by prepare */
     const gguf_file *f;
     const hfq_plan *plan;
@@ -38,11 +39,13 @@ struct hfq_calib_session {
 };
 
 const hfq_calib_stats *hfq_calib_session_stats(const hfq_calib_session *s) { return &s->stats; }
+const hfq_calib_seqs *hfq_calib_session_seqs(const hfq_calib_session *s) { return s->seqs.n > 0 ? &s->seqs : NULL; }
 int64_t hfq_calib_session_n_folded(const hfq_calib_session *s) { return s->n_folded; }
 
 void hfq_calib_session_free(hfq_calib_session *s) {
     if (!s) return;
     hfq_calib_stats_free(&s->stats);
+    hfq_calib_seqs_free(&s->seqs);
     hfq_transforms_free(&s->ts);
     free(s->imp);
     free(s);
@@ -92,7 +95,7 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
     hfq_lm lm;
     char *text = NULL;
     size_t len = 0;
-    hfq_calib_seqs seqs = {0};
+    hfq_calib_seqs *seqs = &s->seqs;
     if (hfq_lm_load(&lm, model_path, err)) return -1;
     const hfq_vocab *v = lm.vocab;
     hfq_calib_tokenizer tok = {.encode = encode, .ctx = lm.tok, .bos_id = v->bos_id, .add_bos = v->add_bos,
@@ -101,13 +104,12 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
     hfq_calib_run_params rp = {.n_threads = o->n_threads, .progress = o->progress ? progress : NULL};
     int rc = hfq_read_text(o->text_path, MAX_TEXT, &text, &len, err) || check_utf8(o->text_path, text, len, err) ||
                      file_xxh3(o->text_path, &s->stats.text_xxh3, err) ||
-                     hfq_calib_sequences(text, len, o->text_path, &o->text, &tok, &seqs, err) ||
+                     hfq_calib_sequences(text, len, o->text_path, &o->text, &tok, seqs, err) ||
                      hfq_calib_stats_add_dataset(&s->stats, o->text_path, err) ||
-                     hfq_calibrate(lm.model, &seqs, &rp, &s->stats, err)
+                     hfq_calibrate(lm.model, seqs, &rp, &s->stats, err)
                  ? -1
                  : 0;
     s->stats.has_text_xxh3 = rc == 0;
-    hfq_calib_seqs_free(&seqs);
     free(text);
     hfq_lm_free(&lm);
     return rc;
@@ -243,6 +245,22 @@ static const float *get_importance(void *ctx, const char *name, int64_t n_per_ro
     return s->imp;
 }
 
+/* Room for the largest importance rows get_importance hands out. */
+static int importance_buffer(hfq_calib_session *s, hfq_error *err) {
+    int64_t max_vals = 1;
+    for (int64_t i = 0; i < s->stats.n; i++)
+        if (s->stats.entries[i].n_in * s->stats.entries[i].n_mats > max_vals)
+            max_vals = s->stats.entries[i].n_in * s->stats.entries[i].n_mats;
+    free(s->imp);
+    s->imp = malloc((size_t)max_vals * sizeof *s->imp);
+    return s->imp ? 0 : hfq_fail(err, s->o.text_path ? s->o.text_path : s->o.stats_path, "out of memory");
+}
+
+hfq_importance_source hfq_calib_session_importance(hfq_calib_session *s) {
+    if (!s->o.uses.importance || (!s->imp && importance_buffer(s, &(hfq_error){{0}}))) return (hfq_importance_source){0};
+    return (hfq_importance_source){get_importance, s};
+}
+
 /* The largest value of each format's activation codes, for static scales. */
 static float act_code_max(uint32_t fmt) {
     switch (fmt) {
@@ -332,13 +350,8 @@ int hfq_calib_session_prepare(hfq_calib_session *s, const gguf_file *f, const hf
         hfq_error_prefix(err, source);
         return -1;
     }
-    int64_t max_vals = 1;
-    for (int64_t i = 0; i < s->stats.n; i++)
-        if (s->stats.entries[i].n_in * s->stats.entries[i].n_mats > max_vals)
-            max_vals = s->stats.entries[i].n_in * s->stats.entries[i].n_mats;
-    free(s->imp);
-    if (!(s->imp = malloc((size_t)max_vals * sizeof *s->imp))) return hfq_fail(err, gguf_path(f), "out of memory");
-    q->importance = s->o.uses.importance ? (hfq_importance_source){get_importance, s} : (hfq_importance_source){0};
+    if (importance_buffer(s, err)) return -1;
+    q->importance = hfq_calib_session_importance(s);
     q->adjust = (hfq_adjust_source){get_adjust, set_keys, s};
     return 0;
 }

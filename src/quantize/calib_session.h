@@ -64,6 +64,13 @@ typedef struct hfq_calib_session hfq_calib_session;
 hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib_opts *o, hfq_error *err);
 void hfq_calib_session_free(hfq_calib_session *s);
 const hfq_calib_stats *hfq_calib_session_stats(const hfq_calib_session *s);
+/* The calibration sequences the statistics came from; NULL when they were
+ * read from a file. */
+const hfq_calib_seqs *hfq_calib_session_seqs(const hfq_calib_session *s);
+/* The importance rows (uses.importance), of the statistics as they are
+ * before prepare's transforms or after them; get is NULL without the use
+ * (or out of memory, which prepare reports). Valid while s lives. */
+hfq_importance_source hfq_calib_session_importance(hfq_calib_session *s);
 
 /* Fails when the statistics are not f's (a name f lacks, another row
  * length or matrix count). */

@@ -1,6 +1,8 @@
 /* kl_probe.c - KL probes: the base model's output distribution over a few
  * calibration chunks, and the divergence from it of the base with one tensor
- * replaced; see measure.h. */
+ * replaced; see kl_probe.h. */
+#include "src/quantize/kl_probe.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <omp.h>
@@ -8,7 +10,7 @@
 #include <string.h>
 
 #include "formats/ggml_type.h"
-#include "src/quantize/measure.h"
+#include "kernels/graph.h"
 
 struct hfq_kl_probe {
     const hfq_model *base;
@@ -33,7 +35,8 @@ static void log_softmax(const float *x, float *out, int64_t n) {
 static int run_chunks(hfq_kl_probe *k, const hfq_model *m, void (*fn)(void *u, int64_t chunk, const float *logits),
                       void *u, hfq_error *err) {
     const int n_threads = k->n_threads > 0 ? k->n_threads : omp_get_max_threads();
-    const int n_par = hfq_measure_chunks_side_by_side(m, n_threads, k->n_chunks);
+    int n_par = hfq_model_is_tiny(m) ? n_threads : 1;
+    if (n_par > k->n_chunks) n_par = (int)k->n_chunks;
     int rc = 0;
 #pragma omp parallel num_threads(n_par) reduction(min : rc)
     {
@@ -66,30 +69,33 @@ static void keep_logp(void *u, int64_t chunk, const float *logits) {
         log_softmax(logits + t * k->n_vocab, k->logp + (chunk * k->n_ctx + t) * k->n_vocab, k->n_vocab);
 }
 
-hfq_kl_probe *hfq_kl_probe_new(const hfq_model *base, const int32_t *tokens, int64_t n_tokens,
-                               const hfq_calib_params *p, int64_t max_scores, hfq_error *err) {
+hfq_kl_probe *hfq_kl_probe_new(const hfq_model *base, const hfq_calib_seqs *seqs, int64_t max_chunks,
+                               int n_threads, int64_t max_scores, hfq_error *err) {
     const hfq_hparams *hp = hfq_model_hparams(base);
-    int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 512 ? hp->n_ctx_train : 512);
-    int64_t n_chunks = n_ctx > 0 ? n_tokens / n_ctx : 0;
-    if (p->n_chunks > 0 && p->n_chunks < n_chunks) n_chunks = p->n_chunks;
+    const int64_t n_ctx = seqs->n_ctx;
+    int64_t n_chunks = seqs->n;
+    if (strcmp(seqs->mode, "chunks") != 0 || n_ctx < 1 || seqs->n_tokens != n_chunks * n_ctx) {
+        hfq_fail(err, hfq_model_path(base), "a KL probe needs calibration chunks of one length (not --calib-lines)");
+        return NULL;
+    }
+    if (max_chunks > 0 && max_chunks < n_chunks) n_chunks = max_chunks;
     if (max_scores > 0 && n_chunks * n_ctx * hp->n_vocab > max_scores) n_chunks = max_scores / (n_ctx * hp->n_vocab);
     if (n_chunks < 1) {
         hfq_fail(err, hfq_model_path(base), "a KL probe needs a chunk of %" PRId64 " tokens (%" PRId64 " given, at most "
-                 "%" PRId64 " scores)", n_ctx, n_tokens, max_scores);
+                 "%" PRId64 " scores)", n_ctx, seqs->n_tokens, max_scores);
         return NULL;
     }
     hfq_kl_probe *k = calloc(1, sizeof *k);
     if (k) {
         *k = (hfq_kl_probe){base, n_ctx, n_chunks, hp->n_vocab, malloc((size_t)(n_chunks * n_ctx) * sizeof(int32_t)),
-                            malloc((size_t)(n_chunks * n_ctx * hp->n_vocab) * sizeof(float)), p->n_threads};
+                            malloc((size_t)(n_chunks * n_ctx * hp->n_vocab) * sizeof(float)), n_threads};
     }
     if (!k || !k->tokens || !k->logp) {
         hfq_kl_probe_free(k);
         hfq_fail(err, hfq_model_path(base), "out of memory for the KL probe");
         return NULL;
     }
-    memcpy(k->tokens, tokens, (size_t)(n_chunks * n_ctx) * sizeof(int32_t));
-    for (int64_t ch = 0; p->add_bos && ch < n_chunks; ch++) k->tokens[ch * n_ctx] = p->bos_id;
+    memcpy(k->tokens, seqs->tokens, (size_t)(n_chunks * n_ctx) * sizeof(int32_t));
     if (run_chunks(k, base, keep_logp, k, err) < 0) {
         hfq_kl_probe_free(k);
         return NULL;

@@ -1,5 +1,5 @@
-/* measure.c - activation statistics and per-tensor error measurement; see
- * measure.h. (The measurement file is measure_file.c.) */
+/* measure.c - per-tensor error measurement; see measure.h. (The
+ * measurement file is measure_file.c, the KL probes kl_probe.c.) */
 #include "src/quantize/measure.h"
 
 #include <inttypes.h>
@@ -14,256 +14,6 @@
 
 /* Floats decoded at a time while measuring. */
 #define SLAB_FLOATS ((int64_t)1 << 22)
-
-/* ---- activation statistics ---- */
-
-typedef struct stat_entry {
-    char *name;
-    int64_t n_in, n_mat;
-    double *sum2;           /* [n_mat][n_in] */
-    double *count;          /* [n_mat] */
-    double *moments;        /* [n_mat][n_in], filled by finish() */
-} stat_entry;
-
-struct hfq_act_stats {
-    int64_t n, cap;
-    stat_entry *e;
-    int64_t last;           /* entry of the previous observer call: the next is usually the one after */
-    int64_t n_vocab;
-    double *token_count;    /* [n_vocab], NULL when not counted */
-    int64_t n_tokens;
-    const char *failed;     /* a problem met inside the observer, NULL while fine */
-};
-
-void hfq_act_stats_free(hfq_act_stats *s) {
-    if (!s) return;
-    for (int64_t i = 0; i < s->n; i++) {
-        free(s->e[i].name);
-        free(s->e[i].sum2);
-        free(s->e[i].count);
-        free(s->e[i].moments);
-    }
-    free(s->e);
-    free(s->token_count);
-    free(s);
-}
-
-static stat_entry *find_entry(hfq_act_stats *s, const char *name) {
-    for (int64_t k = 0; k < s->n; k++) {
-        int64_t i = (s->last + k) % s->n;
-        if (strcmp(s->e[i].name, name) == 0) return &s->e[(s->last = i)];
-    }
-    return NULL;
-}
-
-static stat_entry *add_entry(hfq_act_stats *s, const char *name, int64_t n_in, int64_t n_mat) {
-    if (s->n == s->cap) {
-        int64_t cap = s->cap ? 2 * s->cap : 64;
-        stat_entry *e = realloc(s->e, (size_t)cap * sizeof *e);
-        if (!e) return NULL;
-        s->e = e;
-        s->cap = cap;
-    }
-    stat_entry *e = &s->e[s->n];
-    size_t len = strlen(name) + 1;
-    *e = (stat_entry){malloc(len), n_in, n_mat, calloc((size_t)(n_in * n_mat), sizeof(double)),
-                      calloc((size_t)n_mat, sizeof(double)), NULL};
-    if (!e->name || !e->sum2 || !e->count) {
-        free(e->name), free(e->sum2), free(e->count);
-        return NULL;
-    }
-    memcpy(e->name, name, len);
-    return &s->e[s->n++];
-}
-
-static void observe(void *user, const char *weight_name, const float *x, int64_t n_tokens, int64_t n_in) {
-    hfq_act_stats *s = user;
-    if (s->failed) return;
-    stat_entry *e = find_entry(s, weight_name);
-    if (!e && !(e = add_entry(s, weight_name, n_in, 1))) {
-        s->failed = "out of memory";
-        return;
-    }
-    if (e->n_in != n_in) {
-        s->failed = "a weight's input width changed between calls";
-        return;
-    }
-    /* in token order, so the sums do not depend on threads */
-    for (int64_t t = 0; t < n_tokens; t++)
-        for (int64_t j = 0; j < n_in; j++) e->sum2[j] += (double)x[t * n_in + j] * (double)x[t * n_in + j];
-    e->count[0] += (double)n_tokens;
-}
-
-/* E[x^2] from the sums; entries that saw nothing keep NULL moments. */
-static int finish(hfq_act_stats *s) {
-    for (int64_t i = 0; i < s->n; i++) {
-        stat_entry *e = &s->e[i];
-        if (!(e->moments = malloc((size_t)(e->n_in * e->n_mat) * sizeof(double)))) return -1;
-        for (int64_t m = 0; m < e->n_mat; m++)
-            for (int64_t j = 0; j < e->n_in; j++)
-                e->moments[m * e->n_in + j] = e->count[m] > 0 ? e->sum2[m * e->n_in + j] / e->count[m] : 0.0;
-    }
-    return 0;
-}
-
-int hfq_measure_chunks_side_by_side(const hfq_model *m, int n_threads, int64_t n_chunks) {
-    int64_t n = hfq_model_is_tiny(m) ? n_threads : 1;
-    if (n > n_chunks) n = n_chunks;
-    return n < 1 ? 1 : (int)n;
-}
-
-/* Adds one chunk's sums (src) to dst and clears src; entries by name. */
-static int merge_stats(hfq_act_stats *dst, hfq_act_stats *src) {
-    for (int64_t i = 0; i < src->n; i++) {
-        stat_entry *e = &src->e[i], *d = find_entry(dst, e->name);
-        if (!d && !(d = add_entry(dst, e->name, e->n_in, e->n_mat))) return -1;
-        if (d->n_in != e->n_in) return -1;
-        for (int64_t j = 0; j < e->n_in; j++) d->sum2[j] += e->sum2[j], e->sum2[j] = 0.0;
-        d->count[0] += e->count[0];
-        e->count[0] = 0.0;
-    }
-    return 0;
-}
-
-/* One chunk: its own context's forward pass, observed into acc. */
-typedef struct chunk_worker {
-    hfq_context *ctx;
-    hfq_act_stats acc;
-    float *logits;          /* every position's, so that the output layer's input is observed too */
-    int rc;
-    hfq_error err;
-} chunk_worker;
-
-hfq_act_stats *hfq_act_stats_collect(const hfq_model *m, const int32_t *tokens, int64_t n_tokens,
-                                     const hfq_calib_params *p, hfq_error *err) {
-    const hfq_hparams *hp = hfq_model_hparams(m);
-    const char *path = hfq_model_path(m);
-    int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 512 ? hp->n_ctx_train : 512);
-    if (n_ctx < 2 || n_tokens < n_ctx) {
-        hfq_fail(err, path, "calibration needs at least one chunk of %" PRId64 " tokens, the text has %" PRId64,
-                 n_ctx, n_tokens);
-        return NULL;
-    }
-    int64_t n_chunks = n_tokens / n_ctx;
-    if (p->n_chunks > 0 && p->n_chunks < n_chunks) n_chunks = p->n_chunks;
-    const int n_threads = p->n_threads > 0 ? p->n_threads : omp_get_max_threads();
-    const int n_par = hfq_measure_chunks_side_by_side(m, n_threads, n_chunks);
-    hfq_act_stats *s = calloc(1, sizeof *s);
-    chunk_worker *wk = calloc((size_t)n_par, sizeof *wk);
-    int32_t *chunks = malloc((size_t)(n_ctx * n_chunks) * sizeof *chunks);
-    int rc = s && wk && chunks && (s->token_count = calloc((size_t)hp->n_vocab, sizeof(double))) ? 0 : -1;
-    for (int w = 0; rc == 0 && w < n_par; w++) {
-        hfq_context_params cp = {.n_ctx = n_ctx, .n_batch = n_ctx, .n_threads = n_threads / n_par};
-        if (!(wk[w].logits = malloc((size_t)(n_ctx * hp->n_vocab) * sizeof(float)))) rc = -1;
-        else if (!(wk[w].ctx = hfq_context_new(m, &cp, err))) rc = -2;
-        else hfq_context_set_observer(wk[w].ctx, observe, &wk[w].acc);
-    }
-    if (rc == -1) hfq_fail(err, path, "out of memory for calibration");
-    if (rc == 0) {
-        s->n_vocab = hp->n_vocab;
-        memcpy(chunks, tokens, (size_t)(n_ctx * n_chunks) * sizeof *chunks);
-        for (int64_t k = 0; p->add_bos && k < n_chunks; k++) chunks[k * n_ctx] = p->bos_id;
-    }
-    /* n_par chunks side by side, each summed on its own, then added to the
-     * totals in chunk order: the same sums whatever the threads */
-    for (int64_t k0 = 0; rc == 0 && k0 < n_chunks; k0 += n_par) {
-        const int n_now = (int)(n_chunks - k0 < n_par ? n_chunks - k0 : n_par);
-#pragma omp parallel for num_threads(n_now) schedule(static, 1)
-        for (int w = 0; w < n_now; w++) {
-            hfq_context_reset(wk[w].ctx);
-            wk[w].rc = hfq_forward(wk[w].ctx, chunks + (k0 + w) * n_ctx, n_ctx, n_ctx, wk[w].logits, &wk[w].err);
-        }
-        for (int w = 0; w < n_now && rc == 0; w++) {
-            const int32_t *c = chunks + (k0 + w) * n_ctx;
-            if (wk[w].rc < 0) rc = -1, *err = wk[w].err;
-            else if (wk[w].acc.failed || merge_stats(s, &wk[w].acc) < 0)
-                rc = hfq_fail(err, path, "calibration: %s", wk[w].acc.failed ? wk[w].acc.failed : "out of memory");
-            for (int64_t t = 0; rc == 0 && t < n_ctx; t++) s->token_count[c[t]] += 1.0;
-            s->n_tokens += n_ctx;
-        }
-    }
-    if (rc == 0 && finish(s) < 0) rc = hfq_fail(err, path, "out of memory for calibration");
-    for (int w = 0; wk && w < n_par; w++) {
-        hfq_context_free(wk[w].ctx);
-        free(wk[w].logits);
-        for (int64_t i = 0; i < wk[w].acc.n; i++)
-            free(wk[w].acc.e[i].name), free(wk[w].acc.e[i].sum2), free(wk[w].acc.e[i].count);
-        free(wk[w].acc.e);
-    }
-    free(wk);
-    free(chunks);
-    if (rc < 0) {
-        hfq_act_stats_free(s);
-        return NULL;
-    }
-    return s;
-}
-
-/* Checks one F32 tensor of an imatrix file: shape [ne0, ne1], finite, >= 0. */
-static int check_f32(const gguf_file *f, const gguf_tensor_info *t, int64_t ne0, hfq_error *err) {
-    if (t->type != GT_F32 || t->n_dims > 2 || (ne0 > 0 && t->ne[0] != ne0))
-        return hfq_fail(err, gguf_path(f), "tensor %s: expected F32 [%" PRId64 ", n_mat]", t->name, ne0 > 0 ? ne0 : 1);
-    const float *v = t->data;
-    for (int64_t i = 0; i < t->ne[0] * t->ne[1]; i++)
-        if (!isfinite(v[i]) || v[i] < 0) return hfq_fail(err, gguf_path(f), "tensor %s: value %g at %" PRId64, t->name, v[i], i);
-    return 0;
-}
-
-hfq_act_stats *hfq_act_stats_from_imatrix(const gguf_file *f, hfq_error *err) {
-    hfq_act_stats *s = calloc(1, sizeof *s);
-    if (!s) {
-        hfq_fail(err, gguf_path(f), "out of memory");
-        return NULL;
-    }
-    for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
-        const gguf_tensor_info *t = gguf_tensor_at(f, i);
-        size_t len = strlen(t->name);
-        if (len <= 8 || strcmp(t->name + len - 8, ".in_sum2") != 0) continue;
-        char name[GGUF_MAX_NAME + 16];
-        snprintf(name, sizeof name, "%.*s.counts", (int)(len - 8), t->name);
-        const gguf_tensor_info *ct = gguf_find_tensor(f, name);
-        if (!ct) {
-            hfq_fail(err, gguf_path(f), "tensor %s has no partner %s", t->name, name);
-            goto fail;
-        }
-        if (check_f32(f, t, 0, err) < 0 || check_f32(f, ct, 1, err) < 0) goto fail;
-        if (ct->ne[1] != t->ne[1]) {
-            hfq_fail(err, gguf_path(f), "tensor %s: %" PRId64 " matrices, %s has %" PRId64, t->name, t->ne[1], name, ct->ne[1]);
-            goto fail;
-        }
-        name[len - 8] = '\0';
-        stat_entry *e = find_entry(s, name) ? NULL : add_entry(s, name, t->ne[0], t->ne[1]);
-        if (!e) {
-            hfq_fail(err, gguf_path(f), "tensor %s: duplicate or out of memory", t->name);
-            goto fail;
-        }
-        const float *sum2 = t->data, *count = ct->data;
-        for (int64_t k = 0; k < t->ne[0] * t->ne[1]; k++) e->sum2[k] = sum2[k];
-        for (int64_t m = 0; m < t->ne[1]; m++) e->count[m] = count[m];
-    }
-    if (finish(s) < 0) {
-        hfq_fail(err, gguf_path(f), "out of memory");
-        goto fail;
-    }
-    return s;
-fail:
-    hfq_act_stats_free(s);
-    return NULL;
-}
-
-int64_t hfq_act_stats_n_entries(const hfq_act_stats *s) { return s->n; }
-int64_t hfq_act_stats_n_tokens(const hfq_act_stats *s) { return s->n_tokens; }
-
-const double *hfq_act_stats_moments(const hfq_act_stats *s, const char *name, int64_t n_in, int64_t *n_mat_out) {
-    for (int64_t i = 0; i < s->n; i++) {
-        const stat_entry *e = &s->e[i];
-        if (strcmp(e->name, name) != 0) continue;
-        if (e->n_in != n_in || !e->moments) return NULL;
-        *n_mat_out = e->n_mat;
-        return e->moments;
-    }
-    return NULL;
-}
 
 /* ---- measuring ---- */
 
@@ -285,7 +35,7 @@ typedef struct tensor_work {
     const gguf_tensor_info *t;
     int n_specs;
     hfq_codec_job *jobs;      /* [n_specs]; n_per_row 0: the spec does not fit */
-    const double *col_w;      /* [n_col_mat][ne0] E[x_j^2], or NULL */
+    double *col_w;            /* [n_col_mat][ne0] E[x_j^2], or NULL */
     int64_t n_col_mat;
     const double *token_count;/* embedding rows: counts, NULL: uniform */
     double row_uniform;       /* > 0: embedding rows weighted (1/ne1 when no counts) */
@@ -389,7 +139,7 @@ done:
 }
 
 /* Sets up w for tensor t: a codec job per spec that fits, the weights. */
-static int prepare_tensor(tensor_work *w, const gguf_tensor_info *t, const hfq_act_stats *st,
+static int prepare_tensor(tensor_work *w, const gguf_tensor_info *t, const hfq_calib_stats *st,
                           const hfq_fmt_spec *specs, int n_specs, const hfq_measure_opts *o, hfq_error *err) {
     const int64_t n_mats = t->ne[2] * t->ne[3];
     w->t = t;
@@ -407,13 +157,22 @@ static int prepare_tensor(tensor_work *w, const gguf_tensor_info *t, const hfq_a
     }
     if (!hfq_codec_can_decode(t->type))
         return hfq_fail(err, t->name, "cannot decode type %s to measure it", hfq_fmt_name(t->type));
-    w->col_w = hfq_act_stats_moments(st, t->name, t->ne[0], &w->n_col_mat);
-    if (w->col_w && w->n_col_mat != 1 && w->n_col_mat != n_mats)
-        return hfq_fail(err, t->name, "statistics for %" PRId64 " matrices, the tensor has %" PRId64, w->n_col_mat,
-                        n_mats);
+    const hfq_calib_entry *e = hfq_calib_stats_find(st, t->name);
+    if (e && e->n_in == t->ne[0] && e->in_sum2) {
+        if (e->n_mats != 1 && e->n_mats != n_mats)
+            return hfq_fail(err, t->name, "statistics for %" PRId64 " matrices, the tensor has %" PRId64, e->n_mats,
+                            n_mats);
+        if (!(w->col_w = malloc((size_t)(e->n_in * e->n_mats) * sizeof *w->col_w)))
+            return hfq_fail(err, t->name, "out of memory");
+        w->n_col_mat = e->n_mats;
+        for (int64_t m = 0; m < e->n_mats; m++)
+            for (int64_t j = 0; j < e->n_in; j++)
+                w->col_w[m * e->n_in + j] = e->counts[m] > 0 ? (double)e->in_sum2[m * e->n_in + j] / (double)e->counts[m]
+                                                             : 0.0;
+    }
     if (strcmp(t->name, "token_embd.weight") == 0) {
         w->row_uniform = 1.0 / (double)t->ne[1];
-        if (st->token_count && st->n_vocab == t->ne[1]) w->token_count = st->token_count, w->n_tokens = (double)st->n_tokens;
+        if (o->token_count && o->n_vocab == t->ne[1]) w->token_count = o->token_count, w->n_tokens = (double)o->n_tokens;
     } else if (!w->col_w) {
         return hfq_fail(err, t->name, "no activation statistics of width %" PRId64
                         " (does the calibration reach this layer?)", t->ne[0]);
@@ -490,7 +249,7 @@ const hfq_measured_tensor *hfq_measurements_find(const hfq_measurements *m, cons
     return NULL;
 }
 
-int hfq_measure(const gguf_file *f, const hfq_act_stats *st, const hfq_fmt_spec *specs, int n_specs,
+int hfq_measure(const gguf_file *f, const hfq_calib_stats *st, const hfq_fmt_spec *specs, int n_specs,
                 const hfq_measure_opts *o, hfq_measurements *out, hfq_error *err) {
     memset(out, 0, sizeof *out);
     const int64_t n = gguf_n_tensors(f);
@@ -535,6 +294,7 @@ int hfq_measure(const gguf_file *f, const hfq_act_stats *st, const hfq_fmt_spec 
         mt->kl_ref = -1;
         if (rc == 0) rc = measure_tensor(&wk, mt->err, n_threads, err);
         if (rc == 0 && o->probe) rc = probe_tensor(&wk, mt, o->probe, n_threads, err);
+        free(wk.col_w);
         if (rc < 0) hfq_error_prefix(err, gguf_path(f));
     }
 done:

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +71,24 @@ static int print_json(const hfq_convert_opts *opts, const hfq_convert_report *re
     return 0;
 }
 
+/* MODEL_DIR must be a folder; say what was given when it is not. */
+static bool model_folder_ok(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return true;
+    if (stat(dir, &st) != 0) {
+        fprintf(stderr, "hfconv: %s: no such folder (expected a Hugging Face model folder: config.json and "
+                        "*.safetensors)\n", dir);
+        return false;
+    }
+    char magic[4] = {0};
+    FILE *fp = fopen(dir, "rb");
+    bool gguf = fp && fread(magic, 1, 4, fp) == 4 && memcmp(magic, "GGUF", 4) == 0;
+    if (fp) fclose(fp);
+    fprintf(stderr, "hfconv: %s is a %s, not a Hugging Face model folder (expected a folder with config.json and "
+                    "*.safetensors)\n", dir, gguf ? "GGUF file already" : "file");
+    return false;
+}
+
 int main(int argc, char **argv) {
     hfq_convert_opts opts = {0};
     opts.outtype = HFQ_OUT_F16;
@@ -94,6 +113,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfconv: need MODEL_DIR and -o OUT.gguf (see --help)\n");
         return 2;
     }
+    if (!model_folder_ok(opts.model_dir)) return 1;
     progress_state ps = {.enabled = !quiet && isatty(STDERR_FILENO)};
     clock_gettime(CLOCK_MONOTONIC, &ps.last);
     struct timespec start = ps.last;

@@ -12,21 +12,13 @@
 #include "quant/plan.h"
 #include "quant/recipe.h"
 #include "src/cli/cli.h"
-#include "src/common/json_file.h"
-#include "src/eval/lm.h"
-#include "src/quantize/measure.h"
-#include "src/quantize/mixed_plan.h"
 #include "src/quantize/calib_session.h"
 #include "src/quantize/codec.h"
 #include "src/quantize/driver.h"
-#include "src/common/read_text.h"
+#include "src/quantize/mixed_run.h"
 
 #define MAX_OVERRIDES 64
 #define MAX_CANDIDATES 64
-/* ggml formats and the FP4 ones (their activations are quantized per block
- * as ggml does); INT8/FP8 quantize activations per token in the runner, which
- * the weight-only measurement does not see: ask for them with --candidates */
-#define DEFAULT_CANDIDATES "q4_0,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K,mxfp4,nvfp4,f16"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -78,16 +70,15 @@ static void usage(FILE *out) {
         "  --recipe FILE              rules giving tensors formats and granularities (JSON)\n"
         "  --target-bpw B             measured allocation: least measured error within B bits per weight\n"
         "  --target-size S            ... within S bytes of tensor data (suffix K, M, G, T: powers of 1024)\n"
+        "  measuring uses the calibration statistics (--calibration-file TEXT or --stats FILE, with\n"
+        "  --calib-ctx; --calib-chunks defaults to 64 here), which also serve the rounding as with a\n"
+        "  PRESET; --measure-text/-stats/-ctx/-chunks are older names of those four options\n"
         "  --measurements FILE        measured errors saved earlier (no measuring)\n"
         "  --save-measurements FILE   save the errors measured now (alone: measure only, no OUT.gguf)\n"
-        "  --measure-text FILE        calibration text to measure on (plain or gzip)\n"
-        "  --measure-stats FILE       or activation statistics in llama.cpp's imatrix GGUF layout\n"
-        "  --measure-ctx N            tokens per calibration chunk (default min(512, context))\n"
-        "  --measure-chunks N         calibration chunks (default 64)\n"
         "  --measure-kl-chunks N      chunks of the KL probe that calibrates each tensor's error\n"
         "                             (default 4; 0: output errors only)\n"
         "  --candidates LIST          formats to measure and choose from, e.g. q4_K,q6_K,int8:g64\n"
-        "                             (default " DEFAULT_CANDIDATES ")\n"
+        "                             (default " HFQ_MIXED_DEFAULT_CANDIDATES ")\n"
         "\n"
         "FMT: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs\n"
         "     mxfp4 nvfp4 int8 fp8_e4m3 fp8_e5m2\n"
@@ -106,9 +97,9 @@ typedef struct args {
     hfq_plan_override overrides[MAX_OVERRIDES];
     const char *override_args[MAX_OVERRIDES];
     /* mixed precision (docs/mixed.md) */
-    const char *recipe, *meas_in, *meas_out, *measure_text, *measure_stats;
+    const char *recipe, *meas_in, *meas_out;
     double target_bpw;
-    int64_t target_size, measure_ctx, measure_chunks, measure_kl_chunks;
+    int64_t target_size, measure_kl_chunks;
     hfq_fmt_spec candidates[MAX_CANDIDATES];
     int n_candidates;
 } args;
@@ -163,21 +154,15 @@ static int parse_candidates(const char *list, args *a) {
 static int parse_mixed_arg(const char *s, const char *next, args *a) {
     const char **path = strcmp(s, "--recipe") == 0 ? &a->recipe
                         : strcmp(s, "--measurements") == 0 ? &a->meas_in
-                        : strcmp(s, "--save-measurements") == 0 ? &a->meas_out
-                        : strcmp(s, "--measure-text") == 0 ? &a->measure_text
-                        : strcmp(s, "--measure-stats") == 0 ? &a->measure_stats : NULL;
-    int64_t *count = strcmp(s, "--measure-ctx") == 0 ? &a->measure_ctx
-                     : strcmp(s, "--measure-chunks") == 0 ? &a->measure_chunks
-                     : strcmp(s, "--measure-kl-chunks") == 0 ? &a->measure_kl_chunks : NULL;
+                        : strcmp(s, "--save-measurements") == 0 ? &a->meas_out : NULL;
     char *end = NULL;
     if (path) {
         if (!next) return bad_usage("%s needs a file", s);
         *path = next;
-    } else if (count) {
+    } else if (strcmp(s, "--measure-kl-chunks") == 0) {
         long long v = next ? strtoll(next, &end, 10) : 0;
-        if (!next || *end || v < (count == &a->measure_kl_chunks ? 0 : 1) || v > (1 << 24))
-            return bad_usage("%s needs a count up to 16777216", s);
-        *count = v;
+        if (!next || *end || v < 0 || v > (1 << 24)) return bad_usage("%s needs a count up to 16777216", s);
+        a->measure_kl_chunks = v;
     } else if (strcmp(s, "--target-bpw") == 0) {
         double v = next ? strtod(next, &end) : 0;
         if (!next || *end || !(v > 0 && v <= 64)) return bad_usage("--target-bpw needs bits per weight in (0, 64], got '%s'", next ? next : "");
@@ -195,7 +180,8 @@ static int parse_mixed_arg(const char *s, const char *next, args *a) {
 
 /* Positionals and combinations in mixed mode: IN [OUT]. */
 static int check_mixed_args(args *a, const char *const *pos, int n_pos) {
-    const bool target = a->target_bpw > 0 || a->target_size > 0, source = a->measure_text || a->measure_stats;
+    const bool target = a->target_bpw > 0 || a->target_size > 0;
+    const bool source = a->calib.text_path || a->calib.stats_path;
     const bool measure_only = !a->recipe && !target;
     if (a->q.plan.n_overrides > 0 || a->q.plan.pure)
         return bad_usage("%s", "with --recipe or a budget, write --tensor-type and --pure as recipe rules");
@@ -204,11 +190,10 @@ static int check_mixed_args(args *a, const char *const *pos, int n_pos) {
         return bad_usage("%s", "expected IN.gguf [OUT.gguf] (--recipe and --target-* replace PRESET)");
     if (n_pos == 1 && !a->dry_run && !measure_only) return bad_usage("%s", "expected IN.gguf OUT.gguf (or --dry-run)");
     if (n_pos == 2 && measure_only) return bad_usage("%s", "--save-measurements alone only measures: no OUT.gguf");
-    if (a->meas_in && source) return bad_usage("%s", "--measurements replaces --measure-text/--measure-stats");
-    if (a->measure_text && a->measure_stats) return bad_usage("%s", "give --measure-text or --measure-stats, not both");
     if ((target || a->meas_out) && !a->meas_in && !source)
-        return bad_usage("%s", "a budget needs --measurements FILE, or --measure-text / --measure-stats to measure now");
-    if (a->meas_out && !source) return bad_usage("%s", "--save-measurements needs --measure-text or --measure-stats");
+        return bad_usage("%s", "a budget needs --measurements FILE, or --calibration-file / --stats to measure now");
+    if (a->meas_out && !source) return bad_usage("%s", "--save-measurements needs --calibration-file or --stats");
+    if (a->meas_out && a->meas_in) return bad_usage("%s", "--save-measurements saves what is measured now, not --measurements");
     a->in = pos[0];
     a->out = n_pos == 2 ? pos[1] : NULL;
     return 0;
@@ -216,6 +201,11 @@ static int check_mixed_args(args *a, const char *const *pos, int n_pos) {
 
 /* The calibration options; 1 when s is none of them, -1 for bad usage. */
 static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
+    /* the names the mixed-precision options had before calibration was one */
+    static const char *const aliases[][2] = {{"--measure-text", "--calibration-file"}, {"--measure-stats", "--stats"},
+                                             {"--measure-ctx", "--calib-ctx"}, {"--measure-chunks", "--calib-chunks"}};
+    for (size_t k = 0; k < sizeof aliases / sizeof aliases[0]; k++)
+        if (strcmp(s, aliases[k][0]) == 0) s = aliases[k][1];
     hfq_calib_opts *c = &a->calib;
     hfq_calib_uses *u = &c->uses;
     hfq_error err = {{0}};
@@ -254,8 +244,9 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
     return 0;
 }
 
-/* Calibration options that only make sense together. */
-static int check_calib_args(args *a, int n_pos) {
+/* Calibration options that only make sense together; mixed: with a recipe
+ * or a budget (where the statistics are also measured on). */
+static int check_calib_args(args *a, int n_pos, bool mixed) {
     hfq_calib_opts *c = &a->calib;
     hfq_calib_uses *u = &c->uses;
     const bool any_use = u->importance || u->act_scales || u->smoothquant || u->awq;
@@ -276,12 +267,12 @@ static int check_calib_args(args *a, int n_pos) {
     if (u->act_percentile != 100.0 && !u->act_scales) return bad_usage("%s", "--act-percentile needs --act-scales");
     if (u->smoothquant_alpha != 0.5 && !u->smoothquant) return bad_usage("%s", "--smoothquant-alpha needs --smoothquant");
     if ((u->awq_grid || u->awq_fmt >= 0) && !u->awq) return bad_usage("%s", "--awq-grid/--awq-format need --awq");
-    if (n_pos == 1 && c->save_path && !a->dry_run) {
+    if (!mixed && n_pos == 1 && c->save_path && !a->dry_run) {
         if (any_use) return bad_usage("%s", "calibrating only (no OUT.gguf PRESET): nothing to use the statistics on");
         a->calibrate_only = true;
         return 0;
     }
-    if (a->dry_run && c->text_path) return bad_usage("%s", "--dry-run does not calibrate: use --stats");
+    if (!mixed && a->dry_run && c->text_path) return bad_usage("%s", "--dry-run does not calibrate: use --stats");
     if (!any_use) u->importance = true;
     a->q.plan.has_imatrix = u->importance;
     return 0;
@@ -330,13 +321,8 @@ static int parse_args(int argc, char **argv, args *a) {
             pos[n_pos++] = s;
         }
     }
-    if (mixed_mode(a)) {
-        if (a->calib.text_path || a->calib.stats_path)
-            return bad_usage("%s", "calibration options apply to a PRESET; mixed precision measures with "
-                                   "--measure-text / --measure-stats (which read our statistics files too)");
-        return check_mixed_args(a, pos, n_pos);
-    }
-    if (n_pos >= 1 && check_calib_args(a, n_pos) < 0) return -1;
+    if (mixed_mode(a)) return check_calib_args(a, n_pos, true) < 0 ? -1 : check_mixed_args(a, pos, n_pos);
+    if (n_pos >= 1 && check_calib_args(a, n_pos, false) < 0) return -1;
     if (a->calibrate_only) {
         a->in = pos[0];
         return 0;
@@ -474,73 +460,9 @@ static void measure_progress(void *ctx, int64_t i, int64_t n, const char *name) 
     if (i + 1 == n) fputc('\n', stderr);
 }
 
-/* Measures f: statistics from --measure-stats, or from --measure-text run
- * through the model, which then also feeds the KL probes. */
-static int measure_now(const args *a, const gguf_file *f, hfq_measurements *m, hfq_error *err) {
-    hfq_lm lm = {0};
-    char *text = NULL;
-    int32_t *ids = NULL;
-    size_t len = 0, n_ids = 0;
-    hfq_act_stats *st = NULL;
-    hfq_kl_probe *probe = NULL;
-    int rc = -1;
-    if (a->measure_stats) {
-        gguf_file *sf = gguf_open(a->measure_stats, err);
-        st = sf ? hfq_act_stats_from_imatrix(sf, err) : NULL;
-        gguf_close(sf);
-    } else if (hfq_lm_load(&lm, a->in, err) == 0 && hfq_read_text(a->measure_text, (size_t)1 << 31, &text, &len, err) == 0 &&
-               hfq_tokenize(lm.tok, text, len, HFQ_TOK_ADD_SPECIAL, &ids, &n_ids, err) == 0) {
-        hfq_calib_params p = {.n_ctx = a->measure_ctx, .n_chunks = a->measure_chunks ? a->measure_chunks : 64,
-                              .n_threads = a->q.n_threads, .add_bos = lm.vocab->add_bos && lm.vocab->bos_id >= 0,
-                              .bos_id = lm.vocab->bos_id};
-        st = hfq_act_stats_collect(lm.model, ids, (int64_t)n_ids, &p, err);
-        p.n_chunks = a->measure_kl_chunks;
-        if (st && a->measure_kl_chunks > 0 &&
-            !(probe = hfq_kl_probe_new(lm.model, ids, (int64_t)n_ids, &p, (int64_t)1 << 25, err))) {
-            hfq_act_stats_free(st);
-            st = NULL;
-        }
-    }
-    args defaults = {0};
-    if (st && !a->n_candidates && parse_candidates(DEFAULT_CANDIDATES, &defaults) < 0)
-        hfq_fail(err, "quantize", "bad default candidates");
-    else if (st) {
-        const args *c = a->n_candidates ? a : &defaults;
-        hfq_measure_opts mo = {.n_threads = a->q.n_threads, .importance = a->q.importance, .probe = probe,
-                               .progress = isatty(STDERR_FILENO) ? measure_progress : NULL};
-        rc = hfq_measure(f, st, c->candidates, c->n_candidates, &mo, m, err);
-    }
-    if (rc == 0)
-        snprintf(m->source, sizeof m->source, "%s on %s (%" PRId64 " weights' statistics over %" PRId64 " tokens; "
-                 "KL probes over %" PRId64 " tokens)", a->in, a->measure_stats ? a->measure_stats : a->measure_text,
-                 hfq_act_stats_n_entries(st), hfq_act_stats_n_tokens(st), probe ? hfq_kl_probe_n_tokens(probe) : 0);
-    hfq_kl_probe_free(probe);
-    hfq_act_stats_free(st);
-    free(ids);
-    free(text);
-    if (lm.model) hfq_lm_free(&lm);
-    return rc;
-}
-
-static int64_t total_elements(const gguf_file *f) {
-    int64_t n = 0;
-    for (int64_t i = 0; i < gguf_n_tensors(f); i++) n += n_elements(gguf_tensor_at(f, i));
-    return n;
-}
-
-/* Bytes of tensor data in a written file (what the plan predicted). */
-static int64_t tensor_bytes(const char *path, uint64_t *file_size, hfq_error *err) {
-    gguf_file *g = gguf_open(path, err);
-    if (!g) return -1;
-    int64_t n = 0;
-    for (int64_t i = 0; i < gguf_n_tensors(g); i++) n += (int64_t)gguf_tensor_at(g, i)->nbytes;
-    *file_size = gguf_file_size(g);
-    gguf_close(g);
-    return n;
-}
-
-static cJSON *allocation_json(const hfq_mixed_report *r, const hfq_plan *plan, const args *a, int64_t written,
-                              uint64_t file_size) {
+static cJSON *allocation_json(const hfq_mixed_result *res, const args *a) {
+    const hfq_mixed_report *r = &res->rep;
+    const hfq_plan *plan = &res->plan;
     cJSON *o = cJSON_CreateObject(), *al = cJSON_CreateObject();
     if (!o || !al) {
         cJSON_Delete(o), cJSON_Delete(al);
@@ -560,15 +482,16 @@ static cJSON *allocation_json(const hfq_mixed_report *r, const hfq_plan *plan, c
     } else {
         cJSON_Delete(al);
     }
-    if (written >= 0) {
-        cJSON_AddNumberToObject(o, "written_tensor_bytes", (double)written);
-        cJSON_AddNumberToObject(o, "written_file_bytes", (double)file_size);
+    if (res->written_bytes >= 0) {
+        cJSON_AddNumberToObject(o, "written_tensor_bytes", (double)res->written_bytes);
+        cJSON_AddNumberToObject(o, "written_file_bytes", (double)res->file_size);
     }
     return o;
 }
 
-static void print_allocation(const hfq_mixed_report *r, const hfq_plan *plan, const args *a, int64_t written,
-                             uint64_t file_size) {
+static void print_allocation(const hfq_mixed_result *res, const args *a) {
+    const hfq_mixed_report *r = &res->rep;
+    const hfq_plan *plan = &res->plan;
     if (a->recipe) printf("recipe: %s\n", a->recipe);
     if (r->target_bytes > 0)
         printf("allocation: budget %" PRId64 " bytes (%.4f bpw), planned %" PRId64 " bytes (%.4f bpw, %+.3f %%); "
@@ -577,9 +500,9 @@ static void print_allocation(const hfq_mixed_report *r, const hfq_plan *plan, co
                plan->out_nbytes, bpw(plan->out_nbytes, plan->n_elements),
                100.0 * (double)(plan->out_nbytes - r->target_bytes) / (double)r->target_bytes, r->n_chosen, r->err,
                r->fixed_bytes, r->min_bytes, r->max_bytes);
-    if (written >= 0)
+    if (res->written_bytes >= 0)
         printf("wrote %s: %" PRId64 " bytes of tensor data (predicted %" PRId64 "), file %" PRIu64 " bytes\n", a->out,
-               written, plan->out_nbytes, file_size);
+               res->written_bytes, plan->out_nbytes, res->file_size);
 }
 
 static int run_mixed(args *a) {
@@ -588,56 +511,32 @@ static int run_mixed(args *a) {
         fprintf(stderr, "quantize: input and output are the same file: %s\n", a->out);
         return HFQ_EXIT_USAGE;
     }
-    hfq_measurements meas = {0};
-    hfq_recipe *recipe = NULL;
-    hfq_plan plan = {0};
-    hfq_mixed_report rep = {0};
-    int64_t written = -1;
-    uint64_t file_size = 0;
-    cJSON *doc = NULL;
+    hfq_mixed_job job = {.in = a->in, .out = a->dry_run ? NULL : a->out, .recipe_path = a->recipe,
+                         .target_bpw = a->target_bpw, .target_size = a->target_size, .meas_in = a->meas_in,
+                         .meas_out = a->meas_out, .kl_chunks = a->measure_kl_chunks,
+                         .candidates = a->n_candidates ? a->candidates : NULL, .n_candidates = a->n_candidates,
+                         .calib = a->calib, .q = a->q,
+                         .measure_progress = isatty(STDERR_FILENO) ? measure_progress : NULL};
+    if (isatty(STDERR_FILENO)) job.q.progress = progress;
+    hfq_mixed_result res;
     int rc = -1;
     gguf_file *f = gguf_open(a->in, &err);
-    if (!f) goto done;
-    /* every check that needs no measuring first */
-    if (a->recipe) {
-        if (!(doc = hfq_json_load(a->recipe, &err)) || !(recipe = hfq_recipe_from_json(doc, a->recipe, &err)) ||
-            hfq_mixed_check_recipe(f, recipe, &a->q.plan, &err) < 0)
-            goto done;
+    if (f && hfq_mixed_run(&job, f, &res, &err) == 0) {
+        a->q.plan = job.q.plan; /* the preset the plan settled on, for the JSON */
+        if (hfq_mixed_measure_only(&job)) {
+            printf("measured %" PRId64 " tensors in %d formats; saved %s\n", res.meas.n_tensors, res.meas.n_specs,
+                   a->meas_out);
+            rc = 0;
+        } else if (a->json) {
+            rc = print_json(f, &res.plan, a, allocation_json(&res, a));
+        } else {
+            print_text(f, &res.plan, a->dry_run);
+            print_allocation(&res, a);
+            rc = 0;
+        }
     }
-    if (a->meas_in ? hfq_measurements_load(&meas, a->meas_in, &err) < 0
-                   : (a->measure_text || a->measure_stats) && measure_now(a, f, &meas, &err) < 0)
-        goto done;
-    if (a->meas_out && hfq_measurements_save(&meas, a->meas_out, &err) < 0) goto done;
-    if (!a->recipe && a->target_bpw <= 0 && a->target_size <= 0) {
-        printf("measured %" PRId64 " tensors in %d formats; saved %s\n", meas.n_tensors, meas.n_specs, a->meas_out);
-        rc = 0;
-        goto done;
-    }
-    const int64_t target = a->target_size > 0 ? a->target_size
-                           : a->target_bpw > 0 ? (int64_t)(a->target_bpw * (double)total_elements(f) / 8.0) : 0;
-    const hfq_mixed_opts mo = {recipe, target, meas.specs ? &meas : NULL, a->meas_in ? a->meas_in : "measurements",
-                               a->n_candidates ? a->candidates : NULL, a->n_candidates};
-    if (hfq_mixed_plan(f, &a->q.plan, &mo, &plan, &rep, &err) < 0) goto done;
-    a->q.recipe_name = recipe ? hfq_recipe_name(recipe) : NULL;
-    a->q.target_bytes = target;
-    if (!a->dry_run) {
-        if (isatty(STDERR_FILENO)) a->q.progress = progress;
-        if (hfq_quantize_write(f, &plan, a->out, &a->q, &err) < 0 || (written = tensor_bytes(a->out, &file_size, &err)) < 0)
-            goto done;
-    }
-    if (a->json) {
-        rc = print_json(f, &plan, a, allocation_json(&rep, &plan, a, written, file_size));
-    } else {
-        print_text(f, &plan, a->dry_run);
-        print_allocation(&rep, &plan, a, written, file_size);
-        rc = 0;
-    }
-done:
     if (rc < 0 && err.msg[0]) fprintf(stderr, "quantize: %s\n", err.msg);
-    cJSON_Delete(doc);
-    hfq_recipe_free(recipe);
-    hfq_measurements_free(&meas);
-    hfq_plan_free(&plan);
+    if (f) hfq_mixed_result_free(&res);
     gguf_close(f);
     return rc < 0 ? HFQ_EXIT_FAILURE : HFQ_EXIT_OK;
 }
@@ -706,9 +605,9 @@ static int calibrate_only(args *a) {
 
 static int run(args *a) {
     hfq_error err = {{0}};
-    if (mixed_mode(a)) return run_mixed(a);
     a->calib.n_threads = a->q.n_threads;
     a->calib.progress = isatty(STDERR_FILENO);
+    if (mixed_mode(a)) return run_mixed(a);
     if (a->calibrate_only) return calibrate_only(a);
     if (a->out && same_file(a->in, a->out)) {
         fprintf(stderr, "quantize: input and output are the same file: %s\n", a->out);
