@@ -326,8 +326,13 @@ def test_bad_input(tmp, syn, s260):
                        ("--act-percentile after SmoothQuant",
                         ["--stats", s260_stats, "--smoothquant", "--act-scales", "--act-percentile", "99"])]:
         expect_failure(tmp, what, [s260, "OUT", "INT8"] + args, code=2)
-    expect_failure(tmp, "calibration with mixed precision", [s260, "OUT", "--target-bpw", "6", "--stats", s260_stats],
-                   code=2, says="calibration options apply to a PRESET")
+    # one calibration flag everywhere: mixed precision measures on the same
+    # statistics and rounds with them (importance, as with a preset)
+    mixed = os.path.join(tmp, "mixed.gguf")
+    ok(QUANTIZE, s260, mixed, "--target-bpw", "8", "--stats", s260_stats)
+    keys = {f.name: f.contents() for f in GGUFReader(mixed).fields.values() if f.name.startswith("hfq.")}
+    check(keys.get("hfq.calib.stats_file") == s260_stats and "importance" in keys.get("hfq.calib.applied", []),
+          f"mixed precision with --stats records its statistics and importance: {keys}")
 
 
 def main():

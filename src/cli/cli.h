@@ -12,6 +12,39 @@
 /* True (after printing usage to stdout) when -h or --help is among the arguments. */
 bool hfq_cli_help(int argc, char **argv, const char *usage);
 
+/* True (after printing "TOOL (hfq) VERSION" to stdout) when --version is
+ * among the arguments. */
+bool hfq_cli_version(int argc, char **argv, const char *tool);
+
+/* A usage error in one line on stderr, "TOOL: MESSAGE (see TOOL --help)";
+ * returns HFQ_EXIT_USAGE. */
+int hfq_cli_usage(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* "TOOL: unknown option 'ARG' (did you mean '--X'?) (see TOOL --help)" in
+ * one line: the nearest of known (NULL-terminated) by edit distance, when
+ * one is near enough; returns HFQ_EXIT_USAGE. */
+int hfq_cli_unknown_option(const char *tool, const char *arg, const char *const *known);
+
+/* The nearest of known (NULL-terminated) to arg, or NULL when none is within
+ * a third of its length (at least 2 edits); a known option that arg is a
+ * prefix of counts as near. */
+const char *hfq_cli_nearest(const char *arg, const char *const *known);
+
+/* Progress of long work on stderr: on a terminal one line redrawn at most
+ * every 0.1 s; elsewhere (CI logs, pipes) a full line every `interval`
+ * seconds and at the end, so logs show work advancing; nothing when
+ * disabled. */
+typedef struct hfq_progress {
+    bool enabled, tty;
+    double interval, last;
+} hfq_progress;
+
+/* enabled: false for --quiet; interval <= 0: 5 s. */
+void hfq_progress_init(hfq_progress *p, bool enabled, double interval);
+/* Reports done of total (done == total ends the line); msg is printf-style. */
+void hfq_progress_report(hfq_progress *p, int64_t done, int64_t total, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Seconds on a monotonic clock, for throughput figures. */
 double hfq_cli_seconds(void);
 

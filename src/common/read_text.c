@@ -1,5 +1,7 @@
 #include "src/common/read_text.h"
 
+#include "src/common/utf8.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,15 @@ int hfq_read_text(const char *path, size_t max, char **data, size_t *len, hfq_er
         hfq_fail(err, path, "more than %zu bytes of text", max);
         goto done;
     }
+    if (n == 0) {
+        hfq_fail(err, path, "the text is empty");
+        goto done;
+    }
+    for (size_t pos = 0, k; pos < n; pos += k)
+        if ((k = hfq_utf8_valid_len(buf + pos, n - pos)) == 0) {
+            hfq_fail(err, path, "invalid UTF-8 at byte %zu (not a text file?)", pos);
+            goto done;
+        }
     buf[n] = '\0';
     *data = buf;
     *len = n;

@@ -21,7 +21,6 @@
 #include "src/eval/lm.h"
 #include "src/quantize/codec.h"
 #include "src/common/read_text.h"
-#include "src/tokenizer/unicode.h"
 
 #define MAX_TEXT ((size_t)1 << 31)
 #define DEFAULT_SAMPLE_ROWS 64
@@ -59,15 +58,6 @@ static int encode(void *ctx, const char *text, size_t len, bool add_special, boo
     return hfq_tokenize(ctx, text, len, flags, ids, n_ids, err);
 }
 
-static int check_utf8(const char *path, const char *text, size_t len, hfq_error *err) {
-    for (size_t pos = 0; pos < len;) {
-        size_t n = hfq_utf8_valid_len(text + pos, len - pos);
-        if (n == 0) return hfq_fail(err, path, "invalid UTF-8 at byte %zu", pos);
-        pos += n;
-    }
-    return 0;
-}
-
 /* XXH3-64 of the file's bytes as stored (compressed, for .gz). */
 static int file_xxh3(const char *path, uint64_t *out, hfq_error *err) {
     FILE *fp = fopen(path, "rb");
@@ -102,7 +92,7 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
                                .bos_text = v->bos_id >= 0 ? v->tokens[v->bos_id] : NULL,
                                .chat_template = v->chat_template};
     hfq_calib_run_params rp = {.n_threads = o->n_threads, .progress = o->progress ? progress : NULL};
-    int rc = hfq_read_text(o->text_path, MAX_TEXT, &text, &len, err) || check_utf8(o->text_path, text, len, err) ||
+    int rc = hfq_read_text(o->text_path, MAX_TEXT, &text, &len, err) ||
                      file_xxh3(o->text_path, &s->stats.text_xxh3, err) ||
                      hfq_calib_sequences(text, len, o->text_path, &o->text, &tok, seqs, err) ||
                      hfq_calib_stats_add_dataset(&s->stats, o->text_path, err) ||

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "src/common/utf8.h"
 #include "src/tokenizer/unicode_tables.h"
 
 #define HFQ_CP_REPLACEMENT 0xFFFDu
@@ -21,8 +22,6 @@
 /* Decodes the code point at s[*pos] (*pos < len) and advances *pos. */
 uint32_t hfq_utf8_next(const char *s, size_t len, size_t *pos);
 
-/* Length in bytes of the well-formed sequence at s (0 if it is not one). */
-size_t hfq_utf8_valid_len(const char *s, size_t len);
 
 /* Writes cp (<= 0x10FFFF) as UTF-8 into out; returns the byte count (1..4). */
 int hfq_utf8_encode(uint32_t cp, char out[4]);
