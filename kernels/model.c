@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "formats/ggml_type.h"
+#include "kernels/arch.h"
 
 /* Far above any real model, low enough that products of two stay in int64. */
 #define MAX_DIM ((int64_t)1 << 24)
@@ -55,6 +56,7 @@ static int check_hparams(const hfq_hparams *hp, const char *where, hfq_error *er
         return hfq_fail(err, where, "rope.freq_base %g must be positive", hp->rope_freq_base);
     if (!(hp->rope_freq_scale > 0.0f) || !isfinite(hp->rope_freq_scale))
         return hfq_fail(err, where, "rope scaling factor %g must be positive", 1.0f / hp->rope_freq_scale);
+    if (!hfq_arch_get(hp->arch)) return hfq_fail(err, where, "unknown architecture %d", (int)hp->arch);
     if (hp->rope_mode != HFQ_ROPE_NORMAL && hp->rope_mode != HFQ_ROPE_NEOX)
         return hfq_fail(err, where, "unknown rope mode %d", (int)hp->rope_mode);
     return 0;
@@ -182,45 +184,46 @@ static int bind_matrix(const binder *b, hfq_tensor *w, const char *name, int64_t
     return bind_qext(b, w) || bind_scales(b, w) || bind_input_scale(b, w) ? -1 : 0;
 }
 
-/* Tensors llama.cpp may find in a llama/qwen2 file that this runner does not
- * compute with: refusing them beats silently ignoring part of the model. */
-static int refuse_extra(const binder *b, int64_t il) {
-    static const char *const extra[] = {"attn_output.bias", "ffn_gate.bias", "ffn_up.bias",
-                                        "ffn_down.bias", "ffn_gate_inp.weight"};
-    char name[96];
-    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
-        snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, extra[i]);
-        if (b->src->find(b->src->source, name))
-            return hfq_fail(b->err, b->where, "tensor '%s' is not supported by the runner", name);
-    }
-    return 0;
-}
-
+/* Every layer tensor the runner knows, with its need unless the family
+ * says otherwise (kernels/arch.h); rows without a field are tensors
+ * llama.cpp may find in a file of these families that the forward pass does
+ * not compute, always refused. */
 static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_layer *l) {
+    const hfq_arch_desc *arch = hfq_arch_get(hp->arch);
     const int64_t n_q = hp->n_head * hp->head_dim, n_kv = hp->n_head_kv * hp->head_dim;
-    const bool biases_required = hp->arch == HFQ_ARCH_QWEN2;
-    const struct { hfq_tensor *t; const char *suffix; int64_t ne0, ne1; bool optional; } spec[] = {
-        {&l->attn_norm, "attn_norm.weight", hp->n_embd, 0, false},
-        {&l->wq, "attn_q.weight", hp->n_embd, n_q, false},
-        {&l->wk, "attn_k.weight", hp->n_embd, n_kv, false},
-        {&l->wv, "attn_v.weight", hp->n_embd, n_kv, false},
-        {&l->bq, "attn_q.bias", n_q, 0, !biases_required},
-        {&l->bk, "attn_k.bias", n_kv, 0, !biases_required},
-        {&l->bv, "attn_v.bias", n_kv, 0, !biases_required},
-        {&l->wo, "attn_output.weight", n_q, hp->n_embd, false},
-        {&l->ffn_norm, "ffn_norm.weight", hp->n_embd, 0, false},
-        {&l->w_gate, "ffn_gate.weight", hp->n_embd, hp->n_ff, false},
-        {&l->w_up, "ffn_up.weight", hp->n_embd, hp->n_ff, false},
-        {&l->w_down, "ffn_down.weight", hp->n_ff, hp->n_embd, false},
+    const struct { hfq_tensor *t; const char *suffix; int64_t ne0, ne1; hfq_need need; } spec[] = {
+        {&l->attn_norm, "attn_norm.weight", hp->n_embd, 0, HFQ_NEED_REQUIRED},
+        {&l->wq, "attn_q.weight", hp->n_embd, n_q, HFQ_NEED_REQUIRED},
+        {&l->wk, "attn_k.weight", hp->n_embd, n_kv, HFQ_NEED_REQUIRED},
+        {&l->wv, "attn_v.weight", hp->n_embd, n_kv, HFQ_NEED_REQUIRED},
+        {&l->bq, "attn_q.bias", n_q, 0, HFQ_NEED_OPTIONAL},
+        {&l->bk, "attn_k.bias", n_kv, 0, HFQ_NEED_OPTIONAL},
+        {&l->bv, "attn_v.bias", n_kv, 0, HFQ_NEED_OPTIONAL},
+        {&l->wo, "attn_output.weight", n_q, hp->n_embd, HFQ_NEED_REQUIRED},
+        {&l->ffn_norm, "ffn_norm.weight", hp->n_embd, 0, HFQ_NEED_REQUIRED},
+        {&l->w_gate, "ffn_gate.weight", hp->n_embd, hp->n_ff, HFQ_NEED_REQUIRED},
+        {&l->w_up, "ffn_up.weight", hp->n_embd, hp->n_ff, HFQ_NEED_REQUIRED},
+        {&l->w_down, "ffn_down.weight", hp->n_ff, hp->n_embd, HFQ_NEED_REQUIRED},
+        {NULL, "attn_output.bias", 0, 0, HFQ_NEED_REFUSED},
+        {NULL, "ffn_gate.bias", 0, 0, HFQ_NEED_REFUSED},
+        {NULL, "ffn_up.bias", 0, 0, HFQ_NEED_REFUSED},
+        {NULL, "ffn_down.bias", 0, 0, HFQ_NEED_REFUSED},
+        {NULL, "ffn_gate_inp.weight", 0, 0, HFQ_NEED_REFUSED},
     };
     char name[96];
     for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, spec[i].suffix);
+        hfq_need need = spec[i].t ? hfq_arch_need(arch, spec[i].suffix, spec[i].need) : HFQ_NEED_REFUSED;
+        if (need == HFQ_NEED_REFUSED) {
+            if (b->src->find(b->src->source, name))
+                return hfq_fail(b->err, b->where, "tensor '%s' is not supported by the runner", name);
+            continue;
+        }
         int (*bind)(const binder *, hfq_tensor *, const char *, int64_t, int64_t, bool) =
             spec[i].ne1 ? bind_matrix : bind_tensor;
-        if (bind(b, spec[i].t, name, spec[i].ne0, spec[i].ne1, spec[i].optional)) return -1;
+        if (bind(b, spec[i].t, name, spec[i].ne0, spec[i].ne1, need == HFQ_NEED_OPTIONAL)) return -1;
     }
-    return refuse_extra(b, il);
+    return 0;
 }
 
 /* Each factor divides a rotation frequency: it must be a positive number. */

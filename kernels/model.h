@@ -1,4 +1,5 @@
-/* model.h - a Llama-family model (llama, qwen2) bound to its weights.
+/* model.h - a model of one of the runner's families (kernels/arch.h: llama,
+ * qwen2) bound to its weights.
  *
  * The weights are never copied: every hfq_tensor points into the GGUF file's
  * read-only mapping (or, for tests, into memory the caller owns). Binding
@@ -19,16 +20,7 @@
 
 #include "formats/error.h"
 #include "formats/gguf.h"
-
-typedef enum hfq_arch {
-    HFQ_ARCH_LLAMA,   /* rope on interleaved pairs (2i, 2i+1) */
-    HFQ_ARCH_QWEN2,   /* NeoX rope on pairs (i, i + n_rot/2); q/k/v biases */
-} hfq_arch;
-
-typedef enum hfq_rope_mode {
-    HFQ_ROPE_NORMAL,  /* pairs (2i, 2i+1): GGUF q/k rows are un-permuted */
-    HFQ_ROPE_NEOX,    /* pairs (i, i + n_rot/2) */
-} hfq_rope_mode;
+#include "kernels/arch.h"
 
 /* Encodings of I8 weight codes (hfq.qext.<name> keys, docs/format-quant-ext.md). */
 typedef enum hfq_qext {
@@ -60,7 +52,7 @@ typedef struct hfq_tensor {
 } hfq_tensor;
 
 typedef struct hfq_hparams {
-    hfq_arch arch;
+    hfq_arch arch;          /* the family (kernels/arch.h): which tensors binding requires */
     int64_t n_vocab;        /* rows of token_embd.weight */
     int64_t n_embd;
     int64_t n_ff;
@@ -73,13 +65,13 @@ typedef struct hfq_hparams {
     float rms_eps;
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor; 1 when unscaled */
-    hfq_rope_mode rope_mode;
+    hfq_rope_mode rope_mode;  /* loading takes the family's */
 } hfq_hparams;
 
 typedef struct hfq_layer {
     hfq_tensor attn_norm;                   /* [n_embd] F32 */
     hfq_tensor wq, wk, wv;                  /* [n_embd] -> [n_head*hd], [n_head_kv*hd] x2 */
-    hfq_tensor bq, bk, bv;                  /* biases (qwen2); data NULL when absent */
+    hfq_tensor bq, bk, bv;                  /* biases; data NULL when absent */
     hfq_tensor wo;                          /* [n_head*hd] -> [n_embd] */
     hfq_tensor ffn_norm;                    /* [n_embd] F32 */
     hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] */
@@ -104,8 +96,8 @@ typedef struct hfq_tensor_source {
  * are ignored. Returns NULL with err filled on any problem. */
 hfq_model *hfq_model_bind(const hfq_hparams *hp, const hfq_tensor_source *src, hfq_error *err);
 
-/* Loads a model from a GGUF file (general.architecture "llama" or "qwen2",
- * llama.cpp's keys and tensor names). The file stays mapped until
+/* Loads a model from a GGUF file (general.architecture one of kernels/arch.h's
+ * families, llama.cpp's keys and tensor names). The file stays mapped until
  * hfq_model_free. */
 hfq_model *hfq_model_load(const char *path, hfq_error *err);
 

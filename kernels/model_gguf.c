@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "formats/ggml_type.h"
+#include "kernels/arch.h"
 #include "kernels/model.h"
 #include "kernels/model_priv.h"
 
@@ -86,15 +87,8 @@ static int read_hparams(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
     const char *arch = gguf_get_str(f, ia, NULL, err);
     if (!arch) return -1;
     memset(hp, 0, sizeof *hp);
-    if (strcmp(arch, "llama") == 0) {
-        hp->arch = HFQ_ARCH_LLAMA;
-        hp->rope_mode = HFQ_ROPE_NORMAL;
-    } else if (strcmp(arch, "qwen2") == 0) {
-        hp->arch = HFQ_ARCH_QWEN2;
-        hp->rope_mode = HFQ_ROPE_NEOX;
-    } else {
-        return hfq_fail(err, path, "architecture '%s' is not supported (llama, qwen2)", arch);
-    }
+    if (hfq_arch_find(arch, &hp->arch, path, err)) return -1;
+    hp->rope_mode = hfq_arch_get(hp->arch)->rope_mode;
     keys k = {f, arch, err};
     int64_t n_expert, value_length;
     if (get_int(&k, "embedding_length", false, 0, &hp->n_embd) ||

@@ -109,7 +109,7 @@ POOL = (list('abcXYZ019 _-.,!?\'"()') + ['\u017f', ' ', ' ', '  ', '\n', '\r', '
 def class_edge_code_points():
     """Code points at the edges of our generated Unicode tables (and around them)."""
     import re
-    text = open(os.path.join(SOURCE, 'src', 'unicode_tables.c')).read()
+    text = open(os.path.join(SOURCE, 'src', 'tokenizer', 'unicode_tables.c')).read()
     body = text[text.index('hfq_ucd_class[]'):text.index('hfq_ucd_decomp_map[]')]
     cps = set()
     for lo, hi in re.findall(r'\{0x([0-9A-F]+),0x([0-9A-F]+),\d+\}', body):

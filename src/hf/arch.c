@@ -4,58 +4,65 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hf_arch arch_table[] = {
-    {"LlamaForCausalLM", "llama", true, false},
-    {"MistralForCausalLM", "llama", true, false},
-    {"Qwen2ForCausalLM", "qwen2", false, true},
-};
+/* In the order of the error message that lists what is supported. */
+static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2};
 
 const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err) {
-    for (size_t i = 0; i < sizeof arch_table / sizeof arch_table[0]; i++)
-        if (strcmp(arch_table[i].hf_name, hf_name) == 0) return &arch_table[i];
-    hfq_fail(err, config_path,
-             "architecture '%s' is not supported (supported: LlamaForCausalLM, "
-             "MistralForCausalLM, Qwen2ForCausalLM)", hf_name);
+    char supported[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+        for (const char *const *n = families[i]->hf_names; *n; n++) {
+            if (strcmp(*n, hf_name) == 0) return families[i];
+            snprintf(supported + used, sizeof supported - used, "%s%s", used ? ", " : "", *n);
+            used = strlen(supported);
+        }
+    }
+    hfq_fail(err, config_path, "architecture '%s' is not supported (supported: %s)", hf_name, supported);
     return NULL;
 }
 
-/* Per-layer tensors: Hugging Face suffix after "model.layers.N." and GGUF
- * suffix after "blk.N.". */
-static const struct {
-    const char *hf_suffix;
-    const char *gguf_suffix;
-    hf_role role;
-    bool bias;               /* only in families with q/k/v biases */
-} layer_names[] = {
-    {"input_layernorm.weight", "attn_norm.weight", ROLE_ATTN_NORM, false},
-    {"self_attn.q_proj.weight", "attn_q.weight", ROLE_ATTN_Q, false},
-    {"self_attn.q_proj.bias", "attn_q.bias", ROLE_ATTN_Q_BIAS, true},
-    {"self_attn.k_proj.weight", "attn_k.weight", ROLE_ATTN_K, false},
-    {"self_attn.k_proj.bias", "attn_k.bias", ROLE_ATTN_K_BIAS, true},
-    {"self_attn.v_proj.weight", "attn_v.weight", ROLE_ATTN_V, false},
-    {"self_attn.v_proj.bias", "attn_v.bias", ROLE_ATTN_V_BIAS, true},
-    {"self_attn.o_proj.weight", "attn_output.weight", ROLE_ATTN_OUT, false},
-    {"post_attention_layernorm.weight", "ffn_norm.weight", ROLE_FFN_NORM, false},
-    {"mlp.gate_proj.weight", "ffn_gate.weight", ROLE_FFN_GATE, false},
-    {"mlp.up_proj.weight", "ffn_up.weight", ROLE_FFN_UP, false},
-    {"mlp.down_proj.weight", "ffn_down.weight", ROLE_FFN_DOWN, false},
-    {"self_attn.rotary_emb.inv_freq", NULL, ROLE_SKIP, false},
+const char *hf_arch_key(const hf_arch *arch, const char *suffix, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s.%s", arch->gguf_arch, suffix);
+    return buf;
+}
+
+/* The layer tensors every family has. */
+static const hf_tensor_row shared_layer_rows[] = {
+    {"input_layernorm.weight", "attn_norm.weight", ROLE_ATTN_NORM, HF_DIM_HIDDEN, HF_DIM_NONE},
+    {"self_attn.q_proj.weight", "attn_q.weight", ROLE_ATTN_Q, HF_DIM_Q, HF_DIM_HIDDEN},
+    {"self_attn.k_proj.weight", "attn_k.weight", ROLE_ATTN_K, HF_DIM_KV, HF_DIM_HIDDEN},
+    {"self_attn.v_proj.weight", "attn_v.weight", ROLE_ATTN_V, HF_DIM_KV, HF_DIM_HIDDEN},
+    {"self_attn.o_proj.weight", "attn_output.weight", ROLE_ATTN_OUT, HF_DIM_HIDDEN, HF_DIM_Q},
+    {"post_attention_layernorm.weight", "ffn_norm.weight", ROLE_FFN_NORM, HF_DIM_HIDDEN, HF_DIM_NONE},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", ROLE_FFN_GATE, HF_DIM_FF, HF_DIM_HIDDEN},
+    {"mlp.up_proj.weight", "ffn_up.weight", ROLE_FFN_UP, HF_DIM_FF, HF_DIM_HIDDEN},
+    {"mlp.down_proj.weight", "ffn_down.weight", ROLE_FFN_DOWN, HF_DIM_HIDDEN, HF_DIM_FF},
+    {"self_attn.rotary_emb.inv_freq", NULL, ROLE_SKIP, HF_DIM_NONE, HF_DIM_NONE},
 };
 
-static const struct {
-    const char *hf_name;
-    const char *gguf_name;
-    hf_role role;
-} global_names[] = {
-    {"model.embed_tokens.weight", "token_embd.weight", ROLE_TOKEN_EMBD},
-    {"model.norm.weight", "output_norm.weight", ROLE_OUTPUT_NORM},
-    {"lm_head.weight", "output.weight", ROLE_OUTPUT},
+#define N_SHARED (sizeof shared_layer_rows / sizeof shared_layer_rows[0])
+
+static const hf_tensor_row global_rows[] = {
+    {"model.embed_tokens.weight", "token_embd.weight", ROLE_TOKEN_EMBD, HF_DIM_VOCAB, HF_DIM_HIDDEN},
+    {"model.norm.weight", "output_norm.weight", ROLE_OUTPUT_NORM, HF_DIM_HIDDEN, HF_DIM_NONE},
+    {"lm_head.weight", "output.weight", ROLE_OUTPUT, HF_DIM_VOCAB, HF_DIM_HIDDEN},
 };
+
+const hf_tensor_row *hf_arch_layer_row(const hf_arch *arch, size_t i) {
+    if (i < N_SHARED) return &shared_layer_rows[i];
+    return i - N_SHARED < arch->n_layer_rows ? &arch->layer_rows[i - N_SHARED] : NULL;
+}
+
+const hf_tensor_row *hf_arch_global_row(hf_role role) {
+    for (size_t i = 0; i < sizeof global_rows / sizeof global_rows[0]; i++)
+        if (global_rows[i].role == role) return &global_rows[i];
+    return NULL;
+}
 
 int hf_map_tensor(const hf_arch *arch, const char *hf_name, int n_layers, hf_tensor_map *out) {
-    for (size_t i = 0; i < sizeof global_names / sizeof global_names[0]; i++) {
-        if (strcmp(hf_name, global_names[i].hf_name) == 0) {
-            out->role = global_names[i].role;
+    for (size_t i = 0; i < sizeof global_rows / sizeof global_rows[0]; i++) {
+        if (strcmp(hf_name, global_rows[i].hf_name) == 0) {
+            out->row = &global_rows[i];
             out->layer = -1;
             return 0;
         }
@@ -68,10 +75,10 @@ int hf_map_tensor(const hf_arch *arch, const char *hf_name, int n_layers, hf_ten
     long layer = strtol(p, &end, 10);
     if (*end != '.' || layer < 0 || layer >= n_layers || (p[0] == '0' && end - p > 1)) return -1;
     const char *suffix = end + 1;
-    for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
-        if (strcmp(suffix, layer_names[i].hf_suffix) != 0) continue;
-        if (layer_names[i].bias && !arch->qkv_bias) return -1;
-        out->role = layer_names[i].role;
+    const hf_tensor_row *row;
+    for (size_t i = 0; (row = hf_arch_layer_row(arch, i)); i++) {
+        if (strcmp(suffix, row->hf_name) != 0) continue;
+        out->row = row;
         out->layer = (int)layer;
         return 0;
     }
@@ -79,17 +86,6 @@ int hf_map_tensor(const hf_arch *arch, const char *hf_name, int n_layers, hf_ten
 }
 
 void hf_gguf_name(const hf_tensor_map *m, char *buf, size_t cap) {
-    for (size_t i = 0; i < sizeof global_names / sizeof global_names[0]; i++) {
-        if (global_names[i].role == m->role) {
-            snprintf(buf, cap, "%s", global_names[i].gguf_name);
-            return;
-        }
-    }
-    for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
-        if (layer_names[i].role == m->role && layer_names[i].gguf_suffix) {
-            snprintf(buf, cap, "blk.%d.%s", m->layer, layer_names[i].gguf_suffix);
-            return;
-        }
-    }
-    snprintf(buf, cap, "?");
+    if (m->layer < 0) snprintf(buf, cap, "%s", m->row->gguf_name);
+    else snprintf(buf, cap, "blk.%d.%s", m->layer, m->row->gguf_name);
 }

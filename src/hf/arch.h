@@ -1,9 +1,28 @@
-/* arch.h - Hugging Face model families and their GGUF names.
+/* arch.h - Hugging Face model families and how their checkpoints map to GGUF.
  *
- * One row per supported `architectures[0]`: the GGUF architecture string,
- * whether q/k rows must be un-permuted from Hugging Face's rotate-half order
- * (llama-style RoPE), and whether q/k/v carry biases. Tensor names map to the
- * names llama.cpp's convert_hf_to_gguf.py writes. */
+ * A family is one const hf_arch in its own file (arch_llama.c, arch_qwen2.c):
+ * the `architectures[0]` names it accepts, its GGUF architecture string, the
+ * tensor rows it has beyond the shared ones (embedding, norms, attention and
+ * SwiGLU projections, as every supported family names them), whether q/k rows
+ * are un-permuted from Hugging Face's rotate-half order (llama-style RoPE),
+ * and a hook for the GGUF keys only it writes. arch.c holds the shared rows,
+ * the table of families and the lookups; the converter (convert.c) reads
+ * descriptors only, so it names no family. Names and keys are those of
+ * llama.cpp's convert_hf_to_gguf.py (the family's model class there).
+ *
+ * Adding a family:
+ *   1. src/hf/arch_<family>.c defines `const hf_arch hf_arch_<family>`: its
+ *      names, gguf_arch, layer_rows beyond the shared ones, flags, write_keys;
+ *   2. its extern declaration below, and one row in arch.c's `families`;
+ *   3. the file in src/meson.build;
+ *   4. only for kinds of tensor no family had before: a role in hf_role (at
+ *      its place in GGUF tensor order) and, for a new shape, an hf_dim (its
+ *      value from config.json in convert.c's dim_size);
+ *   5. the runner's side: kernels/arch.h.
+ * A family needs nothing in quant/plan.c unless llama.cpp's llama-quant.cpp
+ * tests its architecture string (plan.c's model_is_70b and the like): those
+ * rules are keyed on tensor names.
+ */
 #ifndef HFQ_SRC_HF_ARCH_H
 #define HFQ_SRC_HF_ARCH_H
 
@@ -11,27 +30,68 @@
 #include <stddef.h>
 
 #include "formats/error.h"
+#include "formats/gguf.h"
+#include "src/hf/config.h"
 
-typedef struct hf_arch {
-    const char *hf_name;      /* "LlamaForCausalLM" */
-    const char *gguf_arch;    /* "llama" */
-    bool permute_qk;          /* HF rotate-half -> GGUF interleaved rows */
-    bool qkv_bias;            /* q/k/v projections have biases */
-} hf_arch;
-
-/* The row for an architecture name, or NULL (err lists the supported ones). */
-const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err);
-
-/* What a tensor is, for ordering and type rules. */
+/* What a tensor is; within a block, GGUF files list tensors in this order. */
 typedef enum hf_role {
     ROLE_TOKEN_EMBD, ROLE_ATTN_NORM, ROLE_ATTN_Q, ROLE_ATTN_Q_BIAS, ROLE_ATTN_K,
     ROLE_ATTN_K_BIAS, ROLE_ATTN_V, ROLE_ATTN_V_BIAS, ROLE_ATTN_OUT, ROLE_FFN_NORM,
     ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_OUTPUT_NORM, ROLE_OUTPUT,
     ROLE_SKIP,                /* present in checkpoints, not needed (rotary inv_freq) */
+    ROLE_COUNT
 } hf_role;
 
-typedef struct hf_tensor_map {
+/* A dimension of a tensor's shape, as config.json gives it. */
+typedef enum hf_dim {
+    HF_DIM_NONE,              /* no such axis (the columns of a 1-D tensor) */
+    HF_DIM_VOCAB, HF_DIM_HIDDEN, HF_DIM_FF,
+    HF_DIM_Q,                 /* n_heads * head_dim */
+    HF_DIM_KV,                /* n_kv_heads * head_dim */
+} hf_dim;
+
+/* One kind of tensor. Layer rows name what follows "model.layers.N." and
+ * "blk.N."; the others name whole tensors. */
+typedef struct hf_tensor_row {
+    const char *hf_name;
+    const char *gguf_name;    /* NULL for ROLE_SKIP */
     hf_role role;
+    hf_dim rows, cols;        /* Hugging Face [rows, cols]; cols HF_DIM_NONE: 1-D */
+} hf_tensor_row;
+
+typedef struct hf_arch hf_arch;
+struct hf_arch {
+    const char *const *hf_names;      /* accepted architectures[0], NULL-terminated */
+    const char *gguf_arch;            /* general.architecture */
+    bool permute_qk;                  /* HF rotate-half -> GGUF interleaved q/k rows */
+    const hf_tensor_row *layer_rows;  /* beyond the shared ones; every row but ROLE_SKIP required */
+    size_t n_layer_rows;
+    /* The keys only this family writes, after general.file_type (where
+     * convert_hf_to_gguf.py's model classes add theirs); NULL: none.
+     * Returns non-zero when a key cannot be set. */
+    int (*write_keys)(gguf_writer *w, const hf_config *c, const hf_arch *arch);
+};
+
+/* The families, one file each. */
+extern const hf_arch hf_arch_llama;   /* arch_llama.c */
+extern const hf_arch hf_arch_qwen2;   /* arch_qwen2.c */
+
+/* The family accepting an architecture name, or NULL (err lists the supported ones). */
+const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err);
+
+/* "<gguf_arch>.<suffix>" in buf; returns buf. */
+const char *hf_arch_key(const hf_arch *arch, const char *suffix, char *buf, size_t cap);
+
+/* The i-th layer row of a family (the shared ones, then its own), or NULL
+ * past the last. */
+const hf_tensor_row *hf_arch_layer_row(const hf_arch *arch, size_t i);
+
+/* The row of a tensor outside the blocks (ROLE_TOKEN_EMBD, ROLE_OUTPUT_NORM,
+ * ROLE_OUTPUT), or NULL for other roles. */
+const hf_tensor_row *hf_arch_global_row(hf_role role);
+
+typedef struct hf_tensor_map {
+    const hf_tensor_row *row;
     int layer;                /* -1 for tensors outside the blocks */
 } hf_tensor_map;
 
@@ -39,7 +99,7 @@ typedef struct hf_tensor_map {
  * name is not one this family has. n_layers bounds the layer index. */
 int hf_map_tensor(const hf_arch *arch, const char *hf_name, int n_layers, hf_tensor_map *out);
 
-/* The GGUF name ("blk.3.attn_q.weight") for a mapped tensor. */
+/* The GGUF name ("blk.3.attn_q.weight") for a mapped tensor (not ROLE_SKIP). */
 void hf_gguf_name(const hf_tensor_map *m, char *buf, size_t cap);
 
 #endif

@@ -52,29 +52,24 @@ typedef struct plan {
 static int entry_order(const void *a, const void *b) {
     const plan_entry *x = a, *y = b;
     /* token_embd first, then blocks in order, then output_norm and output */
-    int kx = x->map.role == ROLE_TOKEN_EMBD ? -1 : x->map.layer < 0 ? 1 << 30 : x->map.layer;
-    int ky = y->map.role == ROLE_TOKEN_EMBD ? -1 : y->map.layer < 0 ? 1 << 30 : y->map.layer;
+    hf_role rx = x->map.row->role, ry = y->map.row->role;
+    int kx = rx == ROLE_TOKEN_EMBD ? -1 : x->map.layer < 0 ? 1 << 30 : x->map.layer;
+    int ky = ry == ROLE_TOKEN_EMBD ? -1 : y->map.layer < 0 ? 1 << 30 : y->map.layer;
     if (kx != ky) return kx < ky ? -1 : 1;
-    return (int)x->map.role - (int)y->map.role;
+    return (int)rx - (int)ry;
 }
 
-/* Expected [rows, cols] (Hugging Face order) of each role; cols 0 for 1-D. */
-static void expected_shape(const hf_config *c, hf_role role, int64_t *rows, int64_t *cols) {
-    int64_t q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
-    *rows = 0;
-    *cols = 0;
-    switch (role) {
-    case ROLE_TOKEN_EMBD: case ROLE_OUTPUT: *rows = c->vocab_size; *cols = c->hidden_size; break;
-    case ROLE_ATTN_NORM: case ROLE_FFN_NORM: case ROLE_OUTPUT_NORM: *rows = c->hidden_size; break;
-    case ROLE_ATTN_Q: *rows = q; *cols = c->hidden_size; break;
-    case ROLE_ATTN_K: case ROLE_ATTN_V: *rows = kv; *cols = c->hidden_size; break;
-    case ROLE_ATTN_Q_BIAS: *rows = q; break;
-    case ROLE_ATTN_K_BIAS: case ROLE_ATTN_V_BIAS: *rows = kv; break;
-    case ROLE_ATTN_OUT: *rows = c->hidden_size; *cols = q; break;
-    case ROLE_FFN_GATE: case ROLE_FFN_UP: *rows = c->intermediate_size; *cols = c->hidden_size; break;
-    case ROLE_FFN_DOWN: *rows = c->hidden_size; *cols = c->intermediate_size; break;
-    case ROLE_SKIP: *rows = 0; break;
+/* The size of a shape's axis; 0 for HF_DIM_NONE. */
+static int64_t dim_size(const hf_config *c, hf_dim d) {
+    switch (d) {
+    case HF_DIM_NONE: break;
+    case HF_DIM_VOCAB: return c->vocab_size;
+    case HF_DIM_HIDDEN: return c->hidden_size;
+    case HF_DIM_FF: return c->intermediate_size;
+    case HF_DIM_Q: return c->n_heads * c->head_dim;
+    case HF_DIM_KV: return c->n_kv_heads * c->head_dim;
     }
+    return 0;
 }
 
 static bool is_float_dtype(st_dtype d) { return d == ST_F32 || d == ST_F16 || d == ST_BF16; }
@@ -150,8 +145,7 @@ static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const s
     if (!is_float_dtype(t->dtype) && !is_fp8_dtype(t->dtype))
         return hfq_fail(err, file, "tensor '%s': dtype %s is not supported for weights", t->name,
                         st_dtype_name(t->dtype));
-    int64_t rows, cols;
-    expected_shape(cfg, map.role, &rows, &cols);
+    int64_t rows = dim_size(cfg, map.row->rows), cols = dim_size(cfg, map.row->cols);
     bool ok = cols ? (t->n_dims == 2 && t->shape[0] == rows && t->shape[1] == cols)
                    : (t->n_dims == 1 && t->shape[0] == rows);
     if (!ok) {
@@ -169,8 +163,8 @@ static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const s
     e->cols = cols ? cols : rows;
     /* 1-D tensors and norms stay F32, as llama.cpp's converter keeps them */
     e->out_type = cols ? matrix_type : GT_F32;
-    if (arch->permute_qk && map.role == ROLE_ATTN_Q) e->permute_heads = cfg->n_heads;
-    if (arch->permute_qk && map.role == ROLE_ATTN_K) e->permute_heads = cfg->n_kv_heads;
+    if (arch->permute_qk && map.row->role == ROLE_ATTN_Q) e->permute_heads = cfg->n_heads;
+    if (arch->permute_qk && map.row->role == ROLE_ATTN_K) e->permute_heads = cfg->n_kv_heads;
     if (is_fp8_dtype(t->dtype) && attach_fp8_scale(e, cfg, st, err)) return -1;
     p->n++;
     return 0;
@@ -194,6 +188,14 @@ static uint32_t choose_matrix_type(hfq_outtype out, const st_model *st) {
     return GT_F16;
 }
 
+/* The family's layer row for a role, or NULL. */
+static const hf_tensor_row *layer_row_for(const hf_arch *arch, hf_role role) {
+    const hf_tensor_row *row;
+    for (size_t i = 0; (row = hf_arch_layer_row(arch, i)); i++)
+        if (row->role == role) return row;
+    return NULL;
+}
+
 static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st,
                       uint32_t matrix_type, hfq_error *err) {
     int64_t n = st_n_tensors(st);
@@ -206,10 +208,10 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         if (is_fp8_side_tensor(t->name)) continue;  /* consumed with its weight */
         if (hf_map_tensor(arch, t->name, (int)cfg->n_layers, &map) != 0)
             return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s' is not part of a %s model",
-                            t->name, arch->hf_name);
-        if (map.role == ROLE_SKIP) continue;
-        if (map.role == ROLE_TOKEN_EMBD) { embd = t; continue; }
-        if (map.role == ROLE_OUTPUT) { lm_head = t; continue; }
+                            t->name, cfg->architecture);
+        if (map.row->role == ROLE_SKIP) continue;
+        if (map.row->role == ROLE_TOKEN_EMBD) { embd = t; continue; }
+        if (map.row->role == ROLE_OUTPUT) { lm_head = t; continue; }
         if (add_entry(p, cfg, arch, st, t, map, matrix_type, err)) return -1;
     }
     /* Tied embeddings: one matrix serves both; llama.cpp then has no output
@@ -219,23 +221,24 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
     const st_tensor *embd_src = embd ? embd : (tied ? lm_head : NULL);
     if (!embd_src)
         return hfq_fail(err, st_shard_path(st, 0), "checkpoint has no model.embed_tokens.weight");
-    hf_tensor_map m = {ROLE_TOKEN_EMBD, -1};
+    hf_tensor_map m = {hf_arch_global_row(ROLE_TOKEN_EMBD), -1};
     if (add_entry(p, cfg, arch, st, embd_src, m, matrix_type, err)) return -1;
     if (!tied) {
-        hf_tensor_map mo = {ROLE_OUTPUT, -1};
+        hf_tensor_map mo = {hf_arch_global_row(ROLE_OUTPUT), -1};
         if (add_entry(p, cfg, arch, st, lm_head, mo, matrix_type, err)) return -1;
     }
     qsort(p->entries, (size_t)p->n, sizeof *p->entries, entry_order);
-    /* every block must be complete */
+    /* every block must be complete: each of the family's layer rows, the
+     * first missing in tensor order named */
     for (int layer = 0; layer < cfg->n_layers; layer++) {
-        for (int r = ROLE_ATTN_NORM; r <= ROLE_FFN_DOWN; r++) {
-            bool bias = r == ROLE_ATTN_Q_BIAS || r == ROLE_ATTN_K_BIAS || r == ROLE_ATTN_V_BIAS;
-            if (bias && !arch->qkv_bias) continue;
+        for (int r = 0; r < ROLE_COUNT; r++) {
+            const hf_tensor_row *row = layer_row_for(arch, (hf_role)r);
+            if (!row || !row->gguf_name) continue;
             bool found = false;
             for (int64_t i = 0; i < p->n && !found; i++)
-                found = p->entries[i].map.layer == layer && (int)p->entries[i].map.role == r;
+                found = p->entries[i].map.layer == layer && p->entries[i].map.row == row;
             if (!found) {
-                hf_tensor_map want = {(hf_role)r, layer};
+                hf_tensor_map want = {row, layer};
                 char name[80];
                 hf_gguf_name(&want, name, sizeof name);
                 return hfq_fail(err, st_shard_path(st, 0), "checkpoint lacks the tensor for '%s'", name);
@@ -243,17 +246,16 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         }
     }
     bool has_norm = false;
-    for (int64_t i = 0; i < p->n; i++) has_norm |= p->entries[i].map.role == ROLE_OUTPUT_NORM;
+    for (int64_t i = 0; i < p->n; i++) has_norm |= p->entries[i].map.row->role == ROLE_OUTPUT_NORM;
     if (!has_norm) return hfq_fail(err, st_shard_path(st, 0), "checkpoint has no model.norm.weight");
     return 0;
 }
 
 static int write_hparams(gguf_writer *w, const hf_config *c, const hf_arch *arch, uint32_t ftype) {
     char key[160];
-    const char *a = arch->gguf_arch;
     int rc = 0;
-#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
-    rc |= gguf_set_str(w, "general.architecture", a);
+#define KEY(suffix) hf_arch_key(arch, suffix, key, sizeof key)
+    rc |= gguf_set_str(w, "general.architecture", arch->gguf_arch);
     rc |= gguf_set_str(w, "general.type", "model");
     rc |= gguf_set_str(w, "general.name", c->name);
     if (c->context_length > 0) rc |= gguf_set_u32(w, KEY("context_length"), (uint32_t)c->context_length);
@@ -269,10 +271,7 @@ static int write_hparams(gguf_writer *w, const hf_config *c, const hf_arch *arch
         rc |= gguf_set_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
     }
     rc |= gguf_set_u32(w, "general.file_type", ftype);
-    if (arch->permute_qk) {  /* llama family */
-        rc |= gguf_set_u32(w, KEY("vocab_size"), (uint32_t)c->vocab_size);
-        rc |= gguf_set_u32(w, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
-    }
+    if (arch->write_keys) rc |= arch->write_keys(w, c, arch);
     if (c->rope_scaling == HF_ROPE_LINEAR) {
         rc |= gguf_set_str(w, KEY("rope.scaling.type"), "linear");
         rc |= gguf_set_f32(w, KEY("rope.scaling.factor"), (float)c->rope_factor);
