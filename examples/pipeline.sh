@@ -19,7 +19,8 @@
 #   PRESETS        "PRESET:USES,..." entries, uses comma-separated
 #                  [Q4_K_M:importance NVFP4:importance FP8_E4M3:importance INT8:awq,importance]
 #   CTX [256], CALIB_CHUNKS [32], EVAL_CHUNKS [12], THREADS [all]
-#   MAX_KLD [0.1], MAX_PPL_RATIO [1.10], MIN_TOP1 [80 (percent)]   quality gates, every preset
+#   MAX_KLD [0.1], MAX_PPL_RATIO [1.10], MIN_TOP1 [0.80]   quality gates, every preset; MIN_TOP1
+#                  is a fraction of the tokens (0.80 = 80 %), as the top-1 column
 # Exit status: 0 all gates passed, 1 a step failed, 2 bad usage, 3 a gate failed.
 set -uo pipefail
 
@@ -32,7 +33,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${HFQ_BIN:-$root/build/src/tools}
 presets=${PRESETS:-"Q4_K_M:importance NVFP4:importance FP8_E4M3:importance INT8:awq,importance"}
 ctx=${CTX:-256} calib_chunks=${CALIB_CHUNKS:-32} eval_chunks=${EVAL_CHUNKS:-12}
-gates=(--max-kld "${MAX_KLD:-0.1}" --max-ppl-ratio "${MAX_PPL_RATIO:-1.10}" --min-top1 "${MIN_TOP1:-80}")
+gates=(--max-kld "${MAX_KLD:-0.1}" --max-ppl-ratio "${MAX_PPL_RATIO:-1.10}" --min-top1 "${MIN_TOP1:-0.80}")
 threads=()
 [ -n "${THREADS:-}" ] && threads=(--threads "$THREADS")
 

@@ -2,13 +2,15 @@
 TinyStories-656K (hfconv, quantize) and a subset of tinystories-valid.txt:
 
 - quality gates: failing ones exit 3 with one stderr line each, passing
-  ones 0; --json carries every statistic and each gate's result;
+  ones 0; --json carries every statistic and each gate's result (--min-top1
+  and its value are fractions, as same_top);
 - the text output has llama-perplexity's lines;
 - mismatches between a base and the run are one-line errors (exit 1):
   another context, text, vocabulary, too few saved chunks, a base model
   with another vocabulary, not a base-logits file, a text too short;
 - bad usage exits 2;
-- progress (bar, tokens/s, ETA) is written to stderr only when it is a TTY.
+- progress (chunks, tokens/s, ETA) goes to stderr: redrawn on a TTY, whole
+  lines elsewhere.
 
 usage: ppl_kld_cli.py PPL_EVAL HFCONV QUANTIZE
 """
@@ -36,13 +38,13 @@ def gate_lines(stderr):
 
 
 def test_gates(ev, q4, base):
-    p = ev.run(q4, "--base-logits", base, "--json", "--max-kld", "1e-6", "--max-ppl-ratio", "0.5", "--min-top1", "99.99")
+    p = ev.run(q4, "--base-logits", base, "--json", "--max-kld", "1e-6", "--max-ppl-ratio", "0.5", "--min-top1", "0.9999")
     check(p.returncode == 3, f"all gates failing: exit {p.returncode} {p.stderr}")
     lines = gate_lines(p.stderr)
     check(len(lines) == 3, f"one line per failed gate: {lines}")
     check(any("mean KLD" in l and "> --max-kld 1e-06" in l for l in lines), f"KLD gate line: {lines}")
     check(any("PPL(Q)/PPL(base)" in l and "> --max-ppl-ratio 0.5" in l for l in lines), f"ratio gate line: {lines}")
-    check(any("same top token %" in l and "< --min-top1 99.99" in l for l in lines), f"top-1 gate line: {lines}")
+    check(any("same-top fraction" in l and "< --min-top1 0.9999" in l for l in lines), f"top-1 gate line: {lines}")
     j = json.loads(p.stdout) if p.stdout.strip() else {}
     gates = {g.get("gate"): g for g in j.get("gates", [])}
     check(set(gates) == {"max_kld", "max_ppl_ratio", "min_top1"} and not j.get("gates_passed", True),
@@ -50,7 +52,8 @@ def test_gates(ev, q4, base):
     check(all(not g["passed"] for g in gates.values()), "every gate failed in JSON")
     kl = j.get("kl", {})
     check(gates.get("max_kld", {}).get("value") == kl.get("kld") and
-          abs(gates.get("min_top1", {}).get("value", 0) - 100 * kl.get("same_top", -1)) < 1e-9,
+          gates.get("min_top1", {}).get("value") == kl.get("same_top") and
+          gates.get("min_top1", {}).get("limit") == 0.9999,
           f"gate values {gates} vs statistics")
     check(sorted(kl) == sorted(KL_KEYS), f"JSON kl keys {sorted(set(kl) ^ set(KL_KEYS))}")
     check(all(isinstance(kl[k], (int, float)) for k in kl), "numbers only")
@@ -58,14 +61,14 @@ def test_gates(ev, q4, base):
         check(key in j, f"JSON key {key}")
     check(j.get("tokens_scored") == kl.get("tokens") == pk.CHUNKS * (pk.CTX - pk.CTX // 2 - 1), "tokens scored")
 
-    # one failing gate of three: exit 3, one line; percent with a '%' sign
-    p = ev.run(q4, "--base-logits", base, "--max-kld", "1", "--max-ppl-ratio", "2", "--min-top1", "99.99%")
+    # one failing gate of three: exit 3, one line
+    p = ev.run(q4, "--base-logits", base, "--max-kld", "1", "--max-ppl-ratio", "2", "--min-top1", "0.9999")
     check(p.returncode == 3 and len(gate_lines(p.stderr)) == 1 and "--min-top1" in gate_lines(p.stderr)[0],
           f"one failed gate: {p.returncode} {gate_lines(p.stderr)}")
     check("gate --max-kld 1: mean KLD" in p.stdout and "passed" in p.stdout and "FAILED" in p.stdout,
           f"gate results in the text output: {p.stdout[-300:]}")
     # all passing
-    p = ev.run(q4, "--base-logits", base, "--json", "--max-kld", "1", "--max-ppl-ratio", "2", "--min-top1", "50")
+    p = ev.run(q4, "--base-logits", base, "--json", "--max-kld", "1", "--max-ppl-ratio", "2", "--min-top1", "0.5")
     j = json.loads(p.stdout) if p.returncode == 0 else {}
     check(p.returncode == 0 and j.get("gates_passed") is True and not gate_lines(p.stderr),
           f"passing gates: {p.returncode} {p.stderr}")
@@ -79,7 +82,9 @@ def test_text_output(ev, q4, base):
                  "Mean    KLD:", "Maximum KLD:", "99.9%   KLD:", "Median  KLD:", " 0.1%   KLD:", "Minimum KLD:",
                  "Mean    Δp:", "75.0%   Δp:", "RMS Δp    :", "Same top p:"):
         check(line in p.stdout, f"text output lacks {line!r}")
-    check("\r" not in p.stderr and "ETA" not in p.stderr, "no progress when stderr is not a TTY")
+    progress = [l for l in p.stderr.splitlines() if " chunks " in l]
+    check("\r" not in p.stderr and progress and progress[-1].startswith(f"[{pk.CHUNKS}/{pk.CHUNKS}] chunks ") and
+          "ETA" in progress[-1], f"progress as whole lines when stderr is not a TTY: {p.stderr!r}")
 
 
 def test_progress(ev, q4, base):
@@ -100,7 +105,7 @@ def test_progress(ev, q4, base):
     os.close(master)
     text = err.decode(errors="replace")
     check(proc.returncode == 0, f"progress run: {text}")
-    check("3/3 chunks" in text and "tokens/s" in text and "ETA 0:00:00" in text and "\r[" in text,
+    check("   3/   3] chunks" in text and "tokens/s" in text and "ETA 0:00:00" in text and "\r\033[K[" in text,
           f"progress on a TTY: {text!r}")
 
 
@@ -137,7 +142,7 @@ def test_mismatches(ev, tmp, m260, m656, base):
 def test_usage(ev, m260, base):
     cases = [
         (["--max-kld", "0.1"], "need --base or --base-logits"),
-        (["--base", m260["f32"], "--min-top1", "101"], "--min-top1: expects a number in [0, 100]"),
+        (["--base", m260["f32"], "--min-top1", "101"], "--min-top1: takes a fraction in [0, 1] (0.9 = 90 %), got 101"),
         (["--base", m260["f32"], "--base-logits", base], "exclude each other"),
         (["--base-logits", base, "--save-logits", "x.hfql"], "with --base-logits there is none to save"),
         (["--act-quant", "sometimes"], "--act-quant: expects auto, none, dynamic or static"),

@@ -6,7 +6,8 @@ written with gguf-py as in runner_stories.py):
 - ppl-eval gives the perplexity a numpy float64 forward pass gives when it
   scores the same way (SentencePiece tokens, chunks with BOS first, second
   halves), plain or gzip text, text and JSON output;
-- bad usage exits 2, bad input 1, with one-line messages.
+- bad usage exits 2, bad input 1, with one-line messages (usage errors
+  without the whole help).
 
 usage: runner_tools.py PPL_EVAL GENERATE
 """
@@ -99,7 +100,8 @@ def test_ppl(model, sp, ref):
     check(pt.returncode == 0 and pt.stdout.startswith(f"PPL = {got['ppl']:.4f} +/- "), f"text output: {pt.stdout}")
     for bad in (["--text"], ["--text", TEXT, "--ctx", "2"], ["--text", TEXT, "--chunks", "x"], ["--bogus"], []):
         pb = run([PPL_EVAL, model] + bad)
-        check(pb.returncode == 2 and pb.stderr.startswith("ppl-eval: "), f"usage {bad}: {pb.returncode} {pb.stderr}")
+        check(pb.returncode == 2 and pb.stderr.startswith("ppl-eval: ") and pb.stderr.count("\n") == 1,
+              f"usage {bad} in one line: {pb.returncode} {pb.stderr}")
     pm = run([PPL_EVAL, TEXT, "--text", TEXT])
     check(pm.returncode == 1 and pm.stderr.count("\n") == 1, f"not a model: {pm.stderr}")
 

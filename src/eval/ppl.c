@@ -51,7 +51,8 @@ hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens
         return NULL;
     }
     if (n_tokens < 2 * n_ctx) {
-        hfq_fail(err, path, "the text has %lld tokens; a context of %lld needs at least %lld", (long long)n_tokens,
+        hfq_fail(err, p->text_path ? p->text_path : path,
+                 "the text has %lld tokens; a context of %lld needs at least %lld", (long long)n_tokens,
                  (long long)n_ctx, (long long)(2 * n_ctx));
         return NULL;
     }

@@ -39,6 +39,9 @@ typedef struct hfq_ppl_params {
     int32_t bos_id;
     hfq_act_quant act_quant;/* W8A8/W4A4 activations (kernels/ops.h); 0: what the file says */
     const hfq_ops *ops;     /* the backend; NULL: the CPU */
+    /* names the tokens' source (the text file) in errors about them, so a
+     * text too short is not blamed on the model; NULL: the model's path */
+    const char *text_path;
 } hfq_ppl_params;
 
 /* One evaluated chunk; pointers stay valid until the next hfq_ppl_next. */

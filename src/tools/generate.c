@@ -11,13 +11,16 @@
 #include "src/eval/lm.h"
 #include "src/eval/sample.h"
 
+#define TOOL "generate"
+
 static const char usage_text[] =
     "usage: generate MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"
     "                [--ctx N] [--threads N] [--device D] [--act-quant MODE]\n"
     "\n"
     "Prints the prompt, then the tokens the model continues it with as they come, until\n"
     "N tokens, the end-of-sequence token or a full context; prompt and generation speed\n"
-    "go to stderr. The prompt gets BOS when the model adds it.\n"
+    "go to stderr, and a warning when prompt + N is past the model's trained context. The\n"
+    "prompt gets BOS when the model adds it.\n"
     "\n"
     "  -p PROMPT      the text to continue\n"
     "  -n N           tokens to generate (default 128)\n"
@@ -33,6 +36,7 @@ static const char usage_text[] =
     "  --act-quant M  activations of INT8/FP8 (W8A8) and NVFP4 (W4A4) weights: auto (what the\n"
     "                 file says, default), none, dynamic (per token) or static (input_scale)\n"
     "  -h, --help     this help\n"
+    "  --version      the version\n"
     "\n"
     "Exit status: 0 ok, 1 bad model or failure, 2 usage.\n";
 
@@ -45,13 +49,23 @@ typedef struct options {
     bool ignore_eos;
 } options;
 
-static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
+/* Every option, for the nearest one to an unknown option. */
+static const char *const known_options[] = {"-p", "-n", "--temp", "--top-k", "--top-p", "--seed", "--ctx",
+                                            "--threads", "--device", "--ignore-eos", "--act-quant", "--help",
+                                            "--version", NULL};
+
+/* Parses the command line: 0, or HFQ_EXIT_USAGE after one line on stderr. */
+static int parse_args(int argc, char **argv, options *o) {
     *o = (options){.n = 128, .top_k = 40, .temp = 0.8, .top_p = 0.95};
+    hfq_error e = {{0}}, *err = &e;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
-        if (strcmp(a, "-p") == 0 && v) o->prompt = v, i++;
+        if (strcmp(a, "-p") == 0) {
+            if (!v) return hfq_cli_usage(TOOL, "-p: needs a value");
+            o->prompt = v, i++;
+        }
         else if (strcmp(a, "-n") == 0) rc = hfq_cli_int(a, v, 0, 1 << 24, &o->n, err), i++;
         else if (strcmp(a, "--temp") == 0) rc = hfq_cli_float(a, v, 0, 100, &o->temp, err), i++;
         else if (strcmp(a, "--top-k") == 0) rc = hfq_cli_int(a, v, 0, INT32_MAX, &o->top_k, err), i++;
@@ -62,24 +76,39 @@ static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
         else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
         else if (strcmp(a, "--ignore-eos") == 0) o->ignore_eos = true;
         else if (strcmp(a, "--act-quant") == 0) rc = hfq_cli_act_quant(a, v, &o->act_quant, err), i++;
-        else if (a[0] != '-' && !o->model) o->model = a;
-        else return hfq_fail(err, a, v || a[0] != '-' ? "unexpected argument" : "needs a value");
-        if (rc) return -1;
+        else if (a[0] == '-' && a[1]) return hfq_cli_unknown_option(TOOL, a, known_options);
+        else if (!o->model) o->model = a;
+        else return hfq_cli_usage(TOOL, "unexpected argument '%s' (the model is %s)", a, o->model);
+        if (rc) return hfq_cli_usage(TOOL, "%s", err->msg);
     }
-    if (!o->model || !o->prompt) return hfq_fail(err, NULL, "a model and -p PROMPT are required");
+    if (!o->model || !o->prompt) return hfq_cli_usage(TOOL, "a model and -p PROMPT are required");
     return 0;
+}
+
+/* The context: --ctx, else prompt + -n up to the model's trained context
+ * ({arch}.context_length). Positions past that give logits the model never
+ * learned to give, so a run that would use them says so in one line. */
+static int64_t choose_context(const options *o, size_t n_prompt, int64_t trained) {
+    const int64_t want = (int64_t)n_prompt + o->n;
+    const int64_t n_ctx = o->ctx ? o->ctx : want < trained ? want : trained;
+    if (want > trained && (n_ctx > trained || !o->ctx))   /* not when --ctx itself stops it before */
+        fprintf(stderr, TOOL ": warning: the prompt's %zu tokens + -n %lld are past the model's trained context "
+                "(%lld)%s\n", n_prompt, (long long)o->n, (long long)trained,
+                n_ctx > trained ? "" : "; stopping there (--ctx N goes past)");
+    return n_ctx;
 }
 
 /* Writes the text of token id to stdout at once. *strip_space: drop a
  * leading space once (the space SentencePiece-style vocabularies prefix to
  * the text, as hfq_detokenize drops it), cleared by the first text written. */
-static int put_token(const hfq_tokenizer *tok, int32_t id, bool *strip_space, hfq_error *err) {
+static int put_token(const hfq_lm *lm, int32_t id, bool *strip_space, hfq_error *err) {
+    const char *path = hfq_model_path(lm->model);
     char small[64];
-    int n = hfq_token_to_piece(tok, id, false, small, sizeof small);
-    if (n < 0) return hfq_fail(err, NULL, "token id %d is outside the vocabulary", (int)id);
+    int n = hfq_token_to_piece(lm->tok, id, false, small, sizeof small);
+    if (n < 0) return hfq_fail(err, path, "token id %d is outside the vocabulary", (int)id);
     char *buf = (size_t)n <= sizeof small ? small : malloc((size_t)n);
-    if (!buf) return hfq_fail(err, NULL, "out of memory");
-    if (buf != small) hfq_token_to_piece(tok, id, false, buf, (size_t)n);
+    if (!buf) return hfq_fail(err, path, "out of memory for token %d's text", (int)id);
+    if (buf != small) hfq_token_to_piece(lm->tok, id, false, buf, (size_t)n);
     const char *text = buf;
     if (*strip_space && n > 0) {
         if (text[0] == ' ') text++, n--;
@@ -92,14 +121,12 @@ static int put_token(const hfq_tokenizer *tok, int32_t id, bool *strip_space, hf
 }
 
 int main(int argc, char **argv) {
-    if (hfq_cli_help(argc, argv, usage_text)) return HFQ_EXIT_OK;
+    if (hfq_cli_help(argc, argv, usage_text) || hfq_cli_version(argc, argv, TOOL)) return HFQ_EXIT_OK;
     options o;
     hfq_error err = {{0}};
-    if (parse_args(argc, argv, &o, &err)) {
-        fprintf(stderr, "generate: %s\n\n%s", err.msg, usage_text);
-        return HFQ_EXIT_USAGE;
-    }
-    int rc = HFQ_EXIT_FAILURE;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    rc = HFQ_EXIT_FAILURE;
     hfq_lm lm;
     hfq_context *ctx = NULL;
     hfq_sampler *smp = NULL;
@@ -110,19 +137,18 @@ int main(int argc, char **argv) {
     char note[512];
     memset(&lm, 0, sizeof lm);
     if (hfq_device_select(o.device, &ops, note, sizeof note, &err)) goto done;
-    if (note[0]) fprintf(stderr, "generate: %s\n", note);
+    if (note[0]) fprintf(stderr, TOOL ": %s\n", note);
     if (hfq_lm_load(&lm, o.model, &err) ||
         hfq_tokenize(lm.tok, o.prompt, strlen(o.prompt), HFQ_TOK_ADD_SPECIAL, &ids, &n_ids, &err))
         goto done;
     if (n_ids == 0) {
-        hfq_fail(&err, NULL, "the prompt has no tokens (and the model adds no BOS)");
+        hfq_fail(&err, o.model, "the prompt has no tokens (and the model adds no BOS)");
         goto done;
     }
     const hfq_hparams *hp = hfq_model_hparams(lm.model);
-    int64_t n_ctx = o.ctx ? o.ctx : (int64_t)n_ids + o.n;
-    if (!o.ctx && n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
+    const int64_t n_ctx = choose_context(&o, n_ids, hp->n_ctx_train);
     if ((int64_t)n_ids > n_ctx) {
-        hfq_fail(&err, NULL, "the prompt's %zu tokens do not fit in a context of %lld", n_ids, (long long)n_ctx);
+        hfq_fail(&err, o.model, "the prompt's %zu tokens do not fit in a context of %lld", n_ids, (long long)n_ctx);
         goto done;
     }
     hfq_context_params cp = {.n_ctx = n_ctx, .n_threads = (int)o.threads, .act_quant = o.act_quant, .ops = ops};
@@ -130,7 +156,7 @@ int main(int argc, char **argv) {
                              .seed = (uint64_t)o.seed};
     if (!(ctx = hfq_context_new(lm.model, &cp, &err)) || !(smp = hfq_sampler_new(hp->n_vocab, &sp, &err))) goto done;
     if (!(logits = malloc((size_t)hp->n_vocab * sizeof *logits))) {
-        hfq_fail(&err, NULL, "out of memory");
+        hfq_fail(&err, o.model, "out of memory for the logits");
         goto done;
     }
     fputs(o.prompt, stdout);
@@ -145,9 +171,9 @@ int main(int argc, char **argv) {
         int32_t next = hfq_sample(smp, logits);
         if (next == lm.vocab->eos_id && !o.ignore_eos) break;
         n_gen++;
-        if (put_token(lm.tok, next, &strip_space, &err)) goto done;
+        if (put_token(&lm, next, &strip_space, &err)) goto done;
         if (hfq_context_n_past(ctx) == n_ctx) {
-            fprintf(stderr, "\ngenerate: the context of %lld positions is full\n", (long long)n_ctx);
+            fprintf(stderr, "\n" TOOL ": the context of %lld positions is full\n", (long long)n_ctx);
             break;
         }
         if (n_gen < o.n && hfq_forward(ctx, &next, 1, 1, logits, &err)) goto done;
@@ -155,12 +181,12 @@ int main(int argc, char **argv) {
     double t_gen = hfq_cli_seconds() - t0;
     putchar('\n');
     fflush(stdout);
-    fprintf(stderr, "generate: prompt %zu tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s "
+    fprintf(stderr, TOOL ": prompt %zu tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s "
             "(%.1f tokens/s)\n", n_ids, t_prompt, (double)n_ids / t_prompt, (long long)n_gen, t_gen,
             t_gen > 0 ? (double)n_gen / t_gen : 0.0);
     rc = HFQ_EXIT_OK;
 done:
-    if (rc != HFQ_EXIT_OK) fprintf(stderr, "generate: %s\n", err.msg);
+    if (rc != HFQ_EXIT_OK) fprintf(stderr, TOOL ": %s\n", err.msg);
     free(logits);
     free(ids);
     hfq_sampler_free(smp);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -18,14 +17,16 @@
 #include "src/eval/kld.h"
 #include "src/eval/lm.h"
 #include "src/eval/ppl.h"
+#include "src/common/output.h"
 #include "src/common/read_text.h"
 
 #define MAX_TEXT ((size_t)1 << 31)
+#define TOOL "ppl-eval"
 
 static const char usage_text[] =
     "usage: ppl-eval MODEL.gguf --text FILE [--ctx N] [--chunks N] [--batch N] [--threads N]\n"
     "                [--parallel N] [--device D] [--act-quant MODE] [--base BASE.gguf | --base-logits FILE]\n"
-    "                [--save-logits FILE] [--max-kld X] [--max-ppl-ratio R] [--min-top1 P] [--json]\n"
+    "                [--save-logits FILE] [--max-kld X] [--max-ppl-ratio R] [--min-top1 F] [--json] [--quiet]\n"
     "\n"
     "Perplexity of the model over a text, computed as llama.cpp's perplexity tool does:\n"
     "the whole text is tokenized once (with BOS when the model adds it), cut into\n"
@@ -33,7 +34,8 @@ static const char usage_text[] =
     "first, and only the second half of each chunk is scored. Prints PPL +/- its standard\n"
     "error. With a base, also the statistics of llama-perplexity --kl-divergence: PPL of\n"
     "both, their ratio and correlation, KL divergence, token probability differences and\n"
-    "top-token agreement (docs/ppl-eval.md). Progress and throughput go to stderr.\n"
+    "top-token agreement (docs/ppl-eval.md). Progress (a line every 5 s when stderr is\n"
+    "not a terminal), warnings and throughput go to stderr.\n"
     "\n"
     "  --text FILE          the text, plain or gzip-compressed\n"
     "  --ctx N              tokens per chunk (default 512, or that of --base-logits)\n"
@@ -50,12 +52,16 @@ static const char usage_text[] =
     "                       for NVFP4 as ggml), dynamic (per token), static (input_scale)\n"
     "  --base BASE.gguf     the reference model, run side by side on the same tokens\n"
     "  --base-logits FILE   the reference's log-probabilities, saved by --save-logits\n"
-    "  --save-logits FILE   save the log-probabilities of the base (with --base) or of MODEL\n"
-    "  --max-kld X          gate: mean KL divergence at most X (nats)\n"
-    "  --max-ppl-ratio R    gate: PPL(model) / PPL(base) at most R\n"
-    "  --min-top1 P         gate: same top token as the base for at least P percent of tokens\n"
+    "  --save-logits FILE   save the log-probabilities of the base (with --base) or of MODEL;\n"
+    "                       a new file or one to replace, never an input\n"
+    "  --max-kld X          gate: mean KL divergence at most X (nats, >= 0)\n"
+    "  --max-ppl-ratio R    gate: PPL(model) / PPL(base) at most R (1.02 = 2 % worse)\n"
+    "  --min-top1 F         gate: the same top token as the base for at least a fraction F of\n"
+    "                       the tokens, F in [0, 1] (0.9 = 90 %)\n"
     "  --json               print one JSON object\n"
+    "  --quiet              no progress and no throughput line (warnings and errors stay)\n"
     "  -h, --help           this help\n"
+    "  --version            the version\n"
     "\n"
     "Exit status: 0 ok, 1 bad model, text or failure, 2 usage, 3 a gate failed.\n";
 
@@ -65,31 +71,42 @@ typedef struct options {
     hfq_act_quant act_quant;
     hfq_device device;
     double max_kld, max_ppl_ratio, min_top1;   /* < 0: no gate */
-    bool json;
+    bool json, quiet;
 } options;
 
-/* --min-top1 takes a percent, with or without a trailing '%'. */
-static int parse_percent(const char *opt, const char *v, double *out, hfq_error *err) {
-    char buf[64];
-    size_t n = v ? strlen(v) : 0;
-    if (n > 0 && n < sizeof buf && v[n - 1] == '%') {
-        memcpy(buf, v, n - 1);
-        buf[n - 1] = '\0';
-        v = buf;
-    }
-    return hfq_cli_float(opt, v, 0, 100, out, err);
+/* Every option, for the nearest one to an unknown option. */
+static const char *const known_options[] = {
+    "--text", "--base", "--base-logits", "--save-logits", "--ctx", "--chunks", "--batch", "--threads", "--parallel",
+    "--device", "--act-quant", "--max-kld", "--max-ppl-ratio", "--min-top1", "--json", "--quiet", "--help",
+    "--version", NULL};
+
+/* A file option's value; "needs a value" when it is the last argument. */
+static int path_option(const char *opt, const char *v, const char **out, hfq_error *err) {
+    if (!v) return hfq_fail(err, opt, "needs a value");
+    *out = v;
+    return 0;
 }
 
-static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
+/* --min-top1 is a fraction, as the JSON's same_top: a percent given by habit
+ * (90, 94.06, 90%) would make a gate that always passes, so the message says
+ * the unit. */
+static int parse_fraction(const char *opt, const char *v, double *out, hfq_error *err) {
+    if (hfq_cli_float(opt, v, 0, 1, out, err) == 0) return 0;
+    return hfq_fail(err, opt, "takes a fraction in [0, 1] (0.9 = 90 %%), got %s", v ? v : "nothing");
+}
+
+/* Parses the command line: 0, or HFQ_EXIT_USAGE after one line on stderr. */
+static int parse_args(int argc, char **argv, options *o) {
     *o = (options){.max_kld = -1, .max_ppl_ratio = -1, .min_top1 = -1};
+    hfq_error e = {{0}}, *err = &e;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
-        if (strcmp(a, "--text") == 0 && v) o->text = v, i++;
-        else if (strcmp(a, "--base") == 0 && v) o->base = v, i++;
-        else if (strcmp(a, "--base-logits") == 0 && v) o->base_logits = v, i++;
-        else if (strcmp(a, "--save-logits") == 0 && v) o->save_logits = v, i++;
+        if (strcmp(a, "--text") == 0) rc = path_option(a, v, &o->text, err), i++;
+        else if (strcmp(a, "--base") == 0) rc = path_option(a, v, &o->base, err), i++;
+        else if (strcmp(a, "--base-logits") == 0) rc = path_option(a, v, &o->base_logits, err), i++;
+        else if (strcmp(a, "--save-logits") == 0) rc = path_option(a, v, &o->save_logits, err), i++;
         else if (strcmp(a, "--ctx") == 0) rc = hfq_cli_int(a, v, 4, 1 << 24, &o->ctx, err), i++;
         else if (strcmp(a, "--chunks") == 0) rc = hfq_cli_int(a, v, 1, INT64_MAX, &o->chunks, err), i++;
         else if (strcmp(a, "--batch") == 0) rc = hfq_cli_int(a, v, 1, 1 << 24, &o->batch, err), i++;
@@ -97,22 +114,37 @@ static int parse_args(int argc, char **argv, options *o, hfq_error *err) {
         else if (strcmp(a, "--parallel") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->parallel, err), i++;
         else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
         else if (strcmp(a, "--act-quant") == 0) rc = hfq_cli_act_quant(a, v, &o->act_quant, err), i++;
+        /* limits are finite and >= 0 (hfq_cli_float refuses NaN, whose comparisons
+         * are all false, and infinities): a gate that cannot fail is refused */
         else if (strcmp(a, "--max-kld") == 0) rc = hfq_cli_float(a, v, 0, 1e30, &o->max_kld, err), i++;
         else if (strcmp(a, "--max-ppl-ratio") == 0) rc = hfq_cli_float(a, v, 0, 1e30, &o->max_ppl_ratio, err), i++;
-        else if (strcmp(a, "--min-top1") == 0) rc = parse_percent(a, v, &o->min_top1, err), i++;
+        else if (strcmp(a, "--min-top1") == 0) rc = parse_fraction(a, v, &o->min_top1, err), i++;
         else if (strcmp(a, "--json") == 0) o->json = true;
-        else if (a[0] != '-' && !o->model) o->model = a;
-        else return hfq_fail(err, a, v || a[0] != '-' ? "unexpected argument" : "needs a value");
-        if (rc) return -1;
+        else if (strcmp(a, "--quiet") == 0) o->quiet = true;
+        else if (a[0] == '-' && a[1]) return hfq_cli_unknown_option(TOOL, a, known_options);
+        else if (!o->model) o->model = a;
+        else return hfq_cli_usage(TOOL, "unexpected argument '%s' (the model is %s)", a, o->model);
+        if (rc) return hfq_cli_usage(TOOL, "%s", err->msg);
     }
-    if (!o->model || !o->text) return hfq_fail(err, NULL, "a model and --text FILE are required");
-    if (o->base && o->base_logits) return hfq_fail(err, NULL, "--base and --base-logits exclude each other");
+    if (!o->model || !o->text) return hfq_cli_usage(TOOL, "a model and --text FILE are required");
+    if (o->base && o->base_logits) return hfq_cli_usage(TOOL, "--base and --base-logits exclude each other");
     if (o->base_logits && o->save_logits)
-        return hfq_fail(err, NULL, "--save-logits saves a model's log-probabilities; with --base-logits there is none to save");
+        return hfq_cli_usage(TOOL, "--save-logits saves a model's log-probabilities; "
+                                   "with --base-logits there is none to save");
     const bool gates = o->max_kld >= 0 || o->max_ppl_ratio >= 0 || o->min_top1 >= 0;
     if (gates && !o->base && !o->base_logits)
-        return hfq_fail(err, NULL, "--max-kld, --max-ppl-ratio and --min-top1 need --base or --base-logits");
+        return hfq_cli_usage(TOOL, "--max-kld, --max-ppl-ratio and --min-top1 need --base or --base-logits");
     return 0;
+}
+
+/* --save-logits may not replace any input (the model, the base, the text),
+ * be a folder, or lie in a missing folder: refused before any work, since
+ * the file is only written at the end of a run. */
+static int check_save_logits(const options *o, hfq_error *err) {
+    const hfq_path_role out = {o->save_logits, "--save-logits", false};
+    const hfq_path_role in[] = {{o->model, "the model", false}, {o->base, "--base", false},
+                                {o->base_logits, "--base-logits", false}, {o->text, "--text", false}};
+    return hfq_check_outputs(&out, 1, in, (int)(sizeof in / sizeof in[0]), err);
 }
 
 /* ---- the evaluation ---- */
@@ -165,6 +197,20 @@ static int check_same_vocab(const hfq_lm *m, const hfq_lm *b, const char *base_p
 
 static int32_t bos_of(const hfq_lm *lm) { return lm->vocab->add_bos && lm->vocab->bos_id >= 0 ? lm->vocab->bos_id : -1; }
 
+/* Positions past a model's trained context ({arch}.context_length) give
+ * logits it never learned to give, so the perplexity means little; the run
+ * goes on (as llama-perplexity's), but not silently. whose: "model's",
+ * "base's". */
+static void warn_past_context(const options *o, int64_t n_ctx, const hfq_lm *lm, const char *whose) {
+    const int64_t trained = hfq_model_hparams(lm->model)->n_ctx_train;
+    if (trained <= 0 || n_ctx <= trained) return;
+    char what[512];
+    if (o->ctx) snprintf(what, sizeof what, "--ctx %lld", (long long)n_ctx);
+    else if (o->base_logits) snprintf(what, sizeof what, "the context %lld of %s", (long long)n_ctx, o->base_logits);
+    else snprintf(what, sizeof what, "the default context %lld (--ctx)", (long long)n_ctx);
+    fprintf(stderr, TOOL ": warning: %s is past the %s trained context (%lld)\n", what, whose, (long long)trained);
+}
+
 /* Loads the model, the text and the base; makes the sessions on backend ops. */
 static int run_open(run *r, const options *o, const hfq_ops *ops, hfq_error *err) {
     if (hfq_lm_load(&r->lm, o->model, err)) return -1;
@@ -177,26 +223,36 @@ static int run_open(run *r, const options *o, const hfq_ops *ops, hfq_error *err
     const int32_t bos = bos_of(&r->lm);
     hfq_ppl_params pp = {.n_ctx = o->ctx ? o->ctx : 512, .n_chunks = o->chunks, .n_batch = o->batch,
                          .n_threads = (int)o->threads, .n_parallel = (int)o->parallel, .add_bos = bos >= 0,
-                         .bos_id = bos, .act_quant = o->act_quant, .ops = ops};
+                         .bos_id = bos, .act_quant = o->act_quant, .ops = ops, .text_path = o->text};
     if (o->base_logits) {   /* its context and chunks unless the options say otherwise */
         if (!(r->reader = hfq_base_logits_open(o->base_logits, err))) return -1;
         if (!o->ctx) pp.n_ctx = hfq_base_logits_info_get(r->reader)->n_ctx;
         if (!o->chunks) pp.n_chunks = hfq_base_logits_info_get(r->reader)->n_chunks;
     }
     if (!(r->s = hfq_ppl_new(r->lm.model, r->ids, (int64_t)r->n_ids, &pp, err))) return -1;
+    warn_past_context(o, pp.n_ctx, &r->lm, "model's");
+    if (o->chunks > hfq_ppl_n_chunks(r->s))   /* fewer than asked: say so rather than score less */
+        fprintf(stderr, TOOL ": warning: --chunks %lld: %s holds %lld chunks of %lld tokens; evaluating those\n",
+                (long long)o->chunks, o->text, (long long)hfq_ppl_n_chunks(r->s), (long long)pp.n_ctx);
     hfq_base_logits_info info = {.n_vocab = r->n_vocab, .n_ctx = pp.n_ctx, .n_chunks = hfq_ppl_n_chunks(r->s),
                                  .n_text_tokens = (int64_t)r->n_ids,
                                  .tokens_hash = hfq_tokens_hash(r->ids, (int64_t)r->n_ids), .bos_id = bos};
     if (r->reader && hfq_base_logits_check(r->reader, &info, r->ids, err)) return -1;
     if (o->base) {
         if (hfq_lm_load(&r->base_lm, o->base, err) || check_same_vocab(&r->lm, &r->base_lm, o->base, err)) return -1;
+        /* the base's own line only when it was trained otherwise: one line for one fact */
+        if (hfq_model_hparams(r->base_lm.model)->n_ctx_train != hfq_model_hparams(r->lm.model)->n_ctx_train)
+            warn_past_context(o, pp.n_ctx, &r->base_lm, "base's");
         pp.act_quant = HFQ_ACT_QUANT_AUTO;
         if (!(r->base_s = hfq_ppl_new(r->base_lm.model, r->ids, (int64_t)r->n_ids, &pp, err))) return -1;
     }
     if (o->save_logits && !(r->writer = hfq_base_logits_create(o->save_logits, &info, err))) return -1;
     if (o->base || o->base_logits) {
         const size_t n = (size_t)hfq_base_logits_rows(pp.n_ctx) * (size_t)r->n_vocab;
-        if (!(r->kld = hfq_kld_new(r->n_vocab, err))) return -1;
+        if (!(r->kld = hfq_kld_new(r->n_vocab, err))) {
+            hfq_error_prefix(err, o->model);
+            return -1;
+        }
         if (!(r->base_logp = malloc(n * sizeof *r->base_logp)))
             return hfq_fail(err, o->model, "out of memory for the base's log-probabilities");
     }
@@ -210,28 +266,25 @@ static int base_chunk(run *r, const hfq_ppl_chunk *c, hfq_error *err) {
     if (!r->base_s) return r->writer ? hfq_base_logits_write_chunk(r->writer, c->logits, err) : 0;
     hfq_ppl_chunk b;
     int step = hfq_ppl_next(r->base_s, &b, err);
-    if (step <= 0) return step < 0 ? -1 : hfq_fail(err, NULL, "the base ran out of chunks");
+    if (step <= 0) return step < 0 ? -1 : hfq_fail(err, hfq_model_path(r->base_lm.model), "the base ran out of chunks");
     if (r->writer && hfq_base_logits_write_chunk(r->writer, b.logits, err)) return -1;
     for (int64_t j = 0; j < b.n_scored; j++)
         hfq_log_softmax(b.logits + j * b.n_vocab, b.n_vocab, r->base_logp + j * b.n_vocab);
     return 0;
 }
 
-/* "\r[=====     ] 12/100 chunks  34567 tokens/s  ETA 0:12" on stderr. */
-static void show_progress(int64_t done, int64_t total, int64_t tokens, double seconds) {
-    const int width = 30;
-    char bar[31];
-    const int full = (int)(width * done / total);
-    for (int i = 0; i < width; i++) bar[i] = i < full ? '=' : ' ';
-    bar[width] = '\0';
+/* "[12/100] chunks  34567 tokens/s  ETA 0:00:12" on stderr: redrawn on a
+ * terminal, a line every 5 s elsewhere (CI logs show a long run advancing). */
+static void report_progress(hfq_progress *p, int64_t done, int64_t total, int64_t tokens, double seconds) {
     const double rate = seconds > 0 ? (double)tokens / seconds : 0.0;
     const long eta = done > 0 ? (long)(seconds * (double)(total - done) / (double)done + 0.5) : 0;
-    fprintf(stderr, "\r[%s] %lld/%lld chunks  %.0f tokens/s  ETA %ld:%02ld:%02ld ", bar, (long long)done,
-            (long long)total, rate, eta / 3600, eta / 60 % 60, eta % 60);
+    hfq_progress_report(p, done, total, "chunks  %.0f tokens/s  ETA %ld:%02ld:%02ld", rate, eta / 3600,
+                        eta / 60 % 60, eta % 60);
 }
 
-static int run_chunks(run *r, int n_threads, double *seconds, hfq_error *err) {
-    const bool progress = isatty(STDERR_FILENO);
+static int run_chunks(run *r, const options *o, double *seconds, hfq_error *err) {
+    hfq_progress progress;
+    hfq_progress_init(&progress, !o->quiet, 0);
     const int64_t n_chunks = hfq_ppl_n_chunks(r->s);
     const int64_t per_chunk = (hfq_ppl_result_get(r->s).n_ctx - 1) * (r->base_s ? 2 : 1);
     const double t0 = hfq_cli_seconds();
@@ -239,10 +292,12 @@ static int run_chunks(run *r, int n_threads, double *seconds, hfq_error *err) {
     int step;
     while ((step = hfq_ppl_next(r->s, &c, err)) == 1) {
         if (base_chunk(r, &c, err)) return -1;
-        if (r->kld && hfq_kld_add(r->kld, c.logits, r->base_logp, c.targets, c.n_scored, n_threads, err)) return -1;
-        if (progress) show_progress(c.index + 1, n_chunks, (c.index + 1) * per_chunk, hfq_cli_seconds() - t0);
+        if (r->kld && hfq_kld_add(r->kld, c.logits, r->base_logp, c.targets, c.n_scored, (int)o->threads, err)) {
+            hfq_error_prefix(err, o->model);
+            return -1;
+        }
+        report_progress(&progress, c.index + 1, n_chunks, (c.index + 1) * per_chunk, hfq_cli_seconds() - t0);
     }
-    if (progress) fputc('\n', stderr);
     *seconds = hfq_cli_seconds() - t0;
     if (step < 0) return -1;
     hfq_base_logits_writer *w = r->writer;
@@ -264,8 +319,8 @@ static int eval_gates(const options *o, const hfq_kld_stats *st, gate *g) {
     if (o->max_kld >= 0) g[n++] = (gate){"max_kld", "--max-kld", "mean KLD", o->max_kld, st->kld, true, false};
     if (o->max_ppl_ratio >= 0)
         g[n++] = (gate){"max_ppl_ratio", "--max-ppl-ratio", "PPL(Q)/PPL(base)", o->max_ppl_ratio, st->ppl_ratio, true, false};
-    if (o->min_top1 >= 0)
-        g[n++] = (gate){"min_top1", "--min-top1", "same top token %", o->min_top1, 100.0 * st->same_top, false, false};
+    if (o->min_top1 >= 0)   /* fractions both: the limit as given, the value as the JSON's same_top */
+        g[n++] = (gate){"min_top1", "--min-top1", "same-top fraction", o->min_top1, st->same_top, false, false};
     for (int i = 0; i < n; i++) g[i].passed = g[i].is_max ? g[i].value <= g[i].limit : g[i].value >= g[i].limit;
     return n;
 }
@@ -358,25 +413,30 @@ static void print_json(const options *o, int64_t n_tokens, const hfq_ppl_result 
 }
 
 int main(int argc, char **argv) {
-    if (hfq_cli_help(argc, argv, usage_text)) return HFQ_EXIT_OK;
+    if (hfq_cli_help(argc, argv, usage_text) || hfq_cli_version(argc, argv, TOOL)) return HFQ_EXIT_OK;
     options o;
     hfq_error err = {{0}};
-    if (parse_args(argc, argv, &o, &err)) {
-        fprintf(stderr, "ppl-eval: %s\n\n%s", err.msg, usage_text);
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    if (check_save_logits(&o, &err)) {   /* a command-line mistake, as quantize's: exit 2 */
+        fprintf(stderr, TOOL ": %s\n", err.msg);
         return HFQ_EXIT_USAGE;
     }
-    int rc = HFQ_EXIT_FAILURE;
+    rc = HFQ_EXIT_FAILURE;
     run r = {0};
     double seconds = 0;
     hfq_kld_stats ks;
     const hfq_ops *ops;
     char note[512];
     if (hfq_device_select(o.device, &ops, note, sizeof note, &err)) goto done;
-    if (note[0]) fprintf(stderr, "ppl-eval: %s\n", note);
+    if (note[0]) fprintf(stderr, TOOL ": %s\n", note);
     /* a device backend holds its own copy of the weights: one chunk at a time unless asked */
     if (ops != hfq_cpu_ops() && !o.parallel) o.parallel = 1;
-    if (run_open(&r, &o, ops, &err) || run_chunks(&r, (int)o.threads, &seconds, &err) || (r.kld && hfq_kld_stats_get(r.kld, &ks, &err)))
+    if (run_open(&r, &o, ops, &err) || run_chunks(&r, &o, &seconds, &err)) goto done;
+    if (r.kld && hfq_kld_stats_get(r.kld, &ks, &err)) {
+        hfq_error_prefix(&err, o.model);
         goto done;
+    }
     const hfq_ppl_result pr = hfq_ppl_result_get(r.s);
     gate gates[3];
     const int n_gates = r.kld ? eval_gates(&o, &ks, gates) : 0;
@@ -393,19 +453,21 @@ int main(int argc, char **argv) {
     }
     fflush(stdout);
     const int64_t evaluated = pr.n_chunks * (pr.n_ctx - 1) * (r.base_s ? 2 : 1);
-    fprintf(stderr, "ppl-eval: %lld tokens evaluated in %.2f s (%.0f tokens/s, %d chunk(s) side by side)\n",
-            (long long)evaluated, seconds, seconds > 0 ? (double)evaluated / seconds : 0.0, hfq_ppl_n_parallel(r.s));
-    if (o.save_logits) fprintf(stderr, "ppl-eval: saved the %s's log-probabilities to %s\n", o.base ? "base" : "model",
-                               o.save_logits);
+    if (!o.quiet)
+        fprintf(stderr, TOOL ": %lld tokens evaluated in %.2f s (%.0f tokens/s, %d chunk(s) side by side)\n",
+                (long long)evaluated, seconds, seconds > 0 ? (double)evaluated / seconds : 0.0,
+                hfq_ppl_n_parallel(r.s));
+    if (o.save_logits && !o.quiet)
+        fprintf(stderr, TOOL ": saved the %s's log-probabilities to %s\n", o.base ? "base" : "model", o.save_logits);
     rc = HFQ_EXIT_OK;
     for (int i = 0; i < n_gates; i++)
         if (!gates[i].passed) {
-            fprintf(stderr, "ppl-eval: gate failed: %s %.6g %s %s %.6g\n", gates[i].what, gates[i].value,
+            fprintf(stderr, TOOL ": gate failed: %s %.6g %s %s %.6g\n", gates[i].what, gates[i].value,
                     gates[i].is_max ? ">" : "<", gates[i].option, gates[i].limit);
             rc = HFQ_EXIT_GATE;
         }
 done:
-    if (rc == HFQ_EXIT_FAILURE) fprintf(stderr, "ppl-eval: %s\n", err.msg);
+    if (rc == HFQ_EXIT_FAILURE) fprintf(stderr, TOOL ": %s\n", err.msg);
     run_free(&r);
     return rc;
 }
