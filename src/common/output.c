@@ -53,6 +53,8 @@ int hfq_check_outputs(const hfq_path_role *outputs, int n_out, const hfq_path_ro
         struct stat st;
         const bool exists = stat(o->path, &st) == 0;
         if (exists && S_ISDIR(st.st_mode)) return hfq_fail(err, o->path, "%s is a folder, not a file", o->what);
+        /* the rename would replace a device node or FIFO (as root, /dev/null itself) */
+        if (exists && !S_ISREG(st.st_mode)) return hfq_fail(err, o->path, "%s is not a regular file", o->what);
         if (check_folder(o, err)) return -1;
         for (int j = 0; j < n_out; j++) {
             struct stat os;

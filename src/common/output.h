@@ -1,7 +1,8 @@
 /* output.h - checks that an output path cannot lose a user's file, made by
  * every tool before any work (docs/robustness.md).
  *
- * An output is refused when it is a directory, when its folder does not
+ * An output is refused when it is a directory or another non-regular file
+ * (a device, a FIFO: the rename would replace the node), when its folder does not
  * exist, or when it is (or links to: stat follows symbolic links, and hard
  * links share the inode) one of the run's inputs or another of its outputs.
  * Outputs are written through formats/atomic_file.h, so a refused check is
