@@ -8,7 +8,6 @@
 #include "calib/chat_template.h"
 #include "kernels/graph.h"
 
-#define DEFAULT_CTX 512
 #define DEFAULT_BATCH 64
 
 void hfq_calib_seqs_free(hfq_calib_seqs *s) {
@@ -86,10 +85,12 @@ static int line_tokens(const char *line, size_t n, const hfq_calib_text_opts *o,
 
 static int lines(const char *text, size_t len, const char *where, const hfq_calib_text_opts *o,
                  const hfq_calib_tokenizer *tok, hfq_calib_seqs *out, hfq_error *err) {
+    /* the template is the model's: errors about it name the model */
+    const char *model = tok->model ? tok->model : where;
     if (o->chat && !tok->chat_template)
-        return hfq_fail(err, where, "--calib-chat: the model has no tokenizer.chat_template");
+        return hfq_fail(err, model, "--calib-chat: the model has no tokenizer.chat_template");
     if (o->chat && hfq_chat_detect(tok->chat_template) == HFQ_CHAT_UNSUPPORTED)
-        return hfq_fail(err, where, "--calib-chat: tokenizer.chat_template is not a shape this build renders "
+        return hfq_fail(err, model, "--calib-chat: tokenizer.chat_template is not a shape this build renders "
                                     "(ChatML/Qwen, Llama 3, Llama 2/Mistral [INST])");
     int64_t cap = 0;
     for (size_t pos = 0; pos < len && (o->max_chunks <= 0 || out->n < o->max_chunks);) {
@@ -113,7 +114,7 @@ static int lines(const char *text, size_t len, const char *where, const hfq_cali
 int hfq_calib_sequences(const char *text, size_t len, const char *where, const hfq_calib_text_opts *o,
                         const hfq_calib_tokenizer *tok, hfq_calib_seqs *out, hfq_error *err) {
     memset(out, 0, sizeof *out);
-    out->n_ctx = o->n_ctx > 0 ? o->n_ctx : DEFAULT_CTX;
+    out->n_ctx = o->n_ctx > 0 ? o->n_ctx : HFQ_CALIB_DEFAULT_CTX;
     snprintf(out->mode, sizeof out->mode, "%s", !o->lines ? "chunks" : o->chat ? "lines-chat" : "lines");
     if (o->chat && !o->lines) return hfq_fail(err, where, "--calib-chat needs --calib-lines");
     if (len == 0) return hfq_fail(err, where, "the calibration text is empty");
@@ -163,8 +164,9 @@ int hfq_calibrate(const hfq_model *m, const hfq_calib_seqs *seqs, const hfq_cali
         for (int64_t done = 0; rc == 0 && done < n; done += n_batch) {
             const int64_t t = n - done < n_batch ? n - done : n_batch;
             rc = hfq_forward(c, tokens + done, t, t, logits, err);
-            if (rc == 0 && oc.failed) {
+            if (rc == 0 && oc.failed) { /* the observer's error names the weight: add the model */
                 *err = oc.err;
+                hfq_error_prefix(err, hfq_model_path(m));
                 rc = -1;
             }
         }
@@ -177,5 +179,7 @@ int hfq_calibrate(const hfq_model *m, const hfq_calib_seqs *seqs, const hfq_cali
     stats->n_chunks = seqs->n;
     stats->chunk_size = seqs->n_ctx;
     stats->n_tokens = seqs->n_tokens;
-    return hfq_calib_stats_finish(stats, err);
+    if (hfq_calib_stats_finish(stats, err) == 0) return 0;
+    hfq_error_prefix(err, hfq_model_path(m));
+    return -1;
 }

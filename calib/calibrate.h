@@ -40,10 +40,14 @@ typedef struct hfq_calib_tokenizer {
     bool add_bos;              /* the vocabulary puts BOS first */
     const char *bos_text;      /* BOS token's text (chat templates), or NULL */
     const char *chat_template; /* tokenizer.chat_template, or NULL */
+    const char *model;         /* the model file, named in errors about its template (NULL: the text's) */
 } hfq_calib_tokenizer;
 
+/* Tokens per chunk when none is asked for. */
+#define HFQ_CALIB_DEFAULT_CTX 512
+
 typedef struct hfq_calib_text_opts {
-    int64_t n_ctx;             /* tokens per chunk / at most per line; <= 0: 512 */
+    int64_t n_ctx;             /* tokens per chunk / at most per line; <= 0: HFQ_CALIB_DEFAULT_CTX */
     int64_t max_chunks;        /* sequences at most; <= 0: all */
     bool lines;                /* one sequence per line */
     bool chat;                 /* lines only: wrap each line in the chat template */

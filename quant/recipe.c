@@ -391,7 +391,25 @@ void hfq_recipe_free(hfq_recipe *r) {
     free(r);
 }
 
+/* Adds a's candidates to out[0..*n) that are not there yet. */
+static void add_candidates(const action *a, hfq_fmt_spec *out, int max, int *n) {
+    for (int k = 0; !a->pinned && k < a->n_specs && *n < max; k++) {
+        bool seen = false;
+        for (int j = 0; j < *n; j++)
+            seen |= out[j].fmt == a->specs[k].fmt && out[j].scale_group == a->specs[k].scale_group;
+        if (!seen) out[(*n)++] = a->specs[k];
+    }
+}
+
+int hfq_recipe_candidates(const hfq_recipe *r, hfq_fmt_spec *out, int max) {
+    int n = 0;
+    for (int i = 0; i < r->n_rules; i++) add_candidates(&r->rules[i].act, out, max, &n);
+    add_candidates(&r->deflt, out, max, &n);
+    return n;
+}
+
 const char *hfq_recipe_name(const hfq_recipe *r) { return r->name; }
+const char *hfq_recipe_where(const hfq_recipe *r) { return r->where; }
 int hfq_recipe_file_type(const hfq_recipe *r) { return r->file_type; }
 
 /* ---- resolution ---- */

@@ -47,9 +47,16 @@ hfq_recipe *hfq_recipe_from_json(const cJSON *doc, const char *where, hfq_error 
 void hfq_recipe_free(hfq_recipe *r);
 
 const char *hfq_recipe_name(const hfq_recipe *r);
+/* Where the recipe came from (the `where` it was parsed with), for errors. */
+const char *hfq_recipe_where(const hfq_recipe *r);
 /* The preset whose general.file_type the output carries ("file_type"), or
  * -1 when the recipe names none. */
 int hfq_recipe_file_type(const hfq_recipe *r);
+
+/* The candidate formats the recipe's rules and default list, each once, in
+ * the order they first appear (what a budget needs measured); returns how
+ * many were stored in out (at most max). */
+int hfq_recipe_candidates(const hfq_recipe *r, hfq_fmt_spec *out, int max);
 
 /* What a recipe says about one tensor. */
 typedef struct hfq_recipe_action {

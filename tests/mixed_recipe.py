@@ -10,6 +10,11 @@ mkmodel (4 layers, hidden 256, ffn 768: K-quants apply) converted by hfconv:
   them (ppl-eval) close to the base model;
 - --dry-run prints every tensor with its format and bits per weight and the
   totals;
+- examples/recipes/k_quants_budget.json with a budget: pinned tensors keep
+  their format (noted by rule, not "no candidate fits"), the others take one
+  of their rule's candidates within the budget; candidates outside the
+  default list (int8:g64) are measured; a budget with a recipe that pins
+  every tensor is refused before measuring;
 - invalid recipes and option mixes fail with one line, exit 1 or 2, and leave
   no output file.
 
@@ -170,6 +175,49 @@ def test_dry_run_text(model):
     check(any(line.startswith("output:") and "bpw" in line for line in lines), "totals")
 
 
+def test_budget(model, tmp):
+    if not os.path.exists(TEXT):
+        print("note: fixtures absent, recipes with a budget not run (they calibrate on the text)")
+        return
+    calib = ["--calibration-file", TEXT, "--calib-ctx", "64", "--calib-chunks", "8", "--quiet"]
+    recipe = os.path.join(RECIPES, "k_quants_budget.json")
+    out = os.path.join(tmp, "budget.gguf")
+    p = quantize(model, out, "--recipe", recipe, "--target-bpw", "5.5", "--json", *calib)
+    check(p.returncode == 0, f"{recipe} with a budget: {p.stderr}")
+    if p.returncode != 0:
+        return
+    j = json.loads(p.stdout)
+    to = {t["name"]: t for t in j["tensors"]}
+    check(to["output.weight"]["to"] == "q6_K" and to["output.weight"]["note"] == "recipe rule 1",
+          f"pinned output layer: {to['output.weight']}")
+    check(not any("no candidate fits" in t["note"] for t in j["tensors"]), "a tensor says no candidate fits")
+    chosen = {}
+    for name, t in to.items():
+        if not t["convert"] or name == "output.weight":
+            continue
+        rule2 = any(k in name for k in ("attn_v.", "ffn_down"))
+        allowed = {"q4_K", "q5_K", "q6_K"} | ({"q8_0"} if rule2 else set())
+        check(t["to"] in allowed and "measured" in t["note"], f"{name}: {t['to']} ({t['note']}) not among {allowed}")
+        chosen[t["to"]] = chosen.get(t["to"], 0) + 1
+    check(len(chosen) >= 2, f"the budget chose one format everywhere: {chosen}")
+    al = j["allocation"]
+    check(j["written_tensor_bytes"] <= al["budget_bytes"] and al["n_chosen"] == sum(chosen.values()),
+          f"within the budget: {al} wrote {j['written_tensor_bytes']}")
+    # a candidate outside the default list is measured, not refused as unmeasured
+    custom = os.path.join(tmp, "int8_cand.json")
+    with open(custom, "w") as f:
+        json.dump({"name": "int8_cand", "rules": [{"output": True, "format": "q8_0"},
+                                                  {"match": "ffn_", "candidates": ["q4_K", "int8:g64"]}],
+                   "default": {"format": "q6_K"}}, f)
+    p = quantize(model, "--recipe", custom, "--target-bpw", "6", "--dry-run", "--json", *calib)
+    check(p.returncode == 0, f"int8:g64 candidate: {p.stderr}")
+    if p.returncode == 0:
+        ffn = {t["to"] for t in json.loads(p.stdout)["tensors"] if "ffn_" in t["name"] and t["convert"]}
+        check(ffn <= {"q4_K", "int8:g64"} and ffn, f"ffn tensors among their candidates: {ffn}")
+    expect_fail(tmp, [model, "OUT", "--recipe", os.path.join(RECIPES, "q4_k_m.json"), "--target-bpw", "5.5", *calib],
+                1, "every tensor is pinned")
+
+
 def expect_fail(tmp, args, code, text, recipe=None):
     out = os.path.join(tmp, "fail.gguf")
     if recipe is not None:
@@ -220,6 +268,7 @@ def main():
         test_q4_k_m(model, tmp)
         test_granularity(model, tmp)
         test_dry_run_text(model)
+        test_budget(model, tmp)
         test_errors(model, tmp)
     if not os.path.exists(TEXT):
         print("note: fixtures absent, the runner was not run on the recipes' outputs")

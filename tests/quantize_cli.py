@@ -1,7 +1,10 @@
-"""The `quantize` tool: usage errors, --dry-run / --json plans, real runs to
-F16/BF16/F32 checked against numpy's conversions, metadata, determinism across
-thread counts, and refusals (NaN input, requantizing, same file) that leave no
-output behind. Inputs are written with gguf-py, independently of our writer.
+"""The `quantize` tool: usage errors (one line each), --dry-run / --json plans,
+real runs to F16/BF16/F32 checked against numpy's conversions, metadata,
+determinism across thread counts, progress off a terminal (--quiet silences
+it), and refusals (NaN input, requantizing, same file) that leave no output
+behind. Inputs are written with gguf-py, independently of our writer.
+tests/quantize_safety.py has the output-path refusals and calibration's
+defaults and records.
 
 usage: quantize_cli.py QUANTIZE
 """
@@ -101,10 +104,17 @@ def test_usage(tmp, model):
                        ((model, "Q8_0", "--dry-run", "--output-tensor-type", "i32"), "bad output type"),
                        ((model, "Q8_0", "--dry-run", "--frobnicate"), "unknown option")]:
         r = run(*args)
-        check(r.returncode == 2 and r.stderr.startswith("quantize: "), f"usage error ({what}): exit {r.returncode} {r.stderr!r}")
+        check(r.returncode == 2 and r.stderr.startswith("quantize: ") and r.stderr.count("\n") == 1,
+              f"usage error ({what}): exit {r.returncode} {r.stderr!r}")
     check(not os.path.exists(os.path.join(tmp, "o.gguf")), "usage error wrote a file")
+    r = run(model, "Q8_0", "--dry-run", "--calib-ctxx", "64")
+    check(r.returncode == 2 and r.stderr == "quantize: unknown option '--calib-ctxx' (did you mean '--calib-ctx'?) "
+          "(see quantize --help)\n", f"unknown option, nearest suggested: {r.stderr!r}")
+    r = run("--version")
+    check(r.returncode == 0 and r.stdout.startswith("quantize (hfq) "), f"--version: {r.stdout!r}")
+    # the same-file refusal of old, now one of src/common/output.h's (tests/quantize_safety.py)
     r = run(model, model, "F16")
-    check(r.returncode == 2 and "same file" in r.stderr, f"same file: {r.returncode} {r.stderr}")
+    check(r.returncode == 2 and "refusing to overwrite an input" in r.stderr, f"same file: {r.returncode} {r.stderr}")
     r = run(os.path.join(tmp, "absent.gguf"), os.path.join(tmp, "o.gguf"), "F16")
     check(r.returncode == 1 and "absent.gguf" in r.stderr, f"missing input: {r.returncode} {r.stderr}")
 
@@ -138,9 +148,13 @@ def test_dry_run(tmp, model):
 
 def test_f16_run(tmp, model):
     out = os.path.join(tmp, "f16.gguf")
-    r = run(model, out, "F16", "--threads", "2")
+    r = run(model, out, "F16", "--threads", "2", "--quiet")
     check(r.returncode == 0, f"F16 run: {r.stderr}")
-    check(r.stderr == "", f"stderr not empty on a pipe: {r.stderr!r}")
+    check(r.stderr == "", f"stderr not empty with --quiet: {r.stderr!r}")
+    # off a terminal progress is a line every 5 s and one at the end (src/cli/cli.h)
+    r = run(model, os.path.join(tmp, "f16_p.gguf"), "F16", "--threads", "2")
+    check(r.returncode == 0 and r.stderr.splitlines()[-1:] == ["[20/20] blk.1.ffn_down.weight -> f16"],
+          f"progress on a pipe: {r.stderr!r}")
     src_r, src = tensors(model)
     dst_r, dst = tensors(out)
     check(list(src) == list(dst), "tensor order changed")

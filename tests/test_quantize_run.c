@@ -97,7 +97,7 @@ static void test_importance_and_slabs(const char *dir, const char *in) {
     hfq_quantize_opts o = hfq_quantize_opts_default(HFQ_PRESET_Q4_K_M);
     o.plan.pure = true;
     o.plan.has_imatrix = true;
-    o.importance = (hfq_importance_source){importance, &log};
+    o.importance = (hfq_importance_source){.get = importance, .ctx = &log};
     o.n_threads = 3;
     o.slab_floats = 5 * NE0; /* slabs of 5 rows: 5 + 5 + 2 per expert matrix */
     size_t n1, n2;

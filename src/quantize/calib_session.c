@@ -38,6 +38,7 @@ struct hfq_calib_session {
 };
 
 const hfq_calib_stats *hfq_calib_session_stats(const hfq_calib_session *s) { return &s->stats; }
+const hfq_calib_uses *hfq_calib_session_uses(const hfq_calib_session *s) { return &s->o.uses; }
 const hfq_calib_seqs *hfq_calib_session_seqs(const hfq_calib_session *s) { return s->seqs.n > 0 ? &s->seqs : NULL; }
 int64_t hfq_calib_session_n_folded(const hfq_calib_session *s) { return s->n_folded; }
 
@@ -74,12 +75,6 @@ static int file_xxh3(const char *path, uint64_t *out, hfq_error *err) {
     return rc;
 }
 
-static void progress(void *ctx, int64_t done, int64_t n) {
-    (void)ctx;
-    fprintf(stderr, "\r\033[Kcalibrating: %" PRId64 "/%" PRId64, done, n);
-    if (done == n) fputc('\n', stderr);
-}
-
 static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *err) {
     const hfq_calib_opts *o = &s->o;
     hfq_lm lm;
@@ -90,8 +85,8 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
     const hfq_vocab *v = lm.vocab;
     hfq_calib_tokenizer tok = {.encode = encode, .ctx = lm.tok, .bos_id = v->bos_id, .add_bos = v->add_bos,
                                .bos_text = v->bos_id >= 0 ? v->tokens[v->bos_id] : NULL,
-                               .chat_template = v->chat_template};
-    hfq_calib_run_params rp = {.n_threads = o->n_threads, .progress = o->progress ? progress : NULL};
+                               .chat_template = v->chat_template, .model = model_path};
+    hfq_calib_run_params rp = {.n_threads = o->n_threads, .progress = o->progress, .progress_ctx = o->progress_ctx};
     int rc = hfq_read_text(o->text_path, MAX_TEXT, &text, &len, err) ||
                      file_xxh3(o->text_path, &s->stats.text_xxh3, err) ||
                      hfq_calib_sequences(text, len, o->text_path, &o->text, &tok, seqs, err) ||
@@ -103,6 +98,27 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
     free(text);
     hfq_lm_free(&lm);
     return rc;
+}
+
+void hfq_calib_default_uses(hfq_preset preset, hfq_calib_uses *u) {
+    u->importance = true;
+    /* NVFP4: SmoothQuant was 6 % better than AWQ on stories260K but 11 %
+     * worse on TinyStories-656K, where it hardly beat importance alone; AWQ
+     * helped both */
+    u->fold_if_possible = preset == HFQ_PRESET_NVFP4 || preset == HFQ_PRESET_INT8 ? HFQ_CALIB_FOLD_AWQ
+                                                                                  : HFQ_CALIB_FOLD_NONE;
+}
+
+/* Whether the statistics hold what the fold reads (calib/fold.h: maxima and
+ * mean |x|; AWQ's search also samples): ours do (AWQ unless calibrated with
+ * --calib-samples 0), llama-imatrix's hold sums of squares only. */
+static bool can_fold(const hfq_calib_stats *st, hfq_calib_fold fold) {
+    bool sample = false;
+    for (int64_t i = 0; i < st->n; i++) {
+        if (!st->entries[i].in_max || !st->entries[i].in_sum_abs) return false;
+        sample |= st->entries[i].n_sample > 0;
+    }
+    return st->n > 0 && (fold != HFQ_CALIB_FOLD_AWQ || sample);
 }
 
 hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib_opts *o, hfq_error *err) {
@@ -122,11 +138,54 @@ hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib
         rc = hfq_fail(err, model_path, "calibration needs a text or a statistics file");
     }
     if (rc == 0 && o->save_path) rc = hfq_calib_stats_save(&s->stats, o->save_path, err);
+    hfq_calib_uses *u = &s->o.uses;
+    if (u->fold_if_possible != HFQ_CALIB_FOLD_NONE && !u->awq && !u->smoothquant && can_fold(&s->stats, u->fold_if_possible))
+        *(u->fold_if_possible == HFQ_CALIB_FOLD_AWQ ? &u->awq : &u->smoothquant) = true;
     if (rc) {
         hfq_calib_session_free(s);
         return NULL;
     }
     return s;
+}
+
+static const char *stats_source(const hfq_calib_session *s) {
+    return s->o.stats_path ? s->o.stats_path : s->o.text_path;
+}
+
+/* The fold groups of f (calib/fold.h), for its layers and heads. */
+static int model_groups(const gguf_file *f, hfq_fold_group **groups, int64_t *n, hfq_error *err) {
+    hfq_plan_model model;
+    *groups = NULL;
+    *n = 0;
+    return hfq_plan_model_from_gguf(f, &model, err) ||
+                   hfq_fold_groups(f, model.n_layer, model.n_head, model.n_head_kv, groups, n, err)
+               ? -1
+               : 0;
+}
+
+/* What the uses read that the statistics may lack (a llama-imatrix file:
+ * sums of squares only; --calib-samples 0: no samples), checked before
+ * anything is computed, in a dry run too. */
+static int check_uses(const hfq_calib_session *s, const gguf_file *f, hfq_error *err) {
+    const hfq_calib_uses *u = &s->o.uses;
+    for (int64_t i = 0; u->act_scales && i < s->stats.n; i++)
+        if (!s->stats.entries[i].in_max || !s->stats.entries[i].tok_hist)
+            return hfq_fail(err, stats_source(s),
+                            "tensor %s: --act-scales needs activation maxima, which the statistics lack (files from "
+                            "llama-imatrix hold only sums of squares: calibrate with --calibration-file)",
+                            s->stats.entries[i].name);
+    if (!u->smoothquant && !u->awq) return 0;
+    hfq_fold_group *groups;
+    int64_t n;
+    int rc = model_groups(f, &groups, &n, err);
+    const bool sample = u->awq || u->smoothquant_alpha < 0.0; /* the searches evaluate the sample */
+    for (int64_t i = 0; rc == 0 && i < n; i++)
+        if (!hfq_fold_input_stats(&s->stats, &groups[i], true, sample, u->awq ? "--awq" : "--smoothquant", err)) {
+            hfq_error_prefix(err, stats_source(s));
+            rc = -1;
+        }
+    free(groups);
+    return rc;
 }
 
 int hfq_calib_session_check(const hfq_calib_session *s, const gguf_file *f, hfq_error *err) {
@@ -144,7 +203,7 @@ int hfq_calib_session_check(const hfq_calib_session *s, const gguf_file *f, hfq_
                             e->name, (long long)e->n_mats, (long long)e->n_in, (long long)(t->ne[2] * t->ne[3]),
                             (long long)t->ne[0]);
     }
-    return 0;
+    return check_uses(s, f, err);
 }
 
 /* ---- using the statistics ---- */
@@ -187,12 +246,9 @@ static int act_roundtrip(void *ctx, const char *name, float *x, int64_t rows, in
 
 static int fold_groups(hfq_calib_session *s, hfq_error *err) {
     const hfq_calib_uses *u = &s->o.uses;
-    hfq_plan_model model;
-    hfq_fold_group *groups = NULL;
-    int64_t n = 0;
-    if (hfq_plan_model_from_gguf(s->f, &model, err) ||
-        hfq_fold_groups(s->f, model.n_layer, model.n_head, model.n_head_kv, &groups, &n, err))
-        return -1;
+    hfq_fold_group *groups;
+    int64_t n;
+    if (model_groups(s->f, &groups, &n, err)) return -1;
     hfq_fold_eval_params ep = {.importance = u->importance, .weight_rt = weight_roundtrip, .act_rt = act_roundtrip,
                                .ctx = s, .n_threads = s->o.n_threads};
     int rc = 0;
@@ -222,10 +278,16 @@ static int fold_groups(hfq_calib_session *s, hfq_error *err) {
     return rc;
 }
 
+static bool has_importance(void *ctx, const char *name, int64_t n_per_row, int64_t n_mats) {
+    const hfq_calib_session *s = ctx;
+    const hfq_calib_entry *e = hfq_calib_stats_find(&s->stats, name);
+    return e && e->n_in == n_per_row && e->n_mats == n_mats;
+}
+
 static const float *get_importance(void *ctx, const char *name, int64_t n_per_row, int64_t n_mats) {
     hfq_calib_session *s = ctx;
     const hfq_calib_entry *e = hfq_calib_stats_find(&s->stats, name);
-    if (!e || e->n_in != n_per_row || e->n_mats != n_mats) return NULL;
+    if (!has_importance(s, name, n_per_row, n_mats)) return NULL;
     const hfq_transform *t = hfq_transforms_find(&s->ts, name);
     for (int64_t m = 0; m < n_mats; m++) {
         float *row = s->imp + m * n_per_row;
@@ -248,7 +310,7 @@ static int importance_buffer(hfq_calib_session *s, hfq_error *err) {
 
 hfq_importance_source hfq_calib_session_importance(hfq_calib_session *s) {
     if (!s->o.uses.importance || (!s->imp && importance_buffer(s, &(hfq_error){{0}}))) return (hfq_importance_source){0};
-    return (hfq_importance_source){get_importance, s};
+    return (hfq_importance_source){get_importance, s, has_importance};
 }
 
 /* The largest value of each format's activation codes, for static scales. */
@@ -290,16 +352,25 @@ static void get_adjust(void *ctx, const char *name, uint32_t fmt, hfq_tensor_adj
     out->input_scale = input_amax(s, e, t) / code_max;
 }
 
-static int set_keys(void *ctx, gguf_writer *w) {
+static int set_keys(void *ctx, gguf_writer *w, const hfq_write_effect *effect) {
     const hfq_calib_session *s = ctx;
     const hfq_calib_stats *st = &s->stats;
     const hfq_calib_uses *u = &s->o.uses;
-    const char *applied[4];
-    int n = 0, rc = 0;
-    if (u->importance) applied[n++] = "importance";
-    if (u->act_scales) applied[n++] = "act_scales";
-    if (u->smoothquant) applied[n++] = "smoothquant";
-    if (u->awq) applied[n++] = "awq";
+    /* requested: what the command line (or the format's default) asked for;
+     * applied: what changed at least one tensor's bytes */
+    const char *requested[4], *applied[4];
+    int n_req = 0, n = 0, rc = 0;
+    const struct {
+        bool asked, changed;
+        const char *name;
+    } uses[] = {{u->importance, effect->n_importance > 0, "importance"},
+                {u->act_scales, effect->n_input_scales > 0, "act_scales"},
+                {u->smoothquant, s->n_folded > 0, "smoothquant"},
+                {u->awq, s->n_folded > 0, "awq"}};
+    for (size_t k = 0; k < sizeof uses / sizeof uses[0]; k++) {
+        if (uses[k].asked) requested[n_req++] = uses[k].name;
+        if (uses[k].asked && uses[k].changed) applied[n++] = uses[k].name;
+    }
     if (st->n_datasets > 0) rc |= gguf_set_str(w, "hfq.calib.text", st->datasets[st->n_datasets - 1]);
     if (st->has_text_xxh3) rc |= gguf_set_u64(w, "hfq.calib.text_xxh3", st->text_xxh3);
     if (s->o.stats_path && !s->o.text_path) rc |= gguf_set_str(w, "hfq.calib.stats_file", s->o.stats_path);
@@ -307,6 +378,7 @@ static int set_keys(void *ctx, gguf_writer *w) {
     rc |= gguf_set_u64(w, "hfq.calib.chunk_count", (uint64_t)st->n_chunks);
     rc |= gguf_set_u64(w, "hfq.calib.chunk_size", (uint64_t)st->chunk_size);
     if (st->n_tokens > 0) rc |= gguf_set_u64(w, "hfq.calib.n_tokens", (uint64_t)st->n_tokens);
+    rc |= gguf_set_arr_str(w, "hfq.calib.requested", requested, NULL, n_req);
     rc |= gguf_set_arr_str(w, "hfq.calib.applied", applied, NULL, n);
     if (u->act_scales) rc |= gguf_set_f32(w, "hfq.calib.act_percentile", (float)u->act_percentile);
     if (u->smoothquant && u->smoothquant_alpha >= 0.0)
@@ -329,15 +401,8 @@ int hfq_calib_session_prepare(hfq_calib_session *s, const gguf_file *f, const hf
     if (hfq_calib_session_check(s, f, err)) return -1;
     if (s->o.uses.smoothquant && s->o.uses.awq)
         return hfq_fail(err, gguf_path(f), "SmoothQuant and AWQ rescale the same channels: choose one");
-    const char *source = s->o.stats_path ? s->o.stats_path : s->o.text_path;
-    for (int64_t i = 0; s->o.uses.act_scales && i < s->stats.n; i++)
-        if (!s->stats.entries[i].in_max || !s->stats.entries[i].tok_hist)
-            return hfq_fail(err, source,
-                            "tensor %s: --act-scales needs activation maxima, which the statistics lack (files from "
-                            "llama-imatrix hold only sums of squares: calibrate with --calibration-file)",
-                            s->stats.entries[i].name);
     if ((s->o.uses.smoothquant || s->o.uses.awq) && fold_groups(s, err)) {
-        hfq_error_prefix(err, source);
+        hfq_error_prefix(err, stats_source(s));
         return -1;
     }
     if (importance_buffer(s, err)) return -1;

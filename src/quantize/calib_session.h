@@ -23,7 +23,11 @@
  * A rescaled weight's importance is divided by its column scale squared and
  * its activation maximum by the column scale, as the folded input is.
  *
- * The output records what was done in hfq.calib.* keys.
+ * The output records in hfq.calib.* keys what was asked for
+ * (hfq.calib.requested) and what changed at least one tensor
+ * (hfq.calib.applied: importance only when some tensor's format rounds with
+ * it, act_scales when an input scale was written, smoothquant / awq when a
+ * group was folded).
  */
 #ifndef HFQ_SRC_QUANTIZE_CALIB_SESSION_H
 #define HFQ_SRC_QUANTIZE_CALIB_SESSION_H
@@ -38,13 +42,32 @@
 #include "quant/plan.h"
 #include "src/quantize/driver.h"
 
+/* A rescaling folded into the model before rounding. */
+typedef enum hfq_calib_fold {
+    HFQ_CALIB_FOLD_NONE,
+    HFQ_CALIB_FOLD_SMOOTHQUANT,
+    HFQ_CALIB_FOLD_AWQ,
+} hfq_calib_fold;
+
 typedef struct hfq_calib_uses {
     bool importance, act_scales, smoothquant, awq;
+    /* the preset's default rescaling (docs/calibration.md, "Defaults"),
+     * taken when no rescaling is named and the statistics can serve it
+     * (activation maxima and mean |x|, and for AWQ samples: not a
+     * llama-imatrix file, for AWQ not --calib-samples 0);
+     * hfq_calib_session_uses says whether it was */
+    hfq_calib_fold fold_if_possible;
     double act_percentile;     /* (0, 100]; 100: the maximum */
     double smoothquant_alpha;  /* [0, 1]; < 0: searched per group (calib/smoothquant.h) */
     int awq_grid;              /* <= 0: 20 */
     int awq_fmt;               /* format AWQ searches with; -1: each weight's planned format */
 } hfq_calib_uses;
+
+/* The uses with none named: importance-weighted rounding, plus the
+ * rescaling that measured best with it on the fixtures for the preset (when
+ * the statistics can serve it): AWQ for NVFP4 and INT8, none for the others
+ * (docs/calibration.md, "Defaults"). Leaves the other fields. */
+void hfq_calib_default_uses(hfq_preset preset, hfq_calib_uses *u);
 
 typedef struct hfq_calib_opts {
     const char *text_path;         /* calibrate on this text, or NULL */
@@ -54,7 +77,9 @@ typedef struct hfq_calib_opts {
     const char *save_path;         /* write the statistics here (may be NULL) */
     hfq_calib_uses uses;
     int n_threads;                 /* <= 0: all */
-    bool progress;                 /* calibration progress on stderr */
+    /* called after each calibration sequence (may be NULL) */
+    void (*progress)(void *ctx, int64_t done, int64_t n);
+    void *progress_ctx;
 } hfq_calib_opts;
 
 typedef struct hfq_calib_session hfq_calib_session;
@@ -64,6 +89,9 @@ typedef struct hfq_calib_session hfq_calib_session;
 hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib_opts *o, hfq_error *err);
 void hfq_calib_session_free(hfq_calib_session *s);
 const hfq_calib_stats *hfq_calib_session_stats(const hfq_calib_session *s);
+/* The uses as settled once the statistics are known (awq_if_possible
+ * resolved into awq). */
+const hfq_calib_uses *hfq_calib_session_uses(const hfq_calib_session *s);
 /* The calibration sequences the statistics came from; NULL when they were
  * read from a file. */
 const hfq_calib_seqs *hfq_calib_session_seqs(const hfq_calib_session *s);

@@ -96,10 +96,25 @@ void hfq_codec_decode_row(const hfq_codec_job *job, const void *src, float *dst)
     traits_of(job->in_type)->dequantize(src, dst, job->n_per_row);
 }
 
+const char *hfq_codec_importance_unused(const hfq_fmt_spec *spec) {
+    const hfq_qtype_traits *tr = traits_of(spec->fmt);
+    if (spec->fmt == GT_NVFP4) return NULL;
+    if (hfq_codec_qext_encoding(spec->fmt))
+        return spec->scale_group == HFQ_SCALE_PER_TENSOR ? "one scale for the whole tensor leaves no scale to search"
+                                                         : NULL;
+    if (!hfq_fmt_is_quantized(spec->fmt)) return "a plain float format has no rounding to weight";
+    if (!tr) return "this build cannot encode it";
+    /* ggml's quantize_mxfp4 takes no importance: ours neither, to stay identical */
+    if (spec->fmt == GT_MXFP4) return "ggml's MXFP4 quantizer has no importance-weighted rounding";
+    if (spec->fmt == GT_Q8_0) return "llama.cpp's Q8_0 has no importance-weighted rounding";
+    return tr->uses_importance ? NULL : "its quantizer has no importance-weighted rounding";
+}
+
 void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst, const float *importance,
                           float *row_scales) {
     const int64_t n = job->n_per_row;
     const bool per_tensor = job->scale_group == HFQ_SCALE_PER_TENSOR;
+    if (importance && hfq_codec_importance_unused(&(hfq_fmt_spec){job->fmt, job->scale_group})) importance = NULL;
     switch (job->fmt) {
     case GT_NVFP4: hfq_quantize_nvfp4(src, dst, 1, n, importance, job->global_scale); break;
     case HFQ_FMT_INT8:
@@ -110,12 +125,7 @@ void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst,
         if (per_tensor) hfq_quantize_fp8_static(fp8_of(job->fmt), src, dst, 1, n, job->global_scale);
         else hfq_quantize_fp8(fp8_of(job->fmt), src, dst, 1, n, importance, row_scales);
         break;
-    default: {
-        const hfq_qtype_traits *tr = traits_of(job->fmt);
-        /* ggml's quantize_mxfp4 ignores the importance: so do we, to stay identical */
-        bool imp = tr->uses_importance && job->fmt != GT_MXFP4;
-        tr->quantize(src, dst, 1, n, imp ? importance : NULL);
-    }
+    default: traits_of(job->fmt)->quantize(src, dst, 1, n, importance);
     }
 }
 

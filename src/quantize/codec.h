@@ -60,10 +60,17 @@ float hfq_codec_global_scale(const hfq_fmt_spec *spec, float amax);
  * or the scale groups. */
 int hfq_codec_begin(hfq_codec_job *job, const gguf_tensor_info *t, const hfq_fmt_spec *spec, hfq_error *err);
 void hfq_codec_decode_row(const hfq_codec_job *job, const void *src, float *dst);
+/* NULL when encoding to spec uses importance rows (importance-weighted
+ * rounding or scale searches), else why it cannot: the formats whose
+ * llama.cpp quantizer has none (Q8_0, MXFP4), the plain float formats, and
+ * INT8/FP8 with one scale per tensor (nothing left to search). */
+const char *hfq_codec_importance_unused(const hfq_fmt_spec *spec);
+
 /* Encodes one row; row_scales receives the row's n_row_scales scales for
  * HFQ_COMPANION_ROW_SCALES formats (may be NULL otherwise). importance:
- * n_per_row weights or NULL; formats whose llama.cpp quantizer ignores it
- * (MXFP4) ignore it here too, so their bytes stay identical to ggml's. */
+ * n_per_row weights or NULL; formats hfq_codec_importance_unused names
+ * ignore it (as llama.cpp's quantizers do, so their bytes stay identical to
+ * ggml's). */
 void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst, const float *importance,
                           float *row_scales);
 /* The values an encoded row stands for (what a reader of the file gets):

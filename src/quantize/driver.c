@@ -93,7 +93,19 @@ static bool is_split_key(const char *key) {
            strcmp(key, "split.tensors.count") == 0;
 }
 
-static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o) {
+/* What happens to one tensor: the plan's conversion, or - when calibration
+ * rescales a tensor the plan copies - a re-encoding to its own type. */
+typedef struct step {
+    bool convert;
+    bool rows;              /* the importance source has rows for it */
+    bool importance;        /* ... and its format's rounding uses them */
+    hfq_fmt_spec spec;
+    hfq_tensor_adjust adj;
+} step;
+
+/* imp_names: the effect->n_importance tensors rounded with importance */
+static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o,
+                        const hfq_write_effect *effect, const char *const *imp_names) {
     int rc = 0;
     for (int64_t i = 0; i < gguf_n_kv(f); i++)
         if (!is_split_key(gguf_kv_key(f, i))) rc |= gguf_copy_kv(w, f, i);
@@ -110,10 +122,15 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
         rc |= gguf_set_str(w, "hfq.quantize.token_embedding_type", hfq_fmt_name((uint32_t)p->token_embd_fmt));
     if (p->output_fmt >= 0)
         rc |= gguf_set_str(w, "hfq.quantize.output_tensor_type", hfq_fmt_name((uint32_t)p->output_fmt));
-    if (o->importance.get) rc |= gguf_set_bool(w, "hfq.quantize.importance", true);
+    /* what was rounded with importance, not what was offered: Q8_0 or
+     * MXFP4 given statistics write the bytes they write without */
+    if (effect->n_importance > 0) {
+        rc |= gguf_set_bool(w, "hfq.quantize.importance", true);
+        rc |= gguf_set_arr_str(w, "hfq.quantize.importance_tensors", imp_names, NULL, effect->n_importance);
+    }
     if (o->recipe_name) rc |= gguf_set_str(w, "hfq.quantize.recipe", o->recipe_name);
     if (o->target_bytes > 0) rc |= gguf_set_u64(w, "hfq.quantize.target_bytes", (uint64_t)o->target_bytes);
-    if (o->adjust.metadata) rc |= o->adjust.metadata(o->adjust.ctx, w);
+    if (o->adjust.metadata) rc |= o->adjust.metadata(o->adjust.ctx, w, effect);
     /* docs/format-quant-ext.md: the encoding of each I8 weight */
     for (int64_t i = 0; i < plan->n; i++) {
         const char *enc = plan->entries[i].convert ? hfq_codec_qext_encoding(plan->entries[i].fmt) : NULL;
@@ -127,14 +144,6 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
 }
 
 /* ---- the tensors ---- */
-
-/* What happens to one tensor: the plan's conversion, or - when calibration
- * rescales a tensor the plan copies - a re-encoding to its own type. */
-typedef struct step {
-    bool convert;
-    hfq_fmt_spec spec;
-    hfq_tensor_adjust adj;
-} step;
 
 static step *plan_steps(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o, hfq_error *err) {
     if (plan->n != gguf_n_tensors(f)) {
@@ -155,16 +164,44 @@ static step *plan_steps(const gguf_file *f, const hfq_plan *plan, const hfq_quan
         if (o->adjust.get) o->adjust.get(o->adjust.ctx, t->name, st->spec.fmt, &st->adj);
         if (st->adj.col_scale || st->adj.row_scale) st->convert = true;
         if (!st->convert) st->adj.input_scale = 0.0f;
+        const hfq_importance_source *imp = &o->importance;
+        st->rows = st->convert && imp->get && (!imp->has || imp->has(imp->ctx, t->name, t->ne[0], t->ne[2] * t->ne[3]));
+        st->importance = st->rows && !hfq_codec_importance_unused(&st->spec);
     }
     return steps;
 }
 
+static void count_effect(const hfq_plan *plan, const step *steps, hfq_write_effect *out) {
+    memset(out, 0, sizeof *out);
+    for (int64_t i = 0; i < plan->n; i++) {
+        const step *st = &steps[i];
+        out->n_importance += st->importance;
+        out->n_rescaled += st->adj.col_scale || st->adj.row_scale;
+        out->n_input_scales += st->adj.input_scale > 0.0f;
+        if (!st->rows || st->importance || !hfq_fmt_is_quantized(st->spec.fmt)) continue;
+        int k = 0;
+        while (k < out->n_unused && (out->unused[k].spec.fmt != st->spec.fmt ||
+                                     out->unused[k].spec.scale_group != st->spec.scale_group))
+            k++;
+        if (k == HFQ_EFFECT_MAX_UNUSED) continue; /* more formats than any plan has */
+        if (k == out->n_unused) {
+            out->unused[k].spec = st->spec;
+            out->unused[k].why = hfq_codec_importance_unused(&st->spec);
+            out->n_unused++;
+        }
+        out->unused[k].n++;
+    }
+}
+
+static int input_scale_name(const char *weight, char *out, size_t n);
+
 /* Refuses, before anything is written, what cannot be converted. */
 static int check_plan(const gguf_file *f, const hfq_plan *plan, const step *steps, const hfq_quantize_opts *o,
-                      hfq_error *err) {
+                      bool need_encode, hfq_error *err) {
     for (int64_t i = 0; i < plan->n; i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
         const hfq_fmt_spec *e = &steps[i].spec;
+        char name[GGUF_MAX_NAME + 1];
         if (!steps[i].convert) continue;
         if (!plan->entries[i].convert && hfq_fmt_is_quantized(t->type))
             return hfq_fail(err, gguf_path(f), "tensor %s: calibration cannot rescale a tensor stored as %s",
@@ -175,10 +212,30 @@ static int check_plan(const gguf_file *f, const hfq_plan *plan, const step *step
         if (hfq_fmt_is_quantized(t->type) && !o->allow_requantize)
             return hfq_fail(err, gguf_path(f), "tensor %s is already %s: requantizing needs --allow-requantize",
                             t->name, hfq_fmt_name(t->type));
-        if (!hfq_codec_can_encode(e->fmt))
+        if (need_encode && !hfq_codec_can_encode(e->fmt))
             return hfq_fail(err, gguf_path(f), "tensor %s: format %s is not available in this build",
                             t->name, hfq_fmt_name(e->fmt));
+        if ((hfq_codec_companion(e) != HFQ_COMPANION_NONE && hfq_codec_scale_name(t->name, name, sizeof name) < 0) ||
+            (steps[i].adj.input_scale > 0.0f && input_scale_name(t->name, name, sizeof name) < 0))
+            return hfq_fail(err, gguf_path(f), "tensor %s: the name of its scale tensor would be too long", t->name);
     }
+    return 0;
+}
+
+int hfq_quantize_check(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *opts, bool need_encode,
+                       hfq_error *err) {
+    step *steps = plan_steps(f, plan, opts, err);
+    int rc = steps ? check_plan(f, plan, steps, opts, need_encode, err) : -1;
+    free(steps);
+    return rc;
+}
+
+int hfq_quantize_effect(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *opts,
+                        hfq_write_effect *out, hfq_error *err) {
+    step *steps = plan_steps(f, plan, opts, err);
+    if (!steps) return -1;
+    count_effect(plan, steps, out);
+    free(steps);
     return 0;
 }
 
@@ -269,7 +326,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         grow((void **)&wk->scales, &wk->scales_cap,
              comp == HFQ_COMPANION_ROW_SCALES ? (size_t)(n_rows * job.n_row_scales) : 1, sizeof(float)) < 0)
         return hfq_fail(err, path, "tensor %s: out of memory", t->name);
-    const float *imp_all = o->importance.get ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
+    const float *imp_all = e->importance ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
     const uint8_t *data = t->data;
     float amax = 0.0f;
     for (int pass = hfq_codec_needs_amax(&spec) ? 0 : 1; pass < 2; pass++) {
@@ -318,8 +375,8 @@ static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *p
         if (gguf_add_tensor(w, t->name, hfq_codec_storage_type(spec.fmt), t->n_dims, t->ne, err) < 0) return -1;
         hfq_companion comp = steps[i].convert ? hfq_codec_companion(&spec) : HFQ_COMPANION_NONE;
         if (comp != HFQ_COMPANION_NONE) {
-            if (hfq_codec_scale_name(t->name, name, sizeof name) < 0)
-                return hfq_fail(err, t->name, "the name of its scale tensor would be too long");
+            if (hfq_codec_scale_name(t->name, name, sizeof name) < 0) /* check_plan refused it */
+                return hfq_fail(err, gguf_path(f), "tensor %s: scale name too long", t->name);
             /* per row: [1, ne1, ...]; per group of G: [ne0 / G, ne1, ...] */
             const int64_t ne_rows[4] = {spec.scale_group > 0 ? t->ne[0] / spec.scale_group : 1, t->ne[1], t->ne[2],
                                         t->ne[3]};
@@ -329,7 +386,7 @@ static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *p
         }
         if (steps[i].adj.input_scale > 0.0f) {
             if (input_scale_name(t->name, name, sizeof name) < 0)
-                return hfq_fail(err, t->name, "the name of its input scale tensor would be too long");
+                return hfq_fail(err, gguf_path(f), "tensor %s: input scale name too long", t->name);
             if (gguf_add_tensor(w, name, GT_F32, 1, ne_tensor, err) < 0) return -1;
         }
     }
@@ -339,16 +396,24 @@ static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *p
 int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out_path,
                        const hfq_quantize_opts *o, hfq_error *err) {
     step *steps = plan_steps(f, plan, o, err);
-    if (!steps || check_plan(f, plan, steps, o, err) < 0) {
+    if (!steps || check_plan(f, plan, steps, o, true, err) < 0) {
         free(steps);
         return -1;
     }
+    hfq_write_effect effect;
+    count_effect(plan, steps, &effect);
     gguf_writer *w = gguf_writer_new();
-    if (!w) {
+    const char **imp_names = malloc((size_t)(effect.n_importance > 0 ? effect.n_importance : 1) * sizeof *imp_names);
+    if (!w || !imp_names) {
+        gguf_writer_free(w);
+        free(imp_names);
         free(steps);
         return hfq_fail(err, out_path, "out of memory");
     }
-    set_metadata(w, f, plan, o);
+    for (int64_t i = 0, k = 0; i < plan->n; i++)
+        if (steps[i].importance) imp_names[k++] = gguf_tensor_at(f, i)->name;
+    set_metadata(w, f, plan, o, &effect, imp_names);
+    free(imp_names); /* the writer copied the names */
     int n_threads = o->n_threads > 0 ? o->n_threads : omp_get_max_threads();
     work wk = {0};
     int rc = declare_tensors(w, f, plan, steps, err);

@@ -25,11 +25,33 @@
 /* Importance weights (calibration). get returns n_per_row * n_mats floats -
  * one row of weights per 2-D matrix of the tensor (n_mats = ne[2]*ne[3], the
  * experts) - for the named tensor, or NULL when it has none. The pointer must
- * stay valid until the tensor is written. */
+ * stay valid until the tensor is written. has says, without computing them,
+ * whether get would return rows (the output records, before any tensor is
+ * written, which tensors were rounded with importance); NULL: get is taken
+ * to have rows for every tensor it is asked about. */
 typedef struct hfq_importance_source {
     const float *(*get)(void *ctx, const char *tensor_name, int64_t n_per_row, int64_t n_mats);
     void *ctx;
+    bool (*has)(void *ctx, const char *tensor_name, int64_t n_per_row, int64_t n_mats);
 } hfq_importance_source;
+
+/* What calibration changes in a write, counted before it starts
+ * (hfq_quantize_effect), so the output's metadata can say it and the tool
+ * can say what it cannot change. */
+#define HFQ_EFFECT_MAX_UNUSED 8
+typedef struct hfq_write_effect {
+    int64_t n_importance;       /* converted tensors rounded with importance */
+    int64_t n_rescaled;         /* tensors whose values calibration multiplies (SmoothQuant/AWQ) */
+    int64_t n_input_scales;     /* "<base>.input_scale" tensors written */
+    /* importance rows given to quantized formats that cannot use them: how
+     * many tensors per format, and why (hfq_codec_importance_unused) */
+    int n_unused;
+    struct {
+        hfq_fmt_spec spec;
+        int64_t n;
+        const char *why;
+    } unused[HFQ_EFFECT_MAX_UNUSED];
+} hfq_write_effect;
 
 /* Changes calibration makes to a tensor (src/quantize/calib_session.h). */
 typedef struct hfq_tensor_adjust {
@@ -41,10 +63,11 @@ typedef struct hfq_tensor_adjust {
 /* get fills *out for tensor `name` converted to fmt (its own type when it is
  * copied): values are multiplied before encoding (a copied tensor with
  * multipliers is re-encoded to its own type, which must be F32/F16/BF16);
- * metadata adds keys to the output (may be NULL). */
+ * metadata adds keys to the output (may be NULL), knowing what the write
+ * changes. */
 typedef struct hfq_adjust_source {
     void (*get)(void *ctx, const char *name, uint32_t fmt, hfq_tensor_adjust *out);
-    int (*metadata)(void *ctx, gguf_writer *w);
+    int (*metadata)(void *ctx, gguf_writer *w, const hfq_write_effect *effect);
     void *ctx;
 } hfq_adjust_source;
 
@@ -74,10 +97,27 @@ int hfq_plan_model_from_gguf(const gguf_file *f, hfq_plan_model *m, hfq_error *e
 /* Plans every tensor of f (entries in f's tensor order). */
 int hfq_quantize_plan(const gguf_file *f, const hfq_plan_opts *opts, hfq_plan *plan, hfq_error *err);
 
+/* Every refusal hfq_quantize_write makes before writing (quantized input
+ * without allow_requantize, a type the codec cannot read, calibration
+ * rescaling a tensor stored quantized, names too long for their scale
+ * tensors), so a dry run and the planning phase of a real run fail exactly
+ * where the write would. A format this build cannot produce is refused only
+ * with need_encode (a dry run plans every preset: docs/quantize-tool.md). */
+int hfq_quantize_check(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *opts, bool need_encode,
+                       hfq_error *err);
+
+/* What the write of plan with opts would change (importance, multipliers,
+ * input scales), tensor by tensor; the same counts the metadata callback
+ * gets. */
+int hfq_quantize_effect(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *opts,
+                        hfq_write_effect *out, hfq_error *err);
+
 /* Writes out_path from f following plan (made by hfq_quantize_plan with
  * opts->plan). Fails, leaving nothing at out_path, on I/O errors, NaN/Inf
- * input (naming the tensor), quantized input without allow_requantize, or a
- * format this build cannot produce. */
+ * input (naming the tensor), or anything hfq_quantize_check refuses. The
+ * output records hfq.quantize.importance (true when at least one tensor was
+ * rounded with importance) and hfq.quantize.importance_tensors (their
+ * names). */
 int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out_path,
                        const hfq_quantize_opts *opts, hfq_error *err);
 

@@ -17,6 +17,7 @@
 /* What the first planning pass learns about one input tensor. */
 typedef struct slot {
     bool reached;              /* the plan may quantize it */
+    bool pinned;               /* a recipe rule's (or the default's) "format" decided */
     bool choice;               /* the solver picks among opts */
     hfq_fmt_spec fixed;        /* !choice: its format (before the shape fallback) */
     int rule;                  /* the recipe rule that decided, -1: default or none */
@@ -69,6 +70,7 @@ static int learn(mixed_ctx *c, int64_t index, const hfq_plan_tensor *t, bool is_
     s->reached = true;
     s->rule = a.rule;
     if (a.pinned) {
+        s->pinned = true;
         s->fixed = a.specs[0];
         return 0;
     }
@@ -100,7 +102,7 @@ static int mixed_choose(void *ctx, int64_t index, const hfq_plan_tensor *t, bool
     if (s->rule >= 0) snprintf(rule, sizeof rule, "recipe rule %d", s->rule + 1);
     if (!s->choice) {
         *spec = s->fixed;
-        snprintf(note, note_size, "%s%s", rule, c->mo->target_bytes > 0 && s->n_opts == 0 ? " (no candidate fits)" : "");
+        snprintf(note, note_size, "%s%s", rule, s->pinned ? "" : rule[0] ? " (no candidate fits)" : "no candidate fits");
         return 0;
     }
     *spec = s->opts[c->second_pass ? s->chosen : 0];
@@ -171,6 +173,21 @@ done:
     return rc;
 }
 
+/* A budget with a recipe that pins every tensor would be ignored: refused. */
+static int pinned_fail(const hfq_recipe *r, hfq_error *err) {
+    return hfq_fail(err, hfq_recipe_where(r), "every tensor is pinned by a rule's or the default's \"format\" (none "
+                    "lists \"candidates\"), so a budget cannot change the plan: drop --target-bpw/--target-size, or "
+                    "list \"candidates\" in rules (docs/mixed.md)");
+}
+
+/* Whether the recipe left the solver nothing to choose: every tensor the
+ * plan may quantize pinned by a "format". */
+static bool all_pinned(const mixed_ctx *c, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (c->slots[i].reached && !c->slots[i].pinned) return false;
+    return true;
+}
+
 int hfq_mixed_plan(const gguf_file *f, hfq_plan_opts *popts, const hfq_mixed_opts *mo, hfq_plan *plan,
                    hfq_mixed_report *rep, hfq_error *err) {
     memset(rep, 0, sizeof *rep);
@@ -192,6 +209,7 @@ int hfq_mixed_plan(const gguf_file *f, hfq_plan_opts *popts, const hfq_mixed_opt
     popts->choose_ctx = mo->target_bytes > 0 ? (void *)&c : (void *)c.rs;
     if (rc == 0) rc = hfq_quantize_plan(f, popts, plan, err);
     if (rc == 0 && c.rs) rc = hfq_recipe_resolver_finish(c.rs, err);
+    if (rc == 0 && mo->target_bytes > 0 && mo->recipe && all_pinned(&c, n)) rc = pinned_fail(mo->recipe, err);
     if (rc == 0 && mo->target_bytes > 0) {
         hfq_plan first = *plan;
         memset(plan, 0, sizeof *plan);
@@ -219,29 +237,39 @@ int hfq_mixed_plan(const gguf_file *f, hfq_plan_opts *popts, const hfq_mixed_opt
     return rc;
 }
 
+typedef struct check_ctx {
+    hfq_recipe_resolver *rs;
+    bool any_candidates;   /* some tensor's action lists candidates */
+} check_ctx;
+
 static int check_choose(void *ctx, int64_t index, const hfq_plan_tensor *t, bool is_output, hfq_fmt_spec *spec,
                         char *note, size_t note_size, hfq_error *err) {
     (void)index, (void)note, (void)note_size;
+    check_ctx *c = ctx;
     hfq_recipe_action a;
-    if (hfq_recipe_resolve(ctx, t, is_output, &a, err) < 0) return -1;
+    if (hfq_recipe_resolve(c->rs, t, is_output, &a, err) < 0) return -1;
+    c->any_candidates |= !a.pinned;
     *spec = a.pinned ? a.specs[0] : (hfq_fmt_spec){GT_F16, HFQ_SCALE_PER_ROW};
     return 0;
 }
 
-int hfq_mixed_check_recipe(const gguf_file *f, const hfq_recipe *r, const hfq_plan_opts *popts, hfq_error *err) {
+int hfq_mixed_check_recipe(const gguf_file *f, const hfq_recipe *r, const hfq_plan_opts *popts, bool budget,
+                           hfq_error *err) {
     hfq_plan_model model;
     if (hfq_plan_model_from_gguf(f, &model, err) < 0) return -1;
     hfq_recipe_resolver *rs = hfq_recipe_resolver_new(r, &model, err);
     if (!rs) return -1;
+    check_ctx c = {rs, false};
     hfq_plan_opts o = *popts;
     o.choose = check_choose;
-    o.choose_ctx = rs;
+    o.choose_ctx = &c;
     hfq_plan plan;
     int rc = hfq_quantize_plan(f, &o, &plan, err);
     if (rc == 0) {
         hfq_plan_free(&plan);
         rc = hfq_recipe_resolver_finish(rs, err);
     }
+    if (rc == 0 && budget && !c.any_candidates) rc = pinned_fail(r, err);
     hfq_recipe_resolver_free(rs);
     return rc;
 }

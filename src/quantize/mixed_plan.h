@@ -46,13 +46,15 @@ typedef struct hfq_mixed_report {
  * that, the preset whose base format holds the most weights, and its choose
  * callback is left NULL. Fails before anything is written: bad recipe
  * against this model, measurements of another model or lacking a format, a
- * budget below the smallest plan. */
+ * budget below the smallest plan, a budget with a recipe that pins every
+ * tensor (it could not change the plan). */
 int hfq_mixed_plan(const gguf_file *f, hfq_plan_opts *popts, const hfq_mixed_opts *mo, hfq_plan *plan,
                    hfq_mixed_report *rep, hfq_error *err);
 
 /* Resolves the recipe against f's tensors without measurements (every
- * check hfq_mixed_plan makes of the recipe), so a bad recipe fails before
- * any measuring. */
-int hfq_mixed_check_recipe(const gguf_file *f, const hfq_recipe *r, const hfq_plan_opts *popts, hfq_error *err);
+ * check hfq_mixed_plan makes of the recipe, with budget also that some
+ * tensor has candidates), so a bad recipe fails before any measuring. */
+int hfq_mixed_check_recipe(const gguf_file *f, const hfq_recipe *r, const hfq_plan_opts *popts, bool budget,
+                           hfq_error *err);
 
 #endif

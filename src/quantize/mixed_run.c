@@ -13,7 +13,7 @@
 
 /* (position, vocabulary) values a KL probe keeps at most */
 #define KL_MAX_SCORES ((int64_t)1 << 25)
-#define MAX_DEFAULT_CANDIDATES 64
+#define MAX_CANDIDATES 64
 
 bool hfq_mixed_measure_only(const hfq_mixed_job *job) {
     return !job->recipe_path && job->target_bpw <= 0 && job->target_size <= 0;
@@ -52,20 +52,43 @@ static double *token_counts(const hfq_calib_seqs *seqs, int64_t n_vocab) {
     return c;
 }
 
+/* The formats tensors no recipe rule restricts choose among: --candidates,
+ * or the default list (those this build can write). */
+static int default_candidates(const hfq_mixed_job *job, hfq_fmt_spec *out) {
+    if (job->candidates) {
+        memcpy(out, job->candidates, (size_t)job->n_candidates * sizeof *out);
+        return job->n_candidates;
+    }
+    char list[] = HFQ_MIXED_DEFAULT_CANDIDATES;
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && n < MAX_CANDIDATES;
+         tok = strtok_r(NULL, ",", &save))
+        if (hfq_fmt_spec_parse(tok, &out[n]) == 0 && hfq_codec_can_encode(out[n].fmt)) n++;
+    return n;
+}
+
+/* What is measured: the default candidates and every candidate the recipe's
+ * rules list (docs/mixed.md: a rule's "candidates" restrict its tensors to
+ * them, so each must have been measured). */
+static int measured_specs(const hfq_mixed_job *job, const hfq_recipe *recipe, hfq_fmt_spec *out) {
+    int n = default_candidates(job, out);
+    hfq_fmt_spec rc[MAX_CANDIDATES];
+    const int n_rc = recipe ? hfq_recipe_candidates(recipe, rc, MAX_CANDIDATES) : 0;
+    for (int k = 0; k < n_rc && n < 2 * MAX_CANDIDATES; k++) {
+        bool seen = !hfq_codec_can_encode(rc[k].fmt);
+        for (int j = 0; j < n; j++) seen |= out[j].fmt == rc[k].fmt && out[j].scale_group == rc[k].scale_group;
+        if (!seen) out[n++] = rc[k];
+    }
+    return n;
+}
+
 /* Measures f on the session's statistics; with the calibration sequences
  * at hand the embedding rows are weighted by token frequency and the KL
  * probes run on their first chunks. */
-static int measure(hfq_mixed_job *job, const gguf_file *f, hfq_calib_session *cs, hfq_measurements *m,
-                   hfq_error *err) {
-    hfq_fmt_spec defaults[MAX_DEFAULT_CANDIDATES];
-    int n_defaults = 0;
-    if (!job->candidates) {
-        char list[] = HFQ_MIXED_DEFAULT_CANDIDATES;
-        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && n_defaults < MAX_DEFAULT_CANDIDATES;
-             tok = strtok_r(NULL, ",", &save))
-            if (hfq_fmt_spec_parse(tok, &defaults[n_defaults]) == 0 && hfq_codec_can_encode(defaults[n_defaults].fmt))
-                n_defaults++;
-    }
+static int measure(hfq_mixed_job *job, const hfq_recipe *recipe, const gguf_file *f, hfq_calib_session *cs,
+                   hfq_measurements *m, hfq_error *err) {
+    hfq_fmt_spec specs[2 * MAX_CANDIDATES];
+    const int n_specs = measured_specs(job, recipe, specs);
     const hfq_calib_stats *st = hfq_calib_session_stats(cs);
     const hfq_calib_seqs *seqs = hfq_calib_session_seqs(cs);
     hfq_model *model = NULL;
@@ -83,10 +106,10 @@ static int measure(hfq_mixed_job *job, const gguf_file *f, hfq_calib_session *cs
     }
     if (rc == 0) {
         hfq_measure_opts mo = {.n_threads = job->q.n_threads, .importance = hfq_calib_session_importance(cs),
-                               .probe = probe, .progress = job->measure_progress, .token_count = counts,
+                               .probe = probe, .progress = job->measure_progress,
+                               .progress_ctx = job->measure_progress_ctx, .token_count = counts,
                                .n_vocab = n_vocab, .n_tokens = seqs ? seqs->n_tokens : 0};
-        rc = hfq_measure(f, st, job->candidates ? job->candidates : defaults,
-                         job->candidates ? job->n_candidates : n_defaults, &mo, m, err);
+        rc = hfq_measure(f, st, specs, n_specs, &mo, m, err);
     }
     if (rc == 0)
         snprintf(m->source, sizeof m->source, "%s on %s (%" PRId64 " weights' statistics over %" PRId64 " tokens; "
@@ -111,7 +134,7 @@ int hfq_mixed_run(hfq_mixed_job *job, const gguf_file *f, hfq_mixed_result *res,
     /* every check that needs no measuring first */
     if (job->recipe_path) {
         if (!(doc = hfq_json_load(job->recipe_path, err)) || !(recipe = hfq_recipe_from_json(doc, job->recipe_path, err)) ||
-            hfq_mixed_check_recipe(f, recipe, &job->q.plan, err) < 0)
+            hfq_mixed_check_recipe(f, recipe, &job->q.plan, job->target_bpw > 0 || job->target_size > 0, err) < 0)
             goto done;
     }
     if (need_meas && !job->meas_in && !calibrated) {
@@ -125,7 +148,7 @@ int hfq_mixed_run(hfq_mixed_job *job, const gguf_file *f, hfq_mixed_result *res,
         if (!(cs = hfq_calib_session_new(job->in, &co, err)) || hfq_calib_session_check(cs, f, err) < 0) goto done;
     }
     if (job->meas_in ? hfq_measurements_load(&res->meas, job->meas_in, err) < 0
-                     : need_meas && measure(job, f, cs, &res->meas, err) < 0)
+                     : need_meas && measure(job, recipe, f, cs, &res->meas, err) < 0)
         goto done;
     if (job->meas_out && hfq_measurements_save(&res->meas, job->meas_out, err) < 0) goto done;
     if (measure_only) {
@@ -134,18 +157,29 @@ int hfq_mixed_run(hfq_mixed_job *job, const gguf_file *f, hfq_mixed_result *res,
     }
     const int64_t target = job->target_size > 0 ? job->target_size
                            : job->target_bpw > 0 ? (int64_t)(job->target_bpw * (double)total_elements(f) / 8.0) : 0;
+    /* measured now, the file holds the recipe's candidates too: tensors no
+     * rule restricts still choose among the default list only */
+    hfq_fmt_spec defaults[MAX_CANDIDATES];
+    const int n_defaults = job->meas_in ? 0 : default_candidates(job, defaults);
     const hfq_mixed_opts mo = {recipe, target, res->meas.specs ? &res->meas : NULL,
-                               job->meas_in ? job->meas_in : "measurements", job->candidates, job->n_candidates};
-    if (hfq_mixed_plan(f, &job->q.plan, &mo, &res->plan, &res->rep, err) < 0) goto done;
+                               job->meas_in ? job->meas_in : "measurements",
+                               job->meas_in ? job->candidates : defaults,
+                               job->meas_in ? job->n_candidates : n_defaults};
+    if (hfq_mixed_plan(f, &job->q.plan, &mo, &res->plan, &res->rep, err) < 0 ||
+        hfq_quantize_check(f, &res->plan, &job->q, job->out != NULL, err) < 0)
+        goto done;
     job->q.recipe_name = recipe ? hfq_recipe_name(recipe) : NULL;
     job->q.target_bytes = target;
-    if (job->out) {
-        if ((cs && hfq_calib_session_prepare(cs, f, &res->plan, &job->q, err) < 0) ||
-            hfq_quantize_write(f, &res->plan, job->out, &job->q, err) < 0 ||
-            (res->written_bytes = tensor_bytes(job->out, &res->file_size, err)) < 0)
-            goto done;
-        if (cs) res->n_folded = hfq_calib_session_n_folded(cs);
+    if (cs && !job->out) job->q.importance = hfq_calib_session_importance(cs);
+    if (cs && job->out && hfq_calib_session_prepare(cs, f, &res->plan, &job->q, err) < 0) goto done;
+    if (cs) {
+        if (hfq_quantize_effect(f, &res->plan, &job->q, &res->effect, err) < 0) goto done;
+        res->effect_known = true;
+        res->n_folded = hfq_calib_session_n_folded(cs);
     }
+    if (job->out && (hfq_quantize_write(f, &res->plan, job->out, &job->q, err) < 0 ||
+                     (res->written_bytes = tensor_bytes(job->out, &res->file_size, err)) < 0))
+        goto done;
     rc = 0;
 done:
     /* the write is done: nothing may point into the session any more */

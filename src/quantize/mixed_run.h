@@ -6,7 +6,8 @@
  *
  * Order: every check that needs no measuring (the recipe against the model,
  * the statistics against the model) comes first, so a bad input fails
- * before minutes of measuring. The statistics serve twice: the measurement,
+ * before minutes of measuring; the plan is checked as the write checks it
+ * (hfq_quantize_check) in a dry run too. The statistics serve twice: the measurement,
  * and the uses of calibration in the write (importance-weighted rounding by
  * default, as with a preset). Measurement sees the statistics before any
  * SmoothQuant/AWQ fold (the folds need the plan the measurement decides).
@@ -48,6 +49,7 @@ typedef struct hfq_mixed_job {
     hfq_quantize_opts q;            /* plan options, threads, progress; importance/adjust set here */
     /* called before each tensor is measured; may be NULL */
     void (*measure_progress)(void *ctx, int64_t i, int64_t n, const char *name);
+    void *measure_progress_ctx;
 } hfq_mixed_job;
 
 typedef struct hfq_mixed_result {
@@ -57,6 +59,10 @@ typedef struct hfq_mixed_result {
     int64_t written_bytes;          /* tensor data written; -1: nothing written */
     uint64_t file_size;
     int64_t n_folded;               /* groups SmoothQuant/AWQ folded */
+    /* with statistics: what they change in the plan (a dry run: importance
+     * only, no folds are computed) */
+    bool effect_known;
+    hfq_write_effect effect;
 } hfq_mixed_result;
 
 /* True when the job only measures (saves measurements, plans nothing). */

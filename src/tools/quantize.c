@@ -4,14 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "formats/error.h"
 #include "formats/gguf.h"
 #include "quant/plan.h"
 #include "quant/recipe.h"
 #include "src/cli/cli.h"
+#include "src/common/output.h"
 #include "src/quantize/calib_session.h"
 #include "src/quantize/codec.h"
 #include "src/quantize/driver.h"
@@ -45,7 +44,10 @@ static void usage(FILE *out) {
         "  --pure                     no per-tensor bumps: the preset's base format everywhere\n"
         "  --leave-output-tensor      do not quantize output.weight\n"
         "  --allow-requantize         accept tensors that are already quantized\n"
+        "  --quiet                    no progress lines (on a terminal one redrawn line, elsewhere one\n"
+        "                             every 5 s and one at the end of each phase)\n"
         "  -h, --help                 this help\n"
+        "  --version                  the tool's version\n"
         "\n"
         "calibration (docs/calibration.md):\n"
         "  --calibration-file TEXT    run IN.gguf over TEXT (plain or gzip) and use the activation statistics\n"
@@ -56,8 +58,10 @@ static void usage(FILE *out) {
         "  --calib-samples N          activation rows kept per layer input (--awq, --smoothquant-alpha auto; default 64)\n"
         "  --save-stats FILE          write the statistics (llama.cpp's imatrix GGUF plus our tensors)\n"
         "  --stats FILE               read statistics written before (ours or llama-imatrix's)\n"
-        "  uses of the statistics (with none named, --importance):\n"
+        "  uses of the statistics: importance always (unless --no-importance); with no other use named,\n"
+        "  also --awq for NVFP4 and INT8 (where it measured best; docs/calibration.md)\n"
         "  --importance               importance-weighted rounding (llama.cpp's imatrix), scale searches\n"
+        "  --no-importance            round without the importance rows\n"
         "  --act-scales               static activation scales <name>.input_scale for INT8, FP8, NVFP4\n"
         "  --act-percentile P         percentile of per-token maxima for --act-scales (default 100)\n"
         "  --smoothquant              SmoothQuant scales folded into the preceding norm / rows\n"
@@ -82,7 +86,8 @@ static void usage(FILE *out) {
         "\n"
         "FMT: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs\n"
         "     mxfp4 nvfp4 int8 fp8_e4m3 fp8_e5m2\n"
-        "exit status: 0 ok, 1 failure, 2 usage\n");
+        "exit status: 0 ok, 1 failure, 2 usage (also an output that is, or links to, an input or another\n"
+        "             output, a folder, or lies in a missing folder: refused before any work)\n");
     fprintf(out, "\nplanned only (--dry-run), their formats are not in this build:");
     for (int p = 0; p < HFQ_PRESET_COUNT; p++)
         if (!hfq_codec_can_encode(hfq_preset_default_fmt((hfq_preset)p))) fprintf(out, " %s", hfq_preset_name((hfq_preset)p));
@@ -93,7 +98,9 @@ typedef struct args {
     const char *in, *out;
     hfq_quantize_opts q;
     hfq_calib_opts calib;
-    bool dry_run, json, calibrate_only;
+    bool dry_run, json, calibrate_only, quiet;
+    bool no_importance, uses_named; /* --no-importance; a use named (else the preset's default) */
+    hfq_progress progress;
     hfq_plan_override overrides[MAX_OVERRIDES];
     const char *override_args[MAX_OVERRIDES];
     /* mixed precision (docs/mixed.md) */
@@ -104,12 +111,18 @@ typedef struct args {
     int n_candidates;
 } args;
 
-static int bad_usage(const char *fmt, const char *what) {
-    fprintf(stderr, "quantize: ");
-    fprintf(stderr, fmt, what);
-    fprintf(stderr, "\n(see quantize --help)\n");
-    return -1;
-}
+/* A usage error: one line on stderr (src/cli/cli.h); -1 for the parser. */
+#define bad_usage(...) (hfq_cli_usage("quantize", __VA_ARGS__), -1)
+
+/* Every option, for the nearest one to an unknown one. */
+static const char *const known_options[] = {
+    "--dry-run", "--json", "--threads", "--tensor-type", "--token-embedding-type", "--output-tensor-type", "--pure",
+    "--leave-output-tensor", "--allow-requantize", "--quiet", "--help", "--version", "--calibration-file",
+    "--calib-ctx", "--calib-chunks", "--calib-lines", "--calib-chat", "--calib-samples", "--save-stats", "--stats",
+    "--importance", "--no-importance", "--act-scales", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
+    "--awq", "--awq-grid", "--awq-format", "--recipe", "--target-bpw", "--target-size", "--measurements",
+    "--save-measurements", "--measure-kl-chunks", "--candidates", "--measure-text", "--measure-stats",
+    "--measure-ctx", "--measure-chunks", NULL};
 
 static int parse_fmt_arg(const char *opt, const char *val, int *out) {
     if (!val) return bad_usage("%s needs a format", opt);
@@ -215,6 +228,7 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
     if (strcmp(s, "--calib-lines") == 0) return c->text.lines = true, 0;
     if (strcmp(s, "--calib-chat") == 0) return c->text.chat = true, 0;
     if (strcmp(s, "--importance") == 0) return u->importance = true, 0;
+    if (strcmp(s, "--no-importance") == 0) return a->no_importance = true, 0;
     if (strcmp(s, "--act-scales") == 0) return u->act_scales = true, 0;
     if (strcmp(s, "--smoothquant") == 0) return u->smoothquant = true, 0;
     if (strcmp(s, "--awq") == 0) return u->awq = true, 0;
@@ -249,7 +263,8 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
 static int check_calib_args(args *a, int n_pos, bool mixed) {
     hfq_calib_opts *c = &a->calib;
     hfq_calib_uses *u = &c->uses;
-    const bool any_use = u->importance || u->act_scales || u->smoothquant || u->awq;
+    const bool any_use = u->importance || u->act_scales || u->smoothquant || u->awq || a->no_importance;
+    if (u->importance && a->no_importance) return bad_usage("%s", "--importance and --no-importance contradict");
     if (c->text_path && c->stats_path) return bad_usage("%s", "--calibration-file and --stats are alternatives");
     if (!c->text_path && (c->text.lines || c->text.chat || c->text.n_ctx || c->text.max_chunks || c->sample_rows >= 0))
         return bad_usage("%s", "--calib-* options need --calibration-file");
@@ -273,8 +288,27 @@ static int check_calib_args(args *a, int n_pos, bool mixed) {
         return 0;
     }
     if (!mixed && a->dry_run && c->text_path) return bad_usage("%s", "--dry-run does not calibrate: use --stats");
-    if (!any_use) u->importance = true;
+    /* importance is the base every other use adds to (naming --awq must not
+     * turn it off); with no use named the preset's default applies, which
+     * needs the preset (settle_uses) */
+    a->uses_named = u->importance || u->act_scales || u->smoothquant || u->awq;
+    u->importance = !a->no_importance;
     a->q.plan.has_imatrix = u->importance;
+    return 0;
+}
+
+/* The uses once the preset is known: with none named, the preset's default
+ * (src/quantize/calib_session.h) less what --no-importance removes. */
+static int settle_uses(args *a) {
+    hfq_calib_uses *u = &a->calib.uses;
+    if (!a->calib.text_path && !a->calib.stats_path) return 0;
+    if (!a->uses_named) {
+        hfq_calib_default_uses(a->q.plan.preset, u);
+        u->importance = !a->no_importance;
+    }
+    if (!u->importance && !u->act_scales && !u->smoothquant && !u->awq && u->fold_if_possible == HFQ_CALIB_FOLD_NONE)
+        return bad_usage("--no-importance leaves no use of the statistics with %s (name --act-scales, --smoothquant "
+                         "or --awq)", hfq_preset_name(a->q.plan.preset));
     return 0;
 }
 
@@ -311,10 +345,12 @@ static int parse_args(int argc, char **argv, args *a) {
         } else if ((used = parse_mixed_arg(s, next, a)) != 0) {
             if (used < 0) return -1;
             i += used - 1;
+        } else if (strcmp(s, "--quiet") == 0) {
+            a->quiet = true;
         } else if (s[0] == '-' && s[1] != '\0') {
             int c = parse_calib_arg(s, next, a, &i);
             if (c < 0) return -1;
-            if (c > 0) return bad_usage("unknown option '%s'", s);
+            if (c > 0) return hfq_cli_unknown_option("quantize", s, known_options), -1;
         } else if (n_pos == 3) {
             return bad_usage("unexpected argument '%s'", s);
         } else {
@@ -340,7 +376,7 @@ static int parse_args(int argc, char **argv, args *a) {
      * quantized; refusing beats silently ignoring */
     if (p->n_overrides > 0 && !hfq_fmt_is_quantized(hfq_preset_default_fmt(p->preset)))
         return bad_usage("--tensor-type has no effect with preset %s (as in llama.cpp)", hfq_preset_name(p->preset));
-    return 0;
+    return settle_uses(a);
 }
 
 static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
@@ -441,24 +477,90 @@ oom:
     return -1;
 }
 
-static void progress(void *ctx, int64_t i, int64_t n, const char *name, uint32_t fmt) {
-    (void)ctx;
-    fprintf(stderr, "\r\033[K[%4" PRId64 "/%4" PRId64 "] %s -> %s", i + 1, n, name, hfq_fmt_name(fmt));
-    if (i + 1 == n) fputc('\n', stderr);
+/* ---- progress (src/cli/cli.h: also off a terminal, a line every 5 s) ---- */
+
+static void write_progress(void *ctx, int64_t i, int64_t n, const char *name, uint32_t fmt) {
+    hfq_progress_report(ctx, i + 1, n, "%s -> %s", name, hfq_fmt_name(fmt));
 }
 
-static bool same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+static void measure_progress(void *ctx, int64_t i, int64_t n, const char *name) {
+    hfq_progress_report(ctx, i + 1, n, "measuring %s", name);
+}
+
+static void calib_progress(void *ctx, int64_t done, int64_t n) {
+    hfq_progress_report(ctx, done, n, "calibrating");
+}
+
+/* ---- what calibration cannot change, said once each (docs/calibration.md) ---- */
+
+/* used: the uses as the session settled them; folds_known: prepare ran (the
+ * input scales and folds are known, not only the importance). */
+static void print_calib_notes(const args *a, const hfq_calib_uses *used, const hfq_write_effect *e, int64_t n_folded,
+                              bool folds_known) {
+    for (int k = 0; used->importance && k < e->n_unused; k++) {
+        char spec[64];
+        hfq_fmt_spec_str(&e->unused[k].spec, spec, sizeof spec);
+        fprintf(stderr, "quantize: calibration: importance does not change %s (%" PRId64 " tensor%s): %s\n", spec,
+                e->unused[k].n, e->unused[k].n == 1 ? "" : "s", e->unused[k].why);
+    }
+    const hfq_calib_fold fold = a->calib.uses.fold_if_possible;
+    if (fold != HFQ_CALIB_FOLD_NONE && !used->awq && !used->smoothquant) {
+        const bool awq = fold == HFQ_CALIB_FOLD_AWQ;
+        fprintf(stderr, "quantize: calibration: %s, %s's default, is left out: the statistics hold no activation "
+                        "maxima%s (llama-imatrix files hold sums of squares only%s)\n", awq ? "AWQ" : "SmoothQuant",
+                hfq_preset_name(a->q.plan.preset), awq ? " or samples" : "",
+                awq ? "; --calib-samples 0 keeps no samples" : "");
+    }
+    if (!folds_known) return;
+    if (used->act_scales && e->n_input_scales == 0)
+        fprintf(stderr, "quantize: calibration: --act-scales changes no tensor: only INT8, FP8 and NVFP4 weights "
+                        "take input scales\n");
+    if ((used->awq || used->smoothquant) && n_folded == 0)
+        fprintf(stderr, "quantize: calibration: %s folded no group (no scaling beat the unscaled weights on the "
+                        "sample)\n", used->awq ? "AWQ" : "SmoothQuant");
+}
+
+/* A dry run plans presets whose formats this build lacks (docs/quantize-tool.md);
+ * what a real run would refuse then is said, not silently approved. */
+static void note_unwritable(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *q) {
+    hfq_error err = {{0}};
+    if (hfq_quantize_check(f, plan, q, true, &err) < 0)
+        fprintf(stderr, "quantize: note: planned only, a real run refuses it: %s\n", err.msg);
+}
+
+/* --calib-ctx past {arch}.context_length: positions the model never
+ * trained on shape the statistics (the warning ppl-eval gives for --ctx). */
+static void warn_calib_ctx(const args *a, const gguf_file *f) {
+    hfq_plan_model m;
+    hfq_error err = {{0}};
+    char key[160];
+    int64_t trained = 0, i;
+    const int64_t ctx = a->calib.text.n_ctx > 0 ? a->calib.text.n_ctx : HFQ_CALIB_DEFAULT_CTX;
+    /* lines are cut to --calib-ctx, not made that long: only a cap asked for is worth a warning */
+    if (!a->calib.text_path || (a->calib.text.lines && a->calib.text.n_ctx <= 0)) return;
+    if (hfq_plan_model_from_gguf(f, &m, &err) < 0) return; /* the run reports a bad model */
+    snprintf(key, sizeof key, "%s.context_length", m.arch);
+    if ((i = gguf_find_key(f, key)) < 0 || gguf_get_int(f, i, &trained, &err) < 0 || trained <= 0) return;
+    if (ctx > trained)
+        fprintf(stderr, "quantize: warning: --calib-ctx %" PRId64 " is past the model's trained context (%" PRId64 ")\n",
+                ctx, trained);
+}
+
+/* Every output against every input and the other outputs (src/common/output.h),
+ * before any work: a run must never replace what it reads. */
+static int check_paths(const args *a) {
+    const hfq_path_role outputs[] = {{a->out, "OUT.gguf", false}, {a->calib.save_path, "--save-stats", false},
+                                     {a->meas_out, "--save-measurements", false}};
+    const hfq_path_role inputs[] = {{a->in, "IN.gguf", false}, {a->calib.stats_path, "--stats", false},
+                                    {a->calib.text_path, "--calibration-file", false}, {a->recipe, "--recipe", false},
+                                    {a->meas_in, "--measurements", false}};
+    hfq_error err = {{0}};
+    if (hfq_check_outputs(outputs, 3, inputs, 5, &err) == 0) return 0;
+    fprintf(stderr, "quantize: %s\n", err.msg);
+    return -1;
 }
 
 /* ---- mixed precision run (docs/mixed.md) ---- */
-
-static void measure_progress(void *ctx, int64_t i, int64_t n, const char *name) {
-    (void)ctx;
-    fprintf(stderr, "\r\033[K[%4" PRId64 "/%4" PRId64 "] measuring %s", i + 1, n, name);
-    if (i + 1 == n) fputc('\n', stderr);
-}
 
 static cJSON *allocation_json(const hfq_mixed_result *res, const args *a) {
     const hfq_mixed_report *r = &res->rep;
@@ -505,24 +607,19 @@ static void print_allocation(const hfq_mixed_result *res, const args *a) {
                res->written_bytes, plan->out_nbytes, res->file_size);
 }
 
-static int run_mixed(args *a) {
+static int run_mixed(args *a, const gguf_file *f) {
     hfq_error err = {{0}};
-    if (a->out && same_file(a->in, a->out)) {
-        fprintf(stderr, "quantize: input and output are the same file: %s\n", a->out);
-        return HFQ_EXIT_USAGE;
-    }
     hfq_mixed_job job = {.in = a->in, .out = a->dry_run ? NULL : a->out, .recipe_path = a->recipe,
                          .target_bpw = a->target_bpw, .target_size = a->target_size, .meas_in = a->meas_in,
                          .meas_out = a->meas_out, .kl_chunks = a->measure_kl_chunks,
                          .candidates = a->n_candidates ? a->candidates : NULL, .n_candidates = a->n_candidates,
-                         .calib = a->calib, .q = a->q,
-                         .measure_progress = isatty(STDERR_FILENO) ? measure_progress : NULL};
-    if (isatty(STDERR_FILENO)) job.q.progress = progress;
+                         .calib = a->calib, .q = a->q, .measure_progress = measure_progress,
+                         .measure_progress_ctx = &a->progress};
     hfq_mixed_result res;
     int rc = -1;
-    gguf_file *f = gguf_open(a->in, &err);
-    if (f && hfq_mixed_run(&job, f, &res, &err) == 0) {
+    if (hfq_mixed_run(&job, f, &res, &err) == 0) {
         a->q.plan = job.q.plan; /* the preset the plan settled on, for the JSON */
+        if (res.effect_known) print_calib_notes(a, &job.calib.uses, &res.effect, res.n_folded, job.out != NULL);
         if (hfq_mixed_measure_only(&job)) {
             printf("measured %" PRId64 " tensors in %d formats; saved %s\n", res.meas.n_tensors, res.meas.n_specs,
                    a->meas_out);
@@ -536,8 +633,7 @@ static int run_mixed(args *a) {
         }
     }
     if (rc < 0 && err.msg[0]) fprintf(stderr, "quantize: %s\n", err.msg);
-    if (f) hfq_mixed_result_free(&res);
-    gguf_close(f);
+    hfq_mixed_result_free(&res);
     return rc < 0 ? HFQ_EXIT_FAILURE : HFQ_EXIT_OK;
 }
 
@@ -603,34 +699,27 @@ static int calibrate_only(args *a) {
     return HFQ_EXIT_OK;
 }
 
-static int run(args *a) {
+/* A preset: planned and checked as the write will check it (before any
+ * calibrating, and in a dry run alike), calibrated, written. */
+static int run_preset(args *a, const gguf_file *f) {
     hfq_error err = {{0}};
-    a->calib.n_threads = a->q.n_threads;
-    a->calib.progress = isatty(STDERR_FILENO);
-    if (mixed_mode(a)) return run_mixed(a);
-    if (a->calibrate_only) return calibrate_only(a);
-    if (a->out && same_file(a->in, a->out)) {
-        fprintf(stderr, "quantize: input and output are the same file: %s\n", a->out);
-        return HFQ_EXIT_USAGE;
-    }
-    gguf_file *f = gguf_open(a->in, &err);
-    if (!f) {
-        fprintf(stderr, "quantize: %s\n", err.msg);
-        return HFQ_EXIT_FAILURE;
-    }
     hfq_plan plan = {0};
     hfq_calib_session *cs = NULL;
-    int rc = 0;
-    if (a->calib.text_path || a->calib.stats_path) {
+    hfq_write_effect effect;
+    int rc = hfq_quantize_plan(f, &a->q.plan, &plan, &err);
+    if (rc == 0) rc = hfq_quantize_check(f, &plan, &a->q, !a->dry_run, &err);
+    if (rc == 0 && a->dry_run) note_unwritable(f, &plan, &a->q);
+    if (rc == 0 && (a->calib.text_path || a->calib.stats_path)) {
         cs = hfq_calib_session_new(a->in, &a->calib, &err);
         rc = !cs || hfq_calib_session_check(cs, f, &err) ? -1 : 0;
+        /* a dry run computes no folds: it says what importance cannot change */
+        if (rc == 0 && a->dry_run) a->q.importance = hfq_calib_session_importance(cs);
+        else if (rc == 0) rc = hfq_calib_session_prepare(cs, f, &plan, &a->q, &err);
+        if (rc == 0) rc = hfq_quantize_effect(f, &plan, &a->q, &effect, &err);
+        if (rc == 0)
+            print_calib_notes(a, hfq_calib_session_uses(cs), &effect, hfq_calib_session_n_folded(cs), !a->dry_run);
     }
-    if (rc == 0) rc = hfq_quantize_plan(f, &a->q.plan, &plan, &err);
-    if (rc == 0 && !a->dry_run) {
-        if (isatty(STDERR_FILENO)) a->q.progress = progress;
-        if (cs) rc = hfq_calib_session_prepare(cs, f, &plan, &a->q, &err);
-        if (rc == 0) rc = hfq_quantize_write(f, &plan, a->out, &a->q, &err);
-    }
+    if (rc == 0 && !a->dry_run) rc = hfq_quantize_write(f, &plan, a->out, &a->q, &err);
     if (rc < 0) {
         fprintf(stderr, "quantize: %s\n", err.msg);
     } else if (a->json) {
@@ -639,14 +728,37 @@ static int run(args *a) {
         print_text(f, &plan, a->dry_run);
         if (!a->dry_run) printf("wrote %s\n", a->out);
     }
+    a->q.importance = (hfq_importance_source){0};
+    a->q.adjust = (hfq_adjust_source){0};
     hfq_plan_free(&plan);
     hfq_calib_session_free(cs);
-    gguf_close(f);
     return rc < 0 ? HFQ_EXIT_FAILURE : HFQ_EXIT_OK;
+}
+
+static int run(args *a) {
+    hfq_error err = {{0}};
+    /* refused outputs are bad command lines, as the same-file check always was */
+    if (check_paths(a) < 0) return HFQ_EXIT_USAGE;
+    hfq_progress_init(&a->progress, !a->quiet, 0.0);
+    a->q.progress = write_progress;
+    a->q.progress_ctx = &a->progress;
+    a->calib.n_threads = a->q.n_threads;
+    a->calib.progress = calib_progress;
+    a->calib.progress_ctx = &a->progress;
+    gguf_file *f = gguf_open(a->in, &err);
+    if (!f) {
+        fprintf(stderr, "quantize: %s\n", err.msg);
+        return HFQ_EXIT_FAILURE;
+    }
+    warn_calib_ctx(a, f);
+    int rc = mixed_mode(a) ? run_mixed(a, f) : a->calibrate_only ? calibrate_only(a) : run_preset(a, f);
+    gguf_close(f);
+    return rc;
 }
 
 int main(int argc, char **argv) {
     static args a;
+    if (hfq_cli_version(argc, argv, "quantize")) return HFQ_EXIT_OK;
     a.q = hfq_quantize_opts_default(HFQ_PRESET_Q8_0);
     a.measure_kl_chunks = 4;
     a.calib = (hfq_calib_opts){.sample_rows = -1,
