@@ -1,7 +1,7 @@
 /* arch.h - the model families the runner computes, by general.architecture.
  *
  * A family is one const hfq_arch_desc in its own file (arch_llama.c,
- * arch_qwen2.c): its general.architecture string, its rope mode, and the
+ * arch_qwen2.c, arch_qwen3.c): its general.architecture string, its rope mode, and the
  * layer tensors whose need differs from the runner's defaults (model.c's
  * layer table: the Llama weights required, q/k/v biases optional, tensors
  * the forward pass does not compute refused). arch.c holds the table and
@@ -34,6 +34,7 @@
 typedef enum hfq_arch {
     HFQ_ARCH_LLAMA,
     HFQ_ARCH_QWEN2,
+    HFQ_ARCH_QWEN3,
     HFQ_ARCH_COUNT
 } hfq_arch;
 
@@ -66,6 +67,7 @@ typedef struct hfq_arch_desc {
 /* The families, one file each. */
 extern const hfq_arch_desc hfq_arch_llama;  /* arch_llama.c */
 extern const hfq_arch_desc hfq_arch_qwen2;  /* arch_qwen2.c */
+extern const hfq_arch_desc hfq_arch_qwen3;  /* arch_qwen3.c */
 
 /* The descriptor of a family, or NULL for an id outside the table. */
 const hfq_arch_desc *hfq_arch_get(hfq_arch id);

@@ -36,16 +36,40 @@ struct hfq_context {
     float **v_cache;
 };
 
-/* Angles in double: pos * freq_scale * base^(-2i/n_rot) / factor_i. */
+/* YaRN's pair index that turns `rotations` times in the original context. */
+static double yarn_corr_dim(const hfq_hparams *hp, double rotations) {
+    return (double)hp->n_rot * log((double)hp->yarn_orig_ctx / (rotations * 2.0 * 3.14159265358979323846)) /
+           (2.0 * log((double)hp->rope_freq_base));
+}
+
+/* Angles in double: pos * freq_i, freq_i = base^(-2i/n_rot) / factor_i scaled
+ * by freq_scale; with YaRN, the scaled and the unscaled frequency blended as
+ * transformers' _compute_yarn_parameters does (pairs below `low` keep the
+ * original, above `high` take the scaled one, a linear ramp between), and
+ * cos, sin times its magnitude. */
 static void fill_rope_table(float *cs, const hfq_hparams *hp, const float *factors, int64_t n_ctx) {
     const int64_t n_pairs = hp->n_rot / 2;
+    const bool yarn = hp->yarn_orig_ctx > 0;
+    double low = 0, high = 0, mscale = 1.0;
+    if (yarn) {
+        low = fmax(floor(yarn_corr_dim(hp, hp->yarn_beta_fast)), 0.0);
+        high = fmin(ceil(yarn_corr_dim(hp, hp->yarn_beta_slow)), (double)(hp->n_rot - 1));
+        if (low == high) high += 0.001;   /* as transformers: no division by zero */
+        mscale = hp->yarn_mscale;
+    }
     for (int64_t i = 0; i < n_pairs; i++) {
-        double freq = hp->rope_freq_scale * pow((double)hp->rope_freq_base, -2.0 * (double)i / (double)hp->n_rot);
-        if (factors) freq /= factors[i];
+        double base_freq = pow((double)hp->rope_freq_base, -2.0 * (double)i / (double)hp->n_rot);
+        if (factors) base_freq /= factors[i];
+        double freq = hp->rope_freq_scale * base_freq;
+        if (yarn) {
+            double ramp = fmin(fmax(((double)i - low) / (high - low), 0.0), 1.0);
+            double keep = 1.0 - ramp;   /* the share of the unscaled frequency */
+            freq = freq * (1.0 - keep) + base_freq * keep;
+        }
         for (int64_t pos = 0; pos < n_ctx; pos++) {
             double theta = (double)pos * freq;
-            cs[(pos * n_pairs + i) * 2 + 0] = (float)cos(theta);
-            cs[(pos * n_pairs + i) * 2 + 1] = (float)sin(theta);
+            cs[(pos * n_pairs + i) * 2 + 0] = (float)(cos(theta) * mscale);
+            cs[(pos * n_pairs + i) * 2 + 1] = (float)(sin(theta) * mscale);
         }
     }
 }
@@ -177,6 +201,9 @@ static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int6
         linear(c, c->q, &l->wq, &l->bq, c->xn, T);                         /* q: [T][Q] */
         linear(c, c->k, &l->wk, &l->bk, c->xn, T);                         /* k: [T][KV] */
         linear(c, c->v, &l->wv, &l->bv, c->xn, T);                         /* v: [T][KV] */
+        /* per-head RMSNorm of q and k (qwen3): each head is one row of head_dim */
+        if (l->q_norm.data) ops->rmsnorm(be, c->q, c->q, &l->q_norm, T * hp->n_head, hp->rms_eps);
+        if (l->k_norm.data) ops->rmsnorm(be, c->k, c->k, &l->k_norm, T * hp->n_head_kv, hp->rms_eps);
         ops->rope(be, c->q, T, hp->n_head, pos0, &c->rope);
         ops->rope(be, c->k, T, hp->n_head_kv, pos0, &c->rope);
         ops->attention(be, c->att, c->q, c->k, c->v, c->k_cache[il], c->v_cache[il], pos0, T,

@@ -56,6 +56,12 @@ static int check_hparams(const hfq_hparams *hp, const char *where, hfq_error *er
         return hfq_fail(err, where, "rope.freq_base %g must be positive", hp->rope_freq_base);
     if (!(hp->rope_freq_scale > 0.0f) || !isfinite(hp->rope_freq_scale))
         return hfq_fail(err, where, "rope scaling factor %g must be positive", 1.0f / hp->rope_freq_scale);
+    if (hp->yarn_orig_ctx < 0 || hp->yarn_orig_ctx > ((int64_t)1 << 31) ||
+        (hp->yarn_orig_ctx > 0 && (!(hp->yarn_beta_fast > hp->yarn_beta_slow) || !(hp->yarn_beta_slow > 0.0f) ||
+                                   !isfinite(hp->yarn_beta_fast) || !(hp->yarn_mscale > 0.0f) ||
+                                   !isfinite(hp->yarn_mscale))))
+        return hfq_fail(err, where, "YaRN parameters (original context %lld, beta %g / %g, magnitude %g) are invalid",
+                        (long long)hp->yarn_orig_ctx, hp->yarn_beta_fast, hp->yarn_beta_slow, hp->yarn_mscale);
     if (!hfq_arch_get(hp->arch)) return hfq_fail(err, where, "unknown architecture %d", (int)hp->arch);
     if (hp->rope_mode != HFQ_ROPE_NORMAL && hp->rope_mode != HFQ_ROPE_NEOX)
         return hfq_fail(err, where, "unknown rope mode %d", (int)hp->rope_mode);
@@ -199,6 +205,8 @@ static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_la
         {&l->bq, "attn_q.bias", n_q, 0, HFQ_NEED_OPTIONAL},
         {&l->bk, "attn_k.bias", n_kv, 0, HFQ_NEED_OPTIONAL},
         {&l->bv, "attn_v.bias", n_kv, 0, HFQ_NEED_OPTIONAL},
+        {&l->q_norm, "attn_q_norm.weight", hp->head_dim, 0, HFQ_NEED_REFUSED},
+        {&l->k_norm, "attn_k_norm.weight", hp->head_dim, 0, HFQ_NEED_REFUSED},
         {&l->wo, "attn_output.weight", n_q, hp->n_embd, HFQ_NEED_REQUIRED},
         {&l->ffn_norm, "ffn_norm.weight", hp->n_embd, 0, HFQ_NEED_REQUIRED},
         {&l->w_gate, "ffn_gate.weight", hp->n_embd, hp->n_ff, HFQ_NEED_REQUIRED},

@@ -1,5 +1,5 @@
 /* model.h - a model of one of the runner's families (kernels/arch.h: llama,
- * qwen2) bound to its weights.
+ * qwen2, qwen3) bound to its weights.
  *
  * The weights are never copied: every hfq_tensor points into the GGUF file's
  * read-only mapping (or, for tests, into memory the caller owns). Binding
@@ -65,6 +65,13 @@ typedef struct hfq_hparams {
     float rms_eps;
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor; 1 when unscaled */
+    /* YaRN (rope.scaling.type "yarn"), as transformers computes it: pair i's
+     * frequency blends the interpolated (freq_scale) and the original one
+     * by a ramp between the pairs that turn beta_fast and beta_slow times in
+     * yarn_orig_ctx positions; cos and sin are multiplied by yarn_mscale.
+     * yarn_orig_ctx 0: no YaRN. */
+    int64_t yarn_orig_ctx;
+    float yarn_beta_fast, yarn_beta_slow, yarn_mscale;
     hfq_rope_mode rope_mode;  /* loading takes the family's */
 } hfq_hparams;
 
@@ -72,6 +79,9 @@ typedef struct hfq_layer {
     hfq_tensor attn_norm;                   /* [n_embd] F32 */
     hfq_tensor wq, wk, wv;                  /* [n_embd] -> [n_head*hd], [n_head_kv*hd] x2 */
     hfq_tensor bq, bk, bv;                  /* biases; data NULL when absent */
+    /* RMSNorm weights over each head of q and of k, before rope (qwen3);
+     * data NULL when absent */
+    hfq_tensor q_norm, k_norm;              /* [head_dim] F32 */
     hfq_tensor wo;                          /* [n_head*hd] -> [n_embd] */
     hfq_tensor ffn_norm;                    /* [n_embd] F32 */
     hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] */

@@ -53,9 +53,38 @@ static int get_float(const keys *k, const char *suffix, bool optional, float def
     return 0;
 }
 
-/* Linear scaling only, as llama.cpp reads it: the type defaults to "linear",
- * the factor comes from rope.scaling.factor (or the older rope.scale_linear),
- * 0 or absent meaning unscaled. */
+/* YaRN's keys (hfconv and llama.cpp's converter write them): the context
+ * the ramp is measured in (absent: context_length, as llama.cpp), beta_fast
+ * and beta_slow (absent: 32 and 1), and the cos/sin magnitude
+ * rope.scaling.yarn_attn_factor (transformers' attention_factor; absent:
+ * 0.1 ln(factor) + 1, what both transformers and llama.cpp then compute). */
+static int read_yarn(const keys *k, hfq_hparams *hp, float factor) {
+    const char *path = gguf_path(k->f);
+    float mscale_dflt = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+    if (get_int(k, "rope.scaling.original_context_length", true, hp->n_ctx_train, &hp->yarn_orig_ctx) ||
+        get_float(k, "rope.scaling.yarn_beta_fast", true, 32.0f, &hp->yarn_beta_fast) ||
+        get_float(k, "rope.scaling.yarn_beta_slow", true, 1.0f, &hp->yarn_beta_slow) ||
+        get_float(k, "rope.scaling.yarn_attn_factor", true, mscale_dflt, &hp->yarn_mscale))
+        return -1;
+    float ext;
+    if (get_float(k, "rope.scaling.yarn_ext_factor", true, 1.0f, &ext)) return -1;
+    if (ext != 1.0f)
+        return hfq_fail(k->err, path, "key '%s.rope.scaling.yarn_ext_factor' = %g is not supported", k->arch, ext);
+    if (hp->yarn_orig_ctx <= 0 || hp->yarn_orig_ctx > ((int64_t)1 << 31))
+        return hfq_fail(k->err, path, "key '%s.rope.scaling.original_context_length' = %lld is out of range", k->arch,
+                        (long long)hp->yarn_orig_ctx);
+    if (!(hp->yarn_beta_fast > hp->yarn_beta_slow) || !(hp->yarn_beta_slow > 0.0f) || !isfinite(hp->yarn_beta_fast))
+        return hfq_fail(k->err, path, "keys '%s.rope.scaling.yarn_beta_fast' %g / yarn_beta_slow %g are inconsistent",
+                        k->arch, hp->yarn_beta_fast, hp->yarn_beta_slow);
+    if (!(hp->yarn_mscale > 0.0f) || !isfinite(hp->yarn_mscale))
+        return hfq_fail(k->err, path, "key '%s.rope.scaling.yarn_attn_factor' = %g must be positive", k->arch,
+                        hp->yarn_mscale);
+    return 0;
+}
+
+/* As llama.cpp reads it: the type defaults to "linear", the factor comes
+ * from rope.scaling.factor (or the older rope.scale_linear), 0 or absent
+ * meaning unscaled; "yarn" adds its keys (read_yarn). */
 static int read_rope_scaling(const keys *k, hfq_hparams *hp) {
     char key[128];
     const char *path = gguf_path(k->f);
@@ -72,6 +101,13 @@ static int read_rope_scaling(const keys *k, hfq_hparams *hp) {
         if (factor < 0.0f || !isfinite(factor))
             return hfq_fail(k->err, path, "key '%s.rope.scaling.factor' = %g is not a valid factor", k->arch, factor);
         hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    } else if (strcmp(type, "yarn") == 0) {
+        /* unlike linear, no factor is no YaRN at all: refused */
+        if (!(factor > 0.0f) || !isfinite(factor))
+            return hfq_fail(k->err, path, "key '%s': rope scaling type '%s' is not supported without a factor "
+                            "('%s.rope.scaling.factor' = %g)", key, type, k->arch, factor);
+        hp->rope_freq_scale = 1.0f / factor;
+        if (read_yarn(k, hp, factor)) return -1;
     } else {
         return hfq_fail(k->err, path, "key '%s': rope scaling type '%s' is not supported", key, type);
     }
@@ -99,8 +135,7 @@ static int read_hparams(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
         get_int(&k, "attention.head_count_kv", true, hp->n_head, &hp->n_head_kv) ||
         get_int(&k, "expert_count", true, 0, &n_expert) ||
         get_float(&k, "attention.layer_norm_rms_epsilon", false, 0.0f, &hp->rms_eps) ||
-        get_float(&k, "rope.freq_base", true, 10000.0f, &hp->rope_freq_base) ||
-        read_rope_scaling(&k, hp))
+        get_float(&k, "rope.freq_base", true, 10000.0f, &hp->rope_freq_base))
         return -1;
     if (n_expert != 0)
         return hfq_fail(err, path, "key '%s.expert_count': mixture-of-experts models are not supported", arch);
@@ -115,6 +150,8 @@ static int read_hparams(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
         get_int(&k, "attention.value_length", true, hp->head_dim, &value_length) ||
         get_int(&k, "rope.dimension_count", true, hp->head_dim, &hp->n_rot))
         return -1;
+    /* after context_length and key_length: YaRN's ramp reads them */
+    if (read_rope_scaling(&k, hp)) return -1;
     if (value_length != hp->head_dim)
         return hfq_fail(err, path, "key '%s.attention.value_length' = %lld differs from key_length %lld", arch,
                         (long long)value_length, (long long)hp->head_dim);

@@ -75,7 +75,9 @@ typedef struct hfq_ops {
     void (*embed)(hfq_backend *b, float *x, const hfq_tensor *tok_embd, const int32_t *tokens,
                   int64_t n_tokens);
 
-    /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w.   x, y: [n_tokens][w->ne0]; y may be x */
+    /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w.   x, y: [n_tokens][w->ne0]; y may be x.
+     * n_tokens counts rows: the per-head norms pass n_tokens * n_heads rows of
+     * head_dim, which may exceed max_tokens. */
     void (*rmsnorm)(hfq_backend *b, float *y, const float *x, const hfq_tensor *w, int64_t n_tokens,
                     float eps);
 

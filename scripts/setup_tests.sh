@@ -6,6 +6,7 @@
 #     scripts/build_reference.sh (llama.cpp is C++, built with CMake).
 #   .venv/: Python packages the tests use (reference readers/tokenizers; pip
 #     also fetches llama.cpp's source package).
+#   .venv: torch and transformers too (scripts/setup_tests_torch.sh, large).
 #   .cache/llama.cpp, .cache/llama-build: llama.cpp's reference sources and
 #     tools (scripts/build_reference.sh).
 set -euo pipefail
@@ -22,4 +23,5 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check "${py_pkgs[@]}"
   touch "$stamp"
 fi
+./scripts/setup_tests_torch.sh  # torch (CPU) and transformers: the forward pass's ground truth
 ./scripts/build_reference.sh  # fetches llama.cpp sources, builds its reference tools (tests only)

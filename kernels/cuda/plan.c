@@ -130,7 +130,7 @@ static int add_vectors(builder *b, const hfq_model *m) {
     if (add_slot(b, hfq_model_output_norm(m), false)) return -1;
     for (int64_t il = 0; il < hfq_model_hparams(m)->n_layer; il++) {
         const hfq_layer *ly = hfq_model_layer(m, il);
-        const hfq_tensor *v[] = {&ly->attn_norm, &ly->ffn_norm, &ly->bq, &ly->bk, &ly->bv};
+        const hfq_tensor *v[] = {&ly->attn_norm, &ly->ffn_norm, &ly->bq, &ly->bk, &ly->bv, &ly->q_norm, &ly->k_norm};
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
             if (add_slot(b, v[i], false)) return -1;
     }

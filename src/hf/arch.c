@@ -5,7 +5,7 @@
 #include <string.h>
 
 /* In the order of the error message that lists what is supported. */
-static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2};
+static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3};
 
 const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err) {
     char supported[512] = "";

@@ -1,6 +1,7 @@
 /* arch.h - Hugging Face model families and how their checkpoints map to GGUF.
  *
- * A family is one const hf_arch in its own file (arch_llama.c, arch_qwen2.c):
+ * A family is one const hf_arch in its own file (arch_llama.c, arch_qwen2.c,
+ * arch_qwen3.c):
  * the `architectures[0]` names it accepts, its GGUF architecture string, the
  * tensor rows it has beyond the shared ones (embedding, norms, attention and
  * SwiGLU projections, as every supported family names them), whether q/k rows
@@ -35,8 +36,8 @@
 
 /* What a tensor is; within a block, GGUF files list tensors in this order. */
 typedef enum hf_role {
-    ROLE_TOKEN_EMBD, ROLE_ATTN_NORM, ROLE_ATTN_Q, ROLE_ATTN_Q_BIAS, ROLE_ATTN_K,
-    ROLE_ATTN_K_BIAS, ROLE_ATTN_V, ROLE_ATTN_V_BIAS, ROLE_ATTN_OUT, ROLE_FFN_NORM,
+    ROLE_TOKEN_EMBD, ROLE_ATTN_NORM, ROLE_ATTN_Q, ROLE_ATTN_Q_BIAS, ROLE_ATTN_Q_NORM, ROLE_ATTN_K,
+    ROLE_ATTN_K_BIAS, ROLE_ATTN_K_NORM, ROLE_ATTN_V, ROLE_ATTN_V_BIAS, ROLE_ATTN_OUT, ROLE_FFN_NORM,
     ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_OUTPUT_NORM, ROLE_OUTPUT,
     ROLE_SKIP,                /* present in checkpoints, not needed (rotary inv_freq) */
     ROLE_COUNT
@@ -48,6 +49,7 @@ typedef enum hf_dim {
     HF_DIM_VOCAB, HF_DIM_HIDDEN, HF_DIM_FF,
     HF_DIM_Q,                 /* n_heads * head_dim */
     HF_DIM_KV,                /* n_kv_heads * head_dim */
+    HF_DIM_HEAD,              /* head_dim (per-head norms) */
 } hf_dim;
 
 /* One kind of tensor. Layer rows name what follows "model.layers.N." and
@@ -64,6 +66,9 @@ struct hf_arch {
     const char *const *hf_names;      /* accepted architectures[0], NULL-terminated */
     const char *gguf_arch;            /* general.architecture */
     bool permute_qk;                  /* HF rotate-half -> GGUF interleaved q/k rows */
+    /* Whether the family's runner computes longrope scaling (Phi-3's
+     * per-frequency factors): a config asking for it is refused otherwise. */
+    bool longrope;
     const hf_tensor_row *layer_rows;  /* beyond the shared ones; every row but ROLE_SKIP required */
     size_t n_layer_rows;
     /* The keys only this family writes, after general.file_type (where
@@ -75,6 +80,7 @@ struct hf_arch {
 /* The families, one file each. */
 extern const hf_arch hf_arch_llama;   /* arch_llama.c */
 extern const hf_arch hf_arch_qwen2;   /* arch_qwen2.c */
+extern const hf_arch hf_arch_qwen3;   /* arch_qwen3.c */
 
 /* The family accepting an architecture name, or NULL (err lists the supported ones). */
 const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err);

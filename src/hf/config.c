@@ -13,41 +13,76 @@
  * low enough that products of three of them cannot overflow int64. */
 #define MAX_DIM ((int64_t)1 << 24)
 
-static int get_int(const cJSON *root, const char *key, int64_t lo, int64_t hi, int64_t dflt,
-                   bool required, int64_t *out, const char *path, hfq_error *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!v || cJSON_IsNull(v)) {
-        if (required) return hfq_fail(err, path, "missing required field '%s'", key);
+/* The document being read: its top level and, for a multimodal wrapper, the
+ * text model's `text_config`, whose fields win (llama.cpp's converter merges
+ * it over the top level the same way). */
+typedef struct doc {
+    const cJSON *root, *text;
+    const char *path;
+    hfq_error *err;
+} doc;
+
+static bool is_set(const cJSON *v) { return v && !cJSON_IsNull(v); }
+
+/* obj[key], its name for messages ("prefix.key", or "key") in name. */
+static const cJSON *member(const cJSON *obj, const char *prefix, const char *key, char name[HF_KEY_MAX]) {
+    if (prefix && prefix[0]) snprintf(name, HF_KEY_MAX, "%.*s.%s", HF_KEY_MAX / 2, prefix, key);
+    else snprintf(name, HF_KEY_MAX, "%s", key);
+    return obj ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+}
+
+/* A top-level field: text_config's when it has it, else the top level's. */
+static const cJSON *field(const doc *d, const char *key, char name[HF_KEY_MAX]) {
+    const cJSON *v = member(d->text, "text_config", key, name);
+    return v ? v : member(d->root, NULL, key, name);
+}
+
+static int int_value(const cJSON *v, const char *name, int64_t lo, int64_t hi, int64_t dflt, bool required,
+                     int64_t *out, const char *path, hfq_error *err) {
+    if (!is_set(v)) {
+        if (required) return hfq_fail(err, path, "missing required field '%s'", name);
         *out = dflt;
         return 0;
     }
-    if (!cJSON_IsNumber(v)) return hfq_fail(err, path, "field '%s' is not an integer", key);
+    if (!cJSON_IsNumber(v)) return hfq_fail(err, path, "field '%s' is not an integer", name);
     /* range first: converting a double outside int64 (1e30, inf) is undefined */
     if (!(fabs(v->valuedouble) < 0x1p62))
-        return hfq_fail(err, path, "field '%s' = %g is out of range [%lld, %lld]", key, v->valuedouble,
+        return hfq_fail(err, path, "field '%s' = %g is out of range [%lld, %lld]", name, v->valuedouble,
                         (long long)lo, (long long)hi);
     if (v->valuedouble != (double)(int64_t)v->valuedouble)
-        return hfq_fail(err, path, "field '%s' is not an integer", key);
+        return hfq_fail(err, path, "field '%s' is not an integer", name);
     int64_t x = (int64_t)v->valuedouble;
     if (x < lo || x > hi)
-        return hfq_fail(err, path, "field '%s' = %lld is out of range [%lld, %lld]", key,
-                        (long long)x, (long long)lo, (long long)hi);
+        return hfq_fail(err, path, "field '%s' = %lld is out of range [%lld, %lld]", name, (long long)x,
+                        (long long)lo, (long long)hi);
     *out = x;
     return 0;
 }
 
-static int get_double(const cJSON *obj, const char *key, double dflt, double *out, bool *present,
-                      const char *path, hfq_error *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (present) *present = v && !cJSON_IsNull(v);
-    if (!v || cJSON_IsNull(v)) {
+static int double_value(const cJSON *v, const char *name, double dflt, double *out, bool *present,
+                        const char *path, hfq_error *err) {
+    if (present) *present = is_set(v);
+    if (!is_set(v)) {
         *out = dflt;
         return 0;
     }
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))   /* 1e400 parses as inf */
-        return hfq_fail(err, path, "field '%s' is not a finite number", key);
+        return hfq_fail(err, path, "field '%s' is not a finite number", name);
     *out = v->valuedouble;
     return 0;
+}
+
+static int get_int(const doc *d, const char *key, int64_t lo, int64_t hi, int64_t dflt, bool required,
+                   int64_t *out) {
+    char name[HF_KEY_MAX];
+    const cJSON *v = field(d, key, name);
+    return int_value(v, name, lo, hi, dflt, required, out, d->path, d->err);
+}
+
+static int get_double(const doc *d, const char *key, double dflt, double *out, bool *present) {
+    char name[HF_KEY_MAX];
+    const cJSON *v = field(d, key, name);
+    return double_value(v, name, dflt, out, present, d->path, d->err);
 }
 
 /* bos/eos ids may be an integer or a list (first element is used). */
@@ -57,34 +92,363 @@ static int64_t first_id(const cJSON *v) {
     return -1;
 }
 
-static int parse_rope_scaling(hf_config *cfg, const cJSON *rs, const char *path, hfq_error *err) {
+/* A value for messages: numbers, strings and booleans as written. */
+static void show(const cJSON *v, char *buf, size_t cap) {
+    if (cJSON_IsNumber(v)) snprintf(buf, cap, "%g", v->valuedouble);
+    else if (cJSON_IsString(v)) snprintf(buf, cap, "'%.60s'", v->valuestring);
+    else if (cJSON_IsBool(v)) snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    else snprintf(buf, cap, "%s", cJSON_IsArray(v) ? "a list" : "an object");
+}
+
+static int refuse(const doc *d, const char *name, const cJSON *v, const char *why) {
+    char val[80];
+    show(v, val, sizeof val);
+    return hfq_fail(d->err, d->path, "field '%s' = %s: %s", name, val, why);
+}
+
+/* A number key whose only value the families compute is `neutral`. */
+static int refuse_unless(const doc *d, const cJSON *v, const char *name, double neutral, const char *why) {
+    if (!is_set(v)) return 0;
+    if (cJSON_IsNumber(v) && v->valuedouble == neutral) return 0;
+    return refuse(d, name, v, why);
+}
+
+/* --- rope ----------------------------------------------------------------- */
+
+static const struct { const char *name; hf_rope_scaling type; } rope_types[] = {
+    {"default", HF_ROPE_NONE}, {"linear", HF_ROPE_LINEAR}, {"llama3", HF_ROPE_LLAMA3},
+    {"yarn", HF_ROPE_YARN}, {"longrope", HF_ROPE_LONGROPE},
+    {"su", HF_ROPE_LONGROPE},   /* longrope's first name (Phi-3), as llama.cpp maps it */
+};
+
+const char *hf_rope_scaling_name(hf_rope_scaling s) {
+    for (size_t i = 0; i < sizeof rope_types / sizeof rope_types[0]; i++)
+        if (rope_types[i].type == s) return rope_types[i].name;
+    return "?";
+}
+
+/* The keys each rope type reads (beside rope_type / type / rope_theta /
+ * partial_rotary_factor, read for all); any other key of a rope object is
+ * refused: transformers computes with it and we would not. */
+static bool rope_key_known(hf_rope_scaling type, const char *key) {
+    static const char *const common[] = {"rope_type", "type", "rope_theta", "partial_rotary_factor", NULL};
+    static const char *const linear[] = {"factor", NULL};
+    static const char *const llama3[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                         "original_max_position_embeddings", NULL};
+    /* extrapolation_factor, truncate: checked for their neutral values below */
+    static const char *const yarn[] = {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+                                       "attention_factor", "extrapolation_factor", "truncate", NULL};
+    static const char *const longrope[] = {"factor", "original_max_position_embeddings", "short_factor",
+                                           "long_factor", "attention_factor", NULL};
+    const char *const *by_type[] = {[HF_ROPE_NONE] = NULL, [HF_ROPE_LINEAR] = linear, [HF_ROPE_LLAMA3] = llama3,
+                                    [HF_ROPE_YARN] = yarn, [HF_ROPE_LONGROPE] = longrope};
+    for (const char *const *k = common; *k; k++)
+        if (strcmp(*k, key) == 0) return true;
+    for (const char *const *k = by_type[type]; k && *k; k++)
+        if (strcmp(*k, key) == 0) return true;
+    return false;
+}
+
+/* One rope object (rope_scaling, rope_parameters, or one layer type's entry
+ * of rope_parameters) into cfg's rope fields; `prefix` names it in messages. */
+static int parse_rope(const doc *d, hf_config *cfg, const cJSON *rs, const char *prefix) {
+    char name[HF_KEY_MAX];
+    snprintf(cfg->rope_key, sizeof cfg->rope_key, "%s", prefix);
+    if (!cJSON_IsObject(rs)) return hfq_fail(d->err, d->path, "field '%s' is not an object", prefix);
+    const cJSON *t = member(rs, prefix, "rope_type", name);
+    const cJSON *t_old = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    if (!is_set(t)) t = member(rs, prefix, "type", name);
+    else if (is_set(t_old) && (!cJSON_IsString(t_old) || !cJSON_IsString(t) ||
+                               strcmp(t->valuestring, t_old->valuestring) != 0))
+        return hfq_fail(d->err, d->path, "fields '%s.rope_type' and '%s.type' disagree", prefix, prefix);
     cfg->rope_scaling = HF_ROPE_NONE;
-    if (!rs || cJSON_IsNull(rs)) return 0;
-    if (!cJSON_IsObject(rs)) return hfq_fail(err, path, "field 'rope_scaling' is not an object");
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-    if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
-    if (!cJSON_IsString(t)) return 0;
-    const char *type = t->valuestring;
-    if (get_double(rs, "factor", 1.0, &cfg->rope_factor, NULL, path, err)) return -1;
-    if (strcmp(type, "linear") == 0) {
-        cfg->rope_scaling = HF_ROPE_LINEAR;
-    } else if (strcmp(type, "llama3") == 0) {
-        cfg->rope_scaling = HF_ROPE_LLAMA3;
-        if (get_double(rs, "low_freq_factor", 1.0, &cfg->rope_low_freq_factor, NULL, path, err) ||
-            get_double(rs, "high_freq_factor", 4.0, &cfg->rope_high_freq_factor, NULL, path, err) ||
-            get_int(rs, "original_max_position_embeddings", 1, MAX_DIM, 8192, false,
-                    &cfg->rope_original_context, path, err))
-            return -1;
-        if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor) || !(cfg->rope_factor > 0))
-            return hfq_fail(err, path, "rope_scaling: llama3 factors are inconsistent");
-    } else if (strcmp(type, "yarn") == 0) {
-        cfg->rope_scaling = HF_ROPE_YARN;
-        if (get_int(rs, "original_max_position_embeddings", 1, MAX_DIM, 0, false,
-                    &cfg->rope_original_context, path, err))
-            return -1;
-    } else if (strcmp(type, "default") != 0) {
-        return hfq_fail(err, path, "rope_scaling type '%s' is not supported", type);
+    if (is_set(t)) {
+        if (!cJSON_IsString(t)) return hfq_fail(d->err, d->path, "field '%s' is not a string", name);
+        size_t i = 0;
+        while (i < sizeof rope_types / sizeof rope_types[0] && strcmp(rope_types[i].name, t->valuestring) != 0) i++;
+        if (i == sizeof rope_types / sizeof rope_types[0])
+            return refuse(d, name, t, "rope type not supported (supported: default, linear, llama3, yarn, longrope)");
+        cfg->rope_scaling = rope_types[i].type;
+    } else if (cJSON_GetObjectItemCaseSensitive(rs, "factor")) {
+        /* a scaling factor without a type: what would it scale? */
+        return hfq_fail(d->err, d->path, "field '%s' has a factor but no rope_type", prefix);
     }
+    for (const cJSON *k = rs->child; k; k = k->next)
+        if (!rope_key_known(cfg->rope_scaling, k->string)) {
+            char kname[HF_KEY_MAX];
+            member(rs, prefix, k->string, kname);
+            char why[96];
+            snprintf(why, sizeof why, "not computed for rope type '%s'", hf_rope_scaling_name(cfg->rope_scaling));
+            return refuse(d, kname, k, why);
+        }
+    bool has_theta;
+    double theta = 0;
+    if (double_value(member(rs, prefix, "rope_theta", name), name, 0, &theta, &has_theta, d->path, d->err) ||
+        refuse_unless(d, member(rs, prefix, "partial_rotary_factor", name), name, 1.0,
+                      "partial rotary embeddings are not supported"))
+        return -1;
+    if (has_theta) {
+        if (!(theta > 0)) return refuse(d, name, member(rs, prefix, "rope_theta", name), "must be positive");
+        cfg->rope_theta = theta;
+        cfg->has_rope_theta = true;
+    }
+    const cJSON *f = member(rs, prefix, "factor", name);
+    if (double_value(f, name, 1.0, &cfg->rope_factor, NULL, d->path, d->err)) return -1;
+    bool needs_factor = cfg->rope_scaling == HF_ROPE_LINEAR || cfg->rope_scaling == HF_ROPE_LLAMA3 ||
+                        cfg->rope_scaling == HF_ROPE_YARN;
+    if (needs_factor && !is_set(f))
+        return hfq_fail(d->err, d->path, "field '%s' is missing (rope type '%s')", name,
+                        hf_rope_scaling_name(cfg->rope_scaling));
+    if (!(cfg->rope_factor > 0)) return refuse(d, name, f, "must be positive");
+    /* absent: the top level's (Phi-3 keeps it there), else, as transformers
+     * 5 standardizes it, max_position_embeddings (llama.cpp's converter
+     * takes 8192 for llama3: it would not compute what transformers does) */
+    char top_name[HF_KEY_MAX];
+    int64_t top_orig;
+    if (int_value(member(rs, prefix, "original_max_position_embeddings", name), name, 1, (int64_t)1 << 31, 0,
+                  false, &cfg->rope_original_context, d->path, d->err) ||
+        get_int(d, "original_max_position_embeddings", 1, (int64_t)1 << 31, 0, false, &top_orig))
+        return -1;
+    field(d, "original_max_position_embeddings", top_name);
+    if (top_orig && cfg->rope_original_context && top_orig != cfg->rope_original_context)
+        return hfq_fail(d->err, d->path, "field '%s' = %lld disagrees with '%s' = %lld", top_name, (long long)top_orig,
+                        name, (long long)cfg->rope_original_context);
+    if (!cfg->rope_original_context) cfg->rope_original_context = top_orig;
+    if (!cfg->rope_original_context && cfg->rope_scaling == HF_ROPE_LLAMA3) {
+        if (!cfg->context_length)
+            return hfq_fail(d->err, d->path, "field '%s' is missing and so is max_position_embeddings", name);
+        cfg->rope_original_context = cfg->context_length;
+    }
+    if (cfg->rope_scaling == HF_ROPE_LLAMA3) {
+        char lo_name[HF_KEY_MAX], hi_name[HF_KEY_MAX];
+        if (double_value(member(rs, prefix, "low_freq_factor", lo_name), lo_name, 1.0, &cfg->rope_low_freq_factor,
+                         NULL, d->path, d->err) ||
+            double_value(member(rs, prefix, "high_freq_factor", hi_name), hi_name, 4.0, &cfg->rope_high_freq_factor,
+                         NULL, d->path, d->err))
+            return -1;
+        if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor) || !(cfg->rope_low_freq_factor > 0))
+            return hfq_fail(d->err, d->path, "%s: llama3 factors are inconsistent (low_freq_factor %g, high_freq_factor %g)",
+                            prefix, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor);
+    }
+    if (cfg->rope_scaling == HF_ROPE_YARN) {
+        const struct { const char *key; double *v; bool *has; } yk[] = {
+            {"beta_fast", &cfg->rope_yarn_beta_fast, &cfg->has_yarn_beta_fast},
+            {"beta_slow", &cfg->rope_yarn_beta_slow, &cfg->has_yarn_beta_slow},
+            {"attention_factor", &cfg->rope_yarn_attn_factor, &cfg->has_yarn_attn_factor},
+        };
+        for (size_t i = 0; i < sizeof yk / sizeof yk[0]; i++)
+            if (double_value(member(rs, prefix, yk[i].key, name), name, 0, yk[i].v, yk[i].has, d->path, d->err))
+                return -1;
+        if (cfg->has_yarn_attn_factor && !(cfg->rope_yarn_attn_factor > 0))
+            return refuse(d, name, member(rs, prefix, "attention_factor", name), "must be positive");
+        /* transformers does not read extrapolation_factor (llama.cpp would
+         * scale the ramp by it): only its neutral value agrees in both */
+        if (refuse_unless(d, member(rs, prefix, "extrapolation_factor", name), name, 1.0,
+                          "a YaRN extrapolation factor other than 1 is not supported"))
+            return -1;
+        const cJSON *tr = member(rs, prefix, "truncate", name);
+        if (is_set(tr) && !cJSON_IsTrue(tr))
+            return refuse(d, name, tr, "YaRN without truncated correction bounds is not supported");
+    }
+    return 0;
+}
+
+/* The rope of sliding-window layers (transformers 5's per-layer-type entry):
+ * only its base is kept, as llama.cpp's rope.freq_base_swa. */
+static int parse_rope_swa(const doc *d, hf_config *cfg, const cJSON *rs, const char *prefix) {
+    hf_config swa;
+    memset(&swa, 0, sizeof swa);
+    if (parse_rope(d, &swa, rs, prefix)) return -1;
+    if (swa.rope_scaling != HF_ROPE_NONE)
+        return hfq_fail(d->err, d->path, "field '%s': rope type '%s' is not supported for sliding-window layers",
+                        prefix, hf_rope_scaling_name(swa.rope_scaling));
+    cfg->rope_theta_swa = swa.rope_theta;
+    cfg->has_rope_theta_swa = swa.has_rope_theta;
+    return 0;
+}
+
+/* transformers 5: rope_parameters (one object, or one per layer type);
+ * transformers 4: rope_theta and rope_scaling. */
+static int parse_ropes(const doc *d, hf_config *cfg) {
+    char pname[HF_KEY_MAX], sname[HF_KEY_MAX], tname[HF_KEY_MAX];
+    const cJSON *rp = field(d, "rope_parameters", pname);
+    const cJSON *rs = field(d, "rope_scaling", sname);
+    double top_theta = 0;
+    bool has_top_theta;
+    if (get_double(d, "rope_theta", 0, &top_theta, &has_top_theta)) return -1;
+    field(d, "rope_theta", tname);
+    if (is_set(rp) && is_set(rs))
+        return hfq_fail(d->err, d->path, "fields '%s' and '%s' are both given: which one holds?", pname, sname);
+    const cJSON *full = is_set(rp) ? rp : rs;
+    char full_name[HF_KEY_MAX];
+    snprintf(full_name, sizeof full_name, "%s", is_set(rp) ? pname : sname);
+    cfg->rope_scaling = HF_ROPE_NONE;
+    if (cJSON_IsObject(rp) && (cJSON_GetObjectItemCaseSensitive(rp, "full_attention") ||
+                               cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention"))) {
+        full = NULL;
+        for (const cJSON *k = rp->child; k; k = k->next) {
+            char kname[HF_KEY_MAX];
+            member(rp, pname, k->string, kname);
+            if (strcmp(k->string, "full_attention") == 0) {
+                full = k;
+                snprintf(full_name, sizeof full_name, "%s", kname);
+            } else if (strcmp(k->string, "sliding_attention") == 0) {
+                if (parse_rope_swa(d, cfg, k, kname)) return -1;
+            } else {
+                return refuse(d, kname, k, "layer type not supported (full_attention, sliding_attention)");
+            }
+        }
+    }
+    if (is_set(full) && parse_rope(d, cfg, full, full_name)) return -1;
+    if (has_top_theta) {
+        if (!(top_theta > 0)) return refuse(d, tname, field(d, "rope_theta", tname), "must be positive");
+        if (cfg->has_rope_theta && cfg->rope_theta != top_theta)
+            return hfq_fail(d->err, d->path, "field '%s' = %g disagrees with '%s.rope_theta' = %g", tname, top_theta,
+                            cfg->rope_key, cfg->rope_theta);
+        cfg->rope_theta = top_theta;
+        cfg->has_rope_theta = true;
+    }
+    /* transformers 4's name of the sliding layers' base (Gemma 3) */
+    bool has_local;
+    double local = 0;
+    if (get_double(d, "rope_local_base_freq", 0, &local, &has_local)) return -1;
+    if (has_local && !cfg->has_rope_theta_swa) {
+        cfg->rope_theta_swa = local;
+        cfg->has_rope_theta_swa = true;
+    }
+    return 0;
+}
+
+/* --- layer types and sliding windows --------------------------------------- */
+
+/* Counts the layers that are not full attention: layer_types (transformers
+ * 5), else what transformers 4 derives from use_sliding_window and
+ * max_window_layers (Qwen2), else sliding_window alone (Mistral). An active
+ * window narrower than the context is refused: no family computes it. */
+static int parse_layer_types(const doc *d, hf_config *cfg) {
+    char name[HF_KEY_MAX], wname[HF_KEY_MAX], uname[HF_KEY_MAX];
+    const cJSON *lt = field(d, "layer_types", name);
+    const cJSON *use = field(d, "use_sliding_window", uname);
+    if (get_int(d, "sliding_window", 0, (int64_t)1 << 31, 0, false, &cfg->sliding_window)) return -1;
+    const cJSON *win = field(d, "sliding_window", wname);
+    cfg->n_sliding_layers = 0;
+    if (is_set(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != cfg->n_layers)
+            return hfq_fail(d->err, d->path, "field '%s' is not a list of %lld layer types", name,
+                            (long long)cfg->n_layers);
+        for (const cJSON *e = lt->child; e; e = e->next) {
+            if (cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0) continue;
+            if (cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0) {
+                cfg->n_sliding_layers++;
+                continue;
+            }
+            return refuse(d, name, e, "layer type not supported (full_attention, sliding_attention)");
+        }
+    } else if (is_set(use)) {
+        if (!cJSON_IsBool(use)) return hfq_fail(d->err, d->path, "field '%s' is not a boolean", uname);
+        int64_t max_window_layers;   /* absent: 28, transformers' Qwen2/Qwen3 default */
+        if (get_int(d, "max_window_layers", 0, 100000, 28, false, &max_window_layers)) return -1;
+        if (cJSON_IsTrue(use) && cfg->n_layers > max_window_layers)
+            cfg->n_sliding_layers = cfg->n_layers - max_window_layers;
+    } else if (is_set(win)) {
+        cfg->n_sliding_layers = cfg->n_layers;
+    }
+    /* a window as wide as the context changes nothing */
+    bool narrow = cfg->sliding_window > 0 && (cfg->context_length == 0 || cfg->sliding_window < cfg->context_length);
+    if (cfg->n_sliding_layers > 0 && narrow) {
+        char why[160];
+        snprintf(why, sizeof why, "sliding-window attention (%lld of %lld layers, window below the context %lld) "
+                 "is not supported", (long long)cfg->n_sliding_layers, (long long)cfg->n_layers,
+                 (long long)cfg->context_length);
+        return refuse(d, wname, win, why);
+    }
+    return 0;
+}
+
+/* --- keys no supported family computes -------------------------------------- */
+
+static int refuse_unsupported(const doc *d, hf_config *cfg) {
+    char name[HF_KEY_MAX];
+    const cJSON *v;
+    static const char *const acts[] = {"hidden_act", "hidden_activation"};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        v = field(d, acts[i], name);
+        if (is_set(v) && !(cJSON_IsString(v) && strcmp(v->valuestring, "silu") == 0))
+            return refuse(d, name, v, "only silu (SwiGLU) feed-forward is supported");
+    }
+    static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+        if (is_set(v = field(d, caps[i], name))) return refuse(d, name, v, "soft-capping is not supported");
+    /* attention_multiplier replaces 1/sqrt(head_dim) (Granite): any value changes it */
+    if (is_set(v = field(d, "attention_multiplier", name)))
+        return refuse(d, name, v, "attention scale multipliers are not supported");
+    static const char *const mults[] = {"embedding_multiplier", "residual_multiplier", "logits_scaling",
+                                        "partial_rotary_factor"};
+    for (size_t i = 0; i < sizeof mults / sizeof mults[0]; i++)
+        if (refuse_unless(d, field(d, mults[i], name), name, 1.0,
+                          i == 3 ? "partial rotary embeddings are not supported" : "multipliers are not supported"))
+            return -1;
+    v = field(d, "mlp_bias", name);
+    if (is_set(v) && !cJSON_IsFalse(v)) return refuse(d, name, v, "feed-forward biases are not supported");
+    v = field(d, "attention_bias", name);
+    if (is_set(v) && !cJSON_IsBool(v)) return hfq_fail(d->err, d->path, "field '%s' is not a boolean", name);
+    cfg->attention_bias = cJSON_IsTrue(v);
+    v = field(d, "tie_word_embeddings", name);
+    if (is_set(v) && !cJSON_IsBool(v)) return hfq_fail(d->err, d->path, "field '%s' is not a boolean", name);
+    cfg->tie_word_embeddings = cJSON_IsTrue(v);
+    return 0;
+}
+
+static void model_name(hf_config *cfg, const cJSON *root, const char *dir) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(root, "_name_or_path");
+    if (cJSON_IsString(nm) && nm->valuestring[0]) {
+        const char *slash = strrchr(nm->valuestring, '/');
+        snprintf(cfg->name, sizeof cfg->name, "%s", slash ? slash + 1 : nm->valuestring);
+        return;
+    }
+    const char *end = dir + strlen(dir);
+    while (end > dir && end[-1] == '/') end--;
+    const char *start = end;
+    while (start > dir && start[-1] != '/') start--;
+    snprintf(cfg->name, sizeof cfg->name, "%.*s", (int)(end - start), start);
+}
+
+static int parse_dims(const doc *d, hf_config *cfg) {
+    if (get_int(d, "hidden_size", 1, MAX_DIM, 0, true, &cfg->hidden_size) ||
+        get_int(d, "intermediate_size", 1, MAX_DIM, 0, true, &cfg->intermediate_size) ||
+        get_int(d, "num_hidden_layers", 1, 100000, 0, true, &cfg->n_layers) ||
+        get_int(d, "num_attention_heads", 1, MAX_DIM, 0, true, &cfg->n_heads) ||
+        get_int(d, "num_key_value_heads", 1, MAX_DIM, cfg->n_heads, false, &cfg->n_kv_heads) ||
+        get_int(d, "vocab_size", 1, (int64_t)1 << 31, 0, true, &cfg->vocab_size) ||
+        get_int(d, "max_position_embeddings", 0, (int64_t)1 << 31, 0, false, &cfg->context_length))
+        return -1;
+    char name[HF_KEY_MAX];
+    cfg->has_head_dim = is_set(field(d, "head_dim", name));
+    if (get_int(d, "head_dim", 1, MAX_DIM, cfg->hidden_size / cfg->n_heads, false, &cfg->head_dim)) return -1;
+    if (!cfg->has_head_dim && cfg->hidden_size % cfg->n_heads != 0)
+        return hfq_fail(d->err, d->path, "hidden_size %lld is not a multiple of num_attention_heads %lld",
+                        (long long)cfg->hidden_size, (long long)cfg->n_heads);
+    /* rope rotates pairs of a head's values */
+    if (cfg->head_dim % 2 != 0)
+        return hfq_fail(d->err, d->path, "head size %lld (%s) is odd: rope needs pairs", (long long)cfg->head_dim,
+                        cfg->has_head_dim ? name : "hidden_size / num_attention_heads");
+    if (cfg->n_heads % cfg->n_kv_heads != 0)
+        return hfq_fail(d->err, d->path, "num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
+                        (long long)cfg->n_heads, (long long)cfg->n_kv_heads);
+    return get_double(d, "rms_norm_eps", 1e-6, &cfg->rms_norm_eps, NULL);
+}
+
+static int parse_fp8(const doc *d, hf_config *cfg) {
+    char name[HF_KEY_MAX];
+    const cJSON *qc = field(d, "quantization_config", name);
+    const cJSON *wbs = cJSON_IsObject(qc) ? cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size") : NULL;
+    if (!cJSON_IsArray(wbs) || cJSON_GetArraySize(wbs) != 2) return 0;
+    const cJSON *r = cJSON_GetArrayItem(wbs, 0), *c = cJSON_GetArrayItem(wbs, 1);
+    if (!cJSON_IsNumber(r) || !cJSON_IsNumber(c) || r->valuedouble < 1 || c->valuedouble < 1 ||
+        r->valuedouble > MAX_DIM || c->valuedouble > MAX_DIM)
+        return hfq_fail(d->err, d->path, "quantization_config.weight_block_size is invalid");
+    cfg->fp8_block_rows = (int64_t)r->valuedouble;
+    cfg->fp8_block_cols = (int64_t)c->valuedouble;
     return 0;
 }
 
@@ -95,10 +459,17 @@ int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err) {
     cJSON *root = hfq_json_load(path, err);
     if (!root) return -1;
     int rc = -1;
+    doc d = {root, NULL, path, err};
     if (!cJSON_IsObject(root)) {
         hfq_fail(err, path, "top level is not a JSON object");
         goto done;
     }
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (is_set(text) && !cJSON_IsObject(text)) {
+        hfq_fail(err, path, "field 'text_config' is not an object");
+        goto done;
+    }
+    d.text = is_set(text) ? text : NULL;
     const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
     const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
     if (!cJSON_IsString(a0)) {
@@ -106,59 +477,13 @@ int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err) {
         goto done;
     }
     snprintf(cfg->architecture, sizeof cfg->architecture, "%s", a0->valuestring);
-    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(root, "_name_or_path");
-    if (cJSON_IsString(nm) && nm->valuestring[0]) {
-        const char *slash = strrchr(nm->valuestring, '/');
-        snprintf(cfg->name, sizeof cfg->name, "%s", slash ? slash + 1 : nm->valuestring);
-    } else {
-        const char *end = dir + strlen(dir);
-        while (end > dir && end[-1] == '/') end--;
-        const char *start = end;
-        while (start > dir && start[-1] != '/') start--;
-        snprintf(cfg->name, sizeof cfg->name, "%.*s", (int)(end - start), start);
-    }
-    if (get_int(root, "hidden_size", 1, MAX_DIM, 0, true, &cfg->hidden_size, path, err) ||
-        get_int(root, "intermediate_size", 1, MAX_DIM, 0, true, &cfg->intermediate_size, path, err) ||
-        get_int(root, "num_hidden_layers", 1, 100000, 0, true, &cfg->n_layers, path, err) ||
-        get_int(root, "num_attention_heads", 1, MAX_DIM, 0, true, &cfg->n_heads, path, err) ||
-        get_int(root, "num_key_value_heads", 1, MAX_DIM, cfg->n_heads, false, &cfg->n_kv_heads, path, err) ||
-        get_int(root, "vocab_size", 1, (int64_t)1 << 31, 0, true, &cfg->vocab_size, path, err) ||
-        get_int(root, "max_position_embeddings", 0, (int64_t)1 << 31, 0, false, &cfg->context_length, path, err))
+    model_name(cfg, root, dir);
+    char name[HF_KEY_MAX];
+    cfg->bos_token_id = first_id(field(&d, "bos_token_id", name));
+    cfg->eos_token_id = first_id(field(&d, "eos_token_id", name));
+    if (parse_dims(&d, cfg) || parse_ropes(&d, cfg) || parse_layer_types(&d, cfg) || refuse_unsupported(&d, cfg) ||
+        parse_fp8(&d, cfg))
         goto done;
-    const cJSON *hd = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
-    cfg->has_head_dim = hd && !cJSON_IsNull(hd);
-    if (get_int(root, "head_dim", 1, MAX_DIM, cfg->hidden_size / cfg->n_heads, false, &cfg->head_dim, path, err))
-        goto done;
-    if (!cfg->has_head_dim && cfg->hidden_size % cfg->n_heads != 0) {
-        hfq_fail(err, path, "hidden_size %lld is not a multiple of num_attention_heads %lld",
-                 (long long)cfg->hidden_size, (long long)cfg->n_heads);
-        goto done;
-    }
-    if (cfg->n_heads % cfg->n_kv_heads != 0) {
-        hfq_fail(err, path, "num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
-                 (long long)cfg->n_heads, (long long)cfg->n_kv_heads);
-        goto done;
-    }
-    if (get_double(root, "rms_norm_eps", 1e-6, &cfg->rms_norm_eps, NULL, path, err) ||
-        get_double(root, "rope_theta", 0, &cfg->rope_theta, &cfg->has_rope_theta, path, err))
-        goto done;
-    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
-    cfg->tie_word_embeddings = cJSON_IsTrue(tie);
-    cfg->bos_token_id = first_id(cJSON_GetObjectItemCaseSensitive(root, "bos_token_id"));
-    cfg->eos_token_id = first_id(cJSON_GetObjectItemCaseSensitive(root, "eos_token_id"));
-    if (parse_rope_scaling(cfg, cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), path, err)) goto done;
-    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
-    const cJSON *wbs = cJSON_IsObject(qc) ? cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size") : NULL;
-    if (cJSON_IsArray(wbs) && cJSON_GetArraySize(wbs) == 2) {
-        const cJSON *r = cJSON_GetArrayItem(wbs, 0), *c = cJSON_GetArrayItem(wbs, 1);
-        if (!cJSON_IsNumber(r) || !cJSON_IsNumber(c) || r->valuedouble < 1 || c->valuedouble < 1 ||
-            r->valuedouble > MAX_DIM || c->valuedouble > MAX_DIM) {
-            hfq_fail(err, path, "quantization_config.weight_block_size is invalid");
-            goto done;
-        }
-        cfg->fp8_block_rows = (int64_t)r->valuedouble;
-        cfg->fp8_block_cols = (int64_t)c->valuedouble;
-    }
     rc = 0;
 done:
     cJSON_Delete(root);

@@ -68,6 +68,7 @@ static int64_t dim_size(const hf_config *c, hf_dim d) {
     case HF_DIM_FF: return c->intermediate_size;
     case HF_DIM_Q: return c->n_heads * c->head_dim;
     case HF_DIM_KV: return c->n_kv_heads * c->head_dim;
+    case HF_DIM_HEAD: return c->head_dim;
     }
     return 0;
 }
@@ -276,11 +277,20 @@ static int write_hparams(gguf_writer *w, const hf_config *c, const hf_arch *arch
         rc |= gguf_set_str(w, KEY("rope.scaling.type"), "linear");
         rc |= gguf_set_f32(w, KEY("rope.scaling.factor"), (float)c->rope_factor);
     } else if (c->rope_scaling == HF_ROPE_YARN) {
+        /* TextModel.set_gguf_parameters: the optional yarn keys only when
+         * config.json gives them (the runner then takes transformers' defaults) */
         rc |= gguf_set_str(w, KEY("rope.scaling.type"), "yarn");
         rc |= gguf_set_f32(w, KEY("rope.scaling.factor"), (float)c->rope_factor);
         if (c->rope_original_context > 0)
             rc |= gguf_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)c->rope_original_context);
+        if (c->has_yarn_attn_factor)
+            rc |= gguf_set_f32(w, KEY("rope.scaling.yarn_attn_factor"), (float)c->rope_yarn_attn_factor);
+        if (c->has_yarn_beta_fast)
+            rc |= gguf_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), (float)c->rope_yarn_beta_fast);
+        if (c->has_yarn_beta_slow)
+            rc |= gguf_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), (float)c->rope_yarn_beta_slow);
     }
+    if (c->has_rope_theta_swa) rc |= gguf_set_f32(w, KEY("rope.freq_base_swa"), (float)c->rope_theta_swa);
 #undef KEY
     rc |= gguf_set_u32(w, "general.quantization_version", GGML_QUANT_VERSION);
     rc |= gguf_set_str(w, "hfq.converter", "hfconv " HFQ_VERSION);
@@ -475,6 +485,21 @@ done:
     return rc;
 }
 
+/* The config keys whose meaning depends on the family (config.c refuses
+ * those no family computes): refused where this family lacks them. */
+static int check_family_keys(const hf_config *c, const hf_arch *arch, const char *path, hfq_error *err) {
+    if (c->rope_scaling == HF_ROPE_LONGROPE && !arch->longrope)
+        return hfq_fail(err, path, "field '%s' asks for rope type 'longrope': not implemented for %s", c->rope_key,
+                        arch->gguf_arch);
+    /* q/k/v (and o) biases: a family with bias rows has them anyway (Qwen2) */
+    bool has_bias_rows = false;
+    const hf_tensor_row *row;
+    for (size_t i = 0; (row = hf_arch_layer_row(arch, i)); i++) has_bias_rows |= row->role == ROLE_ATTN_Q_BIAS;
+    if (c->attention_bias && !has_bias_rows)
+        return hfq_fail(err, path, "field 'attention_bias' = true: %s has no attention biases", arch->gguf_arch);
+    return 0;
+}
+
 int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error *err) {
     memset(rep, 0, sizeof *rep);
     gguf_writer *w = gguf_writer_new();
@@ -491,6 +516,7 @@ int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error
     if (want_config) {
         if (hf_config_load(&cfg, opts->model_dir, err)) goto done;
         if (!(arch = hf_arch_find(cfg.architecture, cfg_path, err))) goto done;
+        if (check_family_keys(&cfg, arch, cfg_path, err)) goto done;
         snprintf(rep->gguf_arch, sizeof rep->gguf_arch, "%s", arch->gguf_arch);
     }
     if (!(vocab = hfq_vocab_from_dir(opts->model_dir, err))) goto done;
