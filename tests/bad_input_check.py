@@ -6,10 +6,13 @@ input from tests/bad_input/fuzz/, runs one tool, and checks:
   - the exit code (1 for bad input / I/O failure, 2 for usage, 4 for --verify);
   - stderr is exactly one line and holds the case's error substring;
   - no output file and no temporary (*.tmp.*) file is left behind.
+  - files a case names as the run's inputs are byte-identical afterwards.
 Cases: truncated files, lying sizes and offsets, wrong dtypes, NaN/Inf weights,
 mismatched shards, hostile config/tokenizer files, non-UTF-8 text, disk full
 (RLIMIT_FSIZE, SIGXFSZ ignored), a read-only output folder (as nobody when run
-as root), a missing output folder.
+as root), a missing output folder, outputs that are (or link to) an input or
+are a folder, and usage errors (one line, the nearest option suggested);
+--version and -h of every tool.
 
 usage: bad_input_check.py [-v] [CASE-SUBSTRING...]   (env: HFQ_BUILD, HFQ_SOURCE)
 """
@@ -36,9 +39,11 @@ CASES = []
 
 
 def case(name, expect, code=1, stdout=None):
-    """Registers a case: fn(work) -> (argv, outputs, preexec) where outputs are
-    paths that must not exist afterwards (their folders are scanned for
-    *.tmp.* files). stdout: a substring the standard output must hold."""
+    """Registers a case: fn(work) -> (argv, outputs, preexec[, unchanged])
+    where outputs are paths that must not exist afterwards (their folders are
+    scanned for *.tmp.* files) and unchanged are files or folders that must
+    be byte-identical afterwards (and their folders free of *.tmp.* files).
+    stdout: a substring the standard output must hold."""
     def add(fn):
         CASES.append((name, expect, code, stdout, fn))
         return fn
@@ -402,6 +407,9 @@ def _(work):
 
 WRITERS = {"hfconv": lambda out: [HFCONV, B.model, "-o", out, "-q"],
            "quantize": lambda out: [QUANTIZE, B.gguf, out, "Q8_0"]}
+# both check their outputs before any work (src/common/output.h); a refused
+# output is a usage error
+MISSING_FOLDER = {"hfconv": ("x.gguf: -o: folder ", 2), "quantize": ("x.gguf: OUT.gguf: folder ", 2)}
 for _tool, _argv in WRITERS.items():
     @case(f"{_tool}/disk-full", "write failed: File too large")
     def _(work, argv=_argv):
@@ -413,10 +421,77 @@ for _tool, _argv in WRITERS.items():
         d, pre = read_only_dir(work, "ro")
         return argv(os.path.join(d, "x.gguf")), [os.path.join(d, "x.gguf")], pre
 
-    @case(f"{_tool}/missing-folder", "cannot create output: No such file or directory")
+    @case(f"{_tool}/missing-folder", *MISSING_FOLDER[_tool])
     def _(work, argv=_argv):
         out = os.path.join(work, "nope", "x.gguf")
         return argv(out), [out], None
+
+
+# ---------------------------------------------------------------- hfconv: outputs that would lose data
+
+
+@case("hfconv/output-is-an-input", "-o would replace", code=2)
+def _(work):
+    m = B.copy_model(work)   # exit 0 once, and the checkpoint was gone
+    return [HFCONV, m, "-o", os.path.join(m, "model.safetensors"), "-q"], [], None, [m]
+
+
+@case("hfconv/output-links-to-an-input", "a file of the model folder", code=2)
+def _(work):
+    m = B.copy_model(work)
+    out = os.path.join(work, "x.gguf")
+    os.symlink(os.path.join(m, "config.json"), out)
+    return [HFCONV, m, "-o", out, "-q"], [], None, [m]
+
+
+@case("hfconv/output-hard-link-to-an-input", "a file of the model folder", code=2)
+def _(work):
+    m = B.copy_model(work)
+    out = os.path.join(work, "x.gguf")
+    os.link(os.path.join(m, "tokenizer.json"), out)
+    return [HFCONV, m, "-o", out, "-q", "--vocab-only"], [], None, [m]
+
+
+@case("hfconv/output-is-the-model-folder", "-o is a folder, not a file", code=2)
+def _(work):
+    m = B.copy_model(work)
+    return [HFCONV, m, "-o", m, "-q"], [], None, [m]
+
+
+@case("hfconv/output-is-a-folder", "-o is a folder, not a file", code=2)
+def _(work):
+    d = os.path.join(work, "out.gguf")
+    os.makedirs(os.path.join(d, "keep"))
+    return [HFCONV, B.model, "-o", d, "-q"], [], None, [d, B.model]
+
+
+# ---------------------------------------------------------------- usage errors: one line, the nearest option
+
+for _tool, _argv, _near in (("hfconv", [HFCONV, "--outfil", "x"], "--outfile"),
+                            ("mkmodel", [MKMODEL, "--hiden", "64", "x"], "--hidden"),
+                            ("tokenize", [TOKENIZE, "--tokenizer-dirr", "x"], "--tokenizer-dir"),
+                            ("gguf-info", [GGUF_INFO, "--verfy", "x"], "--verify")):
+    @case(f"{_tool}/unknown-option", f"unknown option '{_argv[1]}' (did you mean '{_near}'?)", code=2)
+    def _(work, argv=_argv):
+        return argv, [], None
+
+for _name, _argv, _expect in (
+        ("hfconv/missing-output", [HFCONV, "m"], "hfconv: need MODEL_DIR and -o OUT.gguf"),
+        ("hfconv/option-without-value", [HFCONV, "m", "-o"], "hfconv: -o needs a value"),
+        ("hfconv/bad-outtype", [HFCONV, "m", "-o", "x", "--outtype", "q4"], "--outtype: expects f32, f16"),
+        ("hfconv/two-models", [HFCONV, "m", "n", "-o", "x"], "hfconv: unexpected argument 'n'"),
+        ("mkmodel/no-out-dir", [MKMODEL, "--hidden", "64"], "mkmodel: expected OUT_DIR"),
+        ("mkmodel/bad-number", [MKMODEL, "--hidden", "ten", "x"], "--hidden: expects an integer"),
+        ("mkmodel/option-without-value", [MKMODEL, "x", "--layers"], "mkmodel: --layers needs a value"),
+        ("mkmodel/bad-dtype", [MKMODEL, "x", "--dtype", "f8"], "--dtype: expects f32, f16 or bf16"),
+        ("tokenize/no-model", [TOKENIZE, "-p", "x"], "tokenize: no MODEL.gguf or --tokenizer-dir; usage:"),
+        ("tokenize/no-text", [TOKENIZE, "m.gguf"], "one of --text, -p and --batch-hex"),
+        ("tokenize/option-without-value", [TOKENIZE, "m.gguf", "-p"], "tokenize: -p needs a value"),
+        ("gguf-info/no-file", [GGUF_INFO], "gguf-info: no file given"),
+        ("gguf-info/two-files", [GGUF_INFO, "a", "b"], "more than one file given")):
+    @case(f"{_name}", _expect, code=2)
+    def _(work, argv=_argv):
+        return argv, [], None
 
 
 
@@ -604,6 +679,33 @@ def _(work):
     return [MKMODEL, out, "--hidden", "64", "--heads", "5"], [out], None
 
 
+@case("mkmodel/out-dir-is-a-file", "OUT_DIR exists and is not a folder")
+def _(work):
+    f = os.path.join(work, "m")
+    open(f, "w").write("mine\n")
+    return [MKMODEL, f], [], None, [f]
+
+
+@case("mkmodel/missing-parent-folder", "m: OUT_DIR: folder ")
+def _(work):
+    out = os.path.join(work, "nope", "m")
+    return [MKMODEL, out], [out], None
+
+
+@case("mkmodel/output-file-is-a-folder", "config.json: the output is a folder, not a file")
+def _(work):
+    out = os.path.join(work, "m")
+    os.makedirs(os.path.join(out, "config.json", "keep"))   # refused before any file is written
+    return [MKMODEL, out], [os.path.join(out, f) for f in ("model.safetensors", "tokenizer.json")], None, [out]
+
+
+@case("mkmodel/shard-is-a-folder", "model-00002-of-00002.safetensors: the output is a folder")
+def _(work):
+    out = os.path.join(work, "m")
+    os.makedirs(os.path.join(out, "model-00002-of-00002.safetensors"))
+    return [MKMODEL, out, "--shards", "2"], [os.path.join(out, "config.json")], None, [out]
+
+
 # ---------------------------------------------------------------- non-UTF-8 text: defined, not an error
 
 
@@ -628,15 +730,52 @@ def non_utf8_text(tmp):
     return problems
 
 
+# ---------------------------------------------------------------- --version and -h
+
+
+def version_and_help():
+    """--version: "TOOL (hfq) VERSION" on stdout; -h: the usage on stdout;
+    both exit 0 with nothing on stderr."""
+    problems = []
+    for name, tool in (("hfconv", HFCONV), ("mkmodel", MKMODEL), ("tokenize", TOKENIZE), ("gguf-info", GGUF_INFO)):
+        r = run([tool, "--version"])
+        if r.returncode != 0 or not r.stdout.startswith(f"{name} (hfq) ".encode()) or r.stderr:
+            problems.append(f"{name} --version: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r}")
+        r = run([tool, "-h"])
+        if r.returncode != 0 or not r.stdout.startswith(b"usage: ") or r.stderr:
+            problems.append(f"{name} -h: exit {r.returncode}, stdout {r.stdout[:60]!r}, stderr {r.stderr!r}")
+    # a value that looks like an option is still a value
+    r = run([TOKENIZE, B.gguf, "--no-bos", "-p", "-h"])
+    if r.returncode != 0 or not r.stdout.strip():
+        problems.append(f"tokenize -p -h: exit {r.returncode}, stdout {r.stdout!r}")
+    return problems
+
+
+def tree_digest(paths):
+    """Path -> bytes (None for a folder) of every file and folder under paths."""
+    out = {}
+    for p in paths:
+        if os.path.isdir(p) and not os.path.islink(p):
+            out[p] = None
+            for root, dirs, files in os.walk(p):
+                for d in dirs:
+                    out[os.path.join(root, d)] = None
+                for f in files:
+                    out[os.path.join(root, f)] = open(os.path.join(root, f), "rb").read()
+        else:
+            out[p] = open(p, "rb").read()
+    return out
+
+
 # ---------------------------------------------------------------- runner
 
 
+def temps_in(folders):
+    return [os.path.join(d, f) for d in folders if os.path.isdir(d) for f in os.listdir(d) if ".tmp." in f]
+
+
 def leftovers(outputs):
-    found = [p for p in outputs if os.path.exists(p)]
-    for d in {os.path.dirname(p) for p in outputs}:
-        if os.path.isdir(d):
-            found += [os.path.join(d, f) for f in os.listdir(d) if ".tmp." in f]
-    return found
+    return [p for p in outputs if os.path.exists(p)] + temps_in({os.path.dirname(p) for p in outputs})
 
 
 def main():
@@ -651,16 +790,24 @@ def main():
             n += 1
             work = os.path.join(tmp, "case%03d" % n)
             os.makedirs(work)
-            argv, outputs, preexec = fn(work)
+            argv, outputs, preexec, *rest = fn(work)
+            unchanged = rest[0] if rest else []
+            before = tree_digest(unchanged)
             r = run(argv, preexec_fn=preexec)
             err = r.stderr.decode(errors="replace")
             problems = []
             if r.returncode != code:
                 problems.append(f"exit {r.returncode}, want {code}")
-            # usage errors (2) may add a "(see --help)" line after the message
             lines = err.split("\n")
-            if not err.endswith("\n") or (len(lines) != 2 and code != 2):
+            if not err.endswith("\n") or len(lines) != 2:
                 problems.append(f"stderr is not one line: {err!r}")
+            after = tree_digest(unchanged)
+            if after != before:
+                changed = sorted(set(before) ^ set(after) | {p for p in before if before[p] != after.get(p)})
+                problems.append(f"inputs changed: {changed}")
+            temps = temps_in({p if os.path.isdir(p) else os.path.dirname(p) for p in unchanged})
+            if temps:
+                problems.append(f"temporaries left behind: {temps}")
             if expect not in lines[0]:
                 problems.append(f"stderr lacks {expect!r}: {err.strip()!r}")
             if want_stdout and want_stdout not in r.stdout.decode(errors="replace"):
@@ -670,6 +817,13 @@ def main():
                 problems.append(f"left behind: {left}")
             failures += bool(problems)
             print(("FAIL " if problems else "ok   ") + name + ("" if problems else "  " + err.strip()[:100] * VERBOSE))
+            for p in problems:
+                print("     " + p)
+        if not ONLY or any(o in "cli/version-and-help" for o in ONLY):
+            problems = version_and_help()
+            n += 1
+            failures += bool(problems)
+            print(("FAIL " if problems else "ok   ") + "cli/version-and-help")
             for p in problems:
                 print("     " + p)
         if not ONLY or any(o in "tokenize/non-utf8" for o in ONLY):

@@ -358,7 +358,7 @@ def test_usage(root):
     check(not os.path.exists(os.path.join(root, "x")), "a refused command wrote output")
     with open(os.path.join(root, "file"), "w") as f:
         f.write("x")
-    p = run([os.path.join(root, "file", "sub")], expect_rc=1)
+    p = run([os.path.join(root, "file", "sub")], expect_rc=2)
     check("file/sub" in p.stderr and p.stderr.count("\n") == 1, f"unwritable: {p.stderr!r}")
 
 

@@ -383,7 +383,7 @@ def check_cli(tool, failures):
     runs = [([], 2, 'usage'), (['-p', 'x'], 2, 'usage'), (['--tokenizer-dir'], 2, 'needs a value'),
             (['/nonexistent/model.gguf', '-p', 'x'], 1, '/nonexistent/model.gguf: '),
             (['--tokenizer-dir', '/nonexistent', '-p', 'x'], 1, '/nonexistent'),
-            (['--bogus'], 2, 'unknown argument')]
+            (['--bogus'], 2, 'unknown option')]
     for args, rc, msg in runs:
         out = subprocess.run([tool] + args, capture_output=True, text=True)
         if out.returncode != rc or msg not in out.stderr:

@@ -10,6 +10,9 @@
 
 #include "formats/ggml_type.h"
 #include "formats/gguf.h"
+#include "src/cli/cli.h"
+
+#define TOOL "gguf-info"
 
 #define TEXT_ARRAY_ELEMS 8    /* array elements shown in text mode */
 #define JSON_ARRAY_ELEMS 16   /* ... in JSON mode */
@@ -32,7 +35,8 @@ static const char usage_text[] =
     "                 (e.g. written by llama.cpp) get a note and pass\n"
     "  --no-tensors   leave out the tensor table\n"
     "  --full-arrays  show every array element (and whole strings in text mode)\n"
-    "  --help         show this help\n"
+    "  -h, --help     show this help\n"
+    "  --version      print the version\n"
     "\n"
     "Exit status: 0 ok, 1 unreadable or invalid file, 2 bad usage,\n"
     "4 --verify found a tensor whose data does not match its stored hash.\n";
@@ -283,37 +287,37 @@ static int verify(FILE *out, const gguf_file *f, const options *o) {
     return HFQ_EXIT_VERIFY;
 }
 
+static const char *const known_options[] = {"--json", "--verify", "--no-tensors", "--full-arrays",
+                                            "-h", "--help", "--version", NULL};
+
+/* Parses the command line into o; returns -1 when done (help, version), an
+ * exit status for a usage error, or 0. */
 static int parse_args(int argc, char **argv, options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage_text, stdout);
-            exit(HFQ_EXIT_OK);
+            return -1;
+        }
+        if (strcmp(a, "--version") == 0) {
+            hfq_cli_version(argc, argv, TOOL);
+            return -1;
         }
         if (strcmp(a, "--json") == 0) o->json = true;
         else if (strcmp(a, "--verify") == 0) o->verify = true;
         else if (strcmp(a, "--no-tensors") == 0) o->no_tensors = true;
         else if (strcmp(a, "--full-arrays") == 0) o->full = true;
-        else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "gguf-info: unknown option '%s' (see --help)\n", a);
-            return -1;
-        } else if (o->path) {
-            fprintf(stderr, "gguf-info: more than one file given (see --help)\n");
-            return -1;
-        } else {
-            o->path = a;
-        }
+        else if (a[0] == '-' && a[1] != '\0') return hfq_cli_unknown_option(TOOL, a, known_options);
+        else if (o->path) return hfq_cli_usage(TOOL, "more than one file given ('%s' and '%s')", o->path, a);
+        else o->path = a;
     }
-    if (!o->path) {
-        fprintf(stderr, "gguf-info: no file given\n%s", usage_text);
-        return -1;
-    }
-    return 0;
+    return o->path ? 0 : hfq_cli_usage(TOOL, "no file given");
 }
 
 int main(int argc, char **argv) {
     options o = {0};
-    if (parse_args(argc, argv, &o)) return HFQ_EXIT_USAGE;
+    int prc = parse_args(argc, argv, &o);
+    if (prc) return prc < 0 ? HFQ_EXIT_OK : prc;
     hfq_error err = {{0}};
     gguf_file *f = gguf_open(o.path, &err);
     if (!f) {

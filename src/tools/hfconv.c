@@ -5,10 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "src/cli/cli.h"
+#include "src/common/output.h"
 #include "src/hf/convert.h"
+
+#define TOOL "hfconv"
+#define MIB ((uint64_t)1 << 20)
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -26,30 +29,21 @@ static void usage(FILE *out) {
             "                         are always F32.\n"
             "  --vocab-only           write the tokenizer metadata only (no weights or config needed)\n"
             "  --json                 print a JSON summary on stdout\n"
-            "  -q, --quiet            no progress or summary on stderr\n"
+            "  -q, --quiet            no progress or summary on stderr (progress: one line redrawn on\n"
+            "                         a terminal, elsewhere a line every 5 s)\n"
             "  -h, --help             this help\n"
+            "  --version              print the version\n"
             "\n"
             "exit status: 0 success, 1 bad input or I/O error, 2 bad command line\n");
 }
 
-typedef struct progress_state {
-    bool enabled;
-    struct timespec last;
-} progress_state;
-
-static double seconds_since(const struct timespec *t) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t->tv_sec) + 1e-9 * (double)(now.tv_nsec - t->tv_nsec);
-}
-
+/* Progress in MiB of output written, so that the counts stay short; the
+ * last count only once everything is written (it ends the line). */
 static void show_progress(void *ctx, uint64_t done, uint64_t total, const char *tensor) {
-    progress_state *ps = ctx;
-    if (!ps->enabled || (done < total && seconds_since(&ps->last) < 0.2)) return;
-    clock_gettime(CLOCK_MONOTONIC, &ps->last);
-    fprintf(stderr, "\r[%5.1f%%] %-40.40s", total ? 100.0 * (double)done / (double)total : 100.0, tensor);
-    if (done >= total) fputc('\n', stderr);
-    fflush(stderr);
+    const int64_t all = (int64_t)((total + MIB - 1) / MIB);
+    int64_t now = done >= total ? all : (int64_t)(done / MIB);
+    if (done < total && now >= all) now = all - 1;
+    hfq_progress_report(ctx, now, all, "MiB, %s", tensor);
 }
 
 static int print_json(const hfq_convert_opts *opts, const hfq_convert_report *rep, double secs) {
@@ -89,50 +83,72 @@ static bool model_folder_ok(const char *dir) {
     return false;
 }
 
+static const char *const known_options[] = {"-o", "--outfile", "--outtype", "--vocab-only", "--json",
+                                            "-q", "--quiet", "-h", "--help", "--version", NULL};
+
+/* Parses the command line into opts; returns -1 when done (help, version),
+ * an exit status for a usage error, or 0. */
+static int parse_args(int argc, char **argv, hfq_convert_opts *opts, bool *json, bool *quiet) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return -1;
+        } else if (!strcmp(a, "--version")) {
+            hfq_cli_version(argc, argv, TOOL);
+            return -1;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--outfile")) {
+            if (i + 1 >= argc) return hfq_cli_usage(TOOL, "%s needs a value", a);
+            opts->out_path = argv[++i];
+        } else if (!strcmp(a, "--outtype")) {
+            if (i + 1 >= argc) return hfq_cli_usage(TOOL, "%s needs a value", a);
+            int t = hfq_outtype_parse(argv[++i]);
+            if (t < 0) return hfq_cli_usage(TOOL, "--outtype: expects f32, f16, bf16 or auto, got '%s'", argv[i]);
+            opts->outtype = (hfq_outtype)t;
+        } else if (!strcmp(a, "--vocab-only")) opts->vocab_only = true;
+        else if (!strcmp(a, "--json")) *json = true;
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) *quiet = true;
+        else if (a[0] == '-' && a[1]) return hfq_cli_unknown_option(TOOL, a, known_options);
+        else if (!opts->model_dir) opts->model_dir = a;
+        else return hfq_cli_usage(TOOL, "unexpected argument '%s' (one MODEL_DIR)", a);
+    }
+    if (!opts->model_dir || !opts->out_path) return hfq_cli_usage(TOOL, "need MODEL_DIR and -o OUT.gguf");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     hfq_convert_opts opts = {0};
     opts.outtype = HFQ_OUT_F16;
     bool json = false, quiet = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if ((!strcmp(a, "-o") || !strcmp(a, "--outfile")) && i + 1 < argc) opts.out_path = argv[++i];
-        else if (!strcmp(a, "--outtype") && i + 1 < argc) {
-            int t = hfq_outtype_parse(argv[++i]);
-            if (t < 0) { fprintf(stderr, "hfconv: unknown --outtype '%s' (f32, f16, bf16, auto)\n", argv[i]); return 2; }
-            opts.outtype = (hfq_outtype)t;
-        }
-        else if (!strcmp(a, "--vocab-only")) opts.vocab_only = true;
-        else if (!strcmp(a, "--json")) json = true;
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
-        else if (a[0] == '-') { fprintf(stderr, "hfconv: unknown option '%s' (see --help)\n", a); return 2; }
-        else if (!opts.model_dir) opts.model_dir = a;
-        else { fprintf(stderr, "hfconv: unexpected argument '%s' (see --help)\n", a); return 2; }
-    }
-    if (!opts.model_dir || !opts.out_path) {
-        fprintf(stderr, "hfconv: need MODEL_DIR and -o OUT.gguf (see --help)\n");
-        return 2;
-    }
-    if (!model_folder_ok(opts.model_dir)) return 1;
-    progress_state ps = {.enabled = !quiet && isatty(STDERR_FILENO)};
-    clock_gettime(CLOCK_MONOTONIC, &ps.last);
-    struct timespec start = ps.last;
-    opts.progress = show_progress;
-    opts.progress_ctx = &ps;
-    hfq_convert_report rep;
+    int rc = parse_args(argc, argv, &opts, &json, &quiet);
+    if (rc) return rc < 0 ? HFQ_EXIT_OK : rc;
+    if (!model_folder_ok(opts.model_dir)) return HFQ_EXIT_FAILURE;
+    /* -o inside the model folder would replace the checkpoint being read; a
+     * refused output is a command-line mistake (exit 2), as in quantize and ppl-eval */
+    const hfq_path_role out = {opts.out_path, "-o", false}, in = {opts.model_dir, "the model folder", true};
     hfq_error err;
-    if (hfq_convert(&opts, &rep, &err) != 0) {
-        fprintf(stderr, "hfconv: %s\n", err.msg);
-        return 1;
+    if (hfq_check_outputs(&out, 1, &in, 1, &err) != 0) {
+        fprintf(stderr, TOOL ": %s\n", err.msg);
+        return HFQ_EXIT_USAGE;
     }
-    double secs = seconds_since(&start);
+    hfq_progress progress;
+    hfq_progress_init(&progress, !quiet, 0);
+    const double start = hfq_cli_seconds();
+    opts.progress = show_progress;
+    opts.progress_ctx = &progress;
+    hfq_convert_report rep;
+    if (hfq_convert(&opts, &rep, &err) != 0) {
+        fprintf(stderr, TOOL ": %s\n", err.msg);
+        return HFQ_EXIT_FAILURE;
+    }
+    const double secs = hfq_cli_seconds() - start;
     if (json && print_json(&opts, &rep, secs) != 0) {
-        fprintf(stderr, "hfconv: out of memory\n");
-        return 1;
+        fprintf(stderr, TOOL ": out of memory\n");
+        return HFQ_EXIT_FAILURE;
     }
     if (!quiet)
-        fprintf(stderr, "hfconv: wrote %s (%s, %lld tensors, %llu parameters, %.1f MiB) in %.2f s\n",
+        fprintf(stderr, TOOL ": wrote %s (%s, %lld tensors, %llu parameters, %.1f MiB) in %.2f s\n",
                 opts.out_path, rep.gguf_arch, (long long)rep.n_tensors, (unsigned long long)rep.n_params,
                 (double)rep.data_bytes / 1048576.0, secs);
-    return 0;
+    return HFQ_EXIT_OK;
 }

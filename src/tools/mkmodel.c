@@ -7,9 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/cli/cli.h"
+#include "src/common/output.h"
 #include "src/synth/synth.h"
+
+#define TOOL "mkmodel"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -35,33 +40,26 @@ static void usage(FILE *out) {
             "  --rms-eps X       rms_norm_eps (default 1e-5)\n"
             "  --seed N          random seed (default 1)\n"
             "  --outliers K      K hidden channels get %gx norm weights (default 0)\n"
-            "  --help            this text\n"
+            "  -h, --help        this text\n"
+            "  --version         print the version\n"
             "\n"
             "Exit status: 0 written, 1 failure, 2 bad command line.\n",
             (double)SYNTH_OUTLIER_SCALE);
 }
 
+/* An int option, as a one-line usage error when it is not one. */
 static int parse_int(const char *opt, const char *s, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < INT_MIN || v > INT_MAX) {
-        fprintf(stderr, "mkmodel: %s wants an integer, not '%s'\n", opt, s);
-        return -1;
-    }
+    int64_t v;
+    hfq_error err;
+    if (hfq_cli_int(opt, s, 0, INT_MAX, &v, &err)) return hfq_cli_usage(TOOL, "%s", err.msg);
     *out = (int)v;
     return 0;
 }
 
-static int parse_double(const char *opt, const char *s, double *out) {
-    char *end;
-    errno = 0;
-    *out = strtod(s, &end);
-    if (errno || end == s || *end) {
-        fprintf(stderr, "mkmodel: %s wants a number, not '%s'\n", opt, s);
-        return -1;
-    }
-    return 0;
+/* A number option; the exact bounds are synth_check_config's. */
+static int parse_double(const char *opt, const char *s, double max, double *out) {
+    hfq_error err;
+    return hfq_cli_float(opt, s, 0, max, out, &err) ? hfq_cli_usage(TOOL, "%s", err.msg) : 0;
 }
 
 static void show_progress(void *ctx, uint64_t done, uint64_t total) {
@@ -72,7 +70,7 @@ static void show_progress(void *ctx, uint64_t done, uint64_t total) {
 }
 
 enum { O_ARCH = 256, O_HIDDEN, O_FFN, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_DTYPE,
-       O_SHARDS, O_TIED, O_UNTIED, O_THETA, O_EPS, O_SEED, O_OUTLIERS, O_HELP };
+       O_SHARDS, O_TIED, O_UNTIED, O_THETA, O_EPS, O_SEED, O_OUTLIERS, O_VERSION };
 
 static int parse_option(int opt, const char *arg, synth_config *c) {
     static const struct { int opt; const char *name; size_t offset; } ints[] = {
@@ -93,64 +91,115 @@ static int parse_option(int opt, const char *arg, synth_config *c) {
     switch (opt) {
     case O_ARCH:
         if ((v = synth_arch_from_name(arg)) >= 0) return c->arch = (synth_arch)v, 0;
-        fprintf(stderr, "mkmodel: unknown --arch '%s' (llama, mistral, qwen2)\n", arg);
-        return -1;
+        return hfq_cli_usage(TOOL, "--arch: expects llama, mistral or qwen2, got '%s'", arg);
     case O_DTYPE:
         if ((v = synth_dtype_from_name(arg)) >= 0) return c->dtype = (st_dtype)v, 0;
-        fprintf(stderr, "mkmodel: unknown --dtype '%s' (f32, f16, bf16)\n", arg);
-        return -1;
+        return hfq_cli_usage(TOOL, "--dtype: expects f32, f16 or bf16, got '%s'", arg);
     case O_TIED: c->tied = 1; return 0;
     case O_UNTIED: c->tied = 0; return 0;
-    case O_THETA: return parse_double("--rope-theta", arg, &c->rope_theta);
-    case O_EPS: return parse_double("--rms-eps", arg, &c->rms_eps);
+    case O_THETA: return parse_double("--rope-theta", arg, 1e30, &c->rope_theta);
+    case O_EPS: return parse_double("--rms-eps", arg, 1, &c->rms_eps);
     case O_SEED:
         errno = 0;
         c->seed = strtoull(arg, &end, 10);
-        if (!errno && end != arg && !*end && *arg != '-') return 0;
-        fprintf(stderr, "mkmodel: --seed wants a non-negative integer, not '%s'\n", arg);
-        return -1;
+        if (!errno && end != arg && !*end && *arg >= '0' && *arg <= '9') return 0;
+        return hfq_cli_usage(TOOL, "--seed: expects an unsigned 64-bit integer, got '%s'", arg);
     default:
-        fprintf(stderr, "mkmodel: try --help\n");
-        return -1;
+        return hfq_cli_usage(TOOL, "unexpected option code %d", opt);
     }
 }
 
+static const struct option options[] = {
+    {"arch", required_argument, 0, O_ARCH},      {"hidden", required_argument, 0, O_HIDDEN},
+    {"ffn", required_argument, 0, O_FFN},        {"layers", required_argument, 0, O_LAYERS},
+    {"heads", required_argument, 0, O_HEADS},    {"kv-heads", required_argument, 0, O_KV},
+    {"vocab", required_argument, 0, O_VOCAB},    {"ctx", required_argument, 0, O_CTX},
+    {"dtype", required_argument, 0, O_DTYPE},    {"shards", required_argument, 0, O_SHARDS},
+    {"tied", no_argument, 0, O_TIED},            {"untied", no_argument, 0, O_UNTIED},
+    {"rope-theta", required_argument, 0, O_THETA}, {"rms-eps", required_argument, 0, O_EPS},
+    {"seed", required_argument, 0, O_SEED},      {"outliers", required_argument, 0, O_OUTLIERS},
+    {"help", no_argument, 0, 'h'},               {"version", no_argument, 0, O_VERSION},
+    {0, 0, 0, 0},
+};
+#define N_OPTIONS (sizeof options / sizeof options[0] - 1)
+
+/* "unknown option" with the nearest of the long options above. */
+static int unknown_option(const char *arg) {
+    char names[N_OPTIONS][24];
+    const char *known[N_OPTIONS + 1];
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        snprintf(names[i], sizeof names[i], "--%s", options[i].name);
+        known[i] = names[i];
+    }
+    known[N_OPTIONS] = NULL;
+    return hfq_cli_unknown_option(TOOL, arg, known);
+}
+
+/* Before any work: OUT_DIR is a folder, or can be made in one that exists,
+ * and no file written into it is a folder (the rename would fail at the end,
+ * after the others were replaced). Each file on its own: their names differ. */
+static int check_out_dir(const char *dir, const synth_config *c, hfq_error *err) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        const hfq_path_role out = {dir, "OUT_DIR", false};
+        return hfq_check_outputs(&out, 1, NULL, 0, err);
+    }
+    if (!S_ISDIR(st.st_mode)) return hfq_fail(err, dir, "OUT_DIR exists and is not a folder");
+    static const char *const fixed[] = {"config.json", "generation_config.json", "tokenizer.json",
+                                        "tokenizer_config.json", "special_tokens_map.json", "model.safetensors",
+                                        "model.safetensors.index.json"};
+    const int n_fixed = (int)(sizeof fixed / sizeof fixed[0]);
+    for (int k = 0; k < n_fixed + (c->shards > 1 ? c->shards : 0); k++) {
+        char path[PATH_MAX];
+        /* the shard names are Hugging Face's, as src/synth/synth.c writes them */
+        int n = k < n_fixed ? snprintf(path, sizeof path, "%s/%s", dir, fixed[k])
+                            : snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir,
+                                       k - n_fixed + 1, c->shards);
+        if (n < 0 || (size_t)n >= sizeof path) return hfq_fail(err, dir, "path too long");
+        const hfq_path_role out = {path, "the output", false};
+        if (hfq_check_outputs(&out, 1, NULL, 0, err)) return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    static const struct option options[] = {
-        {"arch", required_argument, 0, O_ARCH},      {"hidden", required_argument, 0, O_HIDDEN},
-        {"ffn", required_argument, 0, O_FFN},        {"layers", required_argument, 0, O_LAYERS},
-        {"heads", required_argument, 0, O_HEADS},    {"kv-heads", required_argument, 0, O_KV},
-        {"vocab", required_argument, 0, O_VOCAB},    {"ctx", required_argument, 0, O_CTX},
-        {"dtype", required_argument, 0, O_DTYPE},    {"shards", required_argument, 0, O_SHARDS},
-        {"tied", no_argument, 0, O_TIED},            {"untied", no_argument, 0, O_UNTIED},
-        {"rope-theta", required_argument, 0, O_THETA}, {"rms-eps", required_argument, 0, O_EPS},
-        {"seed", required_argument, 0, O_SEED},      {"outliers", required_argument, 0, O_OUTLIERS},
-        {"help", no_argument, 0, O_HELP},            {0, 0, 0, 0},
-    };
     synth_config c;
     synth_default_config(&c);
     int opt;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        if (opt == O_HELP) {
+    opterr = 0; /* its messages are not ours: one line with the nearest option */
+    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (opt == 'h') {
             usage(stdout);
             return HFQ_EXIT_OK;
         }
+        if (opt == O_VERSION) {
+            hfq_cli_version(argc, argv, TOOL);
+            return HFQ_EXIT_OK;
+        }
+        if (opt == ':') return hfq_cli_usage(TOOL, "%s needs a value", argv[optind - 1]);
+        if (opt == '?') {
+            char s[3] = {'-', (char)optopt, 0};
+            return unknown_option(optopt ? s : argv[optind - 1]);
+        }
         if (parse_option(opt, optarg, &c) != 0) return HFQ_EXIT_USAGE;
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "mkmodel: expected one OUT_DIR (try --help)\n");
-        return HFQ_EXIT_USAGE;
-    }
+    if (optind == argc) return hfq_cli_usage(TOOL, "expected OUT_DIR");
+    if (optind != argc - 1) return hfq_cli_usage(TOOL, "expected one OUT_DIR, got '%s' too", argv[argc - 1]);
     hfq_error err = {{0}};
     if (synth_check_config(&c, &err) != 0) {
-        fprintf(stderr, "%s\n", err.msg);
-        return HFQ_EXIT_USAGE;
+        /* synth_check_config names the tool itself */
+        const char *why = strncmp(err.msg, TOOL ": ", strlen(TOOL) + 2) ? err.msg : err.msg + strlen(TOOL) + 2;
+        return hfq_cli_usage(TOOL, "%s", why);
+    }
+    const char *dir = argv[optind];
+    if (check_out_dir(dir, &c, &err) != 0) {
+        fprintf(stderr, TOOL ": %s\n", err.msg);
+        return HFQ_EXIT_USAGE;  /* a refused output, as in every tool */
     }
     int64_t n_params = 0;
-    const char *dir = argv[optind];
     if (synth_write_model(dir, &c, isatty(STDERR_FILENO) ? show_progress : NULL, NULL, &n_params,
                           &err) != 0) {
-        fprintf(stderr, "mkmodel: %s\n", err.msg);
+        fprintf(stderr, TOOL ": %s\n", err.msg);
         return HFQ_EXIT_FAILURE;
     }
     printf("%s: %" PRId64 " parameters, %s, %d shard%s\n", dir, n_params,

@@ -6,16 +6,19 @@
 
 #include "formats/error.h"
 #include "formats/gguf.h"
+#include "src/cli/cli.h"
 #include "src/common/read_file.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/tokenizer/unicode.h"
 #include "src/tokenizer/vocab.h"
 
 #define MAX_INPUT ((size_t)1 << 31)
+#define TOOL "tokenize"
+#define SYNOPSIS "tokenize (MODEL.gguf | --tokenizer-dir DIR) (--text FILE | -p STRING | --batch-hex FILE)"
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tokenize (MODEL.gguf | --tokenizer-dir DIR) (--text FILE | -p STRING | --batch-hex FILE)\n"
+            "usage: " SYNOPSIS "\n"
             "                [options]\n"
             "\n"
             "Encodes text with the tokenizer stored in a GGUF file (tokenizer.* keys) or with the\n"
@@ -35,6 +38,7 @@ static void usage(FILE *out) {
             "  --decode             the input is token ids (whitespace-separated): print the text\n"
             "  --special            with --decode: render control tokens as their text\n"
             "  -h, --help           this help\n"
+            "  --version            print the version\n"
             "\n"
             "Exit status: 0 ok, 1 bad input or tokenizer, 2 usage.\n");
 }
@@ -190,57 +194,75 @@ static int run_batch(const hfq_tokenizer *t, const char *path, const char *data,
     return rc;
 }
 
-int main(int argc, char **argv) {
-    const char *dir = NULL, *gguf_path = NULL, *text_file = NULL, *prompt = NULL, *batch = NULL;
-    int json = 0, flags = HFQ_TOK_ADD_SPECIAL;
-    bool decode = false, special = false;
+typedef struct options {
+    const char *dir, *gguf_path, *text_file, *prompt, *batch;
+    int json, flags;
+    bool decode, special;
+} options;
+
+static const char *const known_options[] = {"--tokenizer-dir", "--text", "-p", "--batch-hex", "--json",
+                                            "--no-bos", "--parse-special", "--decode", "--special",
+                                            "-h", "--help", "--version", NULL};
+
+/* Parses the command line into o; returns -1 when done (help, version), an
+ * exit status for a usage error, or 0. */
+static int parse_args(int argc, char **argv, options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char **value = !strcmp(a, "--tokenizer-dir") ? &dir : !strcmp(a, "--text") ? &text_file :
-                             !strcmp(a, "-p") ? &prompt : !strcmp(a, "--batch-hex") ? &batch : NULL;
+        const char **value = !strcmp(a, "--tokenizer-dir") ? &o->dir : !strcmp(a, "--text") ? &o->text_file :
+                             !strcmp(a, "-p") ? &o->prompt : !strcmp(a, "--batch-hex") ? &o->batch : NULL;
         if (value) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "tokenize: %s needs a value\n", a);
-                return HFQ_EXIT_USAGE;
-            }
+            if (i + 1 >= argc) return hfq_cli_usage(TOOL, "%s needs a value", a);
             *value = argv[++i];
-        } else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--no-bos")) flags &= ~HFQ_TOK_ADD_SPECIAL;
-        else if (!strcmp(a, "--parse-special")) flags |= HFQ_TOK_PARSE_SPECIAL;
-        else if (!strcmp(a, "--decode")) decode = true;
-        else if (!strcmp(a, "--special")) special = true;
+        } else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--no-bos")) o->flags &= ~HFQ_TOK_ADD_SPECIAL;
+        else if (!strcmp(a, "--parse-special")) o->flags |= HFQ_TOK_PARSE_SPECIAL;
+        else if (!strcmp(a, "--decode")) o->decode = true;
+        else if (!strcmp(a, "--special")) o->special = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            return HFQ_EXIT_OK;
-        } else if (a[0] != '-' && !gguf_path) {
-            gguf_path = a;
+            return -1;
+        } else if (!strcmp(a, "--version")) {
+            hfq_cli_version(argc, argv, TOOL);
+            return -1;
+        } else if (a[0] == '-' && a[1]) {
+            return hfq_cli_unknown_option(TOOL, a, known_options);
+        } else if (o->gguf_path) {
+            return hfq_cli_usage(TOOL, "unexpected argument '%s' (one MODEL.gguf)", a);
         } else {
-            fprintf(stderr, "tokenize: unknown argument \"%s\" (see --help)\n", a);
-            return HFQ_EXIT_USAGE;
+            o->gguf_path = a;
         }
     }
-    if (!dir == !gguf_path || (!!text_file + !!prompt + !!batch) != 1) {
-        usage(stderr);
-        return HFQ_EXIT_USAGE;
-    }
+    if (!o->dir == !o->gguf_path)
+        return hfq_cli_usage(TOOL, "%s; usage: " SYNOPSIS, o->dir ? "MODEL.gguf or --tokenizer-dir, not both"
+                                                                  : "no MODEL.gguf or --tokenizer-dir");
+    if (!!o->text_file + !!o->prompt + !!o->batch != 1)
+        return hfq_cli_usage(TOOL, "one of --text, -p and --batch-hex; usage: " SYNOPSIS);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    options o = {.flags = HFQ_TOK_ADD_SPECIAL};
+    int prc = parse_args(argc, argv, &o);
+    if (prc) return prc < 0 ? HFQ_EXIT_OK : prc;
     hfq_error err;
     char *data = NULL;
     size_t len = 0;
-    if (prompt) {
-        data = strdup(prompt);
-        len = strlen(prompt);
+    if (o.prompt) {
+        data = strdup(o.prompt);
+        len = strlen(o.prompt);
     } else {
-        const char *path = text_file ? text_file : batch;
+        const char *path = o.text_file ? o.text_file : o.batch;
         if (hfq_read_file(path, MAX_INPUT, &data, &len, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             return HFQ_EXIT_FAILURE;
         }
     }
     hfq_vocab *v = NULL;
-    if (data && dir) {
-        v = hfq_vocab_from_dir(dir, &err);
+    if (data && o.dir) {
+        v = hfq_vocab_from_dir(o.dir, &err);
     } else if (data) {
-        gguf_file *f = gguf_open(gguf_path, &err);
+        gguf_file *f = gguf_open(o.gguf_path, &err);
         v = f ? hfq_vocab_from_gguf(f, &err) : NULL;
         gguf_close(f);
     }
@@ -248,15 +270,15 @@ int main(int argc, char **argv) {
     int rc = HFQ_EXIT_FAILURE;
     if (!data) fprintf(stderr, "tokenize: out of memory\n");
     else if (!t) fprintf(stderr, "%s\n", err.msg);
-    else if (batch) rc = run_batch(t, batch, data, len, flags, json, decode, special);
-    else if (decode) rc = decode_one(t, data, len, special, false);
+    else if (o.batch) rc = run_batch(t, o.batch, data, len, o.flags, o.json, o.decode, o.special);
+    else if (o.decode) rc = decode_one(t, data, len, o.special, false);
     else {
         int32_t *ids;
         size_t n;
-        if (hfq_tokenize(t, data, len, flags, &ids, &n, &err)) {
+        if (hfq_tokenize(t, data, len, o.flags, &ids, &n, &err)) {
             fprintf(stderr, "%s\n", err.msg);
         } else {
-            print_ids(t, ids, n, json);
+            print_ids(t, ids, n, o.json);
             free(ids);
             rc = HFQ_EXIT_OK;
         }
