@@ -679,27 +679,27 @@ def _(work):
     return [MKMODEL, out, "--hidden", "64", "--heads", "5"], [out], None
 
 
-@case("mkmodel/out-dir-is-a-file", "OUT_DIR exists and is not a folder")
+@case("mkmodel/out-dir-is-a-file", "OUT_DIR exists and is not a folder", code=2)
 def _(work):
     f = os.path.join(work, "m")
     open(f, "w").write("mine\n")
     return [MKMODEL, f], [], None, [f]
 
 
-@case("mkmodel/missing-parent-folder", "m: OUT_DIR: folder ")
+@case("mkmodel/missing-parent-folder", "m: OUT_DIR: folder ", code=2)
 def _(work):
     out = os.path.join(work, "nope", "m")
     return [MKMODEL, out], [out], None
 
 
-@case("mkmodel/output-file-is-a-folder", "config.json: the output is a folder, not a file")
+@case("mkmodel/output-file-is-a-folder", "config.json: the output is a folder, not a file", code=2)
 def _(work):
     out = os.path.join(work, "m")
     os.makedirs(os.path.join(out, "config.json", "keep"))   # refused before any file is written
     return [MKMODEL, out], [os.path.join(out, f) for f in ("model.safetensors", "tokenizer.json")], None, [out]
 
 
-@case("mkmodel/shard-is-a-folder", "model-00002-of-00002.safetensors: the output is a folder")
+@case("mkmodel/shard-is-a-folder", "model-00002-of-00002.safetensors: the output is a folder", code=2)
 def _(work):
     out = os.path.join(work, "m")
     os.makedirs(os.path.join(out, "model-00002-of-00002.safetensors"))

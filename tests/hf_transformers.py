@@ -37,25 +37,19 @@ import tempfile
 
 import numpy as np
 
+from gguf_common import check, finish
+
 try:
     import torch
     import transformers
 except ImportError as e:
-    print(f"SKIP: torch/transformers not installed ({e}); run scripts/setup_tests_torch.sh")
+    print(f"SKIP: torch/transformers not installed ({e}); run scripts/test.sh (scripts/setup_tests_torch.sh)")
     sys.exit(77)
 
 HFCONV, RUNNER, MKMODEL = sys.argv[1:4]
 VOCAB = 512
 N_POS = 320            # positions compared per checkpoint (past the original contexts below)
 MAX_KL, MIN_TOP1 = 1e-5, 0.999
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
 
 
 def base(**kw):
@@ -219,9 +213,9 @@ def main():
                 against_llama_cpp(label, v5, tmp)
     if not have_converter:
         print(f"SKIP (part): llama.cpp's converter is not installed in {CONVERTER_DIR}: "
-              "run scripts/setup_tests_torch.sh")
-    print(f"{len(CASES) * 2} conversions checked, {failures} failures")
-    sys.exit(1 if failures else 0)
+              "run scripts/test.sh (scripts/setup_tests_torch.sh)")
+    print(f"{len(CASES) * 2} conversions checked")
+    sys.exit(finish())
 
 
 if __name__ == "__main__":
