@@ -1,5 +1,6 @@
 #include "src/cli/cli.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -94,6 +95,16 @@ void hfq_progress_report(hfq_progress *p, int64_t done, int64_t total, const cha
     if (p->tty) fprintf(stderr, "\r\033[K[%4" PRId64 "/%4" PRId64 "] %s%s", done, total, msg, end ? "\n" : "");
     else fprintf(stderr, "[%" PRId64 "/%" PRId64 "] %s\n", done, total, msg);
     fflush(stderr);
+}
+
+bool hfq_cli_json_number(cJSON *o, const char *name, double v) {
+    if (!isfinite(v)) return cJSON_AddNullToObject(o, name) != NULL;
+    char buf[32];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return cJSON_AddRawToObject(o, name, buf) != NULL;
 }
 
 double hfq_cli_seconds(void) {

@@ -45,6 +45,13 @@ void hfq_progress_init(hfq_progress *p, bool enabled, double interval);
 void hfq_progress_report(hfq_progress *p, int64_t done, int64_t total, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Adds number v to object o as its shortest text that reads back as exactly
+ * v (cJSON's own printing may drop the last bits: a value read from the JSON
+ * and given back as a gate's limit must compare equal); NaN/Inf as null.
+ * Returns false when out of memory. */
+struct cJSON;
+bool hfq_cli_json_number(struct cJSON *o, const char *name, double v);
+
 /* Seconds on a monotonic clock, for throughput figures. */
 double hfq_cli_seconds(void);
 

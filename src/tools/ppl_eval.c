@@ -355,7 +355,7 @@ static void add_quantiles(cJSON *j, const char *prefix, const hfq_quantile *q, c
     char key[32];
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof key, "%s_%s", prefix, q[i].key);
-        cJSON_AddNumberToObject(j, key, v[i]);
+        hfq_cli_json_number(j, key, v[i]);
     }
 }
 
@@ -369,7 +369,7 @@ static cJSON *kld_json(const hfq_kld_stats *s) {
         {"dp", s->dp}, {"dp_err", s->dp_err}, {"dp_rms", s->dp_rms}, {"dp_rms_err", s->dp_rms_err},
         {"same_top", s->same_top}, {"same_top_err", s->same_top_err},
     };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) cJSON_AddNumberToObject(j, fields[i].key, fields[i].v);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) hfq_cli_json_number(j, fields[i].key, fields[i].v);
     add_quantiles(j, "kld", hfq_kld_quantiles, s->kld_q, HFQ_KLD_N_QUANTILES);
     add_quantiles(j, "dp", hfq_dp_quantiles, s->dp_q, HFQ_DP_N_QUANTILES);
     return j;
@@ -384,13 +384,13 @@ static void print_json(const options *o, int64_t n_tokens, const hfq_ppl_result 
     if (o->base_logits) cJSON_AddStringToObject(j, "base_logits", o->base_logits);
     if (o->save_logits) cJSON_AddStringToObject(j, "saved_logits", o->save_logits);
     cJSON_AddStringToObject(j, "act_quant", hfq_cli_act_quant_name(o->act_quant));
-    cJSON_AddNumberToObject(j, "n_ctx", (double)r->n_ctx);
-    cJSON_AddNumberToObject(j, "n_chunks", (double)r->n_chunks);
-    cJSON_AddNumberToObject(j, "n_tokens", (double)n_tokens);
-    cJSON_AddNumberToObject(j, "tokens_scored", (double)r->n_scored);
-    cJSON_AddNumberToObject(j, "nll_mean", r->nll_mean);
-    cJSON_AddNumberToObject(j, "ppl", r->ppl);
-    cJSON_AddNumberToObject(j, "ppl_err", r->ppl_err);
+    hfq_cli_json_number(j, "n_ctx", (double)r->n_ctx);
+    hfq_cli_json_number(j, "n_chunks", (double)r->n_chunks);
+    hfq_cli_json_number(j, "n_tokens", (double)n_tokens);
+    hfq_cli_json_number(j, "tokens_scored", (double)r->n_scored);
+    hfq_cli_json_number(j, "nll_mean", r->nll_mean);
+    hfq_cli_json_number(j, "ppl", r->ppl);
+    hfq_cli_json_number(j, "ppl_err", r->ppl_err);
     if (ks) cJSON_AddItemToObject(j, "kl", kld_json(ks));
     if (n_gates) {
         cJSON *arr = cJSON_AddArrayToObject(j, "gates");
@@ -398,8 +398,8 @@ static void print_json(const options *o, int64_t n_tokens, const hfq_ppl_result 
         for (int i = 0; i < n_gates; i++) {
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "gate", g[i].name);
-            cJSON_AddNumberToObject(e, "limit", g[i].limit);
-            cJSON_AddNumberToObject(e, "value", g[i].value);
+            hfq_cli_json_number(e, "limit", g[i].limit);
+            hfq_cli_json_number(e, "value", g[i].value);
             cJSON_AddBoolToObject(e, "passed", g[i].passed);
             cJSON_AddItemToArray(arr, e);
             all = all && g[i].passed;
