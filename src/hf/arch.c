@@ -7,17 +7,24 @@
 /* In the order of the error message that lists what is supported. */
 static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3};
 
-const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err) {
-    char supported[512] = "";
+const char *hf_arch_supported(char *buf, size_t cap) {
     size_t used = 0;
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
-        for (const char *const *n = families[i]->hf_names; *n; n++) {
-            if (strcmp(*n, hf_name) == 0) return families[i];
-            snprintf(supported + used, sizeof supported - used, "%s%s", used ? ", " : "", *n);
-            used = strlen(supported);
+    if (cap) buf[0] = '\0';
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        for (const char *const *n = families[i]->hf_names; *n && used < cap; n++) {
+            snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", *n);
+            used = strlen(buf);
         }
-    }
-    hfq_fail(err, config_path, "architecture '%s' is not supported (supported: %s)", hf_name, supported);
+    return buf;
+}
+
+const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err) {
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        for (const char *const *n = families[i]->hf_names; *n; n++)
+            if (strcmp(*n, hf_name) == 0) return families[i];
+    char supported[512];
+    hfq_fail(err, config_path, "architecture '%s' is not supported (supported: %s)", hf_name,
+             hf_arch_supported(supported, sizeof supported));
     return NULL;
 }
 

@@ -82,6 +82,10 @@ extern const hf_arch hf_arch_llama;   /* arch_llama.c */
 extern const hf_arch hf_arch_qwen2;   /* arch_qwen2.c */
 extern const hf_arch hf_arch_qwen3;   /* arch_qwen3.c */
 
+/* The architecture names of every family, ", "-separated, in buf (for
+ * --help and errors); returns buf. */
+const char *hf_arch_supported(char *buf, size_t cap);
+
 /* The family accepting an architecture name, or NULL (err lists the supported ones). */
 const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err);
 

@@ -8,6 +8,7 @@
 
 #include "src/cli/cli.h"
 #include "src/common/output.h"
+#include "src/hf/arch.h"
 #include "src/hf/convert.h"
 
 #define TOOL "hfconv"
@@ -20,7 +21,7 @@ static void usage(FILE *out) {
             "Converts a Hugging Face checkpoint (config.json, *.safetensors or a sharded\n"
             "model.safetensors.index.json, tokenizer.model or tokenizer.json) to GGUF v3\n"
             "with llama.cpp's tensor names and metadata.\n"
-            "Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM.\n"
+            "Supported: %s.\n"
             "\n"
             "options:\n"
             "  -o, --outfile FILE     output GGUF (written to a temporary file, renamed when complete)\n"
@@ -34,7 +35,8 @@ static void usage(FILE *out) {
             "  -h, --help             this help\n"
             "  --version              print the version\n"
             "\n"
-            "exit status: 0 success, 1 bad input or I/O error, 2 bad command line\n");
+            "exit status: 0 success, 1 bad input or I/O error, 2 bad command line\n",
+            hf_arch_supported((char[512]){0}, 512));
 }
 
 /* Progress in MiB of output written, so that the counts stay short; the
