@@ -294,6 +294,19 @@ static void shard_name(char *out, size_t size, const synth_config *c, int k) {
     else snprintf(out, size, "model-%05d-of-%05d.safetensors", k + 1, c->shards);
 }
 
+/* Every file the writer writes, replaces or removes, besides the shards. */
+static const char *const fixed_files[] = {"config.json", "generation_config.json", "tokenizer.json",
+                                          "tokenizer_config.json", "special_tokens_map.json", "model.safetensors",
+                                          "model.safetensors.index.json"};
+#define N_FIXED_FILES ((int)(sizeof fixed_files / sizeof fixed_files[0]))
+
+int synth_n_files(const synth_config *c) { return N_FIXED_FILES + (c->shards > 1 ? c->shards : 0); }
+
+void synth_file_name(const synth_config *c, int k, char *out, size_t size) {
+    if (k < N_FIXED_FILES) snprintf(out, size, "%s", fixed_files[k]);
+    else shard_name(out, size, c, k - N_FIXED_FILES);
+}
+
 static int path_in(char *out, size_t size, const char *dir, const char *name, hfq_error *err) {
     if ((size_t)snprintf(out, size, "%s/%s", dir, name) < size) return 0;
     return hfq_fail(err, dir, "path too long");

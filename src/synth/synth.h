@@ -59,6 +59,11 @@ int synth_dtype_from_name(const char *name);   /* "f32", "f16", "bf16" */
 void synth_outlier_channels(const synth_config *c, int *out);
 
 /* Called after each tensor is written. */
+/* The files synth_write_model writes, replaces or removes in its folder,
+ * k in [0, synth_n_files(c)): what a caller checks before any work. */
+int synth_n_files(const synth_config *c);
+void synth_file_name(const synth_config *c, int k, char *out, size_t size);
+
 typedef void (*synth_progress_fn)(void *ctx, uint64_t bytes_done, uint64_t bytes_total);
 
 /* Writes the checkpoint into out_dir (created if missing). Each file is

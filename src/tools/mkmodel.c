@@ -145,16 +145,10 @@ static int check_out_dir(const char *dir, const synth_config *c, hfq_error *err)
         return hfq_check_outputs(&out, 1, NULL, 0, err);
     }
     if (!S_ISDIR(st.st_mode)) return hfq_fail(err, dir, "OUT_DIR exists and is not a folder");
-    static const char *const fixed[] = {"config.json", "generation_config.json", "tokenizer.json",
-                                        "tokenizer_config.json", "special_tokens_map.json", "model.safetensors",
-                                        "model.safetensors.index.json"};
-    const int n_fixed = (int)(sizeof fixed / sizeof fixed[0]);
-    for (int k = 0; k < n_fixed + (c->shards > 1 ? c->shards : 0); k++) {
-        char path[PATH_MAX];
-        /* the shard names are Hugging Face's, as src/synth/synth.c writes them */
-        int n = k < n_fixed ? snprintf(path, sizeof path, "%s/%s", dir, fixed[k])
-                            : snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir,
-                                       k - n_fixed + 1, c->shards);
+    for (int k = 0; k < synth_n_files(c); k++) {
+        char name[64], path[PATH_MAX];
+        synth_file_name(c, k, name, sizeof name);
+        int n = snprintf(path, sizeof path, "%s/%s", dir, name);
         if (n < 0 || (size_t)n >= sizeof path) return hfq_fail(err, dir, "path too long");
         const hfq_path_role out = {path, "the output", false};
         if (hfq_check_outputs(&out, 1, NULL, 0, err)) return -1;
