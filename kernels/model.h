@@ -114,6 +114,9 @@ hfq_model *hfq_model_load(const char *path, hfq_error *err);
 void hfq_model_free(hfq_model *m);
 
 const hfq_hparams *hfq_model_hparams(const hfq_model *m);
+/* The hyper-parameters a GGUF file's keys give (what hfq_model_load binds),
+ * read without binding tensors; one-line errors naming the file and key. */
+int hfq_hparams_from_gguf(const gguf_file *f, hfq_hparams *hp, hfq_error *err);
 const char *hfq_model_path(const hfq_model *m);
 /* The GGUF file the model was loaded from (its tokenizer and metadata);
  * NULL for a bound model. */

@@ -116,7 +116,7 @@ static int read_rope_scaling(const keys *k, hfq_hparams *hp) {
     return 0;
 }
 
-static int read_hparams(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
+int hfq_hparams_from_gguf(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
     const char *path = gguf_path(f);
     int64_t ia = gguf_find_key(f, "general.architecture");
     if (ia < 0) return hfq_fail(err, path, "key 'general.architecture' is missing");
@@ -205,7 +205,7 @@ hfq_model *hfq_model_load(const char *path, hfq_error *err) {
     hfq_hparams hp;
     hfq_model *m = NULL;
     hfq_tensor_source src = {.source = f, .where = path, .find = lookup_tensor, .qext = lookup_qext};
-    if (read_hparams(f, &hp, err) == 0 && check_qext_keys(f, err) == 0) m = hfq_model_bind(&hp, &src, err);
+    if (hfq_hparams_from_gguf(f, &hp, err) == 0 && check_qext_keys(f, err) == 0) m = hfq_model_bind(&hp, &src, err);
     if (!m) {
         gguf_close(f);
         return NULL;

@@ -7,6 +7,7 @@
 
 #include "formats/error.h"
 #include "formats/gguf.h"
+#include "kernels/model.h"
 #include "quant/plan.h"
 #include "quant/recipe.h"
 #include "src/cli/cli.h"
@@ -531,19 +532,15 @@ static void note_unwritable(const gguf_file *f, const hfq_plan *plan, const hfq_
 /* --calib-ctx past {arch}.context_length: positions the model never
  * trained on shape the statistics (the warning ppl-eval gives for --ctx). */
 static void warn_calib_ctx(const args *a, const gguf_file *f) {
-    hfq_plan_model m;
+    hfq_hparams hp;
     hfq_error err = {{0}};
-    char key[160];
-    int64_t trained = 0, i;
     const int64_t ctx = a->calib.text.n_ctx > 0 ? a->calib.text.n_ctx : HFQ_CALIB_DEFAULT_CTX;
     /* lines are cut to --calib-ctx, not made that long: only a cap asked for is worth a warning */
     if (!a->calib.text_path || (a->calib.text.lines && a->calib.text.n_ctx <= 0)) return;
-    if (hfq_plan_model_from_gguf(f, &m, &err) < 0) return; /* the run reports a bad model */
-    snprintf(key, sizeof key, "%s.context_length", m.arch);
-    if ((i = gguf_find_key(f, key)) < 0 || gguf_get_int(f, i, &trained, &err) < 0 || trained <= 0) return;
-    if (ctx > trained)
+    if (hfq_hparams_from_gguf(f, &hp, &err) < 0) return; /* the run reports a model the runner cannot load */
+    if (hp.n_ctx_train > 0 && ctx > hp.n_ctx_train)
         fprintf(stderr, "quantize: warning: --calib-ctx %" PRId64 " is past the model's trained context (%" PRId64 ")\n",
-                ctx, trained);
+                ctx, hp.n_ctx_train);
 }
 
 /* Every output against every input and the other outputs (src/common/output.h),
