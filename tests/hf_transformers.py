@@ -23,13 +23,19 @@ of known tokenizers, and mkmodel's is none, so it is told "qwen2" (the
 tokenizer's conversion is tokenizer_golden's business). Without that install
 this part is skipped, saying so.
 
+Then llama.cpp's runtime on our GGUF of each transformers 5 checkpoint:
+llama-perplexity and our ppl-eval over the same text (docs/architecture.md,
+2 chunks of 128 tokens) must agree to 1e-3 relative (llama.cpp keeps K and V in
+F16: measured 2e-5..6.7e-4 apart here). Skipped, saying so, without llama-perplexity.
+
 Skips (exit 77) when torch or transformers is absent
 (scripts/setup_tests_torch.sh installs them).
 
-usage: hf_transformers.py HFCONV TEST_RUNNER_LOGITS MKMODEL
+usage: hf_transformers.py HFCONV TEST_RUNNER_LOGITS MKMODEL [PPL_EVAL LLAMA_PERPLEXITY]
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +44,7 @@ import tempfile
 import numpy as np
 
 from gguf_common import check, finish
+from llama_tools import run_llama
 
 try:
     import torch
@@ -47,6 +54,10 @@ except ImportError as e:
     sys.exit(77)
 
 HFCONV, RUNNER, MKMODEL = sys.argv[1:4]
+PPL_EVAL, LLAMA_PPL = (sys.argv[4:6] + [None, None])[:2]
+SOURCE = os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+PPL_TEXT = os.path.join(SOURCE, "docs", "architecture.md")
+PPL_CTX, PPL_CHUNKS, PPL_TOL = 128, 2, 1e-3
 VOCAB = 512
 N_POS = 320            # positions compared per checkpoint (past the original contexts below)
 MAX_KL, MIN_TOP1 = 1e-5, 0.999
@@ -178,6 +189,22 @@ def against_llama_cpp(label, folder, tmp):
           f"{len(theirs[1])} keys compared")
 
 
+def against_llama_runtime(label, gguf):
+    """llama-perplexity and ppl-eval on our file: the same perplexity."""
+    p = run_llama([LLAMA_PPL, "-m", gguf, "-f", PPL_TEXT, "-c", PPL_CTX, "--chunks", PPL_CHUNKS, "-t", "2"],
+                  "Final estimate")
+    m = re.search(r"Final estimate: PPL = ([0-9.]+)", p.stdout + p.stderr)
+    check(p.returncode == 0 and m, f"{label}: llama-perplexity: {p.stderr[-400:]}")
+    q = subprocess.run([PPL_EVAL, gguf, "--text", PPL_TEXT, "--ctx", str(PPL_CTX), "--chunks", str(PPL_CHUNKS),
+                        "--json", "--quiet"], capture_output=True, text=True)
+    check(q.returncode == 0, f"{label}: ppl-eval: {q.stderr.strip()[-400:]}")
+    if not m or q.returncode != 0:
+        return
+    theirs, ours = float(m.group(1)), json.loads(q.stdout)["ppl"]
+    print(f"{label}: llama-perplexity {theirs:.4f}, ppl-eval {ours:.4f} ({abs(ours - theirs) / theirs:.1e} apart)")
+    check(abs(ours - theirs) <= PPL_TOL * theirs, f"{label}: PPL {ours} vs llama-perplexity's {theirs}")
+
+
 def log_softmax(x):
     x = x - x.max(axis=1, keepdims=True)
     return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
@@ -197,6 +224,7 @@ def main():
     rng = np.random.default_rng(17)
     ids = [1] + [int(i) for i in rng.integers(3, VOCAB, N_POS - 1)]
     have_converter = os.path.isfile(os.path.join(CONVERTER_DIR, "convert_hf_to_gguf.py"))
+    have_runtime = bool(PPL_EVAL and LLAMA_PPL and os.access(LLAMA_PPL, os.X_OK))
     with tempfile.TemporaryDirectory() as tmp:
         for label in CASES:
             v5, model = build(label, tmp)
@@ -211,9 +239,13 @@ def main():
                     compare(f"{label} ({layout} config)", ref, got)
             if have_converter:
                 against_llama_cpp(label, v5, tmp)
+            if have_runtime and os.path.isfile(os.path.join(tmp, label + "-v5.gguf")):
+                against_llama_runtime(label, os.path.join(tmp, label + "-v5.gguf"))
     if not have_converter:
         print(f"SKIP (part): llama.cpp's converter is not installed in {CONVERTER_DIR}: "
               "run scripts/test.sh (scripts/setup_tests_torch.sh)")
+    if not have_runtime:
+        print(f"SKIP (part): no llama-perplexity at {LLAMA_PPL} (scripts/build_reference.sh builds it)")
     print(f"{len(CASES) * 2} conversions checked")
     sys.exit(finish())
 
