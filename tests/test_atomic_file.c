@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -166,9 +167,10 @@ static void stale(const char *dir) {
 }
 
 /* A signal removes the temporaries in progress and ends the process with
- * that signal; committed files stay. */
+ * that signal; committed files stay. Every signal the handler is installed
+ * for (SIGQUIT and SIGXFSZ dump core by default: the child allows no core). */
 static void signals(const char *dir) {
-    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ};
     for (size_t s = 0; s < sizeof sigs / sizeof sigs[0]; s++) {
         char path[256], done[256];
         snprintf(path, sizeof path, "%s/sig.bin", dir);
@@ -179,6 +181,7 @@ static void signals(const char *dir) {
         if (pid == 0) {
             hfq_atomic_file a, b, c;
             hfq_error err;
+            setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
             if (hfq_atomic_open(&a, done, &err) || hfq_atomic_write(&a, "ok", 2, &err) ||
                 hfq_atomic_commit(&a, &err) || hfq_atomic_open(&b, path, &err) ||
                 hfq_atomic_open(&c, path, &err))
