@@ -31,7 +31,11 @@ F16: measured 2e-5..6.7e-4 apart here). Skipped, saying so, without llama-perple
 Skips (exit 77) when torch or transformers is absent
 (scripts/setup_tests_torch.sh installs them).
 
-usage: hf_transformers.py HFCONV TEST_RUNNER_LOGITS MKMODEL [PPL_EVAL LLAMA_PERPLEXITY]
+And llama-quantize on the same file: our quantize's Q4_K_M and Q8_0 outputs
+must hold the same tensors, types and bytes (the per-tensor rules on each
+family; rows of 64 make K-quants fall back, as llama.cpp's do).
+
+usage: hf_transformers.py HFCONV TEST_RUNNER_LOGITS MKMODEL [PPL_EVAL LLAMA_PERPLEXITY QUANTIZE LLAMA_QUANTIZE]
 """
 import json
 import os
@@ -42,6 +46,7 @@ import sys
 import tempfile
 
 import numpy as np
+from gguf import GGUFReader
 
 from gguf_common import check, finish
 from llama_tools import run_llama
@@ -54,7 +59,7 @@ except ImportError as e:
     sys.exit(77)
 
 HFCONV, RUNNER, MKMODEL = sys.argv[1:4]
-PPL_EVAL, LLAMA_PPL = (sys.argv[4:6] + [None, None])[:2]
+PPL_EVAL, LLAMA_PPL, QUANTIZE, LLAMA_QUANTIZE = (sys.argv[4:8] + [None] * 4)[:4]
 SOURCE = os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 PPL_TEXT = os.path.join(SOURCE, "docs", "architecture.md")
 PPL_CTX, PPL_CHUNKS, PPL_TOL = 128, 2, 1e-3
@@ -160,7 +165,6 @@ KEYS_APART = ("general.name", "general.size_label", "hfq.converter", "hfq.tensor
 
 
 def gguf_contents(path):
-    from gguf import GGUFReader
     r = GGUFReader(path)
     tensors = {t.name: (int(t.tensor_type), [int(n) for n in t.shape], t.data.tobytes()) for t in r.tensors}
     keys = {k: f.contents() for k, f in r.fields.items()
@@ -205,6 +209,25 @@ def against_llama_runtime(label, gguf):
     check(abs(ours - theirs) <= PPL_TOL * theirs, f"{label}: PPL {ours} vs llama-perplexity's {theirs}")
 
 
+def against_llama_quantize(label, gguf, tmp):
+    """llama-quantize and our quantize on our file: the same tensors."""
+    for preset in ("Q4_K_M", "Q8_0"):
+        theirs, ours = (os.path.join(tmp, f"{label}-{preset}-{who}.gguf") for who in ("llama", "ours"))
+        r = run_llama([LLAMA_QUANTIZE, gguf, theirs, preset, "2"], "")
+        q = subprocess.run([QUANTIZE, gguf, ours, preset, "--quiet"], capture_output=True, text=True)
+        check(r.returncode == 0 and q.returncode == 0,
+              f"{label} {preset}: llama-quantize {r.stderr.strip()[-300:]} / quantize {q.stderr.strip()[-300:]}")
+        if r.returncode != 0 or q.returncode != 0:
+            continue
+        # by name: llama-quantize writes the tensors in its loader's order
+        ta = {t.name: t for t in GGUFReader(theirs).tensors}
+        tb = {t.name: t for t in GGUFReader(ours).tensors}
+        same = ta.keys() == tb.keys() and all(ta[n].tensor_type == tb[n].tensor_type and
+                                              np.array_equal(ta[n].data, tb[n].data) for n in ta)
+        print(f"{label} {preset}: {len(tb)} tensors, {'byte-identical to' if same else 'DIFFERENT from'} llama-quantize's")
+        check(same, f"{label} {preset}: our tensors differ from llama-quantize's")
+
+
 def log_softmax(x):
     x = x - x.max(axis=1, keepdims=True)
     return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
@@ -225,6 +248,7 @@ def main():
     ids = [1] + [int(i) for i in rng.integers(3, VOCAB, N_POS - 1)]
     have_converter = os.path.isfile(os.path.join(CONVERTER_DIR, "convert_hf_to_gguf.py"))
     have_runtime = bool(PPL_EVAL and LLAMA_PPL and os.access(LLAMA_PPL, os.X_OK))
+    have_quantize = bool(QUANTIZE and LLAMA_QUANTIZE and os.access(LLAMA_QUANTIZE, os.X_OK))
     with tempfile.TemporaryDirectory() as tmp:
         for label in CASES:
             v5, model = build(label, tmp)
@@ -241,9 +265,13 @@ def main():
                 against_llama_cpp(label, v5, tmp)
             if have_runtime and os.path.isfile(os.path.join(tmp, label + "-v5.gguf")):
                 against_llama_runtime(label, os.path.join(tmp, label + "-v5.gguf"))
+            if have_quantize and os.path.isfile(os.path.join(tmp, label + "-v5.gguf")):
+                against_llama_quantize(label, os.path.join(tmp, label + "-v5.gguf"), tmp)
     if not have_converter:
         print(f"SKIP (part): llama.cpp's converter is not installed in {CONVERTER_DIR}: "
               "run scripts/test.sh (scripts/setup_tests_torch.sh)")
+    if not have_quantize:
+        print(f"SKIP (part): no llama-quantize at {LLAMA_QUANTIZE} (scripts/build_reference.sh builds it)")
     if not have_runtime:
         print(f"SKIP (part): no llama-perplexity at {LLAMA_PPL} (scripts/build_reference.sh builds it)")
     print(f"{len(CASES) * 2} conversions checked")
