@@ -57,6 +57,7 @@ try:
 except ImportError as e:
     print(f"SKIP: torch/transformers not installed ({e}); run scripts/test.sh (scripts/setup_tests_torch.sh)")
     sys.exit(77)
+from hf_checkpoint import build_checkpoint  # imports torch
 
 HFCONV, RUNNER, MKMODEL = sys.argv[1:4]
 PPL_EVAL, LLAMA_PPL, QUANTIZE, LLAMA_QUANTIZE = (sys.argv[4:8] + [None] * 4)[:4]
@@ -98,22 +99,7 @@ CASES = {
 def build(label, tmp):
     """A transformers model saved in DIR (transformers 5 layout) with mkmodel's tokenizer."""
     cfg_cls, model_cls, fields = CASES[label]
-    torch.manual_seed(sum(map(ord, label)))
-    cfg = cfg_cls(**fields)
-    cfg._attn_implementation = "eager"
-    model = model_cls(cfg).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:   # norms (1 + noise) and biases (noise): transformers makes them 1 and 0
-                p.copy_((1.0 if "norm" in name else 0.0) + 0.3 * torch.randn_like(p))
-    out = os.path.join(tmp, label)
-    model.save_pretrained(out)
-    tok = os.path.join(tmp, "tok")
-    if not os.path.isdir(tok):
-        subprocess.run([MKMODEL, tok, "--vocab", str(VOCAB)], check=True, capture_output=True)
-    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(os.path.join(tok, f), out)
-    return out, model
+    return build_checkpoint(label, cfg_cls, model_cls, fields, tmp, MKMODEL, VOCAB)
 
 
 def to_v4(src, dst):

@@ -1,9 +1,11 @@
 /* quantize - convert a GGUF model's tensors to a quantization preset. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "formats/error.h"
 #include "formats/gguf.h"
@@ -12,6 +14,7 @@
 #include "quant/recipe.h"
 #include "src/cli/cli.h"
 #include "src/common/output.h"
+#include "src/export/ct_export.h"
 #include "src/quantize/calib_session.h"
 #include "src/quantize/codec.h"
 #include "src/quantize/driver.h"
@@ -26,6 +29,7 @@ static void usage(FILE *out) {
         "       quantize IN.gguf PRESET --dry-run [options]\n"
         "       quantize IN.gguf [OUT.gguf] --recipe R.json | --target-bpw B | --target-size S [options]\n"
         "       quantize IN.gguf --calibration-file TEXT --save-stats FILE [calibration options]\n"
+        "       quantize IN.gguf --export compressed-tensors OUT_DIR CT_PRESET [options]\n"
         "\n"
         "Converts the tensors of IN.gguf to PRESET, choosing each tensor's format\n"
         "exactly as llama.cpp's llama-quantize does for its presets.\n"
@@ -71,6 +75,17 @@ static void usage(FILE *out) {
         "  --awq-grid N               grid points of the exponent in [0, 1) (default 20)\n"
         "  --awq-format FMT           format AWQ searches with (default: each tensor's planned format)\n"
         "\n"
+        "export for serving engines (docs/export.md):\n"
+        "  --export compressed-tensors OUT_DIR\n"
+        "                             write a Hugging Face folder (config.json with quantization_config,\n"
+        "                             safetensors) that vLLM, SGLang and transformers load; CT_PRESET:\n"
+        "                             FP8 (static activations: --act-scales), FP8_DYNAMIC, W8A8 (INT8;\n"
+        "                             static with --act-scales), NVFP4A16, W4A16, W4A16_ASYM (INT4 in\n"
+        "                             groups of 128, quantized by the export; docs/export.md);\n"
+        "                             or --recipe / a budget instead of CT_PRESET\n"
+        "  --tokenizer-from DIR       copy the tokenizer files of DIR into OUT_DIR\n"
+        "  --export-shard-size S      tensor bytes per safetensors file (default 4G; suffix K, M, G, T)\n"
+        "\n"
         "mixed precision (docs/mixed.md; these replace PRESET):\n"
         "  --recipe FILE              rules giving tensors formats and granularities (JSON)\n"
         "  --target-bpw B             measured allocation: least measured error within B bits per weight\n"
@@ -110,6 +125,10 @@ typedef struct args {
     int64_t target_size, measure_kl_chunks;
     hfq_fmt_spec candidates[MAX_CANDIDATES];
     int n_candidates;
+    /* --export (docs/export.md): a.out is then the GGUF made in the folder's temporary folder */
+    const char *export_dir, *tokenizer_from;
+    const hfq_ct_preset *ct;
+    int64_t shard_size;
 } args;
 
 /* A usage error: one line on stderr (src/cli/cli.h); -1 for the parser. */
@@ -123,7 +142,7 @@ static const char *const known_options[] = {
     "--importance", "--no-importance", "--act-scales", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
     "--awq", "--awq-grid", "--awq-format", "--recipe", "--target-bpw", "--target-size", "--measurements",
     "--save-measurements", "--measure-kl-chunks", "--candidates", "--measure-text", "--measure-stats",
-    "--measure-ctx", "--measure-chunks", NULL};
+    "--measure-ctx", "--measure-chunks", "--export", "--tokenizer-from", "--export-shard-size", NULL};
 
 static int parse_fmt_arg(const char *opt, const char *val, int *out) {
     if (!val) return bad_usage("%s needs a format", opt);
@@ -190,6 +209,69 @@ static int parse_mixed_arg(const char *s, const char *next, args *a) {
         return 0;
     }
     return 2;
+}
+
+/* --export and its options: how many arguments one took (2 or 3), 0 when s
+ * is none of them, -1 on bad usage. */
+static int parse_export_arg(const char *s, const char *next, const char *next2, args *a) {
+    if (strcmp(s, "--export") == 0) {
+        if (!next || strcmp(next, "compressed-tensors") != 0)
+            return bad_usage("--export needs a format: compressed-tensors, got '%s'", next ? next : "");
+        if (!next2) return bad_usage("%s", "--export compressed-tensors needs OUT_DIR");
+        a->export_dir = next2;
+        return 3;
+    }
+    if (strcmp(s, "--tokenizer-from") == 0) {
+        if (!next) return bad_usage("%s needs a folder", s);
+        a->tokenizer_from = next;
+        return 2;
+    }
+    if (strcmp(s, "--export-shard-size") == 0) {
+        if (!next || (a->shard_size = parse_size(next)) < 0)
+            return bad_usage("--export-shard-size needs a size such as 4G, got '%s'", next ? next : "");
+        return 2;
+    }
+    return 0;
+}
+
+/* Positionals and combinations with --export: IN CT_PRESET, or IN alone
+ * with a recipe or budget. */
+static int check_export_args(args *a, const char *const *pos, int n_pos) {
+    if (!a->export_dir) {
+        if (a->tokenizer_from || a->shard_size) return bad_usage("%s", "--tokenizer-from/--export-shard-size need --export");
+        return 0;
+    }
+    if (a->dry_run || a->json) return bad_usage("%s", "--export writes a folder: no --dry-run or --json");
+    if (a->meas_out && !a->recipe && a->target_bpw <= 0 && a->target_size <= 0)
+        return bad_usage("%s", "--save-measurements alone only measures: nothing to export");
+    if (mixed_mode(a)) {
+        if (n_pos != 1) return bad_usage("%s", "expected IN.gguf --export compressed-tensors OUT_DIR (--recipe and "
+                                               "--target-* replace CT_PRESET)");
+        a->in = pos[0];
+        return 0;
+    }
+    if (n_pos != 2) return bad_usage("%s", "expected IN.gguf --export compressed-tensors OUT_DIR CT_PRESET");
+    if (!(a->ct = hfq_ct_preset_find(pos[1])))
+        return bad_usage("unknown compressed-tensors preset '%s' (%s)", pos[1], hfq_ct_preset_names());
+    a->in = pos[0];
+    a->q.plan.preset = a->ct->preset;
+    return 0;
+}
+
+/* The activation scales a compressed-tensors preset needs, once the uses are settled. */
+static int check_export_acts(const args *a) {
+    const bool act_scales = a->calib.uses.act_scales;
+    if (a->ct->int4_group > 0 && (a->calib.text_path || a->calib.stats_path))
+        return bad_usage("%s quantizes in the export, where calibration is not applied yet: no --calibration-file "
+                         "or --stats", a->ct->name);
+    if (a->ct->int4_group > 0 && a->q.plan.n_overrides > 0)
+        return bad_usage("%s keeps every weight for the export's INT4: --tensor-type has no effect", a->ct->name);
+    if (a->ct->acts == HFQ_CT_ACTS_STATIC && !act_scales)
+        return bad_usage("%s quantizes activations with static scales: give --act-scales (with --calibration-file or "
+                         "--stats)", a->ct->name);
+    if (a->ct->acts == HFQ_CT_ACTS_NONE && act_scales)
+        return bad_usage("%s has no static activation scales: drop --act-scales", a->ct->name);
+    return 0;
 }
 
 /* Positionals and combinations in mixed mode: IN [OUT]. */
@@ -343,6 +425,9 @@ static int parse_args(int argc, char **argv, args *a) {
             if (hfq_plan_override_parse(&a->overrides[p->n_overrides], next, &err) < 0) return bad_usage("%s", err.msg);
             a->override_args[p->n_overrides++] = next;
             i++;
+        } else if ((used = parse_export_arg(s, next, i + 2 < argc ? argv[i + 2] : NULL, a)) != 0) {
+            if (used < 0) return -1;
+            i += used - 1;
         } else if ((used = parse_mixed_arg(s, next, a)) != 0) {
             if (used < 0) return -1;
             i += used - 1;
@@ -358,6 +443,19 @@ static int parse_args(int argc, char **argv, args *a) {
             pos[n_pos++] = s;
         }
     }
+    if (a->export_dir) {
+        if (check_export_args(a, pos, n_pos) < 0 || check_calib_args(a, 2, mixed_mode(a)) < 0) return -1;
+        if (mixed_mode(a)) {
+            const char *as_out[2] = {pos[0], a->export_dir}; /* the folder stands for OUT.gguf */
+            if (check_mixed_args(a, as_out, 2) < 0) return -1;
+            a->out = NULL;
+            return 0;
+        }
+        a->q.override_args = a->override_args;
+        a->q.n_override_args = p->n_overrides;
+        return settle_uses(a) < 0 ? -1 : check_export_acts(a);
+    }
+    if (check_export_args(a, pos, n_pos) < 0) return -1;
     if (mixed_mode(a)) return check_calib_args(a, n_pos, true) < 0 ? -1 : check_mixed_args(a, pos, n_pos);
     if (n_pos >= 1 && check_calib_args(a, n_pos, false) < 0) return -1;
     if (a->calibrate_only) {
@@ -599,7 +697,7 @@ static void print_allocation(const hfq_mixed_result *res, const args *a) {
                plan->out_nbytes, bpw(plan->out_nbytes, plan->n_elements),
                100.0 * (double)(plan->out_nbytes - r->target_bytes) / (double)r->target_bytes, r->n_chosen, r->err,
                r->fixed_bytes, r->min_bytes, r->max_bytes);
-    if (res->written_bytes >= 0)
+    if (res->written_bytes >= 0 && !a->export_dir)
         printf("wrote %s: %" PRId64 " bytes of tensor data (predicted %" PRId64 "), file %" PRIu64 " bytes\n", a->out,
                res->written_bytes, plan->out_nbytes, res->file_size);
 }
@@ -723,13 +821,42 @@ static int run_preset(args *a, const gguf_file *f) {
         rc = print_json(f, &plan, a, NULL);
     } else {
         print_text(f, &plan, a->dry_run);
-        if (!a->dry_run) printf("wrote %s\n", a->out);
+        if (!a->dry_run && !a->export_dir) printf("wrote %s\n", a->out);
     }
     a->q.importance = (hfq_importance_source){0};
     a->q.adjust = (hfq_adjust_source){0};
     hfq_plan_free(&plan);
     hfq_calib_session_free(cs);
     return rc < 0 ? HFQ_EXIT_FAILURE : HFQ_EXIT_OK;
+}
+
+/* --export: the quantize job writes a GGUF inside the folder's temporary
+ * folder, the export reads it, and the folder is renamed into place. */
+static int run_export(args *a, const gguf_file *f) {
+    hfq_error err = {{0}};
+    hfq_ct_dir d;
+    char gguf_path_buf[4096];
+    if (hfq_ct_dir_begin(&d, a->export_dir, &err) < 0) {
+        fprintf(stderr, "quantize: %s\n", err.msg);
+        return HFQ_EXIT_FAILURE;
+    }
+    a->out = hfq_ct_dir_file(&d, "quantized.gguf", gguf_path_buf, sizeof gguf_path_buf);
+    int rc = mixed_mode(a) ? run_mixed(a, f) : run_preset(a, f);
+    gguf_file *q = rc == HFQ_EXIT_OK ? gguf_open(a->out, &err) : NULL;
+    const hfq_ct_opts opts = {.tokenizer_from = a->tokenizer_from, .max_shard_bytes = (uint64_t)a->shard_size,
+                              .int4_group = a->ct ? a->ct->int4_group : 0,
+                              .int4_asymmetric = a->ct && a->ct->int4_asymmetric};
+    if (rc == HFQ_EXIT_OK && (!q || hfq_ct_export(q, &d, &opts, &err) < 0 || unlink(a->out) != 0 ||
+                              hfq_ct_dir_commit(&d, &err) < 0)) {
+        if (!err.msg[0]) snprintf(err.msg, sizeof err.msg, "%s: cannot remove: %s", a->out, strerror(errno));
+        fprintf(stderr, "quantize: %s\n", err.msg);
+        rc = HFQ_EXIT_FAILURE;
+    }
+    if (q) gguf_close(q);
+    if (rc == HFQ_EXIT_OK) printf("exported %s (compressed-tensors%s%s)\n", a->export_dir, a->ct ? " " : "",
+                                  a->ct ? a->ct->name : "");
+    hfq_ct_dir_abort(&d);
+    return rc;
 }
 
 static int run(args *a) {
@@ -748,7 +875,10 @@ static int run(args *a) {
         return HFQ_EXIT_FAILURE;
     }
     warn_calib_ctx(a, f);
-    int rc = mixed_mode(a) ? run_mixed(a, f) : a->calibrate_only ? calibrate_only(a) : run_preset(a, f);
+    int rc = a->export_dir          ? run_export(a, f)
+             : mixed_mode(a)        ? run_mixed(a, f)
+             : a->calibrate_only    ? calibrate_only(a)
+                                    : run_preset(a, f);
     gguf_close(f);
     return rc;
 }

@@ -1,0 +1,53 @@
+/* ct_config.h - config.json of a compressed-tensors export: the family's
+ * transformers config rebuilt from the GGUF metadata, plus
+ * quantization_config (compressed-tensors' QuantizationConfig, one config
+ * group per distinct scheme of the linear layers). */
+#ifndef HFQ_SRC_EXPORT_CT_CONFIG_H
+#define HFQ_SRC_EXPORT_CT_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "formats/error.h"
+#include "formats/gguf.h"
+
+/* A family as transformers names it; gguf_arch is general.architecture. */
+typedef struct ct_family {
+    const char *gguf_arch;
+    const char *hf_arch;        /* architectures[0], also the key into src/hf/arch.h */
+    const char *model_type;
+    bool attention_bias_key;    /* its config has attention_bias (Qwen2's biases are fixed) */
+} ct_family;
+
+/* The family of general.architecture, or NULL with err naming it. */
+const ct_family *ct_family_find(const gguf_file *f, hfq_error *err);
+
+typedef enum ct_kind { CT_DENSE, CT_FP8, CT_INT8, CT_NVFP4, CT_INT4 } ct_kind;
+
+/* How one linear layer is quantized. */
+typedef struct ct_scheme {
+    ct_kind kind;
+    int64_t group;              /* weights: 0 per tensor, -1 per output channel, G > 0 per group of G */
+    bool static_input;          /* an input scale: static per tensor (FP8, INT8) */
+    bool asymmetric;            /* INT4 with zero points */
+} ct_scheme;
+
+typedef struct ct_linear {
+    char name[128];             /* the module: "model.layers.0.self_attn.q_proj", "lm_head" */
+    ct_scheme scheme;
+} ct_linear;
+
+/* What config.json says of the model besides its GGUF keys. */
+typedef struct ct_model_facts {
+    int64_t vocab_size;
+    bool tied;                  /* no output.weight: lm_head is the embedding */
+    bool attention_bias;        /* q/k/v biases present */
+    const char *dtype;          /* "float16", "bfloat16", "float32" */
+} ct_model_facts;
+
+/* Writes config.json at path (atomically). Fails on GGUF keys it needs that
+ * are missing, or rope scaling it cannot state. */
+int ct_write_config(const gguf_file *f, const ct_family *fam, const ct_model_facts *facts, const ct_linear *lin,
+                    int64_t n_lin, const char *path, hfq_error *err);
+
+#endif

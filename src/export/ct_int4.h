@@ -1,0 +1,36 @@
+/* ct_int4.h - INT4 weights in groups as compressed-tensors' pack-quantized
+ * format computes and stores them (W4A16: schemes W4A16 and W4A16_ASYM).
+ *
+ * No GGUF format of ours holds them, so the export quantizes a float weight
+ * itself, with compressed-tensors' own arithmetic (quantization/utils/
+ * helpers.py calculate_qparams, lifecycle/forward_helpers.py _quantize), each
+ * step rounded to the weight's dtype as torch computes in it (F32, F16, BF16;
+ * ties to even):
+ *   per group of G values: min = min(x, 0), max = max(x, 0);
+ *   symmetric: s = max(|min|, max) / 7.5, z = 0;
+ *   asymmetric: s = (max - min) / 15, z = round(clamp(-8 - min / s, -8, 7));
+ *   s = 0 becomes the dtype's epsilon;
+ *   q = round(clamp(x / s + z, -8, 7)).
+ * Stored: weight_packed I32 [rows, cols / 8] (value i of a row in bits
+ * 4 (i % 8) of word i / 8, as q + 8), weight_scale in the weight's dtype
+ * [rows, cols / G], weight_zero_point I32 [ceil(rows / 8), cols / G] (the
+ * same packing down the rows; asymmetric only), weight_shape I64 [2].
+ */
+#ifndef HFQ_SRC_EXPORT_CT_INT4_H
+#define HFQ_SRC_EXPORT_CT_INT4_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "formats/safetensors.h"
+
+/* x rounded to a value of dt (ST_F32, ST_F16 or ST_BF16). */
+float ct_round_to(st_dtype dt, float x);
+
+/* One row of cols values (cols a multiple of group, group of 8): codes
+ * packed into cols / 8 words, cols / group scales (as floats of dt) and
+ * zero points (all 0 when symmetric). */
+void ct_int4_row(const float *x, int64_t cols, int64_t group, bool symmetric, st_dtype dt, uint32_t *packed,
+                 float *scales, int8_t *zero_points);
+
+#endif

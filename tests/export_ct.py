@@ -1,0 +1,439 @@
+"""quantize --export compressed-tensors, proven with compressed-tensors and transformers.
+
+Small transformers checkpoints (random weights scaled so the logits are
+peaked, norms and biases randomized) of three families: Llama (q/k rows
+permuted by hfconv, so the export must undo it), Qwen2 (q/k/v biases), Qwen3
+(q/k norms, tied embeddings). Each is converted with `hfconv --outtype f32`,
+then for every preset both written as our GGUF (`quantize IN OUT.gguf PRESET`)
+and exported (`quantize IN --export compressed-tensors DIR CT_PRESET`, the same
+options, so the same codes and scales):
+
+- the folder's quantization_config validates against compressed-tensors' own
+  pydantic model (QuantizationConfig) and names the expected scheme;
+- transformers loads the folder with compressed-tensors decompressing it
+  (CompressedTensorsConfig(run_compressed=False)); its modules keep the
+  scheme, so activations are quantized as in a serving engine (static scale
+  or per token) by compressed-tensors' own code;
+- its logits match our runner's on our GGUF of the same preset: per position
+  KL(transformers || ours) averaged <= 1e-4 (same codes and scales: float
+  rounding, and ties of activation rounding, apart);
+- round trip: every decompressed weight equals our GGUF's weight decoded
+  (codes times scales, q/k rows back in Hugging Face's order) to float
+  rounding; refusals: a block-format tensor, a non-empty OUT_DIR, nothing left;
+- a mixed recipe (FP8 per tensor, FP8 per channel, INT8 per group) gives one
+  config group per scheme, targeting its layers by name;
+- W4A16 / W4A16_ASYM (no GGUF of ours holds INT4 in groups of 128): every
+  packed weight, scale, zero point and shape bit-identical to
+  compressed-tensors' own compression of the same BF16 weights, and the
+  folder loads and runs in transformers.
+
+Skips (exit 77) without torch, transformers or compressed-tensors.
+
+usage: export_ct.py QUANTIZE HFCONV TEST_RUNNER_LOGITS MKMODEL
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from gguf_common import check, finish
+
+try:
+    import torch
+    import transformers
+    from compressed_tensors.compressors import ModelCompressor
+    from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
+    from safetensors.torch import load_file
+    from hf_checkpoint import build_checkpoint  # imports torch
+except ImportError as e:
+    print(f"SKIP: torch/transformers/compressed-tensors not installed ({e})")
+    sys.exit(77)
+
+QUANTIZE, HFCONV, RUNNER, MKMODEL = sys.argv[1:5]
+SOURCE = os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+CALIB = ["--calibration-file", os.path.join(SOURCE, "docs", "architecture.md"), "--calib-ctx", "64",
+         "--calib-chunks", "8"]
+VOCAB, N_POS, MAX_KL = 512, 96, 1e-4
+# Weights N(0, 0.05): logits spread enough that activation quantization is
+# visible (the control below: switching compressed-tensors' activation
+# quantization off must move the logits past MAX_KL), not so chaotic that a
+# tie rounded the other way in layer 0 swamps the comparison.
+INIT = 0.05
+
+
+def base(**kw):
+    d = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=512, rms_norm_eps=1e-5,
+             initializer_range=INIT, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    d.update(kw)
+    return d
+
+
+CASES = {
+    "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM, base()),
+    "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM, base()),
+    "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, base(head_dim=16, tie_word_embeddings=True)),
+}
+
+# label: (CT_PRESET, extra options, expected weight strategy, input activations (strategy, dynamic) or None)
+PRESETS = [
+    ("fp8-dynamic", "FP8_DYNAMIC", [], "channel", ("token", True)),
+    ("fp8-static", "FP8", CALIB + ["--act-scales"], "channel", ("tensor", False)),
+    ("w8a8-dynamic", "W8A8", CALIB + ["--no-importance", "--smoothquant"], "channel", ("token", True)),
+    ("w8a8-static", "W8A8", CALIB + ["--act-scales"], "channel", ("tensor", False)),
+    ("nvfp4a16", "NVFP4A16", [], "tensor_group", None),
+]
+# A mixed recipe: FP8 per tensor, FP8 per channel, INT8 per group of 32 -> three config groups
+# (static activation scales: see docs/export.md on compressed-tensors' dynamic INT8 scale).
+RECIPE = {"name": "export-mixed", "rules": [
+    {"match": "attn_v", "format": "fp8_e4m3", "granularity": "tensor"},
+    {"match": "attn_", "format": "fp8_e4m3"},
+    {"match": "ffn_", "format": "int8", "granularity": "group", "group_size": 32}],
+    "default": {"format": "f16"}}
+OUR_PRESET = {"FP8_DYNAMIC": "FP8_E4M3", "FP8": "FP8_E4M3", "W8A8": "INT8", "NVFP4A16": "NVFP4"}
+
+
+def build(label, tmp):
+    cfg_cls, model_cls, fields = CASES[label]
+    return build_checkpoint(label, cfg_cls, model_cls, fields, tmp, MKMODEL, VOCAB)[0]
+
+
+def ok(cond, msg):
+    check(cond, msg)
+    return cond
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def our_logits(gguf, ids, tmp):
+    out = os.path.join(tmp, "logits.f32")
+    r = run([RUNNER, gguf, "logits", out] + [str(i) for i in ids])
+    if r.returncode != 0:
+        check(False, f"{gguf}: runner failed: {r.stderr.strip()}")
+        return None
+    return np.fromfile(out, dtype="<f4").reshape(len(ids), VOCAB).astype(np.float64)
+
+
+def ct_model(folder):
+    """The model as compressed-tensors loads and decompresses it: transformers'
+    float model, the folder's scheme applied (apply_quantization_config), the
+    compressed layout made (compress_model) so that the folder's tensors load
+    strictly, name for name and shape for shape, then decompressed in place
+    (decompress_model). The modules keep their scheme: compressed-tensors'
+    forward quantizes their inputs as the config says."""
+    cfg = transformers.AutoConfig.from_pretrained(folder)
+    qc = QuantizationConfig.model_validate(cfg.quantization_config)
+    del cfg.quantization_config
+    model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+    apply_quantization_config(model, qc)
+    compressor = ModelCompressor(quantization_config=qc)
+    compressor.compress_model(model)
+    state = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".safetensors"):
+            state.update(load_file(os.path.join(folder, name)))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = ["lm_head.weight"] if cfg.tie_word_embeddings else []
+    if list(missing) != tied or unexpected:
+        raise ValueError(f"tensors missing {list(missing)}, unexpected {list(unexpected)}")
+    model.tie_weights()
+    compressor.decompress_model(model)
+    return model.float()   # NVFP4 decompresses to bfloat16
+
+
+def mean_kl(p_logits, q_logits):
+    lp = p_logits - np.logaddexp.reduce(p_logits, axis=1, keepdims=True)
+    lq = q_logits - np.logaddexp.reduce(q_logits, axis=1, keepdims=True)
+    return float(np.mean(np.sum(np.exp(lp) * (lp - lq), axis=1)))
+
+
+def check_config(tag, folder, ct_preset, w_strategy, acts):
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    qc = cfg.get("quantization_config")
+    try:
+        parsed = QuantizationConfig.model_validate(qc)
+    except Exception as e:   # the pydantic error, whatever its class
+        check(False, f"{tag}: quantization_config does not validate: {e}")
+        return
+    groups = list(parsed.config_groups.values())
+    check(len(groups) == 1 and groups[0].targets == ["Linear"], f"{tag}: expected one group on Linear: {qc}")
+    w, a = groups[0].weights, groups[0].input_activations
+    check(w.strategy == w_strategy, f"{tag}: weight strategy {w.strategy}, expected {w_strategy}")
+    if acts is None:
+        check(a is None, f"{tag}: input activations {a}, expected none")
+    else:
+        check(a is not None and (a.strategy, a.dynamic) == acts, f"{tag}: input activations {a}, expected {acts}")
+    check(parsed.ignore == ["lm_head"], f"{tag}: ignore {parsed.ignore}, expected ['lm_head']")
+
+
+def gguf_weights(gguf):
+    """Our GGUF's quantized weights decoded with numpy: {name: float32 [rows, cols]}."""
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+    r = GGUFReader(gguf)
+    t = {x.name: x for x in r.tensors}
+    qext = {k[len("hfq.qext."):]: f.contents() for k, f in r.fields.items() if k.startswith("hfq.qext.") and
+            k != "hfq.qext.version"}
+    out = {}
+    for name, x in t.items():
+        if not name.endswith(".weight") or name.startswith(("token_embd", "output")) or len(x.shape) != 2:
+            continue
+        scale = t.get(name[:-len("weight")] + "scale")
+        if name in qext:
+            codes = np.array(x.data).reshape(int(x.shape[1]), int(x.shape[0]))
+            if qext[name] == "int8":
+                vals = codes.view(np.int8).astype(np.float32)
+            else:
+                vals = torch.from_numpy(codes.view(np.uint8).copy()).view(torch.float8_e4m3fn).float().numpy()
+            s = np.array(scale.data, dtype=np.float32).reshape(-1)
+            s = s.reshape(codes.shape[0], -1) if s.size > 1 else s.reshape(1, 1)
+            out[name] = (vals.reshape(codes.shape[0], s.shape[1], -1) * s[:, :, None]).reshape(codes.shape)
+        elif int(x.tensor_type) == 40:
+            vals = dequantize(x.data, x.tensor_type).reshape(int(x.shape[1]), int(x.shape[0])).astype(np.float32)
+            out[name] = vals * (np.float32(scale.data[0]) if scale is not None else np.float32(1))
+    return out
+
+
+def hf_order(w, heads):
+    """GGUF q/k rows (interleaved rotary pairs) back in Hugging Face's rotate-half order."""
+    rows = w.shape[0]
+    per = rows // heads
+    src = [h * per + (k % 2) * (per // 2) + k // 2 for h in range(heads) for k in range(per)]
+    out = np.empty_like(w)
+    out[src] = w
+    return out
+
+
+def check_round_trip(tag, label, model, gguf, tol):
+    ours = gguf_weights(gguf)
+    sd = model.state_dict()
+    heads = {"attn_q": 4, "attn_k": 2}
+    worst, n = 0.0, 0
+    for name, w in ours.items():
+        _, layer, kind, _ = name.split(".")
+        hf = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+              "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+              "ffn_down": "mlp.down_proj"}[kind]
+        if label == "llama" and kind in heads:
+            w = hf_order(w, heads[kind])
+        theirs = sd[f"model.layers.{layer}.{hf}.weight"].float().numpy()
+        err = float(np.max(np.abs(theirs - w) / np.maximum(np.abs(w), 1e-30)))
+        worst, n = max(worst, err), n + 1
+    check(n == 14, f"{tag}: {n} quantized weights compared, expected 14")
+    check(worst <= tol, f"{tag}: decompressed weights differ from our GGUF's by {worst:.3g} (relative to amax)")
+    return worst
+
+
+def check_mixed_config(tag, folder):
+    qc = json.load(open(os.path.join(folder, "config.json")))["quantization_config"]
+    try:
+        parsed = QuantizationConfig.model_validate(qc)
+    except Exception as e:
+        check(False, f"{tag}: quantization_config does not validate: {e}")
+        return
+    got = sorted((g.weights.type, g.weights.strategy, g.weights.group_size, tuple(sorted(g.targets)))
+                 for g in parsed.config_groups.values())
+    layers = range(CASES["llama"][2]["num_hidden_layers"])
+    want = sorted([
+        ("float", "tensor", None, tuple(f"model.layers.{i}.self_attn.v_proj" for i in layers)),
+        ("float", "channel", None, tuple(sorted(f"model.layers.{i}.self_attn.{p}_proj" for i in layers
+                                                for p in ("q", "k", "o")))),
+        ("int", "group", 32, tuple(sorted(f"model.layers.{i}.mlp.{p}_proj" for i in layers
+                                          for p in ("gate", "up", "down"))))])
+    check(got == want, f"{tag}: config groups {got}, expected {want}")
+    check(parsed.format == "mixed-precision", f"{tag}: format {parsed.format}, expected mixed-precision")
+
+
+def one(label, folder, gguf, tmp, ids):
+    recipe = os.path.join(tmp, "recipe.json")
+    json.dump(RECIPE, open(recipe, "w"))
+    for tag_p, ct_preset, extra, w_strategy, acts in PRESETS + [("mixed", None, CALIB + ["--act-scales"], None, None)]:
+        tag = f"{label}/{tag_p}"
+        ours_gguf = os.path.join(tmp, f"{label}-{tag_p}.gguf")
+        out_dir = os.path.join(tmp, f"{label}-{tag_p}-ct")
+        how = [OUR_PRESET[ct_preset]] if ct_preset else ["--recipe", recipe]
+        r = run([QUANTIZE, gguf, ours_gguf, "--quiet"] + how + extra)
+        if not ok(r.returncode == 0, f"{tag}: quantize failed: {r.stderr.strip()}"):
+            continue
+        how = [ct_preset] if ct_preset else ["--recipe", recipe]
+        r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, "--quiet", "--tokenizer-from", folder]
+                + how + extra)
+        if not ok(r.returncode == 0, f"{tag}: export failed: {r.stderr.strip()}"):
+            continue
+        check(os.path.exists(os.path.join(out_dir, "tokenizer.json")), f"{tag}: no tokenizer.json")
+        check(not os.path.exists(os.path.join(out_dir, "quantized.gguf")), f"{tag}: the temporary GGUF is left")
+        if ct_preset:
+            check_config(tag, out_dir, ct_preset, w_strategy, acts)
+        else:
+            check_mixed_config(tag, out_dir)
+        try:
+            model = ct_model(out_dir)
+        except Exception as e:
+            check(False, f"{tag}: transformers/compressed-tensors cannot load the export: {e}")
+            continue
+        # compressed-tensors decompresses NVFP4 in bfloat16 (two roundings of 2^-9)
+        worst = check_round_trip(tag, label, model, ours_gguf, 2.0 ** -7 if "nvfp4" in tag else 1e-6)
+        with torch.no_grad():
+            theirs = model(torch.tensor([ids])).logits[0].double().numpy()
+            for m in model.modules():
+                if hasattr(m, "quantization_scheme"):
+                    m.quantization_enabled = False
+            float_acts = model(torch.tensor([ids])).logits[0].double().numpy()
+        mine = our_logits(ours_gguf, ids, tmp)
+        if mine is None:
+            continue
+        kl, control = mean_kl(theirs, mine), mean_kl(float_acts, mine)
+        top = float(np.mean(np.argmax(theirs, 1) == np.argmax(mine, 1)))
+        check(kl <= MAX_KL, f"{tag}: KL(transformers || ours) {kl:.3g} > {MAX_KL}")
+        print(f"{tag}: weights within {worst:.2g}, KL {kl:.3g} (float activations: {control:.3g}), "
+              f"top-1 agreement {top:.3f}")
+
+
+W4_CASE = (transformers.LlamaConfig, transformers.LlamaForCausalLM,
+           base(hidden_size=128, intermediate_size=256))   # rows of whole groups of 128
+
+
+def int4_reference(w, asym):
+    """compressed-tensors' own W4A16 compression of weight w (bfloat16 [rows, cols]):
+    calculate_qparams on each group's min/max, then PackedQuantizationCompressor.compress."""
+    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+    from compressed_tensors.quantization import preset_name_to_scheme
+    from compressed_tensors.quantization.utils import calculate_qparams
+    scheme = preset_name_to_scheme("W4A16_ASYM" if asym else "W4A16", ["Linear"])
+    g = w.unflatten(-1, (w.shape[1] // 128, 128))
+    scale, zp = calculate_qparams(g.amin(-1), g.amax(-1), scheme.weights)
+    state = {"weight": w, "weight_scale": scale, "weight_zero_point": zp}
+    return PackedQuantizationCompressor.compress(state, scheme)
+
+
+def int4(tmp, ids):
+    """W4A16 and W4A16_ASYM: no GGUF format of ours holds them, so the proof is
+    bit-exactness with compressed-tensors' own compressor on the same BF16
+    weights, and the folder loading and running in transformers."""
+    cfg_cls, model_cls, fields = W4_CASE
+    CASES["llama-w4"] = W4_CASE
+    folder = build("llama-w4", tmp)
+    gguf, ref = os.path.join(tmp, "llama-w4.gguf"), os.path.join(tmp, "llama-w4-bf16.gguf")
+    r = run([HFCONV, folder, "-o", gguf, "--outtype", "f32", "-q"])
+    r2 = run([QUANTIZE, gguf, ref, "BF16", "--quiet"])
+    if not ok(r.returncode == 0 and r2.returncode == 0, f"llama-w4: hfconv/quantize failed: {r.stderr}{r2.stderr}"):
+        return
+    from gguf import GGUFReader
+    weights = {t.name: t for t in GGUFReader(ref).tensors}
+    kinds = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+             "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+             "ffn_down": "mlp.down_proj"}
+    heads = {"attn_q": fields["num_attention_heads"], "attn_k": fields["num_key_value_heads"]}
+    mine = our_logits(ref, ids, tmp)
+    for preset, asym in (("W4A16", False), ("W4A16_ASYM", True)):
+        tag = f"llama-w4/{preset}"
+        out_dir = os.path.join(tmp, f"llama-w4-{preset}-ct")
+        r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, preset, "--quiet"])
+        if not ok(r.returncode == 0, f"{tag}: export failed: {r.stderr.strip()}"):
+            continue
+        qc = QuantizationConfig.model_validate(json.load(open(os.path.join(out_dir, "config.json")))["quantization_config"])
+        w = list(qc.config_groups.values())[0].weights
+        check((w.num_bits, w.type, w.strategy, w.group_size, w.symmetric) == (4, "int", "group", 128, not asym),
+              f"{tag}: weight args {w}")
+        ours = load_file(os.path.join(out_dir, "model.safetensors"))
+        same = 0
+        for name, t in weights.items():
+            parts = name.split(".")
+            if len(parts) != 4 or parts[2] not in kinds:
+                continue
+            bits = np.array(t.data).view(np.uint16).reshape(int(t.shape[1]), int(t.shape[0]))
+            if parts[2] in heads:
+                bits = hf_order(bits, heads[parts[2]])
+            theirs = int4_reference(torch.from_numpy(bits.astype(np.int16)).view(torch.bfloat16), asym)
+            base_name = f"model.layers.{parts[1]}.{kinds[parts[2]]}"
+            equal = all(torch.equal(ours[f"{base_name}.{k}"], v) for k, v in theirs.items())
+            check(equal and set(theirs) == {k[len(base_name) + 1:] for k in ours if k.startswith(base_name + ".")},
+                  f"{tag}: {base_name}: tensors differ from compressed-tensors' compression "
+                  f"({sorted(theirs)} against {sorted(k for k in ours if k.startswith(base_name + '.'))})")
+            same += equal
+        check(same == 14, f"{tag}: {same} of 14 weights bit-identical to compressed-tensors' compression")
+        try:
+            model = ct_model(out_dir)
+        except Exception as e:
+            check(False, f"{tag}: transformers/compressed-tensors cannot load the export: {e}")
+            continue
+        with torch.no_grad():
+            theirs = model(torch.tensor([ids])).logits[0].double().numpy()
+        check(np.all(np.isfinite(theirs)), f"{tag}: non-finite logits")
+        if mine is not None:
+            print(f"{tag}: {same}/14 weights bit-identical to compressed-tensors' W4A16 compression; KL(INT4 "
+                  f"transformers || our BF16 runner) {mean_kl(theirs, mine):.3g}")
+
+
+def shards(gguf, tmp, ids):
+    """--export-shard-size: several safetensors files and their index, loaded as one."""
+    out = os.path.join(tmp, "sharded")
+    r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet",
+             "--export-shard-size", "64K"])
+    if not ok(r.returncode == 0, f"sharded export failed: {r.stderr.strip()}"):
+        return
+    index = json.load(open(os.path.join(out, "model.safetensors.index.json")))
+    files = sorted(n for n in os.listdir(out) if n.endswith(".safetensors"))
+    check(len(files) > 1 and sorted(set(index["weight_map"].values())) == files,
+          f"shards {files} against the index's {sorted(set(index['weight_map'].values()))}")
+    sizes = sum(t.nbytes for f in files for t in load_file(os.path.join(out, f)).values())
+    check(index["metadata"]["total_size"] == sizes, f"index total_size {index['metadata']['total_size']}, tensors {sizes}")
+    model = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    single = transformers.AutoModelForCausalLM.from_pretrained(os.path.join(tmp, "llama-fp8-dynamic-ct"),
+                                                               dtype=torch.float32)
+    with torch.no_grad():
+        a = model(torch.tensor([ids])).logits
+        b = single(torch.tensor([ids])).logits
+    check(torch.equal(a, b), "the sharded export runs differently from the single file")
+    print(f"sharded: {len(files)} files, index total_size {sizes}")
+
+
+def refusals(gguf, tmp):
+    out = os.path.join(tmp, "refused")
+    r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet",
+             "--tensor-type", "ffn_down=q8_0"])
+    check(r.returncode == 1 and "blk.0.ffn_down.weight" in r.stderr and "q8_0" in r.stderr and
+          len(r.stderr.strip().splitlines()) == 1, f"K-quant not refused in one line naming it: {r.stderr!r}")
+    check(r.stderr.startswith(f"quantize: {out}: "), f"the refusal does not name OUT_DIR: {r.stderr!r}")
+    left = [n for n in os.listdir(tmp) if n.startswith("refused")]
+    check(not left, f"a refused export left {left}")
+    os.makedirs(out)
+    open(os.path.join(out, "keep"), "w").write("x")
+    r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"])
+    check(r.returncode == 1 and "not empty" in r.stderr, f"non-empty OUT_DIR not refused: {r.stderr!r}")
+    check(os.listdir(out) == ["keep"], "the non-empty OUT_DIR was changed")
+    r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out + "2", "NVFP4A16", "--quiet"] + CALIB +
+            ["--act-scales"])
+    check(r.returncode == 2 and "--act-scales" in r.stderr, f"NVFP4A16 with --act-scales not a usage error: {r.stderr!r}")
+    for extra in (CALIB, ["--tensor-type", "ffn_down=q8_0"]):
+        r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out + "2", "W4A16", "--quiet"] + extra)
+        check(r.returncode == 2 and "W4A16" in r.stderr, f"W4A16 with {extra[0]} not a usage error: {r.stderr!r}")
+    r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out + "2", "FP8", "--quiet"])
+    check(r.returncode == 2 and "--act-scales" in r.stderr, f"FP8 without --act-scales not a usage error: {r.stderr!r}")
+
+
+def main():
+    ids = list(np.random.default_rng(7).integers(3, VOCAB, N_POS))
+    with tempfile.TemporaryDirectory() as tmp:
+        for label in CASES:
+            folder = build(label, tmp)
+            gguf = os.path.join(tmp, label + ".gguf")
+            r = run([HFCONV, folder, "-o", gguf, "--outtype", "f32", "-q"])
+            if not ok(r.returncode == 0, f"{label}: hfconv failed: {r.stderr.strip()}"):
+                continue
+            one(label, folder, gguf, tmp, ids)
+            if label == "llama":
+                refusals(gguf, tmp)
+                shards(gguf, tmp, ids)
+        int4(tmp, ids)
+    sys.exit(finish())
+
+
+if __name__ == "__main__":
+    main()
