@@ -24,6 +24,24 @@ static double weighted_error(const float *x, const float *w, int n, float d, int
     return err;
 }
 
+/* Of the reference exponent e0 and its neighbours (e0 + 1 stops clipping the
+ * values in [6, 8) * 2^(e0-127), like NVFP4's max -> 4; e0 - 1 clips more but
+ * refines the rest), the one with the least weighted error, e0 on ties. */
+static uint8_t mxfp4_search_exponent(const float *x, const float *w, uint8_t e0) {
+    uint8_t best = e0;
+    double best_err = weighted_error(x, w, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(e0), 0);
+    const int tries[2] = {e0 - 1, e0 + 1};
+    for (int k = 0; k < 2; k++) {
+        if (tries[k] < 0 || tries[k] > 254) continue;
+        const double err = weighted_error(x, w, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32((uint8_t)tries[k]), 0);
+        if (err < best_err) {
+            best = (uint8_t)tries[k];
+            best_err = err;
+        }
+    }
+    return best;
+}
+
 size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *importance) {
     if (nrows < 0 || n_per_row <= 0 || n_per_row % HFQ_QK_MXFP4) return 0;
@@ -33,13 +51,7 @@ size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_
         for (int64_t b = 0; b < nb; b++, y++) {
             const float *x = src + r * n_per_row + b * HFQ_QK_MXFP4;
             uint8_t e = mxfp4_exponent(hfq_fp4_amax(x, HFQ_QK_MXFP4));
-            if (importance && e < 254) {
-                /* the next exponent stops clipping the values in [6, 8) * 2^(e-127) */
-                const float *w = importance + b * HFQ_QK_MXFP4;
-                if (weighted_error(x, w, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32((uint8_t)(e + 1)), 0) <
-                    weighted_error(x, w, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(e), 0))
-                    e++;
-            }
+            if (importance) e = mxfp4_search_exponent(x, importance + b * HFQ_QK_MXFP4, e);
             y->e = e;
             hfq_fp4_pack(x, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(e), 0, y->qs);
         }
@@ -47,13 +59,18 @@ size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_
     return (size_t)(nrows * nb) * sizeof(hfq_block_mxfp4);
 }
 
-/* The scale code within NVFP4_SEARCH_RADIUS of the reference one with the
- * least weighted error (the reference on ties). */
+/* The scale code with the least weighted error among those from
+ * NVFP4_SEARCH_RADIUS below the reference code (max -> 6) to
+ * NVFP4_SEARCH_RADIUS above the code mapping the maximum to 4 ("Four Over
+ * Six": the largest values then round on the finer part of the E2M1 grid),
+ * the reference on ties, then the lowest code. */
 static uint8_t nvfp4_search_code(const float *x, const float *w, float g) {
-    const int c0 = hfq_nvfp4_scale_code(hfq_fp4_amax(x, HFQ_QK_NVFP4_SUB), g);
+    const float amax = hfq_fp4_amax(x, HFQ_QK_NVFP4_SUB);
+    const int c0 = hfq_nvfp4_scale_code(amax, g);
+    const int c4 = g > 0.0f ? hfq_f32_to_fp8_e4m3(amax / 4.0f / g) : hfq_ue4m3_from_f32_ggml(amax / 4.0f);
     int best = c0;
     double best_err = weighted_error(x, w, HFQ_QK_NVFP4_SUB, hfq_nvfp4_sub_scale((uint8_t)c0, g), g > 0.0f);
-    for (int c = c0 - NVFP4_SEARCH_RADIUS; c <= c0 + NVFP4_SEARCH_RADIUS; c++) {
+    for (int c = c0 - NVFP4_SEARCH_RADIUS; c <= c4 + NVFP4_SEARCH_RADIUS; c++) {
         if (c == c0 || c < 0 || c > 0x7E) continue;
         const double err = weighted_error(x, w, HFQ_QK_NVFP4_SUB, hfq_nvfp4_sub_scale((uint8_t)c, g), g > 0.0f);
         if (err < best_err) {

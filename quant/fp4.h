@@ -26,9 +26,12 @@
  *   sub-block scale is E4M3 round-to-nearest-even of (amax/6)/g, saturating at
  *   448; elements are E2M1 round-to-nearest-even of x / (scale * g).
  * - importance (n_per_row weights shared by all rows): per block, tries a few
- *   scales around the reference (MXFP4: e and e+1; NVFP4: scale codes within
- *   +-2 of the reference code) and keeps the one with the least
- *   sum importance[j] * (x[j] - x^[j])^2, the reference on ties.
+ *   scales around the reference and keeps the one with the least
+ *   sum importance[j] * (x[j] - x^[j])^2, the reference on ties. MXFP4: e,
+ *   then e-1 and e+1. NVFP4: the codes from 2 below the reference code (the
+ *   sub-block maximum mapped to 6) to 2 above the code mapping it to 4
+ *   ("Four Over Six"; amax/4, rounded as the path rounds amax/6), lowest
+ *   first after the reference.
  *
  * Dot products against ggml's Q8_0 activations follow ggml-cpu's generic
  * ggml_vec_dot_{mxfp4,nvfp4}_q8_0 operation for operation, so results equal

@@ -279,6 +279,146 @@ static void test_importance(void) {
     CHECK(improved_m > 0 && improved_n > 0);
 }
 
+/* ---- a scalar reimplementation of the importance searches ---- */
+
+/* Halved UE4M3 scale times g (g = 0: none), from the spec's formula. */
+static float sc_scale(int code, float g) {
+    const int ex = code >> 3, m = code & 7;
+    const float d = (float)((ex ? ldexp(1 + m / 8.0, ex - 7) : ldexp(m, -9)) / 2);
+    return g > 0 ? d * g : d;
+}
+
+/* Doubled E2M1 value of code c from the table. */
+static float sc_value(int c) { return (float)((c & 8 ? -2 : 2) * E2M1[c & 7]); }
+
+/* Code of x at halved scale d: the first least |v*d - x| (ggml), or the
+ * nearest to x/d with ties to the even code and saturation (rne). */
+static int sc_encode(float x, float d, int rne) {
+    if (!rne) {
+        int best = 0;
+        for (int c = 1; c < 16; c++)
+            if (fabsf(sc_value(c) * d - x) < fabsf(sc_value(best) * d - x)) best = c;
+        return best;
+    }
+    if (d == 0.0f) return 0;
+    const float t = fabsf(x / d);
+    int best = 0;
+    for (int m = 1; m < 8; m++) {
+        const float dm = fabsf(t - sc_value(m)), db = fabsf(t - sc_value(best));
+        if (dm < db || (dm == db && m % 2 == 0)) best = m;
+    }
+    return best == 0 ? 0 : best | (x < 0 ? 8 : 0);
+}
+
+/* sum of w * r^2 over the residuals r of the n values decoded at scale d
+ * (in double: the decoded values are exact there) */
+static double sc_error(const float *x, const float *w, int n, float d, int rne) {
+    double r[32], e = 0;
+    for (int j = 0; j < n; j++) r[j] = x[j] - (double)d * sc_value(sc_encode(x[j], d, rne));
+    for (int j = 0; j < n; j++) e += w[j] * r[j] * r[j];
+    return e;
+}
+
+/* NVFP4 sub-block: codes from 2 below the max -> 6 code to 2 above the
+ * max -> 4 code, least error, the max -> 6 code on ties, then the lowest. */
+static int sc_nvfp4_code(const float *x, const float *w, float g) {
+    float amax = 0;
+    for (int j = 0; j < 16; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const int c6 = g > 0 ? hfq_f32_to_fp8_e4m3(amax / 6 / g) : hfq_ue4m3_from_f32_ggml(amax / 6);
+    const int c4 = g > 0 ? hfq_f32_to_fp8_e4m3(amax / 4 / g) : hfq_ue4m3_from_f32_ggml(amax / 4);
+    int best = c6;
+    double best_e = sc_error(x, w, 16, sc_scale(c6, g), g > 0);
+    for (int c = c6 - 2; c <= c4 + 2; c++) {
+        if (c < 0 || c > 0x7E || c == c6) continue;
+        const double e = sc_error(x, w, 16, sc_scale(c, g), g > 0);
+        if (e < best_e) {
+            best = c;
+            best_e = e;
+        }
+    }
+    return best;
+}
+
+/* MXFP4 block: exponents e0, e0 - 1, e0 + 1 in that order, least error. */
+static int sc_mxfp4_exponent(const float *x, const float *w) {
+    float amax = 0;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const int e0 = amax > 0 ? (int)fminf(fmaxf(floorf(log2f(amax)) - 2 + 127, 0), 254) : 0; /* ggml's */
+    int best = e0;
+    double best_e = sc_error(x, w, 32, (float)ldexp(1.0, e0 - 128), 0);
+    for (int e = e0 - 1; e <= e0 + 1; e += 2) {
+        if (e < 0 || e > 254) continue;
+        const double err = sc_error(x, w, 32, (float)ldexp(1.0, e - 128), 0);
+        if (err < best_e) {
+            best = e;
+            best_e = err;
+        }
+    }
+    return best;
+}
+
+static void test_search_reimplemented(void) {
+    /* by hand: 6 and fifteen 5s. max -> 6 (scale 1, 0x38) rounds the 5s to
+     * 4 (error 15), max -> 4 (1.5, 0x3C) to 4.5 (3.75); 1.625 (0x3D) puts
+     * 4.875 and 6.5 on the grid: error 0.25 + 15 / 64, the least of
+     * 0x36..0x3E */
+    float x[16], w[16];
+    for (int j = 0; j < 16; j++) {
+        x[j] = j ? 5.0f : 6.0f;
+        w[j] = 1.0f;
+    }
+    float xb[64] = {0}, wb[64];
+    memcpy(xb, x, sizeof x);
+    for (int j = 0; j < 64; j++) wb[j] = 1.0f;
+    hfq_block_nvfp4 n;
+    hfq_quantize_nvfp4(xb, &n, 1, 64, wb, 0.0f);
+    CHECK_MSG(n.d[0] == 0x3D, "four over six: code 0x%02x", n.d[0]);
+    CHECK(sc_nvfp4_code(x, w, 0.0f) == 0x3D);
+
+    /* random rows, with and without a global scale, against the scalar
+     * search: the same codes and bytes */
+    enum { N = 1024 };
+    static float xr[N], wr[N];
+    static hfq_block_nvfp4 qn[N / 64];
+    static hfq_block_mxfp4 qm[N / 32];
+    int bad_n = 0, bad_m = 0, above_ref = 0, e_below = 0, e_above = 0;
+    for (int t = 0; t < 21; t++) {
+        fill_row(xr, N, t % 7);
+        for (int i = 0; i < N; i++) wr[i] = t % 3 == 0 ? 1.0f : (float)(rnd_u32() % 1000) / 100.0f;
+        const float g = t % 2 && t % 7 < 4 ? hfq_nvfp4_global_scale(xr, N) : 0.0f;
+        hfq_quantize_nvfp4(xr, qn, 1, N, wr, g);
+        for (int sb = 0; sb < N / 16; sb++) {
+            const int want = sc_nvfp4_code(xr + 16 * sb, wr + 16 * sb, g);
+            const float d = sc_scale(want, g);
+            uint8_t qs[8];
+            for (int j = 0; j < 8; j++)
+                qs[j] = (uint8_t)(sc_encode(xr[16 * sb + j], d, g > 0) | sc_encode(xr[16 * sb + j + 8], d, g > 0) << 4);
+            bad_n += qn[sb / 4].d[sb % 4] != want || memcmp(qn[sb / 4].qs + 8 * (sb % 4), qs, 8) != 0;
+            float amax = 0;
+            for (int j = 0; j < 16; j++) amax = fmaxf(amax, fabsf(xr[16 * sb + j]));
+            above_ref += want > (g > 0 ? hfq_f32_to_fp8_e4m3(amax / 6 / g) : hfq_ue4m3_from_f32_ggml(amax / 6)) + 2;
+        }
+        hfq_quantize_mxfp4(xr, qm, 1, N, wr);
+        for (int b = 0; b < N / 32; b++) {
+            const int e = sc_mxfp4_exponent(xr + 32 * b, wr + 32 * b);
+            uint8_t qs[16];
+            for (int j = 0; j < 16; j++)
+                qs[j] = (uint8_t)(sc_encode(xr[32 * b + j], (float)ldexp(1.0, e - 128), 0) |
+                                  sc_encode(xr[32 * b + j + 16], (float)ldexp(1.0, e - 128), 0) << 4);
+            bad_m += qm[b].e != e || memcmp(qm[b].qs, qs, 16) != 0;
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xr[32 * b + j]));
+            const int e0 = amax > 0 ? (int)(floorf(log2f(amax)) - 2 + 127) : 0;
+            e_below += amax > 0 && e == e0 - 1;
+            e_above += amax > 0 && e == e0 + 1;
+        }
+    }
+    CHECK_MSG(bad_n == 0 && bad_m == 0, "differ from the scalar search: nvfp4 %d, mxfp4 %d", bad_n, bad_m);
+    /* the max -> 4 side of the range and both exponent neighbours are taken */
+    CHECK_MSG(above_ref > 0 && e_below > 0 && e_above > 0, "max -> 4 side %d, e - 1 %d, e + 1 %d", above_ref,
+              e_below, e_above);
+}
+
 /* Q8_0 activations with random fp16 scales and values. */
 static void random_q8_0(hfq_block_q8_0 *a, float *af, int nblocks) {
     for (int b = 0; b < nblocks; b++) {
@@ -340,6 +480,7 @@ int main(void) {
     test_mxfp4_rows();
     test_nvfp4_rows();
     test_importance();
+    test_search_reimplemented();
     test_dots();
     return check_exit();
 }
