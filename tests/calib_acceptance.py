@@ -6,8 +6,9 @@ tinystories-train.txt, then quantize to Q4_K_M, NVFP4, FP8_E4M3 and INT8
 without and with the statistics, and score every quantized model against the
 F32 model on tinystories-valid.txt (ppl-eval against the base's saved
 log-probabilities: KL divergence, top-1 agreement, PPL). With calibration the
-KL divergence must be lower for every preset. --extra adds rows for the other
-uses (the docs' table) without asserting on them.
+KL divergence must be lower for every preset, and for NVFP4 at least
+MIN_DROP lower. --extra adds rows for the other uses (the docs' table)
+without asserting on them.
 
 usage: calib_acceptance.py HFCONV QUANTIZE PPL_EVAL --model NAME [--model NAME]
          [--calib-chunks N] [--eval-chunks N] [--ctx N] [--extra] [--markdown]
@@ -25,15 +26,27 @@ FIXTURE_MODELS = {"stories260K": "models/stories260K", "TinyStories-656K": "mode
 # preset -> the uses of the statistics that make its "calibrated" row
 CALIBRATED = {
     "Q4_K_M": ["--importance"],
-    "NVFP4": ["--importance"],
+    "NVFP4": ["--smoothquant", "--smoothquant-alpha", "auto", "--importance"],
     "FP8_E4M3": ["--importance"],
     "INT8": ["--awq", "--importance"],
 }
 
+# preset -> the least relative KLD reduction calibration must bring: NVFP4's
+# default (block scales searched with four over six, quant/fp4.h, and
+# SmoothQuant with a searched alpha) measured 37 % / 30 % on the fixtures
+# with 20 chunks scored (docs/calibration.md), 36 % / 29 % as the meson tests
+# score, 24.5 % in the small sanitizer run; importance with the earlier
+# search alone, 18 % / 17 %
+MIN_DROP = {"NVFP4": 0.20}
+
 EXTRA = [
     ("Q4_K_M", ["--awq", "--importance"]),
+    ("NVFP4", ["--importance"]),
     ("NVFP4", ["--awq", "--importance"]),
+    ("NVFP4", ["--importance", "--smoothquant"]),
+    ("NVFP4", ["--act-scales", "--no-importance"]),
     ("NVFP4", ["--importance", "--act-scales"]),
+    ("NVFP4", ["--awq", "--importance", "--act-scales"]),
     ("FP8_E4M3", ["--importance", "--act-scales"]),
     ("INT8", ["--importance"]),
     ("INT8", ["--smoothquant"]),
@@ -116,9 +129,10 @@ def main():
                 print(fmt.format(preset, label, size, bpw, r["ppl"], r["kld"], r["top1"]))
                 if asserted:
                     none = res[os.path.join(tmp, f"{preset}.none.gguf")]
-                    if not r["kld"] < none["kld"]:
-                        failures.append(f"{name} {preset}: KLD with calibration {r['kld']:.6g} is not below "
-                                        f"{none['kld']:.6g} without")
+                    drop = MIN_DROP.get(preset, 0.0)
+                    if not r["kld"] < none["kld"] * (1 - drop):
+                        failures.append(f"{name} {preset}: KLD with calibration {r['kld']:.6g} is not "
+                                        f"{f'{drop:.0%} ' if drop else ''}below {none['kld']:.6g} without")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

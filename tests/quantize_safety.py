@@ -8,7 +8,8 @@
   the path, every file byte-identical afterwards, nothing new (no *.tmp.*).
 - Importance is on with any calibration; naming --awq keeps it;
   --no-importance turns it off; with no use named, the preset's default
-  (importance, plus AWQ for NVFP4 and INT8 when the statistics hold samples).
+  (importance, plus SmoothQuant with a searched alpha for NVFP4 and AWQ for INT8 when
+  the statistics hold samples).
 - The output records what calibration changed: Q8_0 with statistics writes
   the tensors it writes without them, records no importance and says so in
   one stderr line; hfq.quantize.importance_tensors names the tensors rounded
@@ -156,7 +157,8 @@ def test_uses(tmp, model, text, stats):
           f"--no-importance: {k.get('hfq.calib.requested')}")
     check(tensor_bytes(out) != awq_imp, "--no-importance changed no byte")
     # the presets' defaults with no use named (docs/calibration.md, "Defaults")
-    for preset, want in (("Q4_K_M", ["importance"]), ("NVFP4", ["importance", "awq"]), ("INT8", ["importance", "awq"])):
+    for preset, want in (("Q4_K_M", ["importance"]), ("NVFP4", ["importance", "smoothquant"]),
+                        ("INT8", ["importance", "awq"])):
         ok(QUANTIZE, model, out, preset, "--stats", stats, "--quiet")
         got = fields(out).get("hfq.calib.requested")
         check(got == want, f"{preset} default uses: {got}, want {want}")
@@ -168,9 +170,11 @@ def test_uses(tmp, model, text, stats):
     nos = os.path.join(tmp, "nosample.gguf")
     ok(QUANTIZE, model, "--calibration-file", text, "--calib-ctx", 64, "--calib-chunks", 4, "--calib-samples", 0,
        "--save-stats", nos)
-    r = ok(QUANTIZE, model, out, "NVFP4", "--stats", nos, "--quiet")
-    check(fields(out).get("hfq.calib.requested") == ["importance"] and
-          "AWQ, NVFP4's default, is left out" in r.stderr, f"no samples: {r.stderr!r}")
+    for preset, fold in (("INT8", "AWQ"), ("NVFP4", "SmoothQuant")):  # NVFP4's alpha is searched on the samples
+        r = ok(QUANTIZE, model, out, preset, "--stats", nos, "--quiet")
+        check(fields(out).get("hfq.calib.requested") == ["importance"] and
+              f"{fold}, {preset}'s default, is left out" in r.stderr and "or samples" in r.stderr,
+              f"{preset} no samples: {r.stderr!r}")
     for what, args, says in (("--importance with --no-importance", ["--importance", "--no-importance"], "contradict"),
                              ("--no-importance alone", ["--no-importance"], "leaves no use")):
         r = run(QUANTIZE, model, out, "Q4_K_M", "--stats", stats, *args)

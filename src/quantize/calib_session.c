@@ -102,23 +102,31 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
 
 void hfq_calib_default_uses(hfq_preset preset, hfq_calib_uses *u) {
     u->importance = true;
-    /* NVFP4: SmoothQuant was 6 % better than AWQ on stories260K but 11 %
-     * worse on TinyStories-656K, where it hardly beat importance alone; AWQ
-     * helped both */
-    u->fold_if_possible = preset == HFQ_PRESET_NVFP4 || preset == HFQ_PRESET_INT8 ? HFQ_CALIB_FOLD_AWQ
-                                                                                  : HFQ_CALIB_FOLD_NONE;
+    /* NVFP4 (block scales searched with four over six): SmoothQuant with its
+     * alpha searched per group was best on both fixtures (KLD 8 % / 3 % below
+     * AWQ on stories260K / TinyStories-656K); MXFP4: importance alone, the
+     * rescalings were no better (docs/calibration.md, "NVFP4 and MXFP4
+     * block scales") */
+    if (preset == HFQ_PRESET_NVFP4) {
+        u->fold_if_possible = HFQ_CALIB_FOLD_SMOOTHQUANT;
+        u->smoothquant_alpha = -1.0;
+    } else {
+        u->fold_if_possible = preset == HFQ_PRESET_INT8 ? HFQ_CALIB_FOLD_AWQ : HFQ_CALIB_FOLD_NONE;
+    }
 }
 
 /* Whether the statistics hold what the fold reads (calib/fold.h: maxima and
- * mean |x|; AWQ's search also samples): ours do (AWQ unless calibrated with
- * --calib-samples 0), llama-imatrix's hold sums of squares only. */
-static bool can_fold(const hfq_calib_stats *st, hfq_calib_fold fold) {
+ * mean |x|; the searches, AWQ's and SmoothQuant's alpha, also samples): ours
+ * do (the searches unless calibrated with --calib-samples 0), llama-imatrix's
+ * hold sums of squares only. */
+static bool can_fold(const hfq_calib_stats *st, const hfq_calib_uses *u) {
     bool sample = false;
     for (int64_t i = 0; i < st->n; i++) {
         if (!st->entries[i].in_max || !st->entries[i].in_sum_abs) return false;
         sample |= st->entries[i].n_sample > 0;
     }
-    return st->n > 0 && (fold != HFQ_CALIB_FOLD_AWQ || sample);
+    const bool searched = u->fold_if_possible == HFQ_CALIB_FOLD_AWQ || u->smoothquant_alpha < 0.0;
+    return st->n > 0 && (!searched || sample);
 }
 
 hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib_opts *o, hfq_error *err) {
@@ -139,7 +147,7 @@ hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib
     }
     if (rc == 0 && o->save_path) rc = hfq_calib_stats_save(&s->stats, o->save_path, err);
     hfq_calib_uses *u = &s->o.uses;
-    if (u->fold_if_possible != HFQ_CALIB_FOLD_NONE && !u->awq && !u->smoothquant && can_fold(&s->stats, u->fold_if_possible))
+    if (u->fold_if_possible != HFQ_CALIB_FOLD_NONE && !u->awq && !u->smoothquant && can_fold(&s->stats, u))
         *(u->fold_if_possible == HFQ_CALIB_FOLD_AWQ ? &u->awq : &u->smoothquant) = true;
     if (rc) {
         hfq_calib_session_free(s);

@@ -53,9 +53,9 @@ typedef struct hfq_calib_uses {
     bool importance, act_scales, smoothquant, awq;
     /* the preset's default rescaling (docs/calibration.md, "Defaults"),
      * taken when no rescaling is named and the statistics can serve it
-     * (activation maxima and mean |x|, and for AWQ samples: not a
-     * llama-imatrix file, for AWQ not --calib-samples 0);
-     * hfq_calib_session_uses says whether it was */
+     * (activation maxima and mean |x|, and for AWQ and SmoothQuant with a
+     * searched alpha samples: not a llama-imatrix file, for those not
+     * --calib-samples 0); hfq_calib_session_uses says whether it was */
     hfq_calib_fold fold_if_possible;
     double act_percentile;     /* (0, 100]; 100: the maximum */
     double smoothquant_alpha;  /* [0, 1]; < 0: searched per group (calib/smoothquant.h) */
@@ -65,7 +65,8 @@ typedef struct hfq_calib_uses {
 
 /* The uses with none named: importance-weighted rounding, plus the
  * rescaling that measured best with it on the fixtures for the preset (when
- * the statistics can serve it): AWQ for NVFP4 and INT8, none for the others
+ * the statistics can serve it): SmoothQuant with alpha searched per group
+ * (smoothquant_alpha = -1) for NVFP4, AWQ for INT8, none for the others
  * (docs/calibration.md, "Defaults"). Leaves the other fields. */
 void hfq_calib_default_uses(hfq_preset preset, hfq_calib_uses *u);
 
@@ -89,8 +90,8 @@ typedef struct hfq_calib_session hfq_calib_session;
 hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib_opts *o, hfq_error *err);
 void hfq_calib_session_free(hfq_calib_session *s);
 const hfq_calib_stats *hfq_calib_session_stats(const hfq_calib_session *s);
-/* The uses as settled once the statistics are known (awq_if_possible
- * resolved into awq). */
+/* The uses as settled once the statistics are known (fold_if_possible
+ * resolved into awq or smoothquant). */
 const hfq_calib_uses *hfq_calib_session_uses(const hfq_calib_session *s);
 /* The calibration sequences the statistics came from; NULL when they were
  * read from a file. */

@@ -604,11 +604,11 @@ static void print_calib_notes(const args *a, const hfq_calib_uses *used, const h
     }
     const hfq_calib_fold fold = a->calib.uses.fold_if_possible;
     if (fold != HFQ_CALIB_FOLD_NONE && !used->awq && !used->smoothquant) {
-        const bool awq = fold == HFQ_CALIB_FOLD_AWQ;
+        const bool awq = fold == HFQ_CALIB_FOLD_AWQ, searched = awq || a->calib.uses.smoothquant_alpha < 0.0;
         fprintf(stderr, "quantize: calibration: %s, %s's default, is left out: the statistics hold no activation "
                         "maxima%s (llama-imatrix files hold sums of squares only%s)\n", awq ? "AWQ" : "SmoothQuant",
-                hfq_preset_name(a->q.plan.preset), awq ? " or samples" : "",
-                awq ? "; --calib-samples 0 keeps no samples" : "");
+                hfq_preset_name(a->q.plan.preset), searched ? " or samples" : "",
+                searched ? "; --calib-samples 0 keeps no samples" : "");
     }
     if (!folds_known) return;
     if (used->act_scales && e->n_input_scales == 0)
