@@ -357,6 +357,94 @@ def _(work):
     return hfconv_with(work, "config.json", lambda p: edit_json(p, lambda c: c.__setitem__("num_key_value_heads", 3)))
 
 
+# ---------------------------------------------------------------- hfconv --lora: PEFT adapters
+
+Q_PROJ = "model.layers.0.self_attn.q_proj"
+
+
+def lora_adapter(work, config=None, a_value=0.01, rank=2):
+    """A PEFT adapter folder (rank `rank`, on layer 0's q_proj) for B.model,
+    written by hand: adapter_config.json with config's changes, A filled with a_value."""
+    header, _, _ = st_read(os.path.join(B.model, "model.safetensors"))
+    rows, cols = header[Q_PROJ + ".weight"]["shape"]
+    a = [a_value] * (rank * cols)
+    b = [0.02] * (rows * rank)
+    d = os.path.join(work, "adapter")
+    os.makedirs(d)
+    st_write(os.path.join(d, "adapter_model.safetensors"), {
+        f"base_model.model.{Q_PROJ}.lora_A.weight": {"dtype": "F32", "shape": [rank, cols],
+                                                      "data_offsets": [0, 4 * len(a)]},
+        f"base_model.model.{Q_PROJ}.lora_B.weight": {"dtype": "F32", "shape": [rows, rank],
+                                                      "data_offsets": [4 * len(a), 4 * (len(a) + len(b))]}},
+        struct.pack(f"<{len(a)}f", *a) + struct.pack(f"<{len(b)}f", *b))
+    cfg = {"peft_type": "LORA", "r": rank, "lora_alpha": 4, "target_modules": ["q_proj"]}
+    cfg.update(config or {})
+    json.dump(cfg, open(os.path.join(d, "adapter_config.json"), "w"))
+    return d
+
+
+def lora_case(work, *adapter_args, **adapter_kw):
+    argv, outputs, preexec = hfconv_case(work, B.model)
+    return argv + ["--lora", lora_adapter(work, *adapter_args, **adapter_kw)], outputs, preexec
+
+
+@case("hfconv/lora-nan-factor", "lora_A.weight' holds NaN or Inf")
+def _(work):
+    return lora_case(work, a_value=float("nan"))
+
+
+@case("hfconv/lora-weights-truncated", "adapter_model.safetensors")
+def _(work):
+    argv, outputs, preexec = lora_case(work)
+    cut_to(0.5)(os.path.join(work, "adapter", "adapter_model.safetensors"))
+    return argv, outputs, preexec
+
+
+@case("hfconv/lora-config-not-object", "adapter_config.json: not a JSON object")
+def _(work):
+    argv, outputs, preexec = lora_case(work)
+    open(os.path.join(work, "adapter", "adapter_config.json"), "w").write("[1]")
+    return argv, outputs, preexec
+
+
+@case("hfconv/lora-rank-huge", "field 'r' must be a positive integer")
+def _(work):
+    return lora_case(work, {"r": 1e300})
+
+
+@case("hfconv/lora-python-regex-pattern", "is not a pattern read here")
+def _(work):
+    return lora_case(work, {"rank_pattern": {"layers\\.\\d+\\.q_proj": 2}})
+
+
+@case("hfconv/lora-dora-without-magnitude", "use_dora is true but")
+def _(work):
+    return lora_case(work, {"use_dora": True})
+
+
+@case("hfconv/lora-hostile-tensor-name", "which the base model does not have")
+def _(work):
+    argv, outputs, preexec = lora_case(work)
+    path = os.path.join(work, "adapter", "adapter_model.safetensors")
+    header, start, raw = st_read(path)
+    header = {k.replace("q_proj", "q\nproj"): v for k, v in header.items()}
+    st_write(path, header, raw[start:])
+    return argv, outputs, preexec
+
+
+@case("hfconv/lora-bad-scale", "--lora", code=2)
+def _(work):
+    argv, outputs, preexec = hfconv_case(work, B.model)
+    return argv + ["--lora", lora_adapter(work) + ":big"], outputs, preexec
+
+
+@case("hfconv/adapter-out-two-adapters", "--adapter-out needs exactly one --lora", code=2)
+def _(work):
+    d = lora_adapter(work)
+    out = out_in(work)
+    return [HFCONV, B.model, "--lora", d, "--lora", d, "--adapter-out", out, "-q"], [out], None
+
+
 @case("hfconv/tokenizer-merge-without-space (fuzz)", "tokenizer.json: model.merges[0]: neither \"a b\" nor")
 def _(work):
     return hfconv_with(work, "tokenizer.json", regression("tokenizer_json", "merge_without_space.json"))

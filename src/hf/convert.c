@@ -12,6 +12,7 @@
 #include "quant/half.h"
 #include "src/hf/arch.h"
 #include "src/hf/config.h"
+#include "src/hf/lora.h"
 #include "src/tokenizer/vocab.h"
 
 /* llama_ftype values written as general.file_type (llama.h). */
@@ -378,14 +379,24 @@ static int64_t permuted_source_row(int64_t r, int64_t rows, int64_t n_heads) {
     return h * per_head + (k % 2) * half + k / 2;
 }
 
-static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, float *fbuf,
-                       void *obuf, int64_t chunk_rows, uint64_t *done, uint64_t total,
+static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, const hf_lora_set *loras,
+                       float *fbuf, void *obuf, int64_t chunk_rows, uint64_t *done, uint64_t total,
                        const hfq_convert_opts *opts, hfq_error *err) {
-    const unsigned char *base = st_data(st, e->src);
-    size_t in_es = st_dtype_size(e->src->dtype);
+    hf_lora_edit *edit;
+    if (hf_lora_edit_for(loras, e->src, e->rows, e->cols, &edit, err)) return -1;
+    /* a tensor an adapter stores whole is read from there instead */
+    plan_entry from = *e;
+    const st_model *from_st = st;
+    if (edit && edit->replace) {
+        from.src = edit->replace;
+        from.scale = NULL;
+        from_st = edit->replace_st;
+    }
+    const unsigned char *base = st_data(from_st, from.src);
+    size_t in_es = st_dtype_size(from.src->dtype);
     size_t out_es = e->out_type == GT_F32 ? 4 : 2;
     uint64_t in_row_bytes = (uint64_t)e->cols * in_es;
-    const char *file = st_shard_path(st, e->src->shard);
+    const char *file = st_shard_path(from_st, from.src->shard);
     /* a permuted chunk must hold whole heads: its source rows are then the
      * same set as its output rows, and can be released after it */
     if (e->permute_heads) {
@@ -393,30 +404,37 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
         chunk_rows = chunk_rows < per_head ? per_head : chunk_rows / per_head * per_head;
     }
     hfq_error scale_err;
-    float *scales = load_scales(st, e, &scale_err);
-    if (e->scale && !scales) {
-        *err = scale_err;
-        return -1;
-    }
+    float *scales = load_scales(from_st, &from, &scale_err);
     int rc = 0;
+    if (from.scale && !scales) {
+        *err = scale_err;
+        rc = -1;
+    }
     for (int64_t r0 = 0; r0 < e->rows && rc == 0; r0 += chunk_rows) {
         int64_t nr = e->rows - r0 < chunk_rows ? e->rows - r0 : chunk_rows;
         for (int64_t r = r0; r < r0 + nr; r++) {
             int64_t sr = e->permute_heads ? permuted_source_row(r, e->rows, e->permute_heads) : r;
             float *row = fbuf + (r - r0) * e->cols;
-            if (decode_row(e, scales, sr, base + (size_t)sr * in_row_bytes, row, e->cols)) {
-                rc = hfq_fail(err, file, "tensor '%s': row %lld holds NaN or Inf", e->src->name, (long long)sr);
+            if (decode_row(&from, scales, sr, base + (size_t)sr * in_row_bytes, row, e->cols)) {
+                rc = hfq_fail(err, file, "tensor '%s': row %lld holds NaN or Inf", from.src->name, (long long)sr);
+                break;
+            }
+            /* merged in Hugging Face row order, before the permutation */
+            if (edit && hf_lora_edit_row(edit, sr, row)) {
+                rc = hfq_fail(err, file, "tensor '%s': row %lld is not finite once the adapters are merged",
+                              e->src->name, (long long)sr);
                 break;
             }
             encode_row(e->out_type, row, (unsigned char *)obuf + (size_t)(r - r0) * (size_t)e->cols * out_es, e->cols);
         }
         if (rc == 0) rc = gguf_writer_write_data(w, obuf, (uint64_t)nr * (uint64_t)e->cols * out_es, err);
-        st_release_range(st, e->src, (uint64_t)r0 * in_row_bytes, (uint64_t)nr * in_row_bytes);
+        st_release_range(from_st, from.src, (uint64_t)r0 * in_row_bytes, (uint64_t)nr * in_row_bytes);
         *done += (uint64_t)nr * (uint64_t)e->cols * out_es;
         if (opts->progress) opts->progress(opts->progress_ctx, *done, total, e->name);
     }
-    if (e->scale) st_release(st, e->scale);
+    if (from.scale) st_release(from_st, from.scale);
     free(scales);
+    hf_lora_edit_free(edit);
     return rc;
 }
 
@@ -428,10 +446,14 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
     plan p = {0};
     float *fbuf = NULL, *rope = NULL;
     void *obuf = NULL;
+    hf_lora_set *loras = NULL;
     int rc = -1;
     uint32_t matrix_type = choose_matrix_type(opts->outtype, st);
     uint32_t ftype = matrix_type == GT_F32 ? FTYPE_ALL_F32 : matrix_type == GT_F16 ? FTYPE_MOSTLY_F16 : FTYPE_MOSTLY_BF16;
     if (build_plan(&p, cfg, arch, st, matrix_type, err)) goto done;
+    if (opts->n_loras > 0 &&
+        !(loras = hf_lora_open(opts->loras, opts->n_loras, cfg, arch, st, opts->warn, opts->warn_ctx, err)))
+        goto done;
     if (write_hparams(w, cfg, arch, ftype)) { hfq_fail(err, opts->out_path, "cannot set metadata"); goto done; }
     if (vocab->n_tokens != cfg->vocab_size) {
         hfq_fail(err, opts->model_dir, "the tokenizer has %lld tokens but the embedding has %lld rows",
@@ -464,7 +486,7 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
     if (gguf_writer_begin(w, opts->out_path, err)) goto done;
     uint64_t written = 0;
     for (int64_t i = 0; i < p.n; i++)
-        if (write_entry(w, st, &p.entries[i], fbuf, obuf, chunk_rows, &written, total, opts, err)) goto done;
+        if (write_entry(w, st, &p.entries[i], loras, fbuf, obuf, chunk_rows, &written, total, opts, err)) goto done;
     if (n_rope) {
         rope = malloc((size_t)n_rope * sizeof *rope);
         if (!rope) { hfq_fail(err, NULL, "out of memory"); goto done; }
@@ -481,6 +503,106 @@ done:
     free(fbuf);
     free(obuf);
     free(p.entries);
+    hf_lora_close(loras);
+    st_close(st);
+    return rc;
+}
+
+/* llama.cpp's adapter GGUF cannot hold a whole tensor or DoRA's magnitudes. */
+static int check_adapter_edit(const hf_lora_set *loras, const hf_lora_edit *edit, hfq_error *err) {
+    if (edit->replace)
+        return hfq_fail(err, hf_lora_dir(loras, 0), "'%s' is stored whole (modules_to_save, or a changed "
+                        "base_layer): llama.cpp's LoRA GGUF cannot hold it; merge instead (-o)", edit->base_name);
+    if (edit->factors[0].magnitude)
+        return hfq_fail(err, hf_lora_dir(loras, 0), "'%s' is DoRA: llama.cpp's LoRA GGUF cannot hold it; merge "
+                        "instead (-o)", edit->base_name);
+    return 0;
+}
+
+/* lora_a and lora_b of one edited tensor, as llama-adapter.cpp reads them:
+ * for token_embd a = the factor b [vocab, rank] and b = a^T [hidden, rank];
+ * elsewhere a [rank, cols] as is and b [rows, rank] in GGUF row order. The
+ * scale that lora_alpha / rank does not give goes into b. */
+static int write_adapter_factors(gguf_writer *w, const plan_entry *e, const hf_lora_factor *f, hfq_error *err) {
+    bool embedding = e->map.row->role == ROLE_TOKEN_EMBD;
+    int64_t n_out = embedding ? e->cols : e->rows, rank = f->rank;
+    float *b = malloc((size_t)(n_out * rank) * sizeof *b);
+    if (!b) return hfq_fail(err, NULL, "out of memory");
+    for (int64_t i = 0; i < n_out; i++) {
+        int64_t src = e->permute_heads ? permuted_source_row(i, e->rows, e->permute_heads) : i;
+        for (int64_t k = 0; k < rank; k++) {
+            float v = embedding ? f->a[k * e->cols + i] : f->b[src * rank + k];
+            b[i * rank + k] = f->rel_scale == 1.0 ? v : (float)(v * f->rel_scale);
+        }
+    }
+    const float *a = embedding ? f->b : f->a;
+    uint64_t a_bytes = (uint64_t)(embedding ? e->rows * rank : rank * e->cols) * 4;
+    int rc = gguf_writer_write_data(w, a, a_bytes, err);
+    if (rc == 0) rc = gguf_writer_write_data(w, b, (uint64_t)(n_out * rank) * 4, err);
+    free(b);
+    return rc;
+}
+
+/* The one adapter alone, in llama.cpp's LoRA GGUF layout (convert.h). */
+static int convert_adapter(const hfq_convert_opts *opts, gguf_writer *w, const hf_config *cfg, const hf_arch *arch,
+                           hfq_convert_report *rep, hfq_error *err) {
+    if (opts->n_loras != 1) return hfq_fail(err, opts->out_path, "an adapter GGUF holds exactly one adapter");
+    st_model *st = st_open_dir(opts->model_dir, err);
+    if (!st) return -1;
+    plan p = {0};
+    hf_lora_set *loras = NULL;
+    hf_lora_edit *edit = NULL;
+    int rc = -1;
+    if (build_plan(&p, cfg, arch, st, GT_F32, err)) goto done;
+    if (!(loras = hf_lora_open(opts->loras, 1, cfg, arch, st, opts->warn, opts->warn_ctx, err))) goto done;
+    int r = 0;
+    r |= gguf_set_str(w, "general.architecture", arch->gguf_arch);
+    r |= gguf_set_str(w, "general.type", "adapter");
+    r |= gguf_set_str(w, "general.name", cfg->name);
+    r |= gguf_set_u32(w, "general.file_type", FTYPE_ALL_F32);
+    r |= gguf_set_str(w, "adapter.type", "lora");
+    r |= gguf_set_f32(w, "adapter.lora.alpha", (float)hf_lora_alpha(loras, 0));
+    r |= gguf_set_u32(w, "general.quantization_version", GGML_QUANT_VERSION);
+    r |= gguf_set_str(w, "hfq.converter", "hfconv " HFQ_VERSION);
+    if (r) { hfq_fail(err, opts->out_path, "cannot set metadata"); goto done; }
+    /* the table first (the factors' shapes), then the data, one tensor's edit at a time */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t i = 0; i < p.n; i++) {
+            const plan_entry *e = &p.entries[i];
+            if (hf_lora_edit_for(loras, e->src, e->rows, e->cols, &edit, err)) goto done;
+            if (!edit) continue;
+            if (check_adapter_edit(loras, edit, err)) goto done;
+            const hf_lora_factor *f = &edit->factors[0];
+            if (pass == 0) {
+                bool embedding = e->map.row->role == ROLE_TOKEN_EMBD;
+                char name[GGUF_MAX_NAME + 1];
+                int64_t ne_a[2] = {embedding ? f->rank : e->cols, embedding ? e->rows : f->rank};
+                int64_t ne_b[2] = {f->rank, embedding ? e->cols : e->rows};
+                snprintf(name, sizeof name, "%s.lora_a", e->name);
+                if (gguf_add_tensor(w, name, GT_F32, 2, ne_a, err) < 0) goto done;
+                snprintf(name, sizeof name, "%s.lora_b", e->name);
+                if (gguf_add_tensor(w, name, GT_F32, 2, ne_b, err) < 0) goto done;
+                rep->n_tensors += 2;
+                rep->n_params += (uint64_t)(f->rank * (e->rows + e->cols));
+            } else if (write_adapter_factors(w, e, f, err)) {
+                goto done;
+            }
+            hf_lora_edit_free(edit);
+            edit = NULL;
+        }
+        if (pass == 0 && rep->n_tensors == 0) {
+            hfq_fail(err, hf_lora_dir(loras, 0), "the adapter changes no tensor of the base");
+            goto done;
+        }
+        if (pass == 0 && gguf_writer_begin(w, opts->out_path, err)) goto done;
+    }
+    rep->data_bytes = rep->n_params * 4;
+    rep->file_type = FTYPE_ALL_F32;
+    rc = 0;
+done:
+    hf_lora_edit_free(edit);
+    free(p.entries);
+    hf_lora_close(loras);
     st_close(st);
     return rc;
 }
@@ -519,7 +641,8 @@ int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error
         if (check_family_keys(&cfg, arch, cfg_path, err)) goto done;
         snprintf(rep->gguf_arch, sizeof rep->gguf_arch, "%s", arch->gguf_arch);
     }
-    if (!(vocab = hfq_vocab_from_dir(opts->model_dir, err))) goto done;
+    /* an adapter GGUF carries no tokenizer */
+    if (!opts->adapter_only && !(vocab = hfq_vocab_from_dir(opts->model_dir, err))) goto done;
     if (opts->vocab_only) {
         if (want_config ? write_hparams(w, &cfg, arch, FTYPE_ALL_F32)
                         : gguf_set_str(w, "general.architecture", "llama")) {
@@ -529,6 +652,8 @@ int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error
         if (!want_config) snprintf(rep->gguf_arch, sizeof rep->gguf_arch, "llama");
         if (hfq_vocab_to_gguf(vocab, w, err)) goto done;
         if (gguf_writer_begin(w, opts->out_path, err)) goto done;
+    } else if (opts->adapter_only) {
+        if (convert_adapter(opts, w, &cfg, arch, rep, err)) goto done;
     } else {
         if (convert_weights(opts, w, &cfg, arch, vocab, rep, err)) goto done;
     }

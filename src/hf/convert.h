@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "formats/error.h"
+#include "src/hf/lora.h"
 
 typedef enum hfq_outtype { HFQ_OUT_AUTO, HFQ_OUT_F32, HFQ_OUT_F16, HFQ_OUT_BF16 } hfq_outtype;
 
@@ -26,6 +27,11 @@ typedef struct hfq_convert_opts {
     bool vocab_only;              /* tokenizer metadata only; no weights needed */
     hfq_progress_fn progress;     /* may be NULL */
     void *progress_ctx;
+    const hf_lora_spec *loras;    /* merged in this order; may be NULL */
+    int n_loras;
+    bool adapter_only;            /* out_path gets the one adapter as llama.cpp's LoRA GGUF */
+    hf_warn_fn warn;              /* may be NULL */
+    void *warn_ctx;
 } hfq_convert_opts;
 
 typedef struct hfq_convert_report {
