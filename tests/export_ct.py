@@ -31,6 +31,7 @@ Skips (exit 77) without torch, transformers or compressed-tensors.
 
 usage: export_ct.py QUANTIZE HFCONV TEST_RUNNER_LOGITS MKMODEL
 """
+import functools
 import json
 import os
 import subprocess
@@ -45,6 +46,7 @@ try:
     import torch
     import transformers
     from compressed_tensors.compressors import ModelCompressor
+    from compressed_tensors.compressors.nvfp4 import base as nvfp4_base
     from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
     from safetensors.torch import load_file
     from hf_checkpoint import build_checkpoint  # imports torch
@@ -86,6 +88,7 @@ PRESETS = [
     ("w8a8-dynamic", "W8A8", CALIB + ["--no-importance", "--smoothquant"], "channel", ("token", True)),
     ("w8a8-static", "W8A8", CALIB + ["--act-scales"], "channel", ("tensor", False)),
     ("nvfp4a16", "NVFP4A16", [], "tensor_group", None),
+    ("nvfp4-w4a4", "NVFP4", CALIB + ["--act-scales"], "tensor_group", ("tensor_group", "local")),
 ]
 # A mixed recipe: FP8 per tensor, FP8 per channel, INT8 per group of 32 -> three config groups
 # (static activation scales: see docs/export.md on compressed-tensors' dynamic INT8 scale).
@@ -94,7 +97,7 @@ RECIPE = {"name": "export-mixed", "rules": [
     {"match": "attn_", "format": "fp8_e4m3"},
     {"match": "ffn_", "format": "int8", "granularity": "group", "group_size": 32}],
     "default": {"format": "f16"}}
-OUR_PRESET = {"FP8_DYNAMIC": "FP8_E4M3", "FP8": "FP8_E4M3", "W8A8": "INT8", "NVFP4A16": "NVFP4"}
+OUR_PRESET = {"FP8_DYNAMIC": "FP8_E4M3", "FP8": "FP8_E4M3", "W8A8": "INT8", "NVFP4A16": "NVFP4", "NVFP4": "NVFP4"}
 
 
 def build(label, tmp):
@@ -126,7 +129,12 @@ def ct_model(folder):
     compressed layout made (compress_model) so that the folder's tensors load
     strictly, name for name and shape for shape, then decompressed in place
     (decompress_model). The modules keep their scheme: compressed-tensors'
-    forward quantizes their inputs as the config says."""
+    forward quantizes their inputs as the config says. NVFP4 is decompressed
+    in float32, not compressed-tensors' default bfloat16: a serving engine
+    never rounds the weights (vLLM multiplies the FP4 codes and E4M3 scales
+    in its GEMM), and with NVFP4 activations (W4A4) that rounding of 2^-9
+    flips activation codes downstream, moving the logits by KL 4e-4 to 2.4e-3
+    against exact weights (1e-6 without activation quantization)."""
     cfg = transformers.AutoConfig.from_pretrained(folder)
     qc = QuantizationConfig.model_validate(cfg.quantization_config)
     del cfg.quantization_config
@@ -143,8 +151,13 @@ def ct_model(folder):
     if list(missing) != tied or unexpected:
         raise ValueError(f"tensors missing {list(missing)}, unexpected {list(unexpected)}")
     model.tie_weights()
-    compressor.decompress_model(model)
-    return model.float()   # NVFP4 decompresses to bfloat16
+    unpack = nvfp4_base.unpack_fp4_from_uint8
+    nvfp4_base.unpack_fp4_from_uint8 = functools.partial(unpack, dtype=torch.float32)
+    try:
+        compressor.decompress_model(model)
+    finally:
+        nvfp4_base.unpack_fp4_from_uint8 = unpack
+    return model.float()
 
 
 def mean_kl(p_logits, q_logits):
@@ -277,8 +290,8 @@ def one(label, folder, gguf, tmp, ids):
         except Exception as e:
             check(False, f"{tag}: transformers/compressed-tensors cannot load the export: {e}")
             continue
-        # compressed-tensors decompresses NVFP4 in bfloat16 (two roundings of 2^-9)
-        worst = check_round_trip(tag, label, model, ours_gguf, 2.0 ** -7 if "nvfp4" in tag else 1e-6)
+        # NVFP4 decompressed in float32 (ct_model): 1 / weight_global_scale rounds, 2^-23
+        worst = check_round_trip(tag, label, model, ours_gguf, 1e-6)
         with torch.no_grad():
             theirs = model(torch.tensor([ids])).logits[0].double().numpy()
             for m in model.modules():
@@ -416,6 +429,8 @@ def refusals(gguf, tmp):
         check(r.returncode == 2 and "W4A16" in r.stderr, f"W4A16 with {extra[0]} not a usage error: {r.stderr!r}")
     r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out + "2", "FP8", "--quiet"])
     check(r.returncode == 2 and "--act-scales" in r.stderr, f"FP8 without --act-scales not a usage error: {r.stderr!r}")
+    r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out + "2", "NVFP4", "--quiet"])
+    check(r.returncode == 2 and "--act-scales" in r.stderr, f"NVFP4 without --act-scales not a usage error: {r.stderr!r}")
 
 
 def main():

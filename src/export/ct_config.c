@@ -160,8 +160,15 @@ static cJSON *weight_args(const ct_scheme *s) {
 }
 
 static cJSON *input_args(const ct_scheme *s) {
-    /* W4A16: INT4 has no activation quantization, NVFP4 input scales are refused (ct_export.h) */
-    if (s->kind == CT_NVFP4 || s->kind == CT_INT4) return NULL;
+    /* W4A16: INT4 has no activation quantization, NVFP4 without input scales none either */
+    if (s->kind == CT_INT4 || (s->kind == CT_NVFP4 && !s->static_input)) return NULL;
+    if (s->kind == CT_NVFP4) {
+        /* W4A4 (compressed-tensors' NVFP4): the static global scale input_global_scale, the E4M3 scale of
+         * each 16 values computed per token ("dynamic": "local") */
+        cJSON *a = quant_args(s->kind, true, "tensor_group", 16, false);
+        if (a) cJSON_ReplaceItemInObject(a, "dynamic", cJSON_CreateString("local"));
+        return a;
+    }
     return s->static_input ? quant_args(s->kind, true, "tensor", 0, false) : quant_args(s->kind, true, "token", 0, true);
 }
 

@@ -28,7 +28,7 @@ typedef enum ct_kind { CT_DENSE, CT_FP8, CT_INT8, CT_NVFP4, CT_INT4 } ct_kind;
 typedef struct ct_scheme {
     ct_kind kind;
     int64_t group;              /* weights: 0 per tensor, -1 per output channel, G > 0 per group of G */
-    bool static_input;          /* an input scale: static per tensor (FP8, INT8) */
+    bool static_input;          /* an input scale: static per tensor (FP8, INT8), the global scale (NVFP4 W4A4) */
     bool asymmetric;            /* INT4 with zero points */
 } ct_scheme;
 

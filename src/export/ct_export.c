@@ -28,6 +28,7 @@ static const hfq_ct_preset presets[] = {
     {"FP8_DYNAMIC", HFQ_PRESET_FP8_E4M3, HFQ_CT_ACTS_NONE, 0, false},
     {"W8A8", HFQ_PRESET_INT8, HFQ_CT_ACTS_EITHER, 0, false},
     {"INT8", HFQ_PRESET_INT8, HFQ_CT_ACTS_EITHER, 0, false},
+    {"NVFP4", HFQ_PRESET_NVFP4, HFQ_CT_ACTS_STATIC, 0, false},
     {"NVFP4A16", HFQ_PRESET_NVFP4, HFQ_CT_ACTS_NONE, 0, false},
     /* no GGUF format holds INT4 in groups of 128: the export quantizes the BF16 weights */
     {"W4A16", HFQ_PRESET_BF16, HFQ_CT_ACTS_NONE, 128, false},
@@ -40,7 +41,7 @@ const hfq_ct_preset *hfq_ct_preset_find(const char *name) {
     return NULL;
 }
 
-const char *hfq_ct_preset_names(void) { return "FP8, FP8_DYNAMIC, W8A8 (INT8), NVFP4A16, W4A16, W4A16_ASYM"; }
+const char *hfq_ct_preset_names(void) { return "FP8, FP8_DYNAMIC, W8A8 (INT8), NVFP4, NVFP4A16, W4A16, W4A16_ASYM"; }
 
 /* ---- the folder ---- */
 
@@ -277,10 +278,10 @@ static int plan_quantized(const gguf_file *f, const gguf_tensor_info *w, const c
         o->permute_heads = heads;
         snprintf(name, sizeof name, "%s.weight_global_scale", base);
         if (!add_out(p, name, ST_F32, 1, 0, scale, FILL_RECIPROCAL, err)) return -1;
-        /* W4A4 (input_global_scale = 1 / s) is not exported: our runner's
-         * logits and compressed-tensors' do not agree yet (docs/export.md) */
-        return in ? hfq_fail(err, where, "tensor '%s': NVFP4 activation scales (W4A4) are not exported yet", in->name)
-                  : 0;
+        if (!in) return 0;
+        /* W4A4: compressed-tensors' activation global scale is the reciprocal of ours, as for the weight */
+        snprintf(name, sizeof name, "%s.input_global_scale", base);
+        return add_out(p, name, ST_F32, 1, 0, in, FILL_RECIPROCAL, err) ? 0 : -1;
     }
     if (!scale) return hfq_fail(err, where, "tensor '%s' has no scale tensor", w->name);
     /* docs/format-quant-ext.md: [1] per tensor, [1, rows] per channel, [cols / G, rows] per group */

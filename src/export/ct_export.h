@@ -14,21 +14,22 @@
  *   NVFP4 (ggml type 40): `weight_packed` (U8 [rows, cols/2], element 2i in
  *     the low nibble), `weight_scale` (F8_E4M3 [rows, cols/16], the block
  *     scale bytes), `weight_global_scale` = 1 / g (compressed-tensors divides
- *     by its global scale where the GGUF multiplies); nvfp4-pack-quantized,
- *     W4A16 only: an NVFP4 activation scale (W4A4) is refused, not yet
- *     proven to quantize as compressed-tensors does (docs/export.md).
+ *     by its global scale where the GGUF multiplies); nvfp4-pack-quantized;
+ *     with an activation scale s_a (W4A4) also `input_global_scale` = 1 / s_a,
+ *     the activations' E4M3 scale per 16 values computed per token
+ *     ("dynamic": "local"), as our runner's CPU_ACT_NVFP4 does.
  *   INT4 in groups (W4A16: the export quantizes float weights itself, as
  *     src/export/ct_int4.h says); pack-quantized.
  *   F32 / F16 / BF16: the same values, in the ignore list when a linear layer.
  * The activation side follows the GGUF: an input scale is static per tensor,
  * none is dynamic per token (FP8, INT8) or no activation quantization
- * (NVFP4). One config group per distinct scheme (mixed recipes get
+ * (NVFP4A16). One config group per distinct scheme (mixed recipes get
  * several, each targeting its layers by name; a single group targets
  * "Linear"). q/k rows go back to Hugging Face's rotate-half order where the
  * family's converter un-permuted them (src/hf/arch.h permute_qk).
  *
  * A tensor no compressed-tensors format holds (K-quants and the other ggml
- * block formats, FP8 E5M2, a quantized embedding, NVFP4 activation scales)
+ * block formats, FP8 E5M2, a quantized embedding)
  * or that has no Hugging Face
  * name is refused with one line naming it, before anything is written; so is
  * what config.json cannot say (Llama 3's rope_freqs.weight).
@@ -52,13 +53,13 @@
  * in compressed_tensors.quantization.quant_scheme, and the quantize preset
  * that produces each. */
 typedef enum hfq_ct_acts {
-    HFQ_CT_ACTS_STATIC,      /* needs --act-scales (input scales) */
+    HFQ_CT_ACTS_STATIC,      /* needs --act-scales (input scales; NVFP4: W4A4) */
     HFQ_CT_ACTS_NONE,        /* no input scales: dynamic (FP8, INT8) or 16-bit (NVFP4A16) */
     HFQ_CT_ACTS_EITHER,      /* static with input scales, else dynamic */
 } hfq_ct_acts;
 
 typedef struct hfq_ct_preset {
-    const char *name;        /* "FP8", "FP8_DYNAMIC", "W8A8", "NVFP4A16", "W4A16", "W4A16_ASYM" */
+    const char *name;        /* "FP8", "FP8_DYNAMIC", "W8A8", "NVFP4", "NVFP4A16", "W4A16", "W4A16_ASYM" */
     hfq_preset preset;
     hfq_ct_acts acts;
     int64_t int4_group;      /* > 0: the export quantizes the float linear weights to INT4 (ct_int4.h) */
