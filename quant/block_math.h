@@ -8,7 +8,7 @@
  * cannot fuse).
  *
  * Dot products pair a weight block with its activation block (Q8_0 for
- * Q8_0/Q4_0/Q5_0, Q8_1 for Q5_1, Q8_K for the K-quants, as ggml's CPU
+ * Q8_0/Q4_0/Q5_0, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, as ggml's CPU
  * backend does) and sum integer products exactly before scaling once per
  * block; they agree with a double-precision dot of the decoded values up to
  * float rounding of the block results.
@@ -88,6 +88,9 @@ static inline HFQ_HD void hfq_unpack_5bit(const uint8_t qs[HFQ_QK / 2], const ui
 static inline HFQ_HD void hfq_levels_q4_0(const hfq_block_q4_0 *b, int8_t q[HFQ_QK]) {
     hfq_unpack_nibbles(b->qs, 8, q);
 }
+static inline HFQ_HD void hfq_levels_q4_1(const hfq_block_q4_1 *b, int8_t q[HFQ_QK]) {
+    hfq_unpack_nibbles(b->qs, 0, q);
+}
 static inline HFQ_HD void hfq_levels_q5_0(const hfq_block_q5_0 *b, int8_t q[HFQ_QK]) {
     hfq_unpack_5bit(b->qs, b->qh, 16, q);
 }
@@ -120,11 +123,22 @@ static inline HFQ_HD void hfq_decode_q5_0(const hfq_block_q5_0 *b, float y[HFQ_Q
     hfq_scale_levels(q, HFQ_QK, hfq_fp16_to_f32(b->d), y);
 }
 
+/* Q4_1/Q5_1: y = q * d + m. */
+static inline HFQ_HD void hfq_decode_affine32(const int8_t q[HFQ_QK], uint16_t d16, uint16_t m16, float y[HFQ_QK]) {
+    float d = hfq_fp16_to_f32(d16), m = hfq_fp16_to_f32(m16);
+    for (int j = 0; j < HFQ_QK; j++) y[j] = HFQ_FMUL((float)q[j], d) + m;
+}
+
+static inline HFQ_HD void hfq_decode_q4_1(const hfq_block_q4_1 *b, float y[HFQ_QK]) {
+    int8_t q[HFQ_QK];
+    hfq_levels_q4_1(b, q);
+    hfq_decode_affine32(q, b->d, b->m, y);
+}
+
 static inline HFQ_HD void hfq_decode_q5_1(const hfq_block_q5_1 *b, float y[HFQ_QK]) {
     int8_t q[HFQ_QK];
     hfq_levels_q5_1(b, q);
-    float d = hfq_fp16_to_f32(b->d), m = hfq_fp16_to_f32(b->m);
-    for (int j = 0; j < HFQ_QK; j++) y[j] = HFQ_FMUL((float)q[j], d) + m;
+    hfq_decode_affine32(q, b->d, b->m, y);
 }
 
 static inline HFQ_HD int32_t hfq_dot_i8(const int8_t *a, const int8_t *b, int n) {
@@ -149,16 +163,52 @@ static inline HFQ_HD float hfq_dot_q5_0_q8_0(const hfq_block_q5_0 *w, const hfq_
     return (float)hfq_dot_i8(q, a->qs, HFQ_QK) * (hfq_fp16_to_f32(w->d) * hfq_fp16_to_f32(a->d));
 }
 
-/* sum (d q + m) * a = d * da * sum(q qa) + m * (da * sum(qa)); the last
- * factor is the activation block's stored s. */
+/* Q4_1/Q5_1: sum (d q + m) * a = d * da * sum(q qa) + m * (da * sum(qa));
+ * the last factor is the activation block's stored s. */
+static inline HFQ_HD float hfq_dot_affine32_q8_1(const int8_t q[HFQ_QK], uint16_t d16, uint16_t m16,
+                                                 const hfq_block_q8_1 *a) {
+    return HFQ_FMUL((float)hfq_dot_i8(q, a->qs, HFQ_QK), hfq_fp16_to_f32(d16) * hfq_fp16_to_f32(a->d)) +
+           HFQ_FMUL(hfq_fp16_to_f32(m16), hfq_fp16_to_f32(a->s));
+}
+
+static inline HFQ_HD float hfq_dot_q4_1_q8_1(const hfq_block_q4_1 *w, const hfq_block_q8_1 *a) {
+    int8_t q[HFQ_QK];
+    hfq_levels_q4_1(w, q);
+    return hfq_dot_affine32_q8_1(q, w->d, w->m, a);
+}
+
 static inline HFQ_HD float hfq_dot_q5_1_q8_1(const hfq_block_q5_1 *w, const hfq_block_q8_1 *a) {
     int8_t q[HFQ_QK];
     hfq_levels_q5_1(w, q);
-    return HFQ_FMUL((float)hfq_dot_i8(q, a->qs, HFQ_QK), hfq_fp16_to_f32(w->d) * hfq_fp16_to_f32(a->d)) +
-           HFQ_FMUL(hfq_fp16_to_f32(w->m), hfq_fp16_to_f32(a->s));
+    return hfq_dot_affine32_q8_1(q, w->d, w->m, a);
 }
 
 /* ---- K-quants ---- */
+
+/* Q2_K levels 0..3 and Q3_K's low two bits, in element order: element
+ * 128 h + 32 s + l is bits 2 s of qs[32 h + l]. */
+static inline HFQ_HD void hfq_levels_2bit(const uint8_t qs[HFQ_QK_K / 4], uint8_t q[HFQ_QK_K]) {
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int l = 0; l < 32; l++) q[128 * h + 32 * s + l] = (uint8_t)((qs[32 * h + l] >> (2 * s)) & 3);
+}
+
+/* Q3_K levels q - 4 in [-4, 3]: the low two bits as Q2_K, 4 more where
+ * element e's bit (bit e / 32 of hmask[e % 32]) is set. */
+static inline HFQ_HD void hfq_levels_q3_k(const hfq_block_q3_k *b, int8_t q[HFQ_QK_K]) {
+    uint8_t low[HFQ_QK_K];
+    hfq_levels_2bit(b->qs, low);
+    for (int e = 0; e < HFQ_QK_K; e++) q[e] = (int8_t)(low[e] - (((b->hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4));
+}
+
+/* Signed scale (-32..31) of Q3_K sub-block j (0..15): the low four bits
+ * are the low (j < 8) or high (j >= 8) nibble of byte j % 8, the high two
+ * are bits 2 (j / 4) of byte 8 + j % 4; stored with a bias of 32. */
+static inline HFQ_HD int hfq_q3_k_scale(int j, const uint8_t scales[HFQ_K_SCALE_BYTES]) {
+    int lo = j < 8 ? scales[j] & 0x0f : scales[j - 8] >> 4;
+    int hi = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
 
 /* The 6-bit scale and min of Q4_K/Q5_K sub-block j (0..7): sub-blocks 0-3
  * keep theirs in the low 6 bits of bytes j and j + 4; sub-blocks 4-7 keep
@@ -243,6 +293,25 @@ static inline HFQ_HD void hfq_decode_q6_k(const hfq_block_q6_k *b, float y[HFQ_Q
     for (int j = 0; j < HFQ_QK_K / 16; j++) hfq_scale_levels(q + 16 * j, 16, d * b->scales[j], y + 16 * j);
 }
 
+/* Q2_K: y = (d * sc) * q - dmin * m per 16-element sub-block. */
+static inline HFQ_HD void hfq_decode_q2_k(const hfq_block_q2_k *b, float y[HFQ_QK_K]) {
+    uint8_t q[HFQ_QK_K];
+    hfq_levels_2bit(b->qs, q);
+    float d = hfq_fp16_to_f32(b->d), dmin = hfq_fp16_to_f32(b->dmin);
+    for (int j = 0; j < HFQ_QK_K / 16; j++) {
+        float dj = d * (float)(b->scales[j] & 0x0f), mj = dmin * (float)(b->scales[j] >> 4);
+        for (int l = 0; l < 16; l++) y[16 * j + l] = HFQ_FMUL(dj, (float)q[16 * j + l]) - mj;
+    }
+}
+
+static inline HFQ_HD void hfq_decode_q3_k(const hfq_block_q3_k *b, float y[HFQ_QK_K]) {
+    int8_t q[HFQ_QK_K];
+    hfq_levels_q3_k(b, q);
+    float d = hfq_fp16_to_f32(b->d);
+    for (int j = 0; j < HFQ_QK_K / 16; j++)
+        hfq_scale_levels(q + 16 * j, 16, d * (float)hfq_q3_k_scale(j, b->scales), y + 16 * j);
+}
+
 static inline HFQ_HD void hfq_decode_q8_k(const hfq_block_q8_k *b, float y[HFQ_QK_K]) {
     hfq_scale_levels(b->qs, HFQ_QK_K, b->d, y);
 }
@@ -274,6 +343,31 @@ static inline HFQ_HD float hfq_dot_q5_k_q8_k(const hfq_block_q5_k *w, const hfq_
     uint8_t q[HFQ_QK_K];
     hfq_levels_q5_k(w, q);
     return hfq_dot_k_affine_q8_k(q, w->scales, w->d, w->dmin, a);
+}
+
+/* Q2_K against Q8_K: da * (d sum_j sc_j sum(q qa) - dmin sum_j m_j sum(qa)),
+ * sum(qa) of a sub-block being its bsum (the same 16 elements). */
+static inline HFQ_HD float hfq_dot_q2_k_q8_k(const hfq_block_q2_k *w, const hfq_block_q8_k *a) {
+    uint8_t q[HFQ_QK_K];
+    hfq_levels_2bit(w->qs, q);
+    int32_t sum_scaled = 0, sum_mins = 0;
+    for (int j = 0; j < HFQ_QK_K / 16; j++) {
+        int32_t dot = 0;
+        for (int l = 0; l < 16; l++) dot += (int32_t)q[16 * j + l] * a->qs[16 * j + l];
+        sum_scaled += (w->scales[j] & 0x0f) * dot;
+        sum_mins += (w->scales[j] >> 4) * a->bsums[j];
+    }
+    float dall = a->d * hfq_fp16_to_f32(w->d), dmin = a->d * hfq_fp16_to_f32(w->dmin);
+    return HFQ_FMUL(dall, (float)sum_scaled) - HFQ_FMUL(dmin, (float)sum_mins);
+}
+
+static inline HFQ_HD float hfq_dot_q3_k_q8_k(const hfq_block_q3_k *w, const hfq_block_q8_k *a) {
+    int8_t q[HFQ_QK_K];
+    hfq_levels_q3_k(w, q);
+    int32_t sum = 0;
+    for (int j = 0; j < HFQ_QK_K / 16; j++)
+        sum += hfq_q3_k_scale(j, w->scales) * hfq_dot_i8(q + 16 * j, a->qs + 16 * j, 16);
+    return hfq_fp16_to_f32(w->d) * a->d * (float)sum;
 }
 
 static inline HFQ_HD float hfq_dot_q6_k_q8_k(const hfq_block_q6_k *w, const hfq_block_q8_k *a) {

@@ -46,6 +46,13 @@ typedef struct hfq_block_q4_0 {
     uint8_t qs[HFQ_QK / 2];
 } hfq_block_q4_0;
 
+/* Q4_1: x = d * q + m, q in [0, 15], nibbles as Q4_0. */
+typedef struct hfq_block_q4_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qs[HFQ_QK / 2];
+} hfq_block_q4_1;
+
 /* Q5_0: x = d * (q - 16); low nibbles as Q4_0, bit 4 of element j is bit j
  * of the little-endian word qh. */
 typedef struct hfq_block_q5_0 {
@@ -61,6 +68,27 @@ typedef struct hfq_block_q5_1 {
     uint8_t qh[4];
     uint8_t qs[HFQ_QK / 2];
 } hfq_block_q5_1;
+
+/* Q2_K: sixteen sub-blocks of 16; x = d * sc[j] * q - dmin * m[j], with
+ * scales[j] = sc[j] | m[j] << 4 (4 bits each) and q 2 bits: each 32-byte run
+ * of qs holds 128 elements, element 32 s + l of the run in bits 2 s of byte
+ * l (s = 0..3). */
+typedef struct hfq_block_q2_k {
+    uint8_t scales[HFQ_QK_K / 16];
+    uint8_t qs[HFQ_QK_K / 4];
+    uint16_t d;
+    uint16_t dmin;
+} hfq_block_q2_k;
+
+/* Q3_K: sixteen sub-blocks of 16; x = d * (sc[j] - 32) * (q - 4), sc 6 bits
+ * (packed in `scales`, see hfq_q3_k_scale), q 3 bits: the low 2 as Q2_K,
+ * the high one of element e in bit e / 32 of hmask[e % 32]. */
+typedef struct hfq_block_q3_k {
+    uint8_t hmask[HFQ_QK_K / 8];
+    uint8_t qs[HFQ_QK_K / 4];
+    uint8_t scales[HFQ_K_SCALE_BYTES];
+    uint16_t d;
+} hfq_block_q3_k;
 
 /* Q4_K: eight sub-blocks of 32; x = d * sc[j] * q - dmin * m[j], with 6-bit
  * sc/m packed in `scales` (see hfq_k_scale_min in block_math.h). Each 32-byte
@@ -99,16 +127,39 @@ typedef struct hfq_block_q8_k {
     int16_t bsums[HFQ_QK_K / 16];
 } hfq_block_q8_k;
 
+/* IQ4_NL: x = d * v[q], v the 16 non-uniform levels of hfq_iq4nl_value
+ * (quant/iq4.h); nibbles as Q4_0. */
+typedef struct hfq_block_iq4_nl {
+    uint16_t d;
+    uint8_t qs[HFQ_QK / 2];
+} hfq_block_iq4_nl;
+
+/* IQ4_XS: eight sub-blocks of 32; x = d * (ls[j] - 32) * v[q], ls 6 bits:
+ * the low 4 in nibble j % 2 of scales_l[j / 2], the high 2 in bits 2 j of
+ * scales_h; each 16 bytes of qs hold one sub-block, nibbles as Q4_0. */
+typedef struct hfq_block_iq4_xs {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[HFQ_QK_K / 64];
+    uint8_t qs[HFQ_QK_K / 2];
+} hfq_block_iq4_xs;
+
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q8_0) == 34, "q8_0 block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q8_1) == 36, "q8_1 block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q4_0) == 18, "q4_0 block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_q4_1) == 20, "q4_1 block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q5_0) == 22, "q5_0 block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q5_1) == 24, "q5_1 block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_q2_k) == 84, "q2_K block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_q3_k) == 110, "q3_K block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q4_k) == 144, "q4_K block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q5_k) == 176, "q5_K block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q6_k) == 210, "q6_K block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q8_k) == 292, "q8_K block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_iq4_nl) == 18, "iq4_nl block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_iq4_xs) == 136, "iq4_xs block size");
 HFQ_STATIC_ASSERT(offsetof(hfq_block_q5_1, qh) == 4 && offsetof(hfq_block_q5_1, qs) == 8, "q5_1 layout");
+HFQ_STATIC_ASSERT(offsetof(hfq_block_q2_k, d) == 80 && offsetof(hfq_block_q3_k, d) == 108, "q2_K/q3_K layout");
 HFQ_STATIC_ASSERT(offsetof(hfq_block_q5_k, qh) == 16 && offsetof(hfq_block_q5_k, qs) == 48, "q5_K layout");
 HFQ_STATIC_ASSERT(offsetof(hfq_block_q6_k, scales) == 192 && offsetof(hfq_block_q6_k, d) == 208, "q6_K layout");
 HFQ_STATIC_ASSERT(offsetof(hfq_block_q8_k, bsums) == 260, "q8_K layout");

@@ -1,4 +1,4 @@
-/* Q8_0, Q4_0, Q5_0, Q5_1 and Q8_1; see q_legacy.h. The reference paths
+/* Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_1; see q_legacy.h. The reference paths
  * reproduce ggml's quantize_row_*_ref, including its float-to-small-int
  * conversions (truncating casts after adding 0.5, unmasked Q4_0 packing), so
  * the bytes agree even for blocks whose scale underflows. */
@@ -33,10 +33,11 @@ static void pack_q5(const uint8_t L[HFQ_QK], uint8_t qs[HFQ_QK / 2], uint8_t qh_
 
 /* ---- levels of one block ---- */
 
-/* What differs between Q4_0, Q5_0 and Q5_1 when quantizing. */
+/* What differs between Q4_0, Q4_1, Q5_0 and Q5_1 when quantizing. */
 typedef struct legacy_format {
     int nmax;           /* symmetric: levels 0..2 nmax - 1 around nmax; affine: 0..nmax */
-    bool affine;        /* x = d * L + m (Q5_1) rather than d * (L - nmax) */
+    bool affine;        /* x = d * L + m (Q4_1, Q5_1) rather than d * (L - nmax) */
+    bool ref_capped;    /* the affine reference caps levels at nmax (Q4_1; Q5_1's does not) */
     size_t block_bytes;
     void (*store)(const uint8_t L[HFQ_QK], float d, float m, void *block);
 } legacy_format;
@@ -55,8 +56,9 @@ static float symmetric_levels_ref(const float x[HFQ_QK], int nmax, uint8_t L[HFQ
 }
 
 /* Reference, affine: min and d = range / nmax from the block's extremes;
- * levels truncate((x - min) / d + 0.5), uncapped as in ggml. */
-static float affine_levels_ref(const float x[HFQ_QK], int nmax, uint8_t L[HFQ_QK], float *m) {
+ * levels truncate((x - min) / d + 0.5), capped at nmax only where ggml caps
+ * them (through int8_t, as ggml converts). */
+static float affine_levels_ref(const float x[HFQ_QK], int nmax, bool capped, uint8_t L[HFQ_QK], float *m) {
     float min = FLT_MAX, max = -FLT_MAX;
     for (int j = 0; j < HFQ_QK; j++) {
         if (x[j] < min) min = x[j];
@@ -64,7 +66,14 @@ static float affine_levels_ref(const float x[HFQ_QK], int nmax, uint8_t L[HFQ_QK
     }
     const float d = (max - min) / nmax;
     const float id = d ? 1.0f / d : 0.0f;
-    for (int j = 0; j < HFQ_QK; j++) L[j] = (uint8_t)((x[j] - min) * id + 0.5f);
+    for (int j = 0; j < HFQ_QK; j++) {
+        if (capped) {
+            int8_t t = (int8_t)((x[j] - min) * id + 0.5f);
+            L[j] = (uint8_t)(t < nmax ? t : nmax);
+        } else {
+            L[j] = (uint8_t)((x[j] - min) * id + 0.5f);
+        }
+    }
     *m = min;
     return d;
 }
@@ -81,7 +90,7 @@ static void weighted_levels(const legacy_format *f, hfq_isa isa, int nblk, const
         } else {
             for (int b = 0; b < nblk; b++)
                 d[b] = hfq_search_affine(HFQ_QK, f->nmax, x + HFQ_QK * b, w + HFQ_QK * b, L + HFQ_QK * b,
-                                         &neg_min[b], -0.9f, 0.05f, 36);
+                                         &neg_min[b], -0.9f, 0.05f, 36, false);
         }
         for (int b = 0; b < nblk; b++) m[b] = -neg_min[b];
         return;
@@ -105,7 +114,8 @@ static void legacy_row(const legacy_format *f, hfq_isa isa, const float *x, void
             uint8_t L[HFQ_QK];
             float m = 0.0f;
             const float *xb = x + i * HFQ_QK;
-            float d = f->affine ? affine_levels_ref(xb, f->nmax, L, &m) : symmetric_levels_ref(xb, f->nmax, L);
+            float d = f->affine ? affine_levels_ref(xb, f->nmax, f->ref_capped, L, &m)
+                                : symmetric_levels_ref(xb, f->nmax, L);
             f->store(L, d, m, (char *)y + (size_t)i * f->block_bytes);
         }
         return;
@@ -129,6 +139,13 @@ static void store_q4_0(const uint8_t L[HFQ_QK], float d, float m, void *block) {
     pack_q4(L, b->qs);
 }
 
+static void store_q4_1(const uint8_t L[HFQ_QK], float d, float m, void *block) {
+    hfq_block_q4_1 *b = (hfq_block_q4_1 *)block;
+    b->d = hfq_f32_to_fp16(d);
+    b->m = hfq_f32_to_fp16(m);
+    pack_q4(L, b->qs);
+}
+
 static void store_q5_0(const uint8_t L[HFQ_QK], float d, float m, void *block) {
     hfq_block_q5_0 *b = (hfq_block_q5_0 *)block;
     (void)m;
@@ -143,9 +160,10 @@ static void store_q5_1(const uint8_t L[HFQ_QK], float d, float m, void *block) {
     pack_q5(L, b->qs, b->qh);
 }
 
-static const legacy_format Q4_0_FORMAT = {8, false, sizeof(hfq_block_q4_0), store_q4_0};
-static const legacy_format Q5_0_FORMAT = {16, false, sizeof(hfq_block_q5_0), store_q5_0};
-static const legacy_format Q5_1_FORMAT = {31, true, sizeof(hfq_block_q5_1), store_q5_1};
+static const legacy_format Q4_0_FORMAT = {8, false, false, sizeof(hfq_block_q4_0), store_q4_0};
+static const legacy_format Q4_1_FORMAT = {15, true, true, sizeof(hfq_block_q4_1), store_q4_1};
+static const legacy_format Q5_0_FORMAT = {16, false, false, sizeof(hfq_block_q5_0), store_q5_0};
+static const legacy_format Q5_1_FORMAT = {31, true, false, sizeof(hfq_block_q5_1), store_q5_1};
 
 /* ---- rows ---- */
 
@@ -165,6 +183,10 @@ static void q4_0_row(hfq_isa isa, const float *x, void *y, int64_t n, const floa
     legacy_row(&Q4_0_FORMAT, isa, x, y, n, importance);
 }
 
+static void q4_1_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
+    legacy_row(&Q4_1_FORMAT, isa, x, y, n, importance);
+}
+
 static void q5_0_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
     legacy_row(&Q5_0_FORMAT, isa, x, y, n, importance);
 }
@@ -175,6 +197,7 @@ static void q5_1_row(hfq_isa isa, const float *x, void *y, int64_t n, const floa
 
 HFQ_DEFINE_QUANTIZE(hfq_quantize_q8_0, hfq_block_q8_0, HFQ_QK, q8_0_row)
 HFQ_DEFINE_QUANTIZE(hfq_quantize_q4_0, hfq_block_q4_0, HFQ_QK, q4_0_row)
+HFQ_DEFINE_QUANTIZE(hfq_quantize_q4_1, hfq_block_q4_1, HFQ_QK, q4_1_row)
 HFQ_DEFINE_QUANTIZE(hfq_quantize_q5_0, hfq_block_q5_0, HFQ_QK, q5_0_row)
 HFQ_DEFINE_QUANTIZE(hfq_quantize_q5_1, hfq_block_q5_1, HFQ_QK, q5_1_row)
 
@@ -184,10 +207,12 @@ HFQ_DEFINE_QUANTIZE_ACT_ROW(hfq_quantize_row_q8_1, hfq_block_q8_1, HFQ_QK, hfq_q
 HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q8_0, hfq_block_q8_0, HFQ_QK, hfq_decode_q8_0)
 HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q8_1, hfq_block_q8_1, HFQ_QK, hfq_decode_q8_1)
 HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q4_0, hfq_block_q4_0, HFQ_QK, hfq_decode_q4_0)
+HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q4_1, hfq_block_q4_1, HFQ_QK, hfq_decode_q4_1)
 HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q5_0, hfq_block_q5_0, HFQ_QK, hfq_decode_q5_0)
 HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q5_1, hfq_block_q5_1, HFQ_QK, hfq_decode_q5_1)
 
 HFQ_DEFINE_VEC_DOT(hfq_vec_dot_q8_0, hfq_block_q8_0, hfq_block_q8_0, HFQ_QK, hfq_dot_q8_0_q8_0)
 HFQ_DEFINE_VEC_DOT(hfq_vec_dot_q4_0, hfq_block_q4_0, hfq_block_q8_0, HFQ_QK, hfq_dot_q4_0_q8_0)
+HFQ_DEFINE_VEC_DOT(hfq_vec_dot_q4_1, hfq_block_q4_1, hfq_block_q8_1, HFQ_QK, hfq_dot_q4_1_q8_1)
 HFQ_DEFINE_VEC_DOT(hfq_vec_dot_q5_0, hfq_block_q5_0, hfq_block_q8_0, HFQ_QK, hfq_dot_q5_0_q8_0)
 HFQ_DEFINE_VEC_DOT(hfq_vec_dot_q5_1, hfq_block_q5_1, hfq_block_q8_1, HFQ_QK, hfq_dot_q5_1_q8_1)

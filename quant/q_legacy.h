@@ -1,5 +1,5 @@
-/* q_legacy.h - ggml's 32-element integer formats: Q8_0, Q4_0, Q5_0, Q5_1,
- * and Q8_1 (activations for Q5_1). Block layouts in quant/blocks.h.
+/* q_legacy.h - ggml's 32-element integer formats: Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, and Q8_1 (activations for Q4_1 and Q5_1). Block layouts in quant/blocks.h.
  *
  * Quantizers (weights) have ggml's quantize_<type> contract and output:
  * rows of n_per_row elements (a positive multiple of 32); importance NULL
@@ -24,6 +24,7 @@
 
 size_t hfq_quantize_q8_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_q4_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
+size_t hfq_quantize_q4_1(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_q5_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_q5_1(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 
@@ -32,6 +33,8 @@ size_t hfq_quantize_q5_1(const float *src, void *dst, int64_t nrows, int64_t n_p
 size_t hfq_quantize_q8_0_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                              const float *importance);
 size_t hfq_quantize_q4_0_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                             const float *importance);
+size_t hfq_quantize_q4_1_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                              const float *importance);
 size_t hfq_quantize_q5_0_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                              const float *importance);
@@ -46,13 +49,15 @@ void hfq_quantize_row_q8_1(const float *x, void *y, int64_t n);
 void hfq_dequantize_q8_0(const void *src, float *dst, int64_t n);
 void hfq_dequantize_q8_1(const void *src, float *dst, int64_t n);
 void hfq_dequantize_q4_0(const void *src, float *dst, int64_t n);
+void hfq_dequantize_q4_1(const void *src, float *dst, int64_t n);
 void hfq_dequantize_q5_0(const void *src, float *dst, int64_t n);
 void hfq_dequantize_q5_1(const void *src, float *dst, int64_t n);
 
 /* Dot of a weight row with an activation row of n elements: Q8_0, Q4_0 and
- * Q5_0 pair with Q8_0 activations, Q5_1 with Q8_1. */
+ * Q5_0 pair with Q8_0 activations, Q4_1 and Q5_1 with Q8_1. */
 float hfq_vec_dot_q8_0(const void *w, const void *a, int64_t n);
 float hfq_vec_dot_q4_0(const void *w, const void *a, int64_t n);
+float hfq_vec_dot_q4_1(const void *w, const void *a, int64_t n);
 float hfq_vec_dot_q5_0(const void *w, const void *a, int64_t n);
 float hfq_vec_dot_q5_1(const void *w, const void *a, int64_t n);
 

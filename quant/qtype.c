@@ -7,8 +7,10 @@
 #include "formats/ggml_type.h"
 #include "quant/blocks.h"
 #include "quant/fp4.h"
+#include "quant/iq4.h"
 #include "quant/plain.h"
 #include "quant/q_k.h"
+#include "quant/q_k_low.h"
 #include "quant/q_legacy.h"
 
 #define ROW(t, nm, gt, native, act_only, imp, bs, ts, q, qr, dq, dot, dot_t)                                   \
@@ -32,16 +34,26 @@ static const hfq_qtype_traits traits[HFQ_QT_COUNT] = {
         hfq_quantize_row_q8_0, hfq_dequantize_q8_0, hfq_vec_dot_q8_0, HFQ_QT_Q8_0),
     ROW(HFQ_QT_Q4_0, "q4_0", GT_Q4_0, true, false, true, HFQ_QK, sizeof(hfq_block_q4_0), hfq_quantize_q4_0, NULL,
         hfq_dequantize_q4_0, hfq_vec_dot_q4_0, HFQ_QT_Q8_0),
+    ROW(HFQ_QT_Q4_1, "q4_1", GT_Q4_1, true, false, true, HFQ_QK, sizeof(hfq_block_q4_1), hfq_quantize_q4_1, NULL,
+        hfq_dequantize_q4_1, hfq_vec_dot_q4_1, HFQ_QT_Q8_1),
     ROW(HFQ_QT_Q5_0, "q5_0", GT_Q5_0, true, false, true, HFQ_QK, sizeof(hfq_block_q5_0), hfq_quantize_q5_0, NULL,
         hfq_dequantize_q5_0, hfq_vec_dot_q5_0, HFQ_QT_Q8_0),
     ROW(HFQ_QT_Q5_1, "q5_1", GT_Q5_1, true, false, true, HFQ_QK, sizeof(hfq_block_q5_1), hfq_quantize_q5_1, NULL,
         hfq_dequantize_q5_1, hfq_vec_dot_q5_1, HFQ_QT_Q8_1),
+    ROW(HFQ_QT_Q2_K, "q2_K", GT_Q2_K, true, false, true, HFQ_QK_K, sizeof(hfq_block_q2_k), hfq_quantize_q2_k, NULL,
+        hfq_dequantize_q2_k, hfq_vec_dot_q2_k, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_Q3_K, "q3_K", GT_Q3_K, true, false, true, HFQ_QK_K, sizeof(hfq_block_q3_k), hfq_quantize_q3_k, NULL,
+        hfq_dequantize_q3_k, hfq_vec_dot_q3_k, HFQ_QT_Q8_K),
     ROW(HFQ_QT_Q4_K, "q4_K", GT_Q4_K, true, false, true, HFQ_QK_K, sizeof(hfq_block_q4_k), hfq_quantize_q4_k, NULL,
         hfq_dequantize_q4_k, hfq_vec_dot_q4_k, HFQ_QT_Q8_K),
     ROW(HFQ_QT_Q5_K, "q5_K", GT_Q5_K, true, false, true, HFQ_QK_K, sizeof(hfq_block_q5_k), hfq_quantize_q5_k, NULL,
         hfq_dequantize_q5_k, hfq_vec_dot_q5_k, HFQ_QT_Q8_K),
     ROW(HFQ_QT_Q6_K, "q6_K", GT_Q6_K, true, false, true, HFQ_QK_K, sizeof(hfq_block_q6_k), hfq_quantize_q6_k, NULL,
         hfq_dequantize_q6_k, hfq_vec_dot_q6_k, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ4_NL, "iq4_nl", GT_IQ4_NL, true, false, true, HFQ_QK, sizeof(hfq_block_iq4_nl),
+        hfq_quantize_iq4_nl, NULL, hfq_dequantize_iq4_nl, hfq_vec_dot_iq4_nl, HFQ_QT_Q8_0),
+    ROW(HFQ_QT_IQ4_XS, "iq4_xs", GT_IQ4_XS, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq4_xs),
+        hfq_quantize_iq4_xs, NULL, hfq_dequantize_iq4_xs, hfq_vec_dot_iq4_xs, HFQ_QT_Q8_K),
     ROW(HFQ_QT_Q8_1, "q8_1", GT_Q8_1, true, true, false, HFQ_QK, sizeof(hfq_block_q8_1), NULL, hfq_quantize_row_q8_1,
         hfq_dequantize_q8_1, NULL, HFQ_QT_Q8_1),
     ROW(HFQ_QT_Q8_K, "q8_K", GT_Q8_K, true, true, false, HFQ_QK_K, sizeof(hfq_block_q8_k), NULL,

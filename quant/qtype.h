@@ -5,8 +5,8 @@
  * holds its row functions: quantize (weights, optionally importance-
  * weighted), dequantize, and vec_dot against activations quantized to the
  * row's vec_dot_type by that format's own quantize_row. The pairing follows
- * ggml's CPU backend: Q8_0/Q4_0/Q5_0/MXFP4/NVFP4 with Q8_0, Q5_1 with Q8_1,
- * K-quants with Q8_K, plain types with themselves. To multiply a weight row
+ * ggml's CPU backend: Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/NVFP4 with Q8_0, Q4_1/Q5_1
+ * with Q8_1, K-quants and IQ4_XS with Q8_K, plain types with themselves. To multiply a weight row
  * w of format t by float activations x:
  *
  *     const hfq_qtype_traits *wt = hfq_qtype_get(t);
@@ -36,13 +36,18 @@ typedef enum hfq_qtype {
     HFQ_QT_BF16,
     HFQ_QT_Q8_0,
     HFQ_QT_Q4_0,
+    HFQ_QT_Q4_1,
     HFQ_QT_Q5_0,
     HFQ_QT_Q5_1,
+    HFQ_QT_Q2_K,
+    HFQ_QT_Q3_K,
     HFQ_QT_Q4_K,
     HFQ_QT_Q5_K,
     HFQ_QT_Q6_K,
-    HFQ_QT_Q8_1, /* activations for Q5_1 */
-    HFQ_QT_Q8_K, /* activations for the K-quants */
+    HFQ_QT_IQ4_NL,
+    HFQ_QT_IQ4_XS,
+    HFQ_QT_Q8_1, /* activations for Q4_1 and Q5_1 */
+    HFQ_QT_Q8_K, /* activations for the K-quants and IQ4_XS */
     HFQ_QT_MXFP4,
     HFQ_QT_NVFP4,
     HFQ_QT_INT8,

@@ -1,7 +1,8 @@
 /* rows.h - the thin loops that turn per-block functions into per-row ones.
  * Internal to quant/: the macros define the public row functions of
- * q_legacy.c and q_k.c from the block functions of block_math.h, so each
- * format states only what differs (its block type and block function). */
+ * q_legacy.c, q_k.c, q_k_low.c and iq4.c from the block functions of
+ * block_math.h and iq4.h, so each format states only what differs (its
+ * block type and block function). */
 #ifndef HFQ_QUANT_ROWS_H
 #define HFQ_QUANT_ROWS_H
 

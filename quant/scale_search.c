@@ -4,6 +4,7 @@
 #include "quant/scale_search.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "quant/block_math.h"
@@ -65,19 +66,20 @@ float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8
     return scale;
 }
 
-/* Weighted squared error of x against scale * L + min. */
-static float affine_error(int n, const float *x, const float *w, const uint8_t *L, float scale, float min) {
+/* Weighted squared (or absolute) error of x against scale * L + min. */
+static float affine_error(int n, const float *x, const float *w, const uint8_t *L, float scale, float min,
+                          bool abs_error) {
     float err = 0;
     for (int i = 0; i < n; ++i) {
         float diff = scale * L[i] + min - x[i];
-        diff = diff * diff;
+        diff = abs_error ? fabsf(diff) : diff * diff;
         err += w[i] * diff;
     }
     return err;
 }
 
 float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
-                        float rdelta, int nstep) {
+                        float rdelta, int nstep, bool abs_error) {
     float min = x[0], max = x[0];
     float sum_w = w[0];
     float sum_x = sum_w * x[0];
@@ -96,7 +98,7 @@ float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t
     float iscale = nmax / (max - min);
     float scale = 1 / iscale;
     for (int i = 0; i < n; ++i) L[i] = (uint8_t)clamp_int(hfq_nearest_int(iscale * (x[i] - min)), 0, nmax);
-    float best_error = affine_error(n, x, w, L, scale, min);
+    float best_error = affine_error(n, x, w, L, scale, min, abs_error);
 
     /* Each candidate rounds with the min of the best fit so far, so unlike
      * the symmetric search the candidates depend on each other: one at a
@@ -121,7 +123,7 @@ float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t
             this_min = 0;
             this_scale = sum_xl / sum_l2;
         }
-        float err = affine_error(n, x, w, aux, this_scale, this_min);
+        float err = affine_error(n, x, w, aux, this_scale, this_min, abs_error);
         if (err < best_error) {
             memcpy(L, aux, (size_t)n);
             best_error = err;
@@ -131,6 +133,47 @@ float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t
     }
     *neg_min = -min;
     return scale;
+}
+
+float hfq_search_symmetric_refined(int n, int nmax, const float *x, int8_t *L) {
+    const float extreme = hfq_signed_extreme(x, n);
+    if (fabsf(extreme) < HFQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    const float iscale = -nmax / extreme;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = clamp_int(hfq_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        L[i] = (int8_t)l;
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    /* move single levels to their least-squares value while the fit
+     * (sumlx^2 / suml2) improves; L holds signed levels until the end */
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * L[i];
+            if (!(slx > 0)) continue;
+            float sl2 = suml2 - w * L[i] * L[i];
+            int new_l = clamp_int(hfq_nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+            if (new_l == L[i]) continue;
+            slx += w * x[i] * new_l;
+            sl2 += w * new_l * new_l;
+            if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                L[i] = (int8_t)new_l;
+                sumlx = slx;
+                suml2 = sl2;
+                ++n_changed;
+            }
+        }
+        if (!n_changed) break;
+    }
+    for (int i = 0; i < n; ++i) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 float hfq_search_positive(int n, int nmax, const float *x, const float *w, uint8_t *L) {
@@ -211,7 +254,8 @@ void hfq_search_affine_x8(hfq_isa isa, int n, int nmax, const float *x, const fl
 #endif
     (void)isa;
     for (int g = 0; g < 8; ++g)
-        scale[g] = hfq_search_affine(n, nmax, x + n * g, w + n * g, L + n * g, &neg_min[g], rmin, rdelta, nstep);
+        scale[g] = hfq_search_affine(n, nmax, x + n * g, w + n * g, L + n * g, &neg_min[g], rmin, rdelta, nstep,
+                                     false);
 }
 
 void hfq_search_symmetric_x8(hfq_isa isa, int n, int nmax, const float *x, const float *w, int8_t *L,

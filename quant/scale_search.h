@@ -2,10 +2,10 @@
  *
  * Each search picks a scale (and for affine formats a min) for a small group
  * of values and the integer levels that go with it, minimising a weighted
- * squared error over a fixed ladder of candidate scales. They reproduce
- * ggml's make_qx_quants (rmse_type 1), make_qkx2/make_qkx3_quants (squared
- * error, which coincide once weights are given) and make_qp_quants bit for
- * bit: same candidates, same float expressions in the same order, same
+ * error over a fixed ladder of candidate scales. They reproduce ggml's
+ * make_qx_quants (rmse_type 1), make_qkx2/make_qkx3_quants (which coincide
+ * once weights are given), make_q3_quants and make_qp_quants bit for bit:
+ * same candidates, same float expressions in the same order, same
  * tie-breaking. That is the whole point of them, so any change here must keep
  * tests/test_quant_ref passing.
  *
@@ -14,6 +14,7 @@
 #ifndef HFQ_QUANT_SCALE_SEARCH_H
 #define HFQ_QUANT_SCALE_SEARCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "quant/isa.h"
@@ -41,10 +42,19 @@ float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8
 
 /* Affine levels: x ~ scale * L - neg_min, L in [0, nmax], min <= 0. Starts at
  * the range fit, then tries nstep + 1 scales (nmax + rmin + rdelta * i) /
- * range with a least-squares scale and min each. w must not be NULL; n at
- * most HFQ_AFFINE_MAX_N. Returns scale; *neg_min gets -min (>= 0). */
+ * range with a least-squares scale and min each, keeping the one of least
+ * weighted squared error (abs_error: absolute error, ggml's use_mad, which
+ * only Q2_K's reference quantizer uses). w must not be NULL; n at most
+ * HFQ_AFFINE_MAX_N. Returns scale; *neg_min gets -min (>= 0). */
 float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
-                        float rdelta, int nstep);
+                        float rdelta, int nstep, bool abs_error);
+
+/* Symmetric levels as hfq_search_symmetric, weights x^2, from the one
+ * scale mapping the signed extreme to -nmax, then single levels moved to
+ * their least-squares value for up to 5 rounds (ggml's make_q3_quants with
+ * do_rmse, Q3_K's reference). L in [0, 2 nmax - 1]; all L = 0 and 0 for an
+ * all-zero group. Returns the least-squares scale. */
+float hfq_search_symmetric_refined(int n, int nmax, const float *x, int8_t *L);
 
 /* Non-negative levels for non-negative values (the K-quant sub-block scales
  * and mins): x ~ scale * L, L in [0, nmax], weights w. Tries 9 scales, then

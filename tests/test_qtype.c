@@ -35,16 +35,23 @@ static void test_table(void) {
     CHECK(hfq_qtype_get((hfq_qtype)-1) == NULL);
     CHECK(hfq_qtype_from_name("Q4_K") == HFQ_QT_Q4_K);
     CHECK(hfq_qtype_from_name("FP8_E4M3") == HFQ_QT_FP8_E4M3);
-    CHECK(hfq_qtype_from_name("q4_1") == -1);
+    CHECK(hfq_qtype_from_name("iq4_xs") == HFQ_QT_IQ4_XS);
+    CHECK(hfq_qtype_from_name("iq2_xxs") == -1);
     CHECK(hfq_qtype_from_name("") == -1);
     CHECK(hfq_qtype_from_name(NULL) == -1);
-    CHECK(hfq_qtype_from_ggml(GT_Q4_1) == -1);
+    CHECK(hfq_qtype_from_ggml(GT_Q4_1) == HFQ_QT_Q4_1);
+    CHECK(hfq_qtype_from_ggml(GT_IQ2_XXS) == -1);
     CHECK(hfq_qtype_from_ggml(12345) == -1);
     /* ggml's CPU pairings (ggml-cpu.c type_traits vec_dot_type) */
     CHECK(hfq_qtype_get(HFQ_QT_Q4_0)->vec_dot_type == HFQ_QT_Q8_0);
     CHECK(hfq_qtype_get(HFQ_QT_Q5_0)->vec_dot_type == HFQ_QT_Q8_0);
+    CHECK(hfq_qtype_get(HFQ_QT_Q4_1)->vec_dot_type == HFQ_QT_Q8_1);
     CHECK(hfq_qtype_get(HFQ_QT_Q5_1)->vec_dot_type == HFQ_QT_Q8_1);
+    CHECK(hfq_qtype_get(HFQ_QT_Q2_K)->vec_dot_type == HFQ_QT_Q8_K);
+    CHECK(hfq_qtype_get(HFQ_QT_Q3_K)->vec_dot_type == HFQ_QT_Q8_K);
     CHECK(hfq_qtype_get(HFQ_QT_Q6_K)->vec_dot_type == HFQ_QT_Q8_K);
+    CHECK(hfq_qtype_get(HFQ_QT_IQ4_NL)->vec_dot_type == HFQ_QT_Q8_0);
+    CHECK(hfq_qtype_get(HFQ_QT_IQ4_XS)->vec_dot_type == HFQ_QT_Q8_K);
     CHECK(hfq_qtype_get(HFQ_QT_Q8_K)->is_activation_only && !hfq_qtype_get(HFQ_QT_Q4_K)->is_activation_only);
 }
 
@@ -86,8 +93,10 @@ static void test_roundtrip_and_dot(void) {
     static uint8_t w[ROWS * N * 4], a[N * 4];
     /* rms error relative to the rms value that each format's bits allow */
     const struct { hfq_qtype t; double max_rel; } formats[] = {
-        {HFQ_QT_F32, 0}, {HFQ_QT_F16, 1e-3}, {HFQ_QT_BF16, 4e-3}, {HFQ_QT_Q8_0, 0.01}, {HFQ_QT_Q4_0, 0.15},
-        {HFQ_QT_Q5_0, 0.07}, {HFQ_QT_Q5_1, 0.07}, {HFQ_QT_Q4_K, 0.1}, {HFQ_QT_Q5_K, 0.05}, {HFQ_QT_Q6_K, 0.025},
+        {HFQ_QT_F32, 0},      {HFQ_QT_F16, 1e-3},   {HFQ_QT_BF16, 4e-3},   {HFQ_QT_Q8_0, 0.01},
+        {HFQ_QT_Q4_0, 0.15},  {HFQ_QT_Q4_1, 0.12},  {HFQ_QT_Q5_0, 0.07},   {HFQ_QT_Q5_1, 0.07},
+        {HFQ_QT_Q2_K, 0.4},  {HFQ_QT_Q3_K, 0.22},  {HFQ_QT_Q4_K, 0.1},    {HFQ_QT_Q5_K, 0.05},
+        {HFQ_QT_Q6_K, 0.025}, {HFQ_QT_IQ4_NL, 0.11}, {HFQ_QT_IQ4_XS, 0.11},
     };
     test_rng rng = {42};
     for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
@@ -116,8 +125,8 @@ static void test_roundtrip_and_dot(void) {
                 magnitude += fabs((double)y[r * N + i] * adeq[i]);
             }
             float got = t->vec_dot(w + r * row_bytes, a, N);
-            /* Q5_1's activation sum term is stored in fp16 (see q_legacy.h) */
-            double rel = t->type == HFQ_QT_Q5_1 ? 1e-3 : 1e-5;
+            /* Q4_1/Q5_1's activation sum term is stored in fp16 (see q_legacy.h) */
+            double rel = t->vec_dot_type == HFQ_QT_Q8_1 ? 1e-3 : 1e-5;
             CHECK_MSG(fabs(got - exact) <= rel * magnitude, "%s row %d: %.9g vs %.9g", t->name, r, got, exact);
         }
     }

@@ -7,8 +7,12 @@
  *   - dequantize == ggml dequantize_row_<type> (float bits),
  *   - activation quantizers == quantize_row_q8_0/q8_1/q8_K_ref,
  *   - vec_dot == ggml's generic vec_dot and a double-precision dot of the
- *     decoded rows, within float rounding.
+ *     decoded rows, within float rounding; bit for bit with ggml's where our
+ *     headers promise it (Q4_1, Q2_K, IQ4_NL, IQ4_XS).
+ * Rows of 32-element formats also come in lengths that are not multiples of
+ * 256.
  * Skips when the llama.cpp sources were not there at configure time. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,16 +39,22 @@ typedef struct ref_case {
     void (*dequantize)(const void *x, float *y, int64_t k);
     ggml_ref_vec_dot vec_dot;
     void (*act_ref)(const float *x, void *y, int64_t k);
+    bool dot_exact; /* vec_dot gives ggml's float bits */
 } ref_case;
 
 static const ref_case cases[] = {
-    {HFQ_QT_Q8_0, quantize_q8_0, dequantize_row_q8_0, ggml_vec_dot_q8_0_q8_0, quantize_row_q8_0_ref},
-    {HFQ_QT_Q4_0, quantize_q4_0, dequantize_row_q4_0, ggml_vec_dot_q4_0_q8_0, quantize_row_q8_0_ref},
-    {HFQ_QT_Q5_0, quantize_q5_0, dequantize_row_q5_0, ggml_vec_dot_q5_0_q8_0, quantize_row_q8_0_ref},
-    {HFQ_QT_Q5_1, quantize_q5_1, dequantize_row_q5_1, ggml_vec_dot_q5_1_q8_1, quantize_row_q8_1_ref},
-    {HFQ_QT_Q4_K, quantize_q4_K, dequantize_row_q4_K, ggml_vec_dot_q4_K_q8_K, quantize_row_q8_K_ref},
-    {HFQ_QT_Q5_K, quantize_q5_K, dequantize_row_q5_K, ggml_vec_dot_q5_K_q8_K, quantize_row_q8_K_ref},
-    {HFQ_QT_Q6_K, quantize_q6_K, dequantize_row_q6_K, ggml_vec_dot_q6_K_q8_K, quantize_row_q8_K_ref},
+    {HFQ_QT_Q8_0, quantize_q8_0, dequantize_row_q8_0, ggml_vec_dot_q8_0_q8_0, quantize_row_q8_0_ref, false},
+    {HFQ_QT_Q4_0, quantize_q4_0, dequantize_row_q4_0, ggml_vec_dot_q4_0_q8_0, quantize_row_q8_0_ref, false},
+    {HFQ_QT_Q4_1, quantize_q4_1, dequantize_row_q4_1, ggml_vec_dot_q4_1_q8_1, quantize_row_q8_1_ref, true},
+    {HFQ_QT_Q5_0, quantize_q5_0, dequantize_row_q5_0, ggml_vec_dot_q5_0_q8_0, quantize_row_q8_0_ref, false},
+    {HFQ_QT_Q5_1, quantize_q5_1, dequantize_row_q5_1, ggml_vec_dot_q5_1_q8_1, quantize_row_q8_1_ref, false},
+    {HFQ_QT_Q2_K, quantize_q2_K, dequantize_row_q2_K, ggml_vec_dot_q2_K_q8_K, quantize_row_q8_K_ref, true},
+    {HFQ_QT_Q3_K, quantize_q3_K, dequantize_row_q3_K, ggml_vec_dot_q3_K_q8_K, quantize_row_q8_K_ref, false},
+    {HFQ_QT_Q4_K, quantize_q4_K, dequantize_row_q4_K, ggml_vec_dot_q4_K_q8_K, quantize_row_q8_K_ref, false},
+    {HFQ_QT_Q5_K, quantize_q5_K, dequantize_row_q5_K, ggml_vec_dot_q5_K_q8_K, quantize_row_q8_K_ref, false},
+    {HFQ_QT_Q6_K, quantize_q6_K, dequantize_row_q6_K, ggml_vec_dot_q6_K_q8_K, quantize_row_q8_K_ref, false},
+    {HFQ_QT_IQ4_NL, quantize_iq4_nl, dequantize_row_iq4_nl, ggml_vec_dot_iq4_nl_q8_0, quantize_row_q8_0_ref, true},
+    {HFQ_QT_IQ4_XS, quantize_iq4_xs, dequantize_row_iq4_xs, ggml_vec_dot_iq4_xs_q8_K, quantize_row_q8_K_ref, true},
 };
 
 enum { MAX_N = 4096, NROWS = 6 };
@@ -72,37 +82,47 @@ static int all_finite(const float *x, int64_t n) {
     return hfq_first_nonfinite(x, n) < 0;
 }
 
+/* The block of a row of format t holding element i. */
+static const uint8_t *block_of(const hfq_qtype_traits *t, const void *row, int64_t i) {
+    return (const uint8_t *)row + (i / t->block_size) * t->type_size;
+}
+
+static float fp16_at(const uint8_t *p) { return hfq_fp16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
 /* Q8_1 stores s = d * sum(q) rounded to fp16 (and from the unrounded d), and
- * the Q5_1 dot uses it for the m * sum(a) term: a designed approximation, so
- * the exact value to compare with includes m * (s - d16 * sum(q)). */
-static double q8_1_offset_error(const void *wrow, const void *arow, int64_t n) {
-    const hfq_block_q5_1 *w = wrow;
+ * the Q4_1/Q5_1 dot uses it for the m * sum(a) term: a designed
+ * approximation, so the exact value to compare with includes
+ * m * (s - d16 * sum(q)) (m follows d at the head of both weight blocks). */
+static double q8_1_offset_error(const hfq_qtype_traits *t, const void *wrow, const void *arow, int64_t n) {
     const hfq_block_q8_1 *a = arow;
     double err = 0;
     for (int64_t b = 0; b < n / HFQ_QK; b++) {
         int sum = 0;
         for (int j = 0; j < HFQ_QK; j++) sum += a[b].qs[j];
         double stored = hfq_fp16_to_f32(a[b].s), decoded = (double)hfq_fp16_to_f32(a[b].d) * sum;
-        err += (double)hfq_fp16_to_f32(w[b].m) * (stored - decoded);
+        err += (double)fp16_at(block_of(t, wrow, b * HFQ_QK) + 2) * (stored - decoded);
     }
     return err;
 }
 
-/* The offset term of each decoded value (the m of Q5_1, dmin * m_j of
- * Q4_K/Q5_K; 0 for symmetric formats): a dot product of an affine format
- * subtracts two sums, so its float rounding scales with both, not with the
- * difference. */
-static void offsets(hfq_qtype t, const void *row, int64_t n, float *off) {
+/* The offset term of each decoded value (the m of Q4_1/Q5_1, dmin * m_j of
+ * Q2_K/Q4_K/Q5_K; 0 for symmetric formats): a dot product of an affine
+ * format subtracts two sums, so its float rounding scales with both, not
+ * with the difference. */
+static void offsets(const hfq_qtype_traits *t, const void *row, int64_t n, float *off) {
     for (int64_t i = 0; i < n; i++) {
+        const uint8_t *blk = block_of(t, row, i);
         off[i] = 0;
-        if (t == HFQ_QT_Q5_1) {
-            off[i] = hfq_fp16_to_f32(((const hfq_block_q5_1 *)row)[i / HFQ_QK].m);
-        } else if (t == HFQ_QT_Q4_K || t == HFQ_QT_Q5_K) {
+        if (t->type == HFQ_QT_Q4_1 || t->type == HFQ_QT_Q5_1) {
+            off[i] = fp16_at(blk + 2);
+        } else if (t->type == HFQ_QT_Q2_K) {
+            const hfq_block_q2_k *b = (const hfq_block_q2_k *)blk;
+            off[i] = hfq_fp16_to_f32(b->dmin) * (b->scales[(i % HFQ_QK_K) / 16] >> 4);
+        } else if (t->type == HFQ_QT_Q4_K || t->type == HFQ_QT_Q5_K) {
             /* d, dmin and scales lead both block types */
-            const uint8_t *blk = (const uint8_t *)row + (i / HFQ_QK_K) * hfq_qtype_row_size(t, HFQ_QK_K);
             uint8_t sc, m;
             hfq_k_scale_min((int)(i % HFQ_QK_K) / 32, blk + 4, &sc, &m);
-            off[i] = hfq_fp16_to_f32((uint16_t)(blk[2] | blk[3] << 8)) * m;
+            off[i] = fp16_at(blk + 2) * m;
         }
     }
 }
@@ -124,13 +144,13 @@ static void check_dots(const ref_case *c, const hfq_qtype_traits *t, int kind, i
     at->dequantize(ours, adeq, n);
     if (!all_finite(wdeq, n)) return; /* the fp16 scale overflowed: no meaningful dot */
     static float off[MAX_N];
-    offsets(t->type, wrow, n, off);
+    offsets(t, wrow, n, off);
     double exact = 0, magnitude = 0;
     for (int64_t i = 0; i < n; i++) {
         exact += (double)wdeq[i] * adeq[i];
         magnitude += (fabs((double)wdeq[i]) + fabs((double)off[i])) * fabs((double)adeq[i]);
     }
-    if (at->type == HFQ_QT_Q8_1) exact += q8_1_offset_error(wrow, ours, n);
+    if (at->type == HFQ_QT_Q8_1) exact += q8_1_offset_error(t, wrow, ours, n);
     float got = t->vec_dot(wrow, ours, n), want = 0;
     c->vec_dot((int)n, &want, 0, wrow, 0, ours, 0, 1);
     /* float rounding: a few ulps per block result, one per block summed */
@@ -139,16 +159,20 @@ static void check_dots(const ref_case *c, const hfq_qtype_traits *t, int kind, i
               (long long)n, got, exact);
     CHECK_MSG(fabs(got - want) <= tol, "%s %s n=%lld: vec_dot %.9g vs ggml %.9g", t->name, row_kind_name(kind),
               (long long)n, got, want);
+    if (c->dot_exact)
+        CHECK_MSG(memcmp(&got, &want, sizeof got) == 0, "%s %s n=%lld: vec_dot %a is not ggml's %a", t->name,
+                  row_kind_name(kind), (long long)n, got, want);
 }
 
 static void check_case(const ref_case *c, test_rng *rng) {
     const hfq_qtype_traits *t = hfq_qtype_get(c->type);
     static float src[NROWS * MAX_N], imp[MAX_N], deq_ours[NROWS * MAX_N], deq_theirs[NROWS * MAX_N];
     static uint8_t ours[NROWS * MAX_N * 2], theirs[NROWS * MAX_N * 2];
-    const int64_t lengths[] = {256, 768, 2048, 4096};
+    const int64_t lengths[] = {96, 256, 768, 2048, 4096}; /* 96: 32-element formats only */
     for (int kind = 0; kind < ROW_KIND_COUNT; kind++) {
         for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
             const int64_t n = lengths[li];
+            if (n % t->block_size != 0) continue;
             fill_row(rng, kind, src, NROWS * n);
             const size_t bytes = (size_t)(NROWS * hfq_qtype_row_size(c->type, n));
             for (int weighted = 0; weighted < 2; weighted++) {

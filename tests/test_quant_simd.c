@@ -16,6 +16,7 @@
 #include "quant/isa.h"
 #include "quant/plain.h"
 #include "quant/q_k.h"
+#include "quant/q_k_low.h"
 #include "quant/q_legacy.h"
 #include "quant_rows.h"
 
@@ -31,9 +32,10 @@ typedef struct simd_case {
 
 static const simd_case cases[] = {
     {"q8_0", hfq_quantize_q8_0_isa, 32, 34},  {"q4_0", hfq_quantize_q4_0_isa, 32, 18},
-    {"q5_0", hfq_quantize_q5_0_isa, 32, 22},  {"q5_1", hfq_quantize_q5_1_isa, 32, 24},
-    {"q4_K", hfq_quantize_q4_k_isa, 256, 144}, {"q5_K", hfq_quantize_q5_k_isa, 256, 176},
-    {"q6_K", hfq_quantize_q6_k_isa, 256, 210},
+    {"q4_1", hfq_quantize_q4_1_isa, 32, 20},  {"q5_0", hfq_quantize_q5_0_isa, 32, 22},
+    {"q5_1", hfq_quantize_q5_1_isa, 32, 24},  {"q2_K", hfq_quantize_q2_k_isa, 256, 84},
+    {"q3_K", hfq_quantize_q3_k_isa, 256, 110}, {"q4_K", hfq_quantize_q4_k_isa, 256, 144},
+    {"q5_K", hfq_quantize_q5_k_isa, 256, 176}, {"q6_K", hfq_quantize_q6_k_isa, 256, 210},
 };
 
 enum { NROWS = 24, MAX_N = 2304, KIND_MIXED = ROW_KIND_COUNT, KIND_COUNT = ROW_KIND_COUNT + 1 };

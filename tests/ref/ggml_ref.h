@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GGML_REF_FORMATS(X) X(q8_0) X(q4_0) X(q5_0) X(q5_1) X(q4_K) X(q5_K) X(q6_K)
+#define GGML_REF_FORMATS(X)                                                                                   \
+    X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q2_K) X(q3_K) X(q4_K) X(q5_K) X(q6_K) X(iq4_nl) X(iq4_xs)
 
 #define GGML_REF_DECLARE(t)                                                              \
     void quantize_row_##t##_ref(const float *x, void *y, int64_t k);                      \
@@ -26,10 +27,17 @@ typedef void (*ggml_ref_vec_dot)(int n, float *s, size_t bs, const void *vx, siz
                                  int nrc);
 void ggml_vec_dot_q8_0_q8_0(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
 void ggml_vec_dot_q4_0_q8_0(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_q4_1_q8_1(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
 void ggml_vec_dot_q5_0_q8_0(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
 void ggml_vec_dot_q5_1_q8_1(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_q2_K_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_q3_K_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
 void ggml_vec_dot_q4_K_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
 void ggml_vec_dot_q5_K_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
 void ggml_vec_dot_q6_K_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_iq4_nl_q8_0(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                              int nrc);
+void ggml_vec_dot_iq4_xs_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                              int nrc);
 
 #endif

@@ -1,0 +1,162 @@
+/* IQ4_NL and IQ4_XS; see iq4.h. Both quantizers are ggml's
+ * quantize_row_iq4_nl_impl (15 candidate scales per 32-element block),
+ * IQ4_NL on super-blocks of one block, IQ4_XS of eight whose float scales
+ * are then quantized to 6 bits. */
+#include "quant/iq4.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "quant/block_math.h"
+#include "quant/rows.h"
+#include "quant/scale_search.h"
+
+#define NTRY 7 /* candidate scales (values[0] + t) / max, t = -NTRY..NTRY */
+
+static const int8_t levels[16] = HFQ_IQ4NL_LEVELS;
+
+/* The code of the level nearest to x (ggml's best_index_int8: bisection,
+ * ties to the lower level). */
+static uint8_t nearest_level(float x) {
+    if (x <= levels[0]) return 0;
+    if (x >= levels[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (x < levels[mid]) hi = mid;
+        else lo = mid;
+    }
+    return (uint8_t)(x - levels[hi - 1] < levels[hi] - x ? hi - 1 : hi);
+}
+
+/* The least-squares scale of one 32-element block over the candidates, or
+ * 0 for an all-zero block (L then left as it was). L gets the levels of the
+ * first candidate, which maps the signed extreme onto the most negative
+ * level; the caller recomputes them from the scale it keeps. */
+static float block_scale(const float *x, const float *w, uint8_t L[HFQ_QK]) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < HFQ_QK; ++j) {
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    if (amax < HFQ_GROUP_MAX_EPS) return 0;
+    float id = 1 / (-max / levels[0]);
+    float sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < HFQ_QK; ++j) {
+        L[j] = nearest_level(id * x[j]);
+        float q = levels[L[j]];
+        sumqx += w[j] * q * x[j];
+        sumq2 += w[j] * q * q;
+    }
+    float d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+    float best = d * sumqx;
+    for (int t = -NTRY; t <= NTRY; ++t) {
+        id = (t + levels[0]) / max;
+        sumqx = sumq2 = 0;
+        for (int j = 0; j < HFQ_QK; ++j) {
+            float q = levels[nearest_level(id * x[j])];
+            sumqx += w[j] * q * x[j];
+            sumq2 += w[j] * q * q;
+        }
+        /* better fit: larger sumqx^2 / sumq2, compared without dividing */
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            d = sumqx / sumq2;
+            best = d * sumqx;
+        }
+    }
+    return d;
+}
+
+/* One super-block of n (32 or 256) values: the float scale of each block
+ * (error weights importance * sqrt(sigma2 + x^2), sigma2 twice the mean
+ * square, or x^2 without importance), then codes L against the scale as
+ * it will be decoded. IQ4_XS (n = 256) stores *d16 = -(signed extreme
+ * scale) / 32 and 6-bit block scales in scales_l/scales_h; IQ4_NL (n = 32)
+ * stores the block's scale itself. */
+static void iq4_superblock(int n, const float *x, const float *importance, uint16_t *d16, uint8_t *qs,
+                           uint16_t *scales_h, uint8_t *scales_l) {
+    const int nblk = n / HFQ_QK;
+    const float sigma2 = hfq_sum_squares(n, x) * (2.f / n);
+    uint8_t L[HFQ_QK_K];
+    float scales[HFQ_QK_K / HFQ_QK], w[HFQ_QK];
+    float max_scale = 0, amax_scale = 0;
+    for (int ib = 0; ib < nblk; ++ib) {
+        const float *xb = x + HFQ_QK * ib;
+        if (importance) hfq_importance_weights(HFQ_QK, xb, importance + HFQ_QK * ib, sigma2, w);
+        else
+            for (int j = 0; j < HFQ_QK; ++j) w[j] = xb[j] * xb[j];
+        scales[ib] = block_scale(xb, w, L + HFQ_QK * ib);
+        if (fabsf(scales[ib]) > amax_scale) {
+            amax_scale = fabsf(scales[ib]);
+            max_scale = scales[ib];
+        }
+    }
+    if (nblk > 1) {
+        /* codes against the 6-bit scale times the unrounded d, as ggml */
+        const float d = -max_scale / 32;
+        const float id = d ? 1 / d : 0.f;
+        *d16 = hfq_f32_to_fp16(d);
+        *scales_h = 0;
+        for (int ib = 0; ib < nblk; ++ib) {
+            int l = hfq_nearest_int(id * scales[ib]);
+            l = l < -32 ? -32 : l > 31 ? 31 : l;
+            const float dl = d * l;
+            const float idl = dl ? 1 / dl : 0.f;
+            for (int j = 0; j < HFQ_QK; ++j) L[HFQ_QK * ib + j] = nearest_level(idl * x[HFQ_QK * ib + j]);
+            l += 32;
+            if (ib % 2 == 0) scales_l[ib / 2] = (uint8_t)(l & 0xf);
+            else scales_l[ib / 2] |= (uint8_t)((l & 0xf) << 4);
+            *scales_h |= (uint16_t)((l >> 4) << (2 * ib));
+        }
+    } else {
+        *d16 = hfq_f32_to_fp16(scales[0]);
+        const float id = scales[0] ? 1 / scales[0] : 0;
+        for (int j = 0; j < HFQ_QK; ++j) L[j] = nearest_level(id * x[j]);
+    }
+    for (int ib = 0; ib < nblk; ++ib)
+        for (int j = 0; j < HFQ_QK / 2; ++j)
+            qs[16 * ib + j] = (uint8_t)(L[HFQ_QK * ib + j] | L[HFQ_QK * ib + 16 + j] << 4);
+}
+
+/* Rows are quantized with scalar code only: the isa is not consulted. */
+static void iq4_nl_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
+    (void)isa;
+    hfq_block_iq4_nl *b = (hfq_block_iq4_nl *)y;
+    for (int64_t i = 0; i < n / HFQ_QK; i++)
+        iq4_superblock(HFQ_QK, x + i * HFQ_QK, importance ? importance + i * HFQ_QK : NULL, &b[i].d, b[i].qs, NULL,
+                       NULL);
+}
+
+static void iq4_xs_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
+    (void)isa;
+    hfq_block_iq4_xs *b = (hfq_block_iq4_xs *)y;
+    for (int64_t i = 0; i < n / HFQ_QK_K; i++)
+        iq4_superblock(HFQ_QK_K, x + i * HFQ_QK_K, importance ? importance + i * HFQ_QK_K : NULL, &b[i].d, b[i].qs,
+                       &b[i].scales_h, b[i].scales_l);
+}
+
+size_t hfq_quantize_iq4_nl(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance) {
+    return hfq_quantize_rows(HFQ_ISA_SCALAR, src, dst, nrows, n_per_row, importance, HFQ_QK, sizeof(hfq_block_iq4_nl),
+                             iq4_nl_row);
+}
+
+size_t hfq_quantize_iq4_xs(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance) {
+    return hfq_quantize_rows(HFQ_ISA_SCALAR, src, dst, nrows, n_per_row, importance, HFQ_QK_K,
+                             sizeof(hfq_block_iq4_xs), iq4_xs_row);
+}
+
+HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_iq4_nl, hfq_block_iq4_nl, HFQ_QK, hfq_decode_iq4_nl)
+HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_iq4_xs, hfq_block_iq4_xs, HFQ_QK_K, hfq_decode_iq4_xs)
+HFQ_DEFINE_VEC_DOT(hfq_vec_dot_iq4_nl, hfq_block_iq4_nl, hfq_block_q8_0, HFQ_QK, hfq_dot_iq4_nl_q8_0)
+
+/* One running sum over all sub-blocks, in ggml's order. */
+float hfq_vec_dot_iq4_xs(const void *w, const void *a, int64_t n) {
+    const hfq_block_iq4_xs *wb = (const hfq_block_iq4_xs *)w;
+    const hfq_block_q8_k *ab = (const hfq_block_q8_k *)a;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / HFQ_QK_K; i++)
+        for (int j = 0; j < HFQ_QK_K / HFQ_QK; j++) sum += hfq_dot_iq4_xs_sub_q8_k(&wb[i], &ab[i], j);
+    return sum;
+}
