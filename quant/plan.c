@@ -78,6 +78,32 @@ int64_t hfq_fmt_spec_nbytes(const hfq_fmt_spec *s, const int64_t ne[4]) {
     return nrows * row + (s->fmt == GT_NVFP4 ? 4 : 0);
 }
 
+/* the layer weights of hfq_plan_llama_loads_scale, as "blk.N.<these>.weight" */
+static const char *const llama_scaled_layer_weights[] = {
+    "attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv", "attn_gate", "ffn_gate", "ffn_down", "ffn_up",
+    "ffn_gate_shexp", "ffn_down_shexp", "ffn_up_shexp", "ffn_gate_exps", "ffn_down_exps", "ffn_up_exps",
+    "ssm_in", "ssm_out", "ssm_alpha", "ssm_beta", "nextn.eh_proj", "nextn.shared_head_head",
+};
+
+bool hfq_plan_llama_loads_scale(const char *name) {
+    if (strcmp(name, "output.weight") == 0) return true;
+    int layer, at = 0;
+    if (sscanf(name, "blk.%d.%n", &layer, &at) != 1 || at == 0 || layer < 0) return false;
+    const char *base = name + at;
+    size_t len = strlen(base);
+    if (len < 7 || strcmp(base + len - 7, ".weight") != 0) return false;
+    for (size_t i = 0; i < sizeof llama_scaled_layer_weights / sizeof llama_scaled_layer_weights[0]; i++) {
+        const char *w = llama_scaled_layer_weights[i];
+        if (strlen(w) == len - 7 && strncmp(base, w, len - 7) == 0) return true;
+    }
+    return false;
+}
+
+int64_t hfq_fmt_tensor_nbytes(const hfq_fmt_spec *s, const char *name, const int64_t ne[4]) {
+    int64_t n = hfq_fmt_spec_nbytes(s, ne);
+    return n >= 0 && s->fmt == GT_NVFP4 && !hfq_plan_llama_loads_scale(name) ? n - 4 : n;
+}
+
 const char *hfq_fmt_spec_problem(const hfq_fmt_spec *s, int64_t ne0) {
     if (s->scale_group == HFQ_SCALE_PER_ROW) return NULL;
     if (!is_ext(s->fmt)) return "scale granularity applies to int8 and fp8 only";
@@ -552,7 +578,7 @@ static int plan_one(state *qs, const hfq_plan_tensor *tensors, int64_t i, hfq_pl
         return -1;
     e->convert = e->fmt != t->type;
     const hfq_fmt_spec spec = {e->fmt, e->scale_group};
-    e->nbytes = e->convert ? hfq_fmt_spec_nbytes(&spec, t->ne) : in_nbytes;
+    e->nbytes = e->convert ? hfq_fmt_tensor_nbytes(&spec, t->name, t->ne) : in_nbytes;
     plan->n_elements += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     plan->in_nbytes += in_nbytes;
     plan->out_nbytes += e->nbytes;

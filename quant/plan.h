@@ -66,6 +66,19 @@ const char *hfq_fmt_spec_problem(const hfq_fmt_spec *s, int64_t ne0);
  * one per row, per group ne0/G per row; -1 when the shape does not fit. */
 int64_t hfq_fmt_spec_nbytes(const hfq_fmt_spec *s, const int64_t ne[4]);
 
+/* Whether llama.cpp's loader takes an optional per-tensor "<base>.scale"
+ * beside weight `name` (llama-model.cpp's generic pass after each
+ * architecture's tensors: "blk.N.<attn_q, attn_k, attn_v, attn_output,
+ * attn_qkv, attn_gate, ffn_gate, ffn_down, ffn_up, their _shexp and _exps
+ * forms, ssm_in, ssm_out, ssm_alpha, ssm_beta, nextn.eh_proj,
+ * nextn.shared_head_head>.weight", and "output.weight"). A file with a scale
+ * tensor anywhere else (token_embd) does not load there. */
+bool hfq_plan_llama_loads_scale(const char *name);
+/* Bytes of tensor `name` in the output for spec: hfq_fmt_spec_nbytes, less
+ * NVFP4's global scale tensor where llama.cpp loads none (the driver folds
+ * the global scale into the block scales there). */
+int64_t hfq_fmt_tensor_nbytes(const hfq_fmt_spec *s, const char *name, const int64_t ne[4]);
+
 /* Elements per block of the format (1 for F32/F16/BF16 and the I8 formats). */
 int64_t hfq_fmt_block_size(uint32_t fmt);
 /* True for the formats that are not plain F32/F16/BF16. */

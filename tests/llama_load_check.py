@@ -1,11 +1,18 @@
 """Files we write that use only ggml's types must load in llama.cpp.
 
-Converts the fixture models with hfconv (and quantizes them with our quantize),
-then runs llama.cpp's own llama-perplexity (built by scripts/build_reference.sh)
-on a few chunks of tinystories-valid.txt: the file must load, and the
-perplexity must be that of a working model. Skips when the reference build or
-the fixtures are absent.
+Converts the fixture models with hfconv (and quantizes them with our quantize
+to every llama.cpp preset whose formats we write), then runs llama.cpp's own
+llama-perplexity (built by scripts/build_reference.sh) on a few chunks of
+tinystories-valid.txt: the file must load, and the perplexity must be that of
+a working model (MXFP4 and NVFP4, plain and --pure, too). The fixtures' rows (64, 128, 172, 384) are too short for the
+256-element formats, which fall back there, so a synthetic checkpoint with
+rows of 256 and 512 (mkmodel; untrained, its perplexity is near its
+vocabulary size) carries the K-quants and IQ4_XS themselves. For the presets
+of the low-bit and FP4 formats (Q4_1, Q2_K, Q3_K_*, IQ4_*, MXFP4, NVFP4) ppl-eval
+must also score each file as llama-perplexity does. Skips when the reference build or the
+fixtures are absent.
 """
+import json
 import os
 import re
 import subprocess
@@ -20,11 +27,43 @@ FIX = os.environ.get("HFQ_FIXTURES", "")
 TOOLS = os.path.join(BUILD, "src/tools")
 PERPLEXITY = os.path.join(SRC, ".cache/llama-build/bin/llama-perplexity")
 TEXT = os.path.join(FIX, "text/tinystories-valid.txt")
+PRESETS = (("F16",), ("Q8_0",), ("Q4_K_M",))
+# checked against ppl-eval too: the low-bit formats and the FP4 ones (NVFP4's
+# .scale tensors only where llama.cpp loads them, so --pure loads as well)
+COMPARED = (("Q4_1",), ("Q2_K",), ("Q3_K_S",), ("Q3_K_M",), ("Q3_K_L",), ("IQ4_NL",), ("IQ4_XS",), ("MXFP4",),
+            ("NVFP4",), ("NVFP4", "--pure"))
+# Relative PPL tolerance against llama-perplexity, both with an F32 KV cache
+# (and llama.cpp without flash attention). Both tools quantize the
+# activations (Q8_0, Q8_1, Q8_K) but sum in their own orders, and llama.cpp's
+# AVX2 activation quantizers round as its reference does not: a value that
+# lands on the other side of a rounding boundary moves one token's logits
+# and, through the cache, later ones. That noise floor, measured on files
+# holding only formats older than this check: 2.2e-3 for TinyStories-656K's
+# Q3_K_S (all Q4_0 and Q8_0 after the fallbacks), 2.5e-3 for its Q3_K_M
+# (Q4_0/Q5_0/Q5_1/Q8_0); ppl_kld_llama.py allows 2e-3 for Q4_K_M. The files of
+# the new formats (syn256, stories260K) came within 1e-3. The limit is 2x the
+# floor.
+PPL_REL_TOL = 5e-3
+F32_KV = ["-ctk", "f32", "-ctv", "f32", "-fa", "off"]
+
+
+def our_ppl(model, text, ctx, chunks):
+    r = subprocess.run([os.path.join(TOOLS, "ppl-eval"), model, "--text", text, "--ctx", str(ctx), "--chunks",
+                        str(chunks), "--threads", "2", "--kv-type", "f32", "--json"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError(f"ppl-eval failed on {model} (exit {r.returncode}): {r.stderr[-600:]}")
+    return float(json.loads(r.stdout)["ppl"])
 
 
 def llama_ppl(model, text, ctx, chunks):
-    r = run_llama([PERPLEXITY, "-m", model, "-f", text, "-c", ctx, "--chunks", chunks, "-t", "2"], "Final estimate")
-    m = re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout + r.stderr)
+    # on a loaded machine the logger loses its tail (see llama_tools) more
+    # often than run_llama's three tries cover: up to three rounds of them
+    for _ in range(3):
+        r = run_llama([PERPLEXITY, "-m", model, "-f", text, "-c", ctx, "--chunks", chunks, "-t", "2"] + F32_KV,
+                      "Final estimate")
+        m = re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout + r.stderr)
+        if r.returncode != 0 or m:
+            break
     if r.returncode != 0 or not m:
         tail = (r.stdout + r.stderr)[-600:]
         raise AssertionError(f"llama-perplexity failed on {model} (exit {r.returncode}): {tail}")
@@ -46,28 +85,42 @@ def main():
         text = os.path.join(tmp, "valid-ascii.txt")
         with open(TEXT, encoding="utf-8") as f, open(text, "w", encoding="ascii") as g:
             g.write("".join(c for c in f.read() if c.isascii()))
+        syn = os.path.join(tmp, "syn256")
+        subprocess.run([os.path.join(TOOLS, "mkmodel"), syn, "--hidden", "256", "--ffn", "512", "--layers", "2",
+                        "--heads", "4", "--kv-heads", "2", "--vocab", "512"], check=True, capture_output=True)
         # A working model scores far below its vocabulary size (512, 2048);
         # broken weights (a wrong q/k order, say) land in the hundreds. The
-        # limits sit about 2x above what llama.cpp measures (3.6 and 27).
-        for model, limit in (("stories260K", 8.0), ("TinyStories-656K", 50.0)):
-            src = os.path.join(FIX, "models", model)
+        # limits sit about 2x above what llama.cpp measures (3.6 and 27 for
+        # F32; at most 4.2 and 35 for the low-bit presets, whose rows here
+        # fall back to Q4_0/Q5_0/IQ4_NL/Q8_0). The untrained synthetic model
+        # has no such limit: it is there for the 256-element formats.
+        for model, src, limit in (("stories260K", os.path.join(FIX, "models", "stories260K"), 8.0),
+                                  ("TinyStories-656K", os.path.join(FIX, "models", "TinyStories-656K"), 50.0),
+                                  ("syn256", syn, None)):
             f32 = os.path.join(tmp, model + "-f32.gguf")
             subprocess.run([os.path.join(TOOLS, "hfconv"), src, "-o", f32, "--outtype", "f32", "-q"], check=True)
             variants = {"f32": f32}
-            for preset in ("F16", "Q8_0", "Q4_K_M"):
-                out = os.path.join(tmp, f"{model}-{preset}.gguf")
-                subprocess.run([os.path.join(TOOLS, "quantize"), f32, out, preset], check=True,
-                               capture_output=True)
-                variants[preset] = out
+            for args in PRESETS + COMPARED:
+                name = " ".join(args)
+                out = os.path.join(tmp, f"{model}-{'_'.join(args)}.gguf")
+                subprocess.run([os.path.join(TOOLS, "quantize"), f32, out, *args], check=True, capture_output=True)
+                variants[name] = out
+            compared = {" ".join(args) for args in COMPARED}
             for name, path in variants.items():
                 try:
                     ppl = llama_ppl(path, text, 256, 8)
+                    ours = our_ppl(path, text, 256, 8) if name in compared else None
                 except AssertionError as e:
                     print("FAIL:", e)
                     failures += 1
                     continue
-                ok = 1.0 < ppl < limit
-                print(f"{model} {name}: llama.cpp loads it, PPL {ppl:.4f} over 8 chunks of 256 {'ok' if ok else 'TOO HIGH'}")
+                ok = limit is None or 1.0 < ppl < limit
+                line = f"{model} {name}: llama.cpp loads it, PPL {ppl:.4f} over 8 chunks of 256"
+                if ours is not None:
+                    agree = abs(ours - ppl) <= PPL_REL_TOL * ppl
+                    line += f", ppl-eval {ours:.4f} (rel {abs(ours - ppl) / ppl:.1e}{'' if agree else ' DIFFERS'})"
+                    ok = ok and agree
+                print(f"{line} {'ok' if ok else 'FAIL'}")
                 failures += not ok
     return 1 if failures else 0
 

@@ -293,6 +293,20 @@ def test_fp4(tmp, model):
     check("blk.0.ffn_down.scale" not in ts, "MXFP4 fallback got a scale tensor")
     check(ts["output_norm.weight"].tensor_type == GGMLQuantizationType.F32, "NVFP4 norm")
 
+    # --pure: the (tied) token_embd is NVFP4 too, but llama.cpp loads no .scale
+    # beside it: no global scale there, its block scales alone give the values
+    out = os.path.join(tmp, "nvfp4_pure.gguf")
+    r = run(model, out, "NVFP4", "--pure")
+    check(r.returncode == 0, f"NVFP4 --pure run: {r.stderr}")
+    _, ts = tensors(out)
+    e = ts["token_embd.weight"]
+    check(e.tensor_type == GGMLQuantizationType.NVFP4 and "token_embd.scale" not in ts
+          and "blk.1.ffn_up.scale" in ts, "NVFP4 --pure: a scale only beside the layer weights")
+    x = src["token_embd.weight"].data.astype(np.float32)
+    y = quants.dequantize(np.asarray(e.data), GGMLQuantizationType.NVFP4).reshape(x.shape)
+    sub_amax = np.repeat(np.abs(x).reshape(-1, 16).max(axis=1), 16).reshape(x.shape)
+    check(np.all(np.abs(y - x) <= sub_amax / 6 * 1.07 + 1e-12), "NVFP4 token_embd error above half a step")
+
     out = os.path.join(tmp, "mxfp4.gguf")
     r = run(model, out, "MXFP4", "--token-embedding-type", "f16")
     check(r.returncode == 0, f"MXFP4 run: {r.stderr}")

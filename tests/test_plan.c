@@ -226,6 +226,42 @@ static void test_stories260k_fallbacks(void) {
     plan_preset(&m, &p, HFQ_PRESET_Q3_K_S);
     expect_layers(&m, &p, "ffn_gate.weight", NULL, 0, 0, GT_Q4_0);
     hfq_plan_free(&p);
+
+    /* Q2_K (n_gqa 2): attn_v Q3_K and ffn_gate Q2_K both -> Q4_0; ffn_down
+     * Q3_K -> Q4_0, which rows of 172 cannot hold either -> F16 */
+    plan_preset(&m, &p, HFQ_PRESET_Q2_K);
+    expect_layers(&m, &p, "attn_v.weight", NULL, 0, 0, GT_Q4_0);
+    expect_layers(&m, &p, "ffn_gate.weight", NULL, 0, 0, GT_Q4_0);
+    expect_layers(&m, &p, "ffn_down.weight", NULL, 0, 0, GT_F16);
+    hfq_plan_free(&p);
+
+    /* IQ4_XS: IQ4_XS -> IQ4_NL (a 32-block format), ffn_down -> F16; the
+     * tied token_embd is the output: Q8_0 (64 % 256 != 0) */
+    plan_preset(&m, &p, HFQ_PRESET_IQ4_XS);
+    expect_layers(&m, &p, "attn_q.weight", NULL, 0, 0, GT_IQ4_NL);
+    expect_layers(&m, &p, "ffn_up.weight", NULL, 0, 0, GT_IQ4_NL);
+    expect_layers(&m, &p, "ffn_down.weight", NULL, 0, 0, GT_F16);
+    EXPECT(&m, &p, "token_embd.weight", GT_Q8_0);
+    CHECK_STR_CONTAINS(entry(&m, &p, "blk.0.attn_q.weight")->note, "iq4_nl");
+    hfq_plan_free(&p);
+}
+
+/* Where llama.cpp loads a per-tensor .scale, and NVFP4's bytes without one
+ * elsewhere. */
+static void test_llama_scale_slots(void) {
+    const char *with[] = {"blk.0.attn_q.weight", "blk.12.attn_output.weight", "blk.3.ffn_down_exps.weight",
+                          "blk.1.nextn.eh_proj.weight", "blk.0.ffn_up_shexp.weight", "output.weight"};
+    const char *without[] = {"token_embd.weight", "blk.0.attn_norm.weight", "blk.x.attn_q.weight",
+                             "blk.0.attn_q.bias", "blk.0.attn_q", "output_norm.weight", "blk.0.attn_qq.weight",
+                             "per_layer_token_embd.weight", "blk.-1.attn_q.weight"};
+    for (size_t i = 0; i < sizeof with / sizeof with[0]; i++)
+        CHECK_MSG(hfq_plan_llama_loads_scale(with[i]), "%s", with[i]);
+    for (size_t i = 0; i < sizeof without / sizeof without[0]; i++)
+        CHECK_MSG(!hfq_plan_llama_loads_scale(without[i]), "%s", without[i]);
+    const hfq_fmt_spec nv = {GT_NVFP4, HFQ_SCALE_PER_ROW};
+    const int64_t ne[4] = {128, 4, 1, 1};
+    CHECK(hfq_fmt_tensor_nbytes(&nv, "blk.0.attn_q.weight", ne) == 4 * 2 * 36 + 4);
+    CHECK(hfq_fmt_tensor_nbytes(&nv, "token_embd.weight", ne) == 4 * 2 * 36);
 }
 
 /* The counters follow llama.cpp's tensor order (layer number, then name),
@@ -493,6 +529,7 @@ int main(void) {
     test_other_k_presets();
     test_legacy_and_plain_presets();
     test_stories260k_fallbacks();
+    test_llama_scale_slots();
     test_order_independent();
     test_options();
     test_70b();

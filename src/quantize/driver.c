@@ -195,6 +195,16 @@ static void count_effect(const hfq_plan *plan, const step *steps, hfq_write_effe
 
 static int input_scale_name(const char *weight, char *out, size_t n);
 
+/* The companion written beside tensor `name` converted by st: NVFP4's
+ * global scale only where llama.cpp loads one (hfq_plan_llama_loads_scale);
+ * elsewhere (token_embd) the tensor is encoded without one, its global scale
+ * folded into the block scales (ggml's reference NVFP4, which any reader
+ * decodes alone). */
+static hfq_companion step_companion(const step *st, const char *name) {
+    if (!st->convert || (st->spec.fmt == GT_NVFP4 && !hfq_plan_llama_loads_scale(name))) return HFQ_COMPANION_NONE;
+    return hfq_codec_companion(&st->spec);
+}
+
 /* Refuses, before anything is written, what cannot be converted. */
 static int check_plan(const gguf_file *f, const hfq_plan *plan, const step *steps, const hfq_quantize_opts *o,
                       bool need_encode, hfq_error *err) {
@@ -215,7 +225,8 @@ static int check_plan(const gguf_file *f, const hfq_plan *plan, const step *step
         if (need_encode && !hfq_codec_can_encode(e->fmt))
             return hfq_fail(err, gguf_path(f), "tensor %s: format %s is not available in this build",
                             t->name, hfq_fmt_name(e->fmt));
-        if ((hfq_codec_companion(e) != HFQ_COMPANION_NONE && hfq_codec_scale_name(t->name, name, sizeof name) < 0) ||
+        if ((step_companion(&steps[i], t->name) != HFQ_COMPANION_NONE &&
+             hfq_codec_scale_name(t->name, name, sizeof name) < 0) ||
             (steps[i].adj.input_scale > 0.0f && input_scale_name(t->name, name, sizeof name) < 0))
             return hfq_fail(err, gguf_path(f), "tensor %s: the name of its scale tensor would be too long", t->name);
     }
@@ -320,7 +331,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     int64_t slab_rows = (o->slab_floats > 0 ? o->slab_floats : SLAB_FLOATS) / t->ne[0];
     if (slab_rows < 1) slab_rows = 1;
     if (slab_rows > rows_per_mat) slab_rows = rows_per_mat;
-    hfq_companion comp = hfq_codec_companion(&spec);
+    hfq_companion comp = step_companion(e, t->name);
     if (grow((void **)&wk->rows, &wk->rows_cap, (size_t)n_threads * (size_t)t->ne[0], sizeof(float)) < 0 ||
         grow((void **)&wk->out, &wk->out_cap, (size_t)slab_rows * job.out_row_bytes, 1) < 0 ||
         grow((void **)&wk->scales, &wk->scales_cap,
@@ -329,7 +340,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     const float *imp_all = e->importance ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
     const uint8_t *data = t->data;
     float amax = 0.0f;
-    for (int pass = hfq_codec_needs_amax(&spec) ? 0 : 1; pass < 2; pass++) {
+    for (int pass = comp == HFQ_COMPANION_TENSOR_SCALE ? 0 : 1; pass < 2; pass++) {
         for (int64_t row = 0; row < n_rows;) {
             int64_t in_mat = row % rows_per_mat;
             int64_t nr = rows_per_mat - in_mat < slab_rows ? rows_per_mat - in_mat : slab_rows;
@@ -373,7 +384,7 @@ static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *p
         const hfq_fmt_spec spec = steps[i].spec;
         char name[GGUF_MAX_NAME + 1];
         if (gguf_add_tensor(w, t->name, hfq_codec_storage_type(spec.fmt), t->n_dims, t->ne, err) < 0) return -1;
-        hfq_companion comp = steps[i].convert ? hfq_codec_companion(&spec) : HFQ_COMPANION_NONE;
+        hfq_companion comp = step_companion(&steps[i], t->name);
         if (comp != HFQ_COMPANION_NONE) {
             if (hfq_codec_scale_name(t->name, name, sizeof name) < 0) /* check_plan refused it */
                 return hfq_fail(err, gguf_path(f), "tensor %s: scale name too long", t->name);

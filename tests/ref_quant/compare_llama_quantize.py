@@ -3,7 +3,12 @@
 
 For every model and preset: both tools quantize the same GGUF; the outputs
 must hold the same tensors with the same types and shapes, byte-identical
-data, and the same general.file_type / general.quantization_version.
+data, and the same general.file_type / general.quantization_version. The
+presets whose formats weigh their rounding by importance are compared a
+second time with importance data: a synthetic statistics file in llama.cpp's
+imatrix GGUF layout (random mean squares spread over orders of magnitude,
+some zero, for every weight llama-imatrix would record), given to ours as
+--stats and to llama-quantize as --imatrix.
 Large shapes (written sparse) are compared by plan only: our --dry-run --json
 against llama-quantize --dry-run. Exit status: 0 all equal, 1 differences,
 77 when llama-quantize is missing.
@@ -49,6 +54,13 @@ FIXTURE_MODELS = {
 
 PRESETS = ["Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q2_K",
            "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "MXFP4_MOE", "F16", "BF16", "F32"]
+
+# presets compared again with importance data (every format they use honours it)
+IMATRIX_PRESETS = ["Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q2_K",
+                   "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS"]
+
+# tensor types whose quantizers take no importance
+NO_IMPORTANCE = {"f32", "f16", "bf16", "q8_0", "mxfp4"}
 
 # extra runs with options, for every model
 OPTION_RUNS = [
@@ -119,6 +131,30 @@ def compare_files(ref_path, our_path):
     return problems, len(ref)
 
 
+def write_imatrix(model_path, out_path, seed):
+    """Statistics for every weight a matmul reads (token_embd is looked up, not
+    multiplied): in_sum2 [ne0, n_mats] = mean x^2 * count, counts [1, n_mats]."""
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(out_path, arch="imatrix")
+    w.add_type("imatrix")
+    w.add_array("imatrix.datasets", ["synthetic"])
+    w.add_uint32("imatrix.chunk_count", 4)
+    w.add_uint32("imatrix.chunk_size", 128)
+    for t in gguf.GGUFReader(model_path).tensors:
+        if not t.name.endswith(".weight") or len(t.shape) < 2 or t.name == "token_embd.weight":
+            continue
+        ne0, n_mats = int(t.shape[0]), int(t.shape[2]) if len(t.shape) > 2 else 1
+        counts = rng.integers(1, 600, size=(n_mats, 1)).astype(np.float32)
+        mean_sq = np.exp(2 * rng.standard_normal((n_mats, ne0))) * (rng.random((n_mats, ne0)) >= 0.02)
+        base = t.name[:-len(".weight")] + ".weight"
+        w.add_tensor(base + ".in_sum2", (mean_sq * counts).astype(np.float32))
+        w.add_tensor(base + ".counts", counts)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quantize", required=True, help="our quantize binary")
@@ -126,6 +162,8 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--presets", default=",".join(PRESETS))
+    ap.add_argument("--imatrix-presets", default=",".join(IMATRIX_PRESETS),
+                    help="presets compared again with importance data ('' for none)")
     ap.add_argument("--no-options", action="store_true", help="skip the extra option sets")
     ap.add_argument("--gguf", action="append", default=[], help="also compare this (non-sparse) GGUF")
     ap.add_argument("--fixtures", default=os.environ.get("HFQ_FIXTURES", os.path.join(HERE, "../../../shared/fixtures")),
@@ -161,10 +199,18 @@ def main():
 
     presets = a.presets.split(",")
     runs = [(p, []) for p in presets] + ([] if a.no_options else OPTION_RUNS)
+    imatrix_runs = [(p, ["--imatrix"]) for p in a.imatrix_presets.split(",") if p]
     n_bad = n_done = n_skip = 0
+    plain_digest = {}  # (model, preset) -> digest of our plain output
     for name, path, sparse in inputs:
-        for preset, opts in runs:
+        stats = os.path.join(a.workdir, f"{name}.imatrix")
+        if imatrix_runs and not sparse:
+            write_imatrix(path, stats, seed=len(name))
+        for preset, opts in runs + ([] if sparse else imatrix_runs):
             label = f"{name} {preset} {' '.join(opts)}".strip()
+            # --imatrix alone marks an importance run: the file goes to ours as --stats
+            ours_opts = ["--stats", stats] if opts == ["--imatrix"] else opts
+            opts = ["--imatrix", stats] if opts == ["--imatrix"] else opts
             if sparse:
                 ref, msg = ref_plan(a.llama_quantize, path, preset, opts)
                 our, msg2 = our_plan(a.quantize, path, preset, opts)
@@ -175,7 +221,7 @@ def main():
             else:
                 ref_out = os.path.join(a.workdir, "ref.gguf")
                 our_out = os.path.join(a.workdir, "ours.gguf")
-                r2 = run([a.quantize, path, our_out, preset, "--threads", a.threads] + opts)
+                r2 = run([a.quantize, path, our_out, preset, "--threads", a.threads] + ours_opts)
                 if "is not available in this build" in r2.stderr:
                     n_skip += 1
                     print(f"skip {label}: {r2.stderr.strip().split(': ')[-1]}")
@@ -185,6 +231,17 @@ def main():
                     problems, n = [f"failed: {r1.stderr[-300:]}{r2.stderr}"], 0
                 else:
                     problems, n = compare_files(ref_out, our_out)
+                    # an importance run must be one: llama-quantize loaded the entries and the bytes moved
+                    digest = hashlib.sha1(b"".join(d for _, _, d in tensors_of(our_out)[0].values())).hexdigest()
+                    if not opts:
+                        plain_digest[(name, preset)] = digest
+                    elif opts[0] == "--imatrix":
+                        if not re.search(r"loaded [1-9]\d* importance matrix entries", r1.stdout + r1.stderr):
+                            problems.append("llama-quantize loaded no importance entries")
+                        # (unless the fallbacks left only formats without importance-weighted rounding)
+                        weighted = any(t not in NO_IMPORTANCE for t, _, _ in tensors_of(our_out)[0].values())
+                        if weighted and plain_digest.get((name, preset)) == digest:
+                            problems.append("importance changed nothing")
             n_done += 1
             what = "plan" if sparse else "types+bytes"
             if problems:
