@@ -16,7 +16,7 @@ struct hfq_context {
     const hfq_hparams *hp;
     const hfq_ops *ops;
     hfq_backend *be;
-    int64_t n_ctx, n_batch, n_past;
+    int64_t n_ctx, n_batch, n_outputs, n_past;
     hfq_observer_fn observer;
     void *observer_user;
     hfq_rope rope;
@@ -30,9 +30,9 @@ struct hfq_context {
     float *att;        /* [T][Q]   attention output, before attn_output */
     float *gate, *up;  /* [T][F] */
     float *proj;       /* [T][E]   output of attn_output / ffn_down */
-    float *logits;     /* [T][V] */
+    float *logits;     /* [n_outputs][V] */
     float *cos_sin;    /* [n_ctx][n_rot/2][2] */
-    float **k_cache;   /* [n_layer] -> n_ctx * KV, layout the backend's */
+    float **k_cache;   /* [n_layer] -> n_ctx rows of KV in attn.k_type, layout the backend's */
     float **v_cache;
 };
 
@@ -74,23 +74,41 @@ static void fill_rope_table(float *cs, const hfq_hparams *hp, const float *facto
     }
 }
 
-static int alloc_buffers(hfq_context *c, hfq_error *err) {
-    const hfq_hparams *hp = c->hp;
-    const size_t T = (size_t)c->n_batch, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
+/* What a context's parameters come to, resolved and checked once for both
+ * hfq_context_new and hfq_context_plan. */
+typedef struct context_shape {
+    const hfq_ops *ops;
+    int64_t n_ctx, n_batch, n_outputs;
+    hfq_kv_type kv_k, kv_v;
+    int64_t k_floats, v_floats;   /* one layer's K and V cache */
+    hfq_backend_params bp;
+} context_shape;
+
+#define N_BUFFERS 11
+
+/* Floats of each activation buffer, in struct hfq_context's order (x .. cos_sin). */
+static void buffer_sizes(const hfq_hparams *hp, const context_shape *sh, size_t n[N_BUFFERS]) {
+    const size_t T = (size_t)sh->n_batch, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
                  KV = (size_t)(hp->n_head_kv * hp->head_dim), F = (size_t)hp->n_ff, V = (size_t)hp->n_vocab;
-    struct { float **buf; size_t n; } bufs[] = {
-        {&c->x, T * E}, {&c->xn, T * E}, {&c->q, T * Q}, {&c->k, T * KV}, {&c->v, T * KV},
-        {&c->att, T * Q}, {&c->gate, T * F}, {&c->up, T * F}, {&c->proj, T * E}, {&c->logits, T * V},
-        {&c->cos_sin, (size_t)c->n_ctx * (size_t)hp->n_rot},
-    };
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (!(*bufs[i].buf = c->ops->alloc(c->be, bufs[i].n))) goto oom;
+    const size_t sizes[N_BUFFERS] = {T * E, T * E, T * Q, T * KV, T * KV, T * Q, T * F, T * F, T * E,
+                                     (size_t)sh->n_outputs * V, (size_t)sh->n_ctx * (size_t)hp->n_rot};
+    memcpy(n, sizes, sizeof sizes);
+}
+
+static int alloc_buffers(hfq_context *c, const context_shape *sh, hfq_error *err) {
+    const hfq_hparams *hp = c->hp;
+    float **bufs[N_BUFFERS] = {&c->x, &c->xn, &c->q, &c->k, &c->v, &c->att, &c->gate, &c->up, &c->proj, &c->logits,
+                               &c->cos_sin};
+    size_t n[N_BUFFERS];
+    buffer_sizes(hp, sh, n);
+    for (size_t i = 0; i < N_BUFFERS; i++)
+        if (!(*bufs[i] = c->ops->alloc(c->be, n[i]))) goto oom;
     c->k_cache = calloc((size_t)hp->n_layer, sizeof *c->k_cache);
     c->v_cache = calloc((size_t)hp->n_layer, sizeof *c->v_cache);
     if (!c->k_cache || !c->v_cache) goto oom;
     for (int64_t il = 0; il < hp->n_layer; il++)
-        if (!(c->k_cache[il] = c->ops->alloc(c->be, (size_t)c->n_ctx * KV)) ||
-            !(c->v_cache[il] = c->ops->alloc(c->be, (size_t)c->n_ctx * KV)))
+        if (!(c->k_cache[il] = c->ops->alloc(c->be, (size_t)sh->k_floats)) ||
+            !(c->v_cache[il] = c->ops->alloc(c->be, (size_t)sh->v_floats)))
             goto oom;
     return 0;
 oom:
@@ -108,43 +126,90 @@ static int init_rope(hfq_context *c, hfq_error *err) {
     free(host);
     c->rope = (hfq_rope){.mode = hp->rope_mode, .n_rot = hp->n_rot, .head_dim = hp->head_dim,
                          .cos_sin = c->cos_sin};
-    c->attn = (hfq_attn){.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
-                         .scale = (float)(1.0 / sqrt((double)hp->head_dim))};
+    return 0;
+}
+
+/* A KV format the backend takes and head_dim suits; HFQ_KV_DEFAULT resolved.
+ * which: "K", "V". */
+static int kv_type_for(const hfq_ops *ops, hfq_kv_type want, const hfq_hparams *hp, const char *path,
+                       const char *which, hfq_kv_type *out, hfq_error *err) {
+    const hfq_kv_type t = want == HFQ_KV_DEFAULT ? ops->kv_default : want;
+    const char *name = hfq_kv_type_name(t);
+    if (!name) return hfq_fail(err, path, "unknown %s cache type %d", which, (int)want);
+    if (!(ops->kv_types & (1u << t)))
+        return hfq_fail(err, path, "the %s backend has no %s cache of type %s", ops->name, which, name);
+    if (hfq_kv_row_bytes(t, hp->head_dim) < 0)
+        return hfq_fail(err, path, "%s cache type %s needs a head size that is a multiple of %lld, not %lld", which,
+                        name, (long long)hfq_qtype_get(hfq_kv_type_qtype(t))->block_size, (long long)hp->head_dim);
+    *out = t;
+    return 0;
+}
+
+static int context_shape_of(const hfq_model *m, const hfq_context_params *p, context_shape *sh, hfq_error *err) {
+    const hfq_hparams *hp = hfq_model_hparams(m);
+    const char *path = hfq_model_path(m);
+    *sh = (context_shape){.ops = p->ops ? p->ops : hfq_cpu_ops()};
+    sh->n_ctx = p->n_ctx > 0 ? p->n_ctx : hp->n_ctx_train;
+    sh->n_batch = p->n_batch > 0 ? p->n_batch : (sh->n_ctx < 512 ? sh->n_ctx : 512);
+    if (sh->n_ctx > ((int64_t)1 << 24))
+        return hfq_fail(err, path, "context of %lld positions is too large", (long long)sh->n_ctx);
+    if (p->act_quant < HFQ_ACT_QUANT_AUTO || p->act_quant > HFQ_ACT_QUANT_STATIC)
+        return hfq_fail(err, path, "unknown activation quantization mode %d", (int)p->act_quant);
+    if (sh->n_batch > sh->n_ctx) sh->n_batch = sh->n_ctx;
+    sh->n_outputs = p->n_outputs > 0 && p->n_outputs < sh->n_batch ? p->n_outputs : sh->n_batch;
+    if (kv_type_for(sh->ops, p->kv_k, hp, path, "K", &sh->kv_k, err) ||
+        kv_type_for(sh->ops, p->kv_v, hp, path, "V", &sh->kv_v, err))
+        return -1;
+    sh->k_floats = hfq_kv_cache_floats(sh->kv_k, sh->n_ctx, hp->n_head_kv, hp->head_dim);
+    sh->v_floats = hfq_kv_cache_floats(sh->kv_v, sh->n_ctx, hp->n_head_kv, hp->head_dim);
+    if (sh->k_floats < 0 || sh->v_floats < 0)
+        return hfq_fail(err, path, "a KV cache of %lld positions is too large", (long long)sh->n_ctx);
+    sh->bp = (hfq_backend_params){.n_threads = p->n_threads, .act_quant = p->act_quant, .max_tokens = sh->n_batch,
+                                  .n_ctx = sh->n_ctx};
     return 0;
 }
 
 hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hfq_error *err) {
     const hfq_hparams *hp = hfq_model_hparams(m);
-    const char *path = hfq_model_path(m);
-    int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : hp->n_ctx_train;
-    int64_t n_batch = p->n_batch > 0 ? p->n_batch : (n_ctx < 512 ? n_ctx : 512);
-    if (n_ctx > ((int64_t)1 << 24)) {
-        hfq_fail(err, path, "context of %lld positions is too large", (long long)n_ctx);
-        return NULL;
-    }
-    if (p->act_quant < HFQ_ACT_QUANT_AUTO || p->act_quant > HFQ_ACT_QUANT_STATIC) {
-        hfq_fail(err, path, "unknown activation quantization mode %d", (int)p->act_quant);
-        return NULL;
-    }
-    if (n_batch > n_ctx) n_batch = n_ctx;
+    context_shape sh;
+    if (context_shape_of(m, p, &sh, err)) return NULL;
     hfq_context *c = calloc(1, sizeof *c);
     if (!c) {
-        hfq_fail(err, path, "out of memory");
+        hfq_fail(err, hfq_model_path(m), "out of memory");
         return NULL;
     }
     c->model = m;
     c->hp = hp;
-    c->ops = p->ops ? p->ops : hfq_cpu_ops();
-    c->n_ctx = n_ctx;
-    c->n_batch = n_batch;
-    hfq_backend_params bp = {.n_threads = p->n_threads, .act_quant = p->act_quant, .max_tokens = n_batch,
-                             .n_ctx = n_ctx};
-    if (!(c->be = c->ops->create(m, &bp, err)) || alloc_buffers(c, err) || init_rope(c, err) ||
+    c->ops = sh.ops;
+    c->attn = (hfq_attn){.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+                         .scale = (float)(1.0 / sqrt((double)hp->head_dim)), .k_type = sh.kv_k, .v_type = sh.kv_v};
+    c->n_ctx = sh.n_ctx;
+    c->n_batch = sh.n_batch;
+    c->n_outputs = sh.n_outputs;
+    if (!(c->be = c->ops->create(m, &sh.bp, err)) || alloc_buffers(c, &sh, err) || init_rope(c, err) ||
         (c->ops->sync && c->ops->sync(c->be, err))) {
         hfq_context_free(c);
         return NULL;
     }
     return c;
+}
+
+int hfq_context_plan(const hfq_model *m, const hfq_context_params *p, hfq_context_memory *out, hfq_error *err) {
+    context_shape sh;
+    if (context_shape_of(m, p, &sh, err)) return -1;
+    if (!sh.ops->scratch_bytes)
+        return hfq_fail(err, hfq_model_path(m), "the %s backend has no memory plan", sh.ops->name);
+    const int64_t scratch = sh.ops->scratch_bytes(m, &sh.bp, err);
+    if (scratch < 0) return -1;
+    size_t n[N_BUFFERS];
+    buffer_sizes(hfq_model_hparams(m), &sh, n);
+    int64_t buffers = scratch;
+    for (size_t i = 0; i < N_BUFFERS; i++) buffers += (int64_t)(n[i] * sizeof(float));
+    *out = (hfq_context_memory){.kv_k = sh.kv_k, .kv_v = sh.kv_v, .n_ctx = sh.n_ctx,
+                                .kv_cache = hfq_model_hparams(m)->n_layer * (sh.k_floats + sh.v_floats) *
+                                            (int64_t)sizeof(float),
+                                .buffers = buffers};
+    return 0;
 }
 
 void hfq_context_free(hfq_context *c) {
@@ -167,6 +232,8 @@ void hfq_context_free(hfq_context *c) {
 int64_t hfq_context_n_ctx(const hfq_context *c) { return c->n_ctx; }
 int64_t hfq_context_n_batch(const hfq_context *c) { return c->n_batch; }
 int64_t hfq_context_n_past(const hfq_context *c) { return c->n_past; }
+hfq_kv_type hfq_context_kv_k(const hfq_context *c) { return c->attn.k_type; }
+hfq_kv_type hfq_context_kv_v(const hfq_context *c) { return c->attn.v_type; }
 void hfq_context_reset(hfq_context *c) { c->n_past = 0; }
 
 void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user) {
@@ -226,6 +293,14 @@ static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int6
     ops->download(be, logits, c->logits, (size_t)(n_out * hp->n_vocab));
 }
 
+/* Logits rows of the batch of tokens [done, done + n_batch) of n_tokens
+ * when tokens first_out.. have theirs asked for. */
+static int64_t batch_outputs(int64_t done, int64_t n_tokens, int64_t n_batch, int64_t first_out) {
+    const int64_t end = n_tokens - done < n_batch ? n_tokens : done + n_batch;
+    const int64_t n_out = end - (first_out > done ? first_out : done);
+    return n_out < 0 ? 0 : n_out;
+}
+
 int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t n_logits, float *logits,
                 hfq_error *err) {
     const char *path = hfq_model_path(c->model);
@@ -246,9 +321,14 @@ int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t
         return hfq_fail(err, path, "the %s backend cannot show activations to an observer", c->ops->name);
     const int64_t first_out = n_tokens - n_logits;  /* first token whose logits are asked for */
     for (int64_t done = 0; done < n_tokens; done += c->n_batch) {
-        int64_t T = n_tokens - done < c->n_batch ? n_tokens - done : c->n_batch;
-        int64_t n_out = done + T - (first_out > done ? first_out : done);
-        if (n_out < 0) n_out = 0;
+        const int64_t n_out = batch_outputs(done, n_tokens, c->n_batch, first_out);
+        if (n_out > c->n_outputs)
+            return hfq_fail(err, path, "logits of %lld tokens in one batch asked of a context that keeps %lld",
+                            (long long)n_out, (long long)c->n_outputs);
+    }
+    for (int64_t done = 0; done < n_tokens; done += c->n_batch) {
+        const int64_t T = n_tokens - done < c->n_batch ? n_tokens - done : c->n_batch;
+        const int64_t n_out = batch_outputs(done, n_tokens, c->n_batch, first_out);
         float *out = n_out ? logits + (done + T - n_out - first_out) * n_vocab : NULL;
         forward_batch(c, tokens + done, T, c->n_past, n_out, out);
         if (c->ops->sync && c->ops->sync(c->be, err)) return -1;

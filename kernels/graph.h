@@ -29,17 +29,39 @@ typedef void (*hfq_observer_fn)(void *user, const char *weight_name, const float
 typedef struct hfq_context_params {
     int64_t n_ctx;          /* positions; <= 0: the model's context_length */
     int64_t n_batch;        /* tokens per batch; <= 0: min(n_ctx, 512) */
+    /* most logits rows one batch gives (of hfq_forward's n_logits), the rows
+     * the context keeps for them; <= 0: n_batch */
+    int64_t n_outputs;
     int n_threads;          /* <= 0: all available */
     hfq_act_quant act_quant;/* W8A8/W4A4 activations (ops.h); 0: what the file says */
+    /* KV cache formats (kv_type.h), K and V independently; HFQ_KV_DEFAULT:
+     * the backend's default (the CPU's F16, llama.cpp's default) */
+    hfq_kv_type kv_k, kv_v;
     const hfq_ops *ops;     /* NULL: the CPU backend */
 } hfq_context_params;
 
 hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hfq_error *err);
 void hfq_context_free(hfq_context *c);
 
+/* What hfq_context_new would allocate for the same parameters, in bytes,
+ * allocating nothing (the weights are the model's, not the context's). */
+typedef struct hfq_context_memory {
+    hfq_kv_type kv_k, kv_v;  /* the KV formats, defaults resolved */
+    int64_t n_ctx;           /* positions, default resolved */
+    int64_t kv_cache;        /* K and V of every layer for n_ctx positions */
+    int64_t buffers;         /* activations of n_batch tokens, the rope table, the backend's scratch */
+} hfq_context_memory;
+
+/* Fails as hfq_context_new would on the parameters, or when the backend
+ * gives no figures (ops.h scratch_bytes). */
+int hfq_context_plan(const hfq_model *m, const hfq_context_params *p, hfq_context_memory *out, hfq_error *err);
+
 int64_t hfq_context_n_ctx(const hfq_context *c);
 int64_t hfq_context_n_batch(const hfq_context *c);
 int64_t hfq_context_n_past(const hfq_context *c);   /* tokens in the KV cache */
+/* The KV cache formats in use (HFQ_KV_DEFAULT resolved). */
+hfq_kv_type hfq_context_kv_k(const hfq_context *c);
+hfq_kv_type hfq_context_kv_v(const hfq_context *c);
 /* Forgets the sequence: the next token goes to position 0. */
 void hfq_context_reset(hfq_context *c);
 /* fn NULL: no observer. */
@@ -49,7 +71,8 @@ void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user);
  * and writes the logits of the last n_logits tokens (0..n_tokens: 0 only
  * fills the KV cache, 1 the next-token logits, n_tokens all) to logits,
  * [n_logits][n_vocab]. Fails, changing nothing, when a token id is out of
- * range, the tokens do not fit in the context or n_logits is out of range. */
+ * range, the tokens do not fit in the context or n_logits is out of range
+ * (more than n_tokens, or more in one batch than the context's n_outputs). */
 int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t n_logits, float *logits,
                 hfq_error *err);
 

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "formats/error.h"
+#include "kernels/kv_type.h"
 #include "kernels/model.h"
 
 typedef struct hfq_backend hfq_backend;  /* a backend's state, opaque to the graph */
@@ -54,6 +55,7 @@ typedef struct hfq_rope {
 typedef struct hfq_attn {
     int64_t n_head, n_head_kv, head_dim;
     float scale;            /* on q.k, 1/sqrt(head_dim) */
+    hfq_kv_type k_type, v_type;  /* the caches' formats (one the backend's kv_types has) */
 } hfq_attn;
 
 typedef struct hfq_ops {
@@ -93,7 +95,9 @@ typedef struct hfq_ops {
                  const hfq_rope *r);
 
     /* Stores k, v of positions pos0.. into the cache (layout up to the
-     * backend; buffers of n_ctx * n_head_kv * head_dim floats), then for
+     * backend; each cache a buffer of hfq_kv_cache_floats (kv_type.h) floats
+     * holding n_ctx * n_head_kv rows of head_dim values in a->k_type or
+     * a->v_type, read there directly, never dequantized whole), then for
      * each token t and head h: out = softmax(scale * q.K^T over cache
      * positions 0..pos0+t) V, with K, V of kv head h / (n_head / n_head_kv).
      * q, out: [n_tokens][n_head * head_dim];  k, v: [n_tokens][n_head_kv * head_dim] */
@@ -110,6 +114,14 @@ typedef struct hfq_ops {
      * far; -1 with err (one line) when any operation since the backend was
      * created failed (a device backend's operations run asynchronously). */
     int (*sync)(hfq_backend *b, hfq_error *err);
+
+    uint32_t kv_types;      /* the KV cache formats attention takes: bit 1u << hfq_kv_type */
+    hfq_kv_type kv_default; /* the one HFQ_KV_DEFAULT means */
+
+    /* Optional (NULL: no memory plan). Bytes create would allocate for its
+     * own scratch (beyond the buffers the graph asks for) with these
+     * parameters; -1 with err when create would fail. */
+    int64_t (*scratch_bytes)(const hfq_model *m, const hfq_backend_params *p, hfq_error *err);
 } hfq_ops;
 
 #endif

@@ -2,7 +2,7 @@
 (--kl-divergence-base / --kl-divergence) on stories260K (hfconv F32, our
 quantize's Q8_0 and Q4_K_M), ctx 256, a subset of tinystories-valid.txt.
 llama.cpp runs with an F32 KV cache and without flash attention (whose F16
-steps would add their own differences). Skips unless llama-perplexity is
+steps would add their own differences), ppl-eval with --kv-type f32. Skips unless llama-perplexity is
 built (scripts/build_reference.sh).
 
 1. The formulas: both tools score the F32 model against the same stored base
@@ -31,6 +31,7 @@ from llama_tools import run_llama
 
 PPL_EVAL, HFCONV, QUANTIZE, LLAMA_PPL = sys.argv[1:5]
 CTX, CHUNKS = 256, 8 if pk.SANITIZED else 16
+F32_KV = ("--kv-type", "f32")   # llama.cpp's -ctk f32 -ctv f32
 
 # llama-perplexity's labels -> (our JSON key, its unit in the printout)
 LABELS = {"Mean PPL(Q)": ("ppl", 1), "Mean PPL(base)": ("ppl_base", 1),
@@ -115,7 +116,7 @@ def main():
         q4_file = os.path.join(tmp, "q4.kld")
         llama(["-m", models["Q4_K_M"], "--kl-divergence-base", q4_file] + f, False)
         theirs = parse_stats(llama(["-m", models["f32"], "--kl-divergence-base", q4_file, "--kl-divergence"] + f, True))
-        ours = ev.json(models["f32"], "--base-logits", q4_file, ctx=None, chunks=None)
+        ours = ev.json(models["f32"], "--base-logits", q4_file, *F32_KV, ctx=None, chunks=None)
         worst = compare("F32 vs stored Q4_K_M", theirs, ours.get("kl", {}), lambda k: (2e-4, printed(k)))
         print(f"F32 against llama.cpp's stored Q4_K_M log-probs: {len(theirs)} statistics, largest relative "
               f"difference beyond the printed digits {worst[0]:.2g} ({worst[1]}); mean KLD ours "
@@ -127,8 +128,9 @@ def main():
         for fmt in ("Q8_0", "Q4_K_M"):
             theirs = parse_stats(llama(["-m", models[fmt], "--kl-divergence-base", f32_file, "--kl-divergence"] + f,
                                        True))
-            stored = ev.json(models[fmt], "--base-logits", f32_file, ctx=None, chunks=None).get("kl", {})
-            live = ev.json(models[fmt], "--base", models["f32"], ctx=CTX, chunks=CHUNKS).get("kl", {})
+            stored = ev.json(models[fmt], "--base-logits", f32_file, *F32_KV, ctx=None, chunks=None).get("kl", {})
+            live = ev.json(models[fmt], "--base", models["f32"], *F32_KV, "--base-kv-type", "f32", ctx=CTX,
+                           chunks=CHUNKS).get("kl", {})
             for how, ours in (("llama.cpp's base file", stored), ("--base F32", live)):
                 row = {k: (ours.get(k, float("nan")), theirs.get(k, (float("nan"),))[0] / theirs.get(k, (0, 0, 1))[2])
                        for k in ("ppl", "ppl_base", "kld", "dp_rms", "same_top", "kld_median", "kld_p99")}

@@ -20,7 +20,9 @@ static const int32_t prompt[N_PROMPT] = {1, 17, 4, 42, 9, 9, 33, 0, 48, 25, 12, 
 /* Logits of tokens[0..n) run in calls of `step` tokens on a fresh context. */
 static int run(const hfq_model *m, const hfq_ops *ops, int64_t n_ctx, int64_t n_batch, int64_t step,
                const int32_t *tokens, int64_t n, float *logits, hfq_error *err) {
-    hfq_context_params cp = {.n_ctx = n_ctx, .n_batch = n_batch, .n_threads = 2, .ops = ops};
+    /* an F32 KV cache on both backends (the CPU's default is F16, CUDA's F32) */
+    hfq_context_params cp = {.n_ctx = n_ctx, .n_batch = n_batch, .n_threads = 2, .kv_k = HFQ_KV_F32,
+                             .kv_v = HFQ_KV_F32, .ops = ops};
     hfq_context *c = hfq_context_new(m, &cp, err);
     if (!c) return -1;
     const int64_t V = hfq_model_hparams(m)->n_vocab;

@@ -74,7 +74,9 @@ static double check_forward(const synth_spec *spec, int64_t n_batch, double tol,
     if (!m) return INFINITY;
     const int64_t E = spec->n_embd, Q = spec->n_head * spec->head_dim, F = spec->n_ff, V = spec->n_vocab;
     const int64_t L = spec->n_layer;
-    hfq_context_params cp = {.n_ctx = N_CTX, .n_batch = n_batch, .n_threads = 2, .act_quant = spec->act_quant};
+    /* an F32 KV cache, as the reference keeps k and v */
+    hfq_context_params cp = {.n_ctx = N_CTX, .n_batch = n_batch, .n_threads = 2, .act_quant = spec->act_quant,
+                             .kv_k = HFQ_KV_F32, .kv_v = HFQ_KV_F32};
     hfq_context *ctx = hfq_context_new(m, &cp, &err);
     CHECK_MSG(ctx != NULL, "%s: %s", label, err.msg);
     capture cap = {.s = spec};

@@ -32,7 +32,8 @@ int main(int argc, char **argv) {
     const int n_prompt = argc - 4;
     int32_t *tokens = malloc((size_t)n_prompt * sizeof *tokens);
     for (int i = 0; i < n_prompt; i++) tokens[i] = atoi(argv[4 + i]);
-    hfq_context_params cp = {.n_ctx = 0, .n_threads = 2};
+    /* an F32 KV cache: the checks compare with transformers' float32 logits */
+    hfq_context_params cp = {.n_ctx = 0, .n_threads = 2, .kv_k = HFQ_KV_F32, .kv_v = HFQ_KV_F32};
     hfq_context *c = hfq_context_new(m, &cp, &err);
     int rc = 1;
     float *logits = c ? malloc((size_t)(n_prompt * n_vocab) * sizeof *logits) : NULL;

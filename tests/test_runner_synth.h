@@ -247,10 +247,17 @@ typedef struct ref_trace {
     double *logits;    /* [V] */
 } ref_trace;
 
+/* Rounds one head's row of hd values in place, as a KV cache format stores
+ * it: which 'k' (a key row), 'v' (a value row) or 'q' (a query, as the key
+ * format's dot converts it). */
+typedef void (*ref_round_fn)(void *user, char which, double *x, int64_t hd);
+
 typedef struct ref_state {
     const synth_model *m;
     int64_t n_past, n_ctx;
     double *k_cache, *v_cache;   /* [n_layer][n_ctx][KV] */
+    ref_round_fn round;          /* NULL: exact K, V and q */
+    void *round_user;
 } ref_state;
 
 static inline void ref_init(ref_state *r, const synth_model *m, int64_t n_ctx) {
@@ -389,6 +396,11 @@ static inline void ref_token(ref_state *r, int32_t token, const ref_trace *tr) {
         ref_linear(vc + pos * KV, m, il, "attn_v", xn, E, KV);
         ref_rope(q, s->n_head, pos, m);
         ref_rope(kc + pos * KV, s->n_head_kv, pos, m);
+        for (int64_t h = 0; r->round && h < s->n_head_kv; h++) {
+            r->round(r->round_user, 'k', kc + pos * KV + h * hd, hd);
+            r->round(r->round_user, 'v', vc + pos * KV + h * hd, hd);
+        }
+        for (int64_t h = 0; r->round && h < s->n_head; h++) r->round(r->round_user, 'q', q + h * hd, hd);
         for (int64_t h = 0; h < s->n_head; h++) {
             int64_t hk = h / (s->n_head / s->n_head_kv);
             double mx = -INFINITY, sum = 0;

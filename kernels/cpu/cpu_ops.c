@@ -6,9 +6,12 @@
  * quant/cpu_features.h; the residual add is left to the compiler's baseline
  * vectors (it waits on memory, not on arithmetic).
  *
- * KV cache layout: K and V transposed per kv head, [n_head_kv][head_dim][n_ctx],
+ * KV cache layout: F32 K and V transposed per kv head, [n_head_kv][head_dim][n_ctx],
  * so the scores of consecutive positions are one vectorized multiply-add per
- * head value, and so is each value's weighted sum over the positions.
+ * head value, and so is each value's weighted sum over the positions. The
+ * other formats (kernels/kv_type.h) are rows, [n_head_kv][n_ctx][row], as
+ * their blocks run along head_dim; attention reads each row in its format
+ * (kv_rows.h). K and V each take their own layout.
  */
 #include "kernels/cpu/cpu.h"
 
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/vec_kernels.h"
 
@@ -28,9 +32,10 @@
 struct hfq_backend {
     int n_threads;
     hfq_act_quant act_quant;
-    int64_t max_tokens, n_ctx;
+    int64_t max_tokens, n_ctx, head_dim;
     void *act;          /* activation rows converted for a weight type */
     float *scores;      /* [n_threads][n_ctx] attention scores */
+    float *kv_scratch;  /* [n_threads][2 * head_dim]: a converted query, a value row as floats */
 };
 
 typedef struct type_check {
@@ -54,20 +59,45 @@ static void cpu_destroy(hfq_backend *b) {
     if (!b) return;
     free(b->act);
     free(b->scores);
+    free(b->kv_scratch);
     free(b);
 }
 
-static hfq_backend *cpu_create(const hfq_model *m, const hfq_backend_params *p, hfq_error *err) {
+/* The sizes of a backend's scratch; -1 with err when a weight type is not supported. */
+typedef struct scratch_sizes {
+    int n_threads;
+    size_t act, scores, kv;   /* bytes */
+} scratch_sizes;
+
+static int scratch_sizes_of(const hfq_model *m, const hfq_backend_params *p, scratch_sizes *sz, hfq_error *err) {
     type_check tc = {hfq_model_path(m), p->act_quant, p->max_tokens, 0, err};
-    if (hfq_model_each_matrix(m, check_matrix, &tc)) return NULL;
+    if (hfq_model_each_matrix(m, check_matrix, &tc)) return -1;
+    sz->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
+    sz->act = tc.act_bytes;
+    sz->scores = (size_t)sz->n_threads * (size_t)p->n_ctx * sizeof(float);
+    sz->kv = (size_t)sz->n_threads * 2 * (size_t)hfq_model_hparams(m)->head_dim * sizeof(float);
+    return 0;
+}
+
+static int64_t cpu_scratch_bytes(const hfq_model *m, const hfq_backend_params *p, hfq_error *err) {
+    scratch_sizes sz;
+    if (scratch_sizes_of(m, p, &sz, err)) return -1;
+    return (int64_t)(sz.act + sz.scores + sz.kv + sizeof(hfq_backend));
+}
+
+static hfq_backend *cpu_create(const hfq_model *m, const hfq_backend_params *p, hfq_error *err) {
+    scratch_sizes sz;
+    if (scratch_sizes_of(m, p, &sz, err)) return NULL;
     hfq_backend *b = calloc(1, sizeof *b);
     if (!b) goto oom;
-    b->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
+    b->n_threads = sz.n_threads;
     b->act_quant = p->act_quant;
     b->max_tokens = p->max_tokens;
     b->n_ctx = p->n_ctx;
-    b->scores = malloc((size_t)b->n_threads * (size_t)p->n_ctx * sizeof *b->scores);
-    if (!b->scores || (tc.act_bytes && !(b->act = malloc(tc.act_bytes)))) goto oom;
+    b->head_dim = hfq_model_hparams(m)->head_dim;
+    b->scores = malloc(sz.scores);
+    b->kv_scratch = malloc(sz.kv);
+    if (!b->scores || !b->kv_scratch || (sz.act && !(b->act = malloc(sz.act)))) goto oom;
     return b;
 oom:
     cpu_destroy(b);
@@ -135,26 +165,65 @@ static void cpu_rope(hfq_backend *b, float *x, int64_t n_tokens, int64_t n_heads
     }
 }
 
-/* One query head against n_keys cached positions:
+/* Where row p of kv head h of a row-layout cache starts. */
+static size_t kv_row(int64_t row_bytes, int64_t n_ctx, int64_t h, int64_t p) {
+    return (size_t)((h * n_ctx + p) * row_bytes);
+}
+
+/* Writes the k or v rows of positions pos0.. into one cache in its layout.
+ * x: [n_tokens][n_kv * hd] */
+static void kv_store(hfq_kv_type t, float *cache, const float *x, int64_t pos0, int64_t n_tokens, int64_t n_kv,
+                     int64_t hd, int64_t n_ctx) {
+    const int64_t kv_dim = n_kv * hd;
+    if (t == HFQ_KV_F32) {
+        for (int64_t j = 0; j < kv_dim; j++)
+            for (int64_t i = 0; i < n_tokens; i++) cache[j * n_ctx + pos0 + i] = x[i * kv_dim + j];
+        return;
+    }
+    const int64_t rb = hfq_kv_row_bytes(t, hd);
+    for (int64_t i = 0; i < n_tokens; i++)
+        for (int64_t h = 0; h < n_kv; h++)
+            cpu_kv_row_store(t, x + i * kv_dim + h * hd, (char *)cache + kv_row(rb, n_ctx, h, pos0 + i), hd);
+}
+
+/* One query head against n_keys cached positions of kv head hk:
  *   out = softmax(scale * q.K^T) V
- * q, out: [hd];  kt, vt: [hd][n_ctx] (this kv head's K and V, transposed);  s: [n_keys] scratch */
-static void attend(const cpu_vec_kernels *k, const float *q, const float *kt, const float *vt, int64_t n_keys,
-                   int64_t n_ctx, int64_t hd, float scale, float *s, float *out) {
-    const float max = k->scores(q, kt, n_ctx, hd, n_keys, s);
-    const float inv = 1.0f / k->softmax(s, n_keys, max, scale);
-    k->mix(s, vt, n_ctx, n_keys, hd, out);
+ * q, out: [hd];  s: [n_keys] scratch;  scratch: [2 * hd] */
+static void attend(const cpu_vec_kernels *k, const hfq_attn *a, const float *q, const float *k_cache,
+                   const float *v_cache, int64_t hk, int64_t n_keys, int64_t n_ctx, float *s, float *scratch,
+                   float *out) {
+    const int64_t hd = a->head_dim;
+    float max;
+    if (a->k_type == HFQ_KV_F32) {
+        max = k->scores(q, k_cache + hk * hd * n_ctx, n_ctx, hd, n_keys, s);
+    } else {
+        const int64_t rb = hfq_kv_row_bytes(a->k_type, hd);
+        cpu_kv_query(a->k_type, q, scratch, hd);
+        max = -INFINITY;
+        for (int64_t p = 0; p < n_keys; p++) {
+            s[p] = cpu_kv_row_dot(a->k_type, (const char *)k_cache + kv_row(rb, n_ctx, hk, p), scratch, hd);
+            max = s[p] > max ? s[p] : max;
+        }
+    }
+    const float inv = 1.0f / k->softmax(s, n_keys, max, a->scale);
+    if (a->v_type == HFQ_KV_F32) {
+        k->mix(s, v_cache + hk * hd * n_ctx, n_ctx, n_keys, hd, out);
+    } else {
+        const int64_t rb = hfq_kv_row_bytes(a->v_type, hd);
+        for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
+        for (int64_t p = 0; p < n_keys; p++)
+            cpu_kv_row_mad(a->v_type, (const char *)v_cache + kv_row(rb, n_ctx, hk, p), s[p], out, scratch + hd,
+                           hd);
+    }
     for (int64_t d = 0; d < hd; d++) out[d] *= inv;
 }
 
 static void cpu_attention(hfq_backend *b, float *out, const float *q, const float *k, const float *v, float *k_cache,
                           float *v_cache, int64_t pos0, int64_t n_tokens, const hfq_attn *a) {
-    const int64_t hd = a->head_dim, n_kv = a->n_head_kv, kv_dim = n_kv * hd, q_dim = a->n_head * hd;
+    const int64_t hd = a->head_dim, n_kv = a->n_head_kv, q_dim = a->n_head * hd;
     const int64_t n_ctx = b->n_ctx, group = a->n_head / n_kv;
-    for (int64_t j = 0; j < kv_dim; j++)
-        for (int64_t t = 0; t < n_tokens; t++) {
-            k_cache[j * n_ctx + pos0 + t] = k[t * kv_dim + j];
-            v_cache[j * n_ctx + pos0 + t] = v[t * kv_dim + j];
-        }
+    kv_store(a->k_type, k_cache, k, pos0, n_tokens, n_kv, hd, n_ctx);
+    kv_store(a->v_type, v_cache, v, pos0, n_tokens, n_kv, hd, n_ctx);
     const int64_t work = n_tokens * a->n_head * (pos0 + n_tokens) * hd;
     const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
     /* heads outer: one kv head's K and V stay in cache over the tokens, and
@@ -163,10 +232,9 @@ static void cpu_attention(hfq_backend *b, float *out, const float *q, const floa
     #pragma omp parallel for collapse(2) num_threads(b->n_threads) schedule(static) if (work >= PARALLEL_MIN_ATTENTION)
     for (int64_t h = 0; h < a->n_head; h++)
         for (int64_t t = 0; t < n_tokens; t++) {
-            const int64_t hk = h / group;
-            float *s = b->scores + (size_t)omp_get_thread_num() * (size_t)n_ctx;
-            attend(&kern, q + t * q_dim + h * hd, k_cache + hk * hd * n_ctx, v_cache + hk * hd * n_ctx, pos0 + t + 1,
-                   n_ctx, hd, a->scale, s, out + t * q_dim + h * hd);
+            const size_t th = (size_t)omp_get_thread_num();
+            attend(&kern, a, q + t * q_dim + h * hd, k_cache, v_cache, h / group, pos0 + t + 1, n_ctx,
+                   b->scores + th * (size_t)n_ctx, b->kv_scratch + th * 2 * (size_t)hd, out + t * q_dim + h * hd);
         }
 }
 
@@ -210,6 +278,9 @@ static const hfq_ops cpu_ops = {
     .attention = cpu_attention,
     .swiglu = cpu_swiglu,
     .add = cpu_add,
+    .kv_types = (1u << HFQ_KV_COUNT) - 2,   /* all but HFQ_KV_DEFAULT */
+    .kv_default = HFQ_KV_F16,
+    .scratch_bytes = cpu_scratch_bytes,
 };
 
 const hfq_ops *hfq_cpu_ops(void) { return &cpu_ops; }

@@ -353,6 +353,8 @@ static int cuda_sync(hfq_backend *b, hfq_error *err) {
 static const hfq_ops cuda_ops = {
     "cuda", false, cuda_create, cuda_destroy, cuda_alloc, cuda_release, cuda_upload, cuda_download, cuda_embed,
     cuda_rmsnorm_op, cuda_matmul_op, cuda_rope_op, cuda_attention_op, cuda_swiglu_op, cuda_add_op, cuda_sync,
+    1u << HFQ_KV_F32, HFQ_KV_F32,   /* an F32 cache only: the graph refuses the other KV types */
+    NULL,                           /* no memory plan: device memory is cudaMalloc's */
 };
 
 const hfq_ops *hfq_cuda_module_ops(void) { return &cuda_ops; }

@@ -2,6 +2,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <sys/resource.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -148,4 +149,91 @@ int hfq_cli_act_quant(const char *opt, const char *s, hfq_act_quant *out, hfq_er
 
 const char *hfq_cli_act_quant_name(hfq_act_quant aq) {
     return aq >= HFQ_ACT_QUANT_AUTO && aq <= HFQ_ACT_QUANT_STATIC ? act_quant_names[aq] : "?";
+}
+
+/* One name of s[0..n); -1 when it names no KV type. */
+static int kv_type_of(const char *s, size_t n) {
+    char name[16];
+    if (n == 0 || n >= sizeof name) return -1;
+    memcpy(name, s, n);
+    name[n] = 0;
+    return hfq_kv_type_from_name(name);
+}
+
+int hfq_cli_kv_types(const char *opt, const char *s, hfq_kv_type *k, hfq_kv_type *v, hfq_error *err) {
+    if (!s) return hfq_fail(err, opt, "needs a value");
+    const char *comma = strchr(s, ',');
+    const int tk = kv_type_of(s, comma ? (size_t)(comma - s) : strlen(s));
+    const int tv = comma ? kv_type_of(comma + 1, strlen(comma + 1)) : tk;
+    if (tk < 0 || tv < 0)
+        return hfq_fail(err, opt, "expects K[,V] of f32, f16, bf16, q8_0, q4_0, q5_0, q5_1, fp8_e4m3, fp8_e5m2, "
+                                  "got '%s'", s);
+    *k = (hfq_kv_type)tk;
+    *v = (hfq_kv_type)tv;
+    return 0;
+}
+
+/* VmHWM of /proc/self/status in bytes, -1 without it: the process's own
+ * peak (getrusage's ru_maxrss keeps, across exec, that of the image forked
+ * from the parent). */
+static int64_t vm_hwm(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (kb < 0 && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lld kB", &kb) != 1) kb = -1;
+    fclose(f);
+    return kb >= 0 ? (int64_t)kb * 1024 : -1;
+}
+
+int64_t hfq_cli_peak_rss(void) {
+    const int64_t hwm = vm_hwm();
+    if (hwm >= 0) return hwm;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
+    return (int64_t)ru.ru_maxrss * 1024;   /* Linux: kilobytes */
+}
+
+int64_t hfq_cli_rss(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long size = 0, resident = -1;
+    if (f) {
+        if (fscanf(f, "%lld %lld", &size, &resident) != 2) resident = -1;
+        fclose(f);
+    }
+    const long page = sysconf(_SC_PAGESIZE);
+    return resident >= 0 && page > 0 ? (int64_t)resident * page : hfq_cli_peak_rss();
+}
+
+void hfq_cli_print_memory_plan(const hfq_cli_memory_plan *p, bool json) {
+    const int64_t run = p->weights + p->kv_cache + p->buffers + p->loaded;
+    const int64_t total = run > p->loaded_peak ? run : p->loaded_peak;
+    if (json) {
+        cJSON *j = cJSON_CreateObject(), *plan = cJSON_AddObjectToObject(j, "memory_plan");
+        const struct { const char *key; int64_t v; } fields[] = {
+            {"total", total}, {"weights", p->weights}, {"kv_cache", p->kv_cache}, {"buffers", p->buffers},
+            {"loaded", p->loaded}, {"loaded_peak", p->loaded_peak}, {"contexts", p->n_contexts}, {"n_ctx", p->n_ctx},
+        };
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            hfq_cli_json_number(plan, fields[i].key, (double)fields[i].v);
+        cJSON *kv = cJSON_AddObjectToObject(plan, "kv_type");
+        cJSON_AddStringToObject(kv, "k", hfq_kv_type_name(p->kv_k));
+        cJSON_AddStringToObject(kv, "v", hfq_kv_type_name(p->kv_v));
+        char *text = cJSON_Print(j);
+        if (text) puts(text);
+        free(text);
+        cJSON_Delete(j);
+        return;
+    }
+    printf("memory plan: %lld bytes (%.1f MiB), %lld context(s) of %lld positions, KV cache K %s V %s\n",
+           (long long)total, (double)total / 1048576.0, (long long)p->n_contexts, (long long)p->n_ctx,
+           hfq_kv_type_name(p->kv_k), hfq_kv_type_name(p->kv_v));
+    printf("  weights   %14lld  the GGUF file(s), mapped\n", (long long)p->weights);
+    printf("  KV cache  %14lld  K and V of every layer, every context full\n", (long long)p->kv_cache);
+    printf("  buffers   %14lld  activations, rope tables, backend scratch, logits\n", (long long)p->buffers);
+    printf("  loaded    %14lld  this process before its contexts (runtime, tokenizer, text): measured\n",
+           (long long)p->loaded);
+    printf("  (its peak so far %lld%s)\n", (long long)p->loaded_peak,
+           p->loaded_peak > run ? ": above the rest, so the total" : "");
 }

@@ -55,6 +55,29 @@ bool hfq_cli_json_number(struct cJSON *o, const char *name, double v);
 /* Seconds on a monotonic clock, for throughput figures. */
 double hfq_cli_seconds(void);
 
+/* The process's peak resident memory so far in bytes (/proc/self/status
+ * VmHWM, else getrusage's ru_maxrss); -1 when the system does not say. */
+int64_t hfq_cli_peak_rss(void);
+/* The resident memory now in bytes (/proc/self/statm); the peak where
+ * that file is missing. */
+int64_t hfq_cli_rss(void);
+
+/* A run's memory, planned before it (--dry-run of ppl-eval and generate). */
+typedef struct hfq_cli_memory_plan {
+    int64_t weights;        /* the GGUF files, mapped (every byte is read) */
+    int64_t kv_cache;       /* K and V of every context, full */
+    int64_t buffers;        /* activations, rope tables, backend scratch, logits, statistics */
+    int64_t loaded;         /* the process's resident memory before its contexts: measured */
+    int64_t loaded_peak;    /* ... and its peak so far (tokenizing a long text): measured */
+    int64_t n_contexts, n_ctx;
+    hfq_kv_type kv_k, kv_v;
+} hfq_cli_memory_plan;
+
+/* Prints the plan to stdout: lines of text, or one JSON object. Its total,
+ * the peak the run will reach: loaded + weights + KV cache + buffers, or
+ * loaded_peak when that is more. */
+void hfq_cli_print_memory_plan(const hfq_cli_memory_plan *p, bool json);
+
 /* Parses s as a decimal integer in [min, max]; -1 with err naming opt. */
 int hfq_cli_int(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out, hfq_error *err);
 
@@ -67,5 +90,10 @@ int hfq_cli_act_quant(const char *opt, const char *s, hfq_act_quant *out, hfq_er
 
 /* The name hfq_cli_act_quant parses for a mode. */
 const char *hfq_cli_act_quant_name(hfq_act_quant aq);
+
+/* Parses s as KV cache formats "K[,V]" (kernels/kv_type.h names: f32, f16,
+ * bf16, q8_0, q4_0, q5_0, q5_1, fp8_e4m3, fp8_e5m2); one name is both K
+ * and V. -1 with err naming opt. */
+int hfq_cli_kv_types(const char *opt, const char *s, hfq_kv_type *k, hfq_kv_type *v, hfq_error *err);
 
 #endif

@@ -41,49 +41,67 @@ static int lanes_for(bool tiny, int n_threads, int n_parallel, int64_t n_chunks)
     return n < 1 ? 1 : (int)n;
 }
 
-hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens, const hfq_ppl_params *p,
-                     hfq_error *err) {
+/* A session's shape: checked parameters, chunks, lanes and slots. */
+typedef struct session_shape {
+    int64_t n_ctx, n_chunks, n_scored;
+    int n_lanes, n_slots, threads_per_slot;
+    hfq_context_params cp;
+} session_shape;
+
+static int session_shape_of(const hfq_model *m, int64_t n_tokens, const hfq_ppl_params *p, session_shape *sh,
+                            hfq_error *err) {
     const char *path = hfq_model_path(m);
     const int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : 512;
     const int64_t n_vocab = hfq_model_hparams(m)->n_vocab;
-    if (n_ctx < 4) {
-        hfq_fail(err, path, "a perplexity chunk of %lld tokens is too short (at least 4)", (long long)n_ctx);
-        return NULL;
-    }
-    if (n_tokens < 2 * n_ctx) {
-        hfq_fail(err, p->text_path ? p->text_path : path,
-                 "the text has %lld tokens; a context of %lld needs at least %lld", (long long)n_tokens,
-                 (long long)n_ctx, (long long)(2 * n_ctx));
-        return NULL;
-    }
-    if (p->add_bos && (p->bos_id < 0 || p->bos_id >= n_vocab)) {
-        hfq_fail(err, path, "BOS id %d is outside the vocabulary [0, %lld)", (int)p->bos_id, (long long)n_vocab);
-        return NULL;
-    }
-    hfq_ppl *s = calloc(1, sizeof *s);
-    if (!s) goto oom;
-    *s = (hfq_ppl){.model = m, .tokens = tokens, .n_ctx = n_ctx, .first = n_ctx / 2, .n_vocab = n_vocab,
-                   .n_chunks = n_tokens / n_ctx, .add_bos = p->add_bos, .bos_id = p->bos_id};
-    s->n_scored = n_ctx - s->first - 1;
-    if (p->n_chunks > 0 && p->n_chunks < s->n_chunks) s->n_chunks = p->n_chunks;
+    if (n_ctx < 4)
+        return hfq_fail(err, path, "a perplexity chunk of %lld tokens is too short (at least 4)", (long long)n_ctx);
+    if (n_tokens < 2 * n_ctx)
+        return hfq_fail(err, p->text_path ? p->text_path : path,
+                        "the text has %lld tokens; a context of %lld needs at least %lld", (long long)n_tokens,
+                        (long long)n_ctx, (long long)(2 * n_ctx));
+    if (p->add_bos && (p->bos_id < 0 || p->bos_id >= n_vocab))
+        return hfq_fail(err, path, "BOS id %d is outside the vocabulary [0, %lld)", (int)p->bos_id, (long long)n_vocab);
+    *sh = (session_shape){.n_ctx = n_ctx, .n_chunks = n_tokens / n_ctx, .n_scored = n_ctx - n_ctx / 2 - 1};
+    if (p->n_chunks > 0 && p->n_chunks < sh->n_chunks) sh->n_chunks = p->n_chunks;
     const int n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
     const bool tiny = hfq_model_is_tiny(m);
-    s->n_lanes = lanes_for(tiny, n_threads, p->n_parallel, s->n_chunks);
-    s->threads_per_slot = n_threads / s->n_lanes;
-    const int64_t per_round = s->n_lanes > 1 && tiny ? (int64_t)s->n_lanes * TINY_ROUND_CHUNKS_PER_LANE : s->n_lanes;
-    s->n_slots = (int)(per_round < s->n_chunks ? per_round : s->n_chunks);
-    if (!(s->slots = calloc((size_t)s->n_slots, sizeof *s->slots))) goto oom;
+    sh->n_lanes = lanes_for(tiny, n_threads, p->n_parallel, sh->n_chunks);
+    sh->threads_per_slot = n_threads / sh->n_lanes;
+    const int64_t per_round = sh->n_lanes > 1 && tiny ? (int64_t)sh->n_lanes * TINY_ROUND_CHUNKS_PER_LANE : sh->n_lanes;
+    sh->n_slots = (int)(per_round < sh->n_chunks ? per_round : sh->n_chunks);
     /* the last token of a chunk is only ever a target: n_ctx - 1 positions suffice */
-    hfq_context_params cp = {.n_ctx = n_ctx - 1, .n_batch = p->n_batch > 0 ? p->n_batch : n_ctx,
-                             .n_threads = s->threads_per_slot, .act_quant = p->act_quant, .ops = p->ops};
+    sh->cp = (hfq_context_params){.n_ctx = n_ctx - 1, .n_batch = p->n_batch > 0 ? p->n_batch : n_ctx,
+                                  .n_outputs = sh->n_scored,
+                                  .n_threads = sh->threads_per_slot, .act_quant = p->act_quant, .kv_k = p->kv_k,
+                                  .kv_v = p->kv_v, .ops = p->ops};
+    return 0;
+}
+
+/* Bytes of one slot's own buffers (slot's tokens, logits, NLLs). */
+static int64_t slot_bytes(const session_shape *sh, int64_t n_vocab) {
+    return (int64_t)(sizeof(slot) + (size_t)sh->n_ctx * sizeof(int32_t) +
+                     (size_t)sh->n_scored * (size_t)n_vocab * sizeof(float) + (size_t)sh->n_scored * sizeof(double));
+}
+
+hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens, const hfq_ppl_params *p,
+                     hfq_error *err) {
+    session_shape sh;
+    if (session_shape_of(m, n_tokens, p, &sh, err)) return NULL;
+    const int64_t n_vocab = hfq_model_hparams(m)->n_vocab;
+    hfq_ppl *s = calloc(1, sizeof *s);
+    if (!s) goto oom;
+    *s = (hfq_ppl){.model = m, .tokens = tokens, .n_ctx = sh.n_ctx, .first = sh.n_ctx / 2, .n_vocab = n_vocab,
+                   .n_chunks = sh.n_chunks, .n_scored = sh.n_scored, .add_bos = p->add_bos, .bos_id = p->bos_id,
+                   .n_lanes = sh.n_lanes, .n_slots = sh.n_slots, .threads_per_slot = sh.threads_per_slot};
+    if (!(s->slots = calloc((size_t)s->n_slots, sizeof *s->slots))) goto oom;
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         sl->chunk = -1;
-        sl->tokens = malloc((size_t)n_ctx * sizeof *sl->tokens);
+        sl->tokens = malloc((size_t)sh.n_ctx * sizeof *sl->tokens);
         sl->logits = malloc((size_t)s->n_scored * (size_t)n_vocab * sizeof *sl->logits);
         sl->token_nll = malloc((size_t)s->n_scored * sizeof *sl->token_nll);
         if (!sl->tokens || !sl->logits || !sl->token_nll) goto oom;
-        if (!(sl->ctx = hfq_context_new(m, &cp, err))) {
+        if (!(sl->ctx = hfq_context_new(m, &sh.cp, err))) {
             hfq_ppl_free(s);
             return NULL;
         }
@@ -91,8 +109,17 @@ hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens
     return s;
 oom:
     hfq_ppl_free(s);
-    hfq_fail(err, path, "out of memory for perplexity over chunks of %lld", (long long)n_ctx);
+    hfq_fail(err, hfq_model_path(m), "out of memory for perplexity over chunks of %lld", (long long)sh.n_ctx);
     return NULL;
+}
+
+int hfq_ppl_plan(const hfq_model *m, int64_t n_tokens, const hfq_ppl_params *p, hfq_ppl_memory *out,
+                 hfq_error *err) {
+    session_shape sh;
+    if (session_shape_of(m, n_tokens, p, &sh, err)) return -1;
+    *out = (hfq_ppl_memory){.n_slots = sh.n_slots, .n_chunks = sh.n_chunks, .n_parallel = sh.n_lanes,
+                            .slot_buffers = slot_bytes(&sh, hfq_model_hparams(m)->n_vocab)};
+    return hfq_context_plan(m, &sh.cp, &out->context, err);
 }
 
 void hfq_ppl_free(hfq_ppl *s) {
@@ -109,6 +136,8 @@ void hfq_ppl_free(hfq_ppl *s) {
 
 int64_t hfq_ppl_n_chunks(const hfq_ppl *s) { return s->n_chunks; }
 int hfq_ppl_n_parallel(const hfq_ppl *s) { return s->n_lanes; }
+hfq_kv_type hfq_ppl_kv_k(const hfq_ppl *s) { return hfq_context_kv_k(s->slots[0].ctx); }
+hfq_kv_type hfq_ppl_kv_v(const hfq_ppl *s) { return hfq_context_kv_v(s->slots[0].ctx); }
 
 /* -log softmax(logits)[target], as llama.cpp's log_softmax. */
 static double neg_log_prob(const float *logits, int64_t n_vocab, int32_t target) {

@@ -38,6 +38,7 @@ typedef struct hfq_ppl_params {
     bool add_bos;           /* put bos_id first in every chunk */
     int32_t bos_id;
     hfq_act_quant act_quant;/* W8A8/W4A4 activations (kernels/ops.h); 0: what the file says */
+    hfq_kv_type kv_k, kv_v; /* KV cache formats (kernels/kv_type.h); 0: the backend's default */
     const hfq_ops *ops;     /* the backend; NULL: the CPU */
     /* names the tokens' source (the text file) in errors about them, so a
      * text too short is not blamed on the model; NULL: the model's path */
@@ -72,8 +73,26 @@ hfq_ppl *hfq_ppl_new(const hfq_model *m, const int32_t *tokens, int64_t n_tokens
                      hfq_error *err);
 void hfq_ppl_free(hfq_ppl *s);
 
+/* What hfq_ppl_new would allocate for the same arguments, allocating
+ * nothing: n_slots contexts (kernels/graph.h hfq_context_plan) and each
+ * slot's buffers (its chunk's tokens, logits and NLLs). */
+typedef struct hfq_ppl_memory {
+    int n_slots;                    /* contexts */
+    int64_t n_chunks;               /* chunks the session would evaluate */
+    int n_parallel;                 /* ... side by side */
+    hfq_context_memory context;     /* each */
+    int64_t slot_buffers;           /* bytes, each */
+} hfq_ppl_memory;
+
+/* Fails as hfq_ppl_new would (but on memory). */
+int hfq_ppl_plan(const hfq_model *m, int64_t n_tokens, const hfq_ppl_params *p, hfq_ppl_memory *out,
+                 hfq_error *err);
+
 int64_t hfq_ppl_n_chunks(const hfq_ppl *s);   /* chunks the session will evaluate */
 int hfq_ppl_n_parallel(const hfq_ppl *s);     /* chunks evaluated side by side */
+/* The KV cache formats the chunks are evaluated with (defaults resolved). */
+hfq_kv_type hfq_ppl_kv_k(const hfq_ppl *s);
+hfq_kv_type hfq_ppl_kv_v(const hfq_ppl *s);
 
 /* Evaluates the next chunk: returns 1 with *chunk filled, 0 when every chunk
  * is done, -1 with err. */

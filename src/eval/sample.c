@@ -16,6 +16,10 @@ struct hfq_sampler {
     double *prob;        /* [n_vocab] */
 };
 
+int64_t hfq_sampler_bytes(int64_t n_vocab) {
+    return (int64_t)(sizeof(hfq_sampler) + (size_t)n_vocab * (sizeof(candidate) + sizeof(double)));
+}
+
 hfq_sampler *hfq_sampler_new(int64_t n_vocab, const hfq_sampler_params *p, hfq_error *err) {
     if (!isfinite(p->temp)) {
         hfq_fail(err, "sampler", "temperature %g is not a number", p->temp);

@@ -26,6 +26,8 @@ typedef struct hfq_sampler hfq_sampler;
 
 hfq_sampler *hfq_sampler_new(int64_t n_vocab, const hfq_sampler_params *p, hfq_error *err);
 void hfq_sampler_free(hfq_sampler *s);
+/* Bytes hfq_sampler_new allocates for n_vocab tokens (memory plans). */
+int64_t hfq_sampler_bytes(int64_t n_vocab);
 
 /* The next token for logits[0..n_vocab). */
 int32_t hfq_sample(hfq_sampler *s, const float *logits);

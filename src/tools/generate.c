@@ -15,7 +15,7 @@
 
 static const char usage_text[] =
     "usage: generate MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                [--ctx N] [--threads N] [--device D] [--act-quant MODE]\n"
+    "                [--ctx N] [--threads N] [--device D] [--act-quant MODE] [--kv-type K[,V]] [--dry-run]\n"
     "\n"
     "Prints the prompt, then the tokens the model continues it with as they come, until\n"
     "N tokens, the end-of-sequence token or a full context; prompt and generation speed\n"
@@ -35,6 +35,11 @@ static const char usage_text[] =
     "                 cpu (saying so on stderr)\n"
     "  --act-quant M  activations of INT8/FP8 (W8A8) and NVFP4 (W4A4) weights: auto (what the\n"
     "                 file says, default), none, dynamic (per token) or static (input_scale)\n"
+    "  --kv-type K[,V] KV cache formats, K and V (one name: both): f32, f16 (default), bf16,\n"
+    "                 q8_0, q4_0, q5_0, q5_1, fp8_e4m3, fp8_e5m2; cuda: f32 only\n"
+    "  --dry-run      generate nothing: print the memory plan, in bytes (the weights, the KV\n"
+    "                 cache at the context and KV types, the working buffers, and this\n"
+    "                 process once the model is loaded, measured)\n"
     "  -h, --help     this help\n"
     "  --version      the version\n"
     "\n"
@@ -46,13 +51,14 @@ typedef struct options {
     double temp, top_p;
     hfq_device device;
     hfq_act_quant act_quant;
-    bool ignore_eos;
+    hfq_kv_type kv_k, kv_v;
+    bool ignore_eos, dry_run;
 } options;
 
 /* Every option, for the nearest one to an unknown option. */
 static const char *const known_options[] = {"-p", "-n", "--temp", "--top-k", "--top-p", "--seed", "--ctx",
-                                            "--threads", "--device", "--ignore-eos", "--act-quant", "--help",
-                                            "--version", NULL};
+                                            "--threads", "--device", "--ignore-eos", "--act-quant", "--kv-type",
+                                            "--dry-run", "--help", "--version", NULL};
 
 /* Parses the command line: 0, or HFQ_EXIT_USAGE after one line on stderr. */
 static int parse_args(int argc, char **argv, options *o) {
@@ -75,7 +81,9 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (strcmp(a, "--threads") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->threads, err), i++;
         else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
         else if (strcmp(a, "--ignore-eos") == 0) o->ignore_eos = true;
+        else if (strcmp(a, "--dry-run") == 0) o->dry_run = true;
         else if (strcmp(a, "--act-quant") == 0) rc = hfq_cli_act_quant(a, v, &o->act_quant, err), i++;
+        else if (strcmp(a, "--kv-type") == 0) rc = hfq_cli_kv_types(a, v, &o->kv_k, &o->kv_v, err), i++;
         else if (a[0] == '-' && a[1]) return hfq_cli_unknown_option(TOOL, a, known_options);
         else if (!o->model) o->model = a;
         else return hfq_cli_usage(TOOL, "unexpected argument '%s' (the model is %s)", a, o->model);
@@ -120,6 +128,21 @@ static int put_token(const hfq_lm *lm, int32_t id, bool *strip_space, hfq_error 
     return 0;
 }
 
+/* --dry-run: the context's plan, the logits row and the sampler, and the
+ * process as loaded. */
+static int print_plan(const hfq_lm *lm, const hfq_context_params *cp, hfq_error *err) {
+    hfq_context_memory cm;
+    if (hfq_context_plan(lm->model, cp, &cm, err)) return -1;
+    const int64_t n_vocab = hfq_model_hparams(lm->model)->n_vocab;
+    const hfq_cli_memory_plan mp = {
+        .weights = (int64_t)gguf_file_size(hfq_model_gguf(lm->model)), .kv_cache = cm.kv_cache,
+        .buffers = cm.buffers + n_vocab * (int64_t)sizeof(float) + hfq_sampler_bytes(n_vocab),
+        .loaded = hfq_cli_rss(), .loaded_peak = hfq_cli_peak_rss(), .n_contexts = 1, .n_ctx = cm.n_ctx,
+        .kv_k = cm.kv_k, .kv_v = cm.kv_v};
+    hfq_cli_print_memory_plan(&mp, false);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (hfq_cli_help(argc, argv, usage_text) || hfq_cli_version(argc, argv, TOOL)) return HFQ_EXIT_OK;
     options o;
@@ -151,9 +174,16 @@ int main(int argc, char **argv) {
         hfq_fail(&err, o.model, "the prompt's %zu tokens do not fit in a context of %lld", n_ids, (long long)n_ctx);
         goto done;
     }
-    hfq_context_params cp = {.n_ctx = n_ctx, .n_threads = (int)o.threads, .act_quant = o.act_quant, .ops = ops};
+    /* one row of logits: the next token's */
+    hfq_context_params cp = {.n_ctx = n_ctx, .n_outputs = 1, .n_threads = (int)o.threads, .act_quant = o.act_quant,
+                             .kv_k = o.kv_k, .kv_v = o.kv_v, .ops = ops};
     hfq_sampler_params sp = {.temp = (float)o.temp, .top_k = (int)o.top_k, .top_p = (float)o.top_p,
                              .seed = (uint64_t)o.seed};
+    if (o.dry_run) {
+        if (print_plan(&lm, &cp, &err)) goto done;
+        rc = HFQ_EXIT_OK;
+        goto done;
+    }
     if (!(ctx = hfq_context_new(lm.model, &cp, &err)) || !(smp = hfq_sampler_new(hp->n_vocab, &sp, &err))) goto done;
     if (!(logits = malloc((size_t)hp->n_vocab * sizeof *logits))) {
         hfq_fail(&err, o.model, "out of memory for the logits");
@@ -182,8 +212,9 @@ int main(int argc, char **argv) {
     putchar('\n');
     fflush(stdout);
     fprintf(stderr, TOOL ": prompt %zu tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s "
-            "(%.1f tokens/s)\n", n_ids, t_prompt, (double)n_ids / t_prompt, (long long)n_gen, t_gen,
-            t_gen > 0 ? (double)n_gen / t_gen : 0.0);
+            "(%.1f tokens/s); KV cache K %s V %s\n", n_ids, t_prompt, (double)n_ids / t_prompt, (long long)n_gen,
+            t_gen, t_gen > 0 ? (double)n_gen / t_gen : 0.0, hfq_kv_type_name(hfq_context_kv_k(ctx)),
+            hfq_kv_type_name(hfq_context_kv_v(ctx)));
     rc = HFQ_EXIT_OK;
 done:
     if (rc != HFQ_EXIT_OK) fprintf(stderr, TOOL ": %s\n", err.msg);

@@ -25,8 +25,10 @@
 
 static const char usage_text[] =
     "usage: ppl-eval MODEL.gguf --text FILE [--ctx N] [--chunks N] [--batch N] [--threads N]\n"
-    "                [--parallel N] [--device D] [--act-quant MODE] [--base BASE.gguf | --base-logits FILE]\n"
-    "                [--save-logits FILE] [--max-kld X] [--max-ppl-ratio R] [--min-top1 F] [--json] [--quiet]\n"
+    "                [--parallel N] [--device D] [--act-quant MODE] [--kv-type K[,V]] [--base-kv-type K[,V]]\n"
+    "                [--base BASE.gguf | --base-logits FILE]\n"
+    "                [--save-logits FILE] [--max-kld X] [--max-ppl-ratio R] [--min-top1 F] [--dry-run]\n"
+    "                [--json] [--quiet]\n"
     "\n"
     "Perplexity of the model over a text, computed as llama.cpp's perplexity tool does:\n"
     "the whole text is tokenized once (with BOS when the model adds it), cut into\n"
@@ -50,6 +52,11 @@ static const char usage_text[] =
     "  --act-quant MODE     activations of the model's INT8/FP8 (W8A8) and NVFP4 (W4A4)\n"
     "                       weights: auto (what the file says, default), none (float; Q8_0\n"
     "                       for NVFP4 as ggml), dynamic (per token), static (input_scale)\n"
+    "  --kv-type K[,V]      KV cache formats, K and V (one name: both): f32, f16 (default, as\n"
+    "                       llama.cpp), bf16, q8_0, q4_0, q5_0, q5_1, fp8_e4m3, fp8_e5m2 (FP8\n"
+    "                       with a dynamic scale per token and head); cuda: f32 only\n"
+    "  --base-kv-type K[,V] the --base model's KV cache formats (default f16): --base MODEL with\n"
+    "                       another --kv-type measures what the KV format alone costs\n"
     "  --base BASE.gguf     the reference model, run side by side on the same tokens\n"
     "  --base-logits FILE   the reference's log-probabilities, saved by --save-logits\n"
     "  --save-logits FILE   save the log-probabilities of the base (with --base) or of MODEL;\n"
@@ -58,6 +65,9 @@ static const char usage_text[] =
     "  --max-ppl-ratio R    gate: PPL(model) / PPL(base) at most R (1.02 = 2 % worse)\n"
     "  --min-top1 F         gate: the same top token as the base for at least a fraction F of\n"
     "                       the tokens, F in [0, 1] (0.9 = 90 %)\n"
+    "  --dry-run            evaluate nothing: print the memory plan, in bytes (the weights, the\n"
+    "                       KV cache at the context and KV types, the working buffers, and\n"
+    "                       this process once the model and the text are loaded, measured)\n"
     "  --json               print one JSON object\n"
     "  --quiet              no progress and no throughput line (warnings and errors stay)\n"
     "  -h, --help           this help\n"
@@ -69,15 +79,17 @@ typedef struct options {
     const char *model, *text, *base, *base_logits, *save_logits;
     int64_t ctx, chunks, batch, threads, parallel;
     hfq_act_quant act_quant;
+    hfq_kv_type kv_k, kv_v, base_kv_k, base_kv_v;
     hfq_device device;
     double max_kld, max_ppl_ratio, min_top1;   /* < 0: no gate */
-    bool json, quiet;
+    bool json, quiet, dry_run;
 } options;
 
 /* Every option, for the nearest one to an unknown option. */
 static const char *const known_options[] = {
     "--text", "--base", "--base-logits", "--save-logits", "--ctx", "--chunks", "--batch", "--threads", "--parallel",
-    "--device", "--act-quant", "--max-kld", "--max-ppl-ratio", "--min-top1", "--json", "--quiet", "--help",
+    "--device", "--act-quant", "--kv-type", "--base-kv-type", "--max-kld", "--max-ppl-ratio", "--min-top1",
+    "--dry-run", "--json", "--quiet", "--help",
     "--version", NULL};
 
 /* A file option's value; "needs a value" when it is the last argument. */
@@ -114,12 +126,15 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (strcmp(a, "--parallel") == 0) rc = hfq_cli_int(a, v, 1, 1024, &o->parallel, err), i++;
         else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
         else if (strcmp(a, "--act-quant") == 0) rc = hfq_cli_act_quant(a, v, &o->act_quant, err), i++;
+        else if (strcmp(a, "--kv-type") == 0) rc = hfq_cli_kv_types(a, v, &o->kv_k, &o->kv_v, err), i++;
+        else if (strcmp(a, "--base-kv-type") == 0) rc = hfq_cli_kv_types(a, v, &o->base_kv_k, &o->base_kv_v, err), i++;
         /* limits are finite and >= 0 (hfq_cli_float refuses NaN, whose comparisons
          * are all false, and infinities): a gate that cannot fail is refused */
         else if (strcmp(a, "--max-kld") == 0) rc = hfq_cli_float(a, v, 0, 1e30, &o->max_kld, err), i++;
         else if (strcmp(a, "--max-ppl-ratio") == 0) rc = hfq_cli_float(a, v, 0, 1e30, &o->max_ppl_ratio, err), i++;
         else if (strcmp(a, "--min-top1") == 0) rc = parse_fraction(a, v, &o->min_top1, err), i++;
         else if (strcmp(a, "--json") == 0) o->json = true;
+        else if (strcmp(a, "--dry-run") == 0) o->dry_run = true;
         else if (strcmp(a, "--quiet") == 0) o->quiet = true;
         else if (a[0] == '-' && a[1]) return hfq_cli_unknown_option(TOOL, a, known_options);
         else if (!o->model) o->model = a;
@@ -128,6 +143,7 @@ static int parse_args(int argc, char **argv, options *o) {
     }
     if (!o->model || !o->text) return hfq_cli_usage(TOOL, "a model and --text FILE are required");
     if (o->base && o->base_logits) return hfq_cli_usage(TOOL, "--base and --base-logits exclude each other");
+    if (o->base_kv_k && !o->base) return hfq_cli_usage(TOOL, "--base-kv-type needs --base");
     if (o->base_logits && o->save_logits)
         return hfq_cli_usage(TOOL, "--save-logits saves a model's log-probabilities; "
                                    "with --base-logits there is none to save");
@@ -162,6 +178,7 @@ typedef struct run {
     hfq_kld *kld;
     float *base_logp;       /* [n_scored][n_vocab] */
     int64_t n_vocab;
+    hfq_ppl_memory plan, base_plan;   /* --dry-run: instead of s and base_s */
 } run;
 
 static void run_free(run *r) {
@@ -223,18 +240,22 @@ static int run_open(run *r, const options *o, const hfq_ops *ops, hfq_error *err
     const int32_t bos = bos_of(&r->lm);
     hfq_ppl_params pp = {.n_ctx = o->ctx ? o->ctx : 512, .n_chunks = o->chunks, .n_batch = o->batch,
                          .n_threads = (int)o->threads, .n_parallel = (int)o->parallel, .add_bos = bos >= 0,
-                         .bos_id = bos, .act_quant = o->act_quant, .ops = ops, .text_path = o->text};
+                         .bos_id = bos, .act_quant = o->act_quant, .kv_k = o->kv_k, .kv_v = o->kv_v, .ops = ops,
+                         .text_path = o->text};
     if (o->base_logits) {   /* its context and chunks unless the options say otherwise */
         if (!(r->reader = hfq_base_logits_open(o->base_logits, err))) return -1;
         if (!o->ctx) pp.n_ctx = hfq_base_logits_info_get(r->reader)->n_ctx;
         if (!o->chunks) pp.n_chunks = hfq_base_logits_info_get(r->reader)->n_chunks;
     }
-    if (!(r->s = hfq_ppl_new(r->lm.model, r->ids, (int64_t)r->n_ids, &pp, err))) return -1;
+    if (o->dry_run ? hfq_ppl_plan(r->lm.model, (int64_t)r->n_ids, &pp, &r->plan, err)
+                   : !(r->s = hfq_ppl_new(r->lm.model, r->ids, (int64_t)r->n_ids, &pp, err)))
+        return -1;
+    const int64_t n_chunks = o->dry_run ? r->plan.n_chunks : hfq_ppl_n_chunks(r->s);
     warn_past_context(o, pp.n_ctx, &r->lm, "model's");
-    if (o->chunks > hfq_ppl_n_chunks(r->s))   /* fewer than asked: say so rather than score less */
+    if (o->chunks > n_chunks)   /* fewer than asked: say so rather than score less */
         fprintf(stderr, TOOL ": warning: --chunks %lld: %s holds %lld chunks of %lld tokens; evaluating those\n",
-                (long long)o->chunks, o->text, (long long)hfq_ppl_n_chunks(r->s), (long long)pp.n_ctx);
-    hfq_base_logits_info info = {.n_vocab = r->n_vocab, .n_ctx = pp.n_ctx, .n_chunks = hfq_ppl_n_chunks(r->s),
+                (long long)o->chunks, o->text, (long long)n_chunks, (long long)pp.n_ctx);
+    hfq_base_logits_info info = {.n_vocab = r->n_vocab, .n_ctx = pp.n_ctx, .n_chunks = n_chunks,
                                  .n_text_tokens = (int64_t)r->n_ids,
                                  .tokens_hash = hfq_tokens_hash(r->ids, (int64_t)r->n_ids), .bos_id = bos};
     if (r->reader && hfq_base_logits_check(r->reader, &info, r->ids, err)) return -1;
@@ -244,8 +265,13 @@ static int run_open(run *r, const options *o, const hfq_ops *ops, hfq_error *err
         if (hfq_model_hparams(r->base_lm.model)->n_ctx_train != hfq_model_hparams(r->lm.model)->n_ctx_train)
             warn_past_context(o, pp.n_ctx, &r->base_lm, "base's");
         pp.act_quant = HFQ_ACT_QUANT_AUTO;
-        if (!(r->base_s = hfq_ppl_new(r->base_lm.model, r->ids, (int64_t)r->n_ids, &pp, err))) return -1;
+        pp.kv_k = o->base_kv_k;
+        pp.kv_v = o->base_kv_v;
+        if (o->dry_run ? hfq_ppl_plan(r->base_lm.model, (int64_t)r->n_ids, &pp, &r->base_plan, err)
+                       : !(r->base_s = hfq_ppl_new(r->base_lm.model, r->ids, (int64_t)r->n_ids, &pp, err)))
+            return -1;
     }
+    if (o->dry_run) return 0;
     if (o->save_logits && !(r->writer = hfq_base_logits_create(o->save_logits, &info, err))) return -1;
     if (o->base || o->base_logits) {
         const size_t n = (size_t)hfq_base_logits_rows(pp.n_ctx) * (size_t)r->n_vocab;
@@ -257,6 +283,30 @@ static int run_open(run *r, const options *o, const hfq_ops *ops, hfq_error *err
             return hfq_fail(err, o->model, "out of memory for the base's log-probabilities");
     }
     return 0;
+}
+
+/* Bytes of one session's contexts and slots. */
+static void add_session(hfq_cli_memory_plan *mp, const hfq_ppl_memory *pm, const hfq_lm *lm) {
+    mp->weights += (int64_t)gguf_file_size(hfq_model_gguf(lm->model));
+    mp->kv_cache += pm->n_slots * pm->context.kv_cache;
+    mp->buffers += pm->n_slots * (pm->context.buffers + pm->slot_buffers);
+    mp->n_contexts += pm->n_slots;
+}
+
+/* --dry-run: the sessions' plans, the comparison's buffers (the base's
+ * log-probabilities, a KL divergence and a probability difference per
+ * scored token) and the process as loaded. */
+static void print_plan(const options *o, const run *r) {
+    hfq_cli_memory_plan mp = {.n_ctx = r->plan.context.n_ctx, .kv_k = r->plan.context.kv_k,
+                              .kv_v = r->plan.context.kv_v, .loaded = hfq_cli_rss(),
+                              .loaded_peak = hfq_cli_peak_rss()};
+    add_session(&mp, &r->plan, &r->lm);
+    if (o->base) add_session(&mp, &r->base_plan, &r->base_lm);
+    if (o->base || o->base_logits) {
+        const int64_t rows = hfq_base_logits_rows(r->plan.context.n_ctx + 1);
+        mp.buffers += rows * r->n_vocab * (int64_t)sizeof(float) + r->plan.n_chunks * rows * 2 * (int64_t)sizeof(float);
+    }
+    hfq_cli_print_memory_plan(&mp, o->json);
 }
 
 /* The base's side of chunk c (the model's is done): its log-probs into
@@ -375,7 +425,14 @@ static cJSON *kld_json(const hfq_kld_stats *s) {
     return j;
 }
 
-static void print_json(const options *o, int64_t n_tokens, const hfq_ppl_result *r, const hfq_kld_stats *ks,
+/* {"k": "f16", "v": "q8_0"}: the formats a session's KV cache holds. */
+static void add_kv_type(cJSON *j, const char *key, const hfq_ppl *s) {
+    cJSON *kv = cJSON_AddObjectToObject(j, key);
+    cJSON_AddStringToObject(kv, "k", hfq_kv_type_name(hfq_ppl_kv_k(s)));
+    cJSON_AddStringToObject(kv, "v", hfq_kv_type_name(hfq_ppl_kv_v(s)));
+}
+
+static void print_json(const options *o, const run *rn, const hfq_ppl_result *r, const hfq_kld_stats *ks,
                        const gate *g, int n_gates) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "model", o->model);
@@ -384,9 +441,11 @@ static void print_json(const options *o, int64_t n_tokens, const hfq_ppl_result 
     if (o->base_logits) cJSON_AddStringToObject(j, "base_logits", o->base_logits);
     if (o->save_logits) cJSON_AddStringToObject(j, "saved_logits", o->save_logits);
     cJSON_AddStringToObject(j, "act_quant", hfq_cli_act_quant_name(o->act_quant));
+    add_kv_type(j, "kv_type", rn->s);
+    if (rn->base_s) add_kv_type(j, "base_kv_type", rn->base_s);
     hfq_cli_json_number(j, "n_ctx", (double)r->n_ctx);
     hfq_cli_json_number(j, "n_chunks", (double)r->n_chunks);
-    hfq_cli_json_number(j, "n_tokens", (double)n_tokens);
+    hfq_cli_json_number(j, "n_tokens", (double)rn->n_ids);
     hfq_cli_json_number(j, "tokens_scored", (double)r->n_scored);
     hfq_cli_json_number(j, "nll_mean", r->nll_mean);
     hfq_cli_json_number(j, "ppl", r->ppl);
@@ -432,7 +491,13 @@ int main(int argc, char **argv) {
     if (note[0]) fprintf(stderr, TOOL ": %s\n", note);
     /* a device backend holds its own copy of the weights: one chunk at a time unless asked */
     if (ops != hfq_cpu_ops() && !o.parallel) o.parallel = 1;
-    if (run_open(&r, &o, ops, &err) || run_chunks(&r, &o, &seconds, &err)) goto done;
+    if (run_open(&r, &o, ops, &err)) goto done;
+    if (o.dry_run) {
+        print_plan(&o, &r);
+        rc = HFQ_EXIT_OK;
+        goto done;
+    }
+    if (run_chunks(&r, &o, &seconds, &err)) goto done;
     if (r.kld && hfq_kld_stats_get(r.kld, &ks, &err)) {
         hfq_error_prefix(&err, o.model);
         goto done;
@@ -441,10 +506,14 @@ int main(int argc, char **argv) {
     gate gates[3];
     const int n_gates = r.kld ? eval_gates(&o, &ks, gates) : 0;
     if (o.json) {
-        print_json(&o, (int64_t)r.n_ids, &pr, r.kld ? &ks : NULL, gates, n_gates);
+        print_json(&o, &r, &pr, r.kld ? &ks : NULL, gates, n_gates);
     } else {
-        printf("PPL = %.4f +/- %.5f (%lld chunks of %lld tokens, %lld tokens scored)\n", pr.ppl, pr.ppl_err,
-               (long long)pr.n_chunks, (long long)pr.n_ctx, (long long)pr.n_scored);
+        printf("PPL = %.4f +/- %.5f (%lld chunks of %lld tokens, %lld tokens scored, KV cache K %s V %s)\n", pr.ppl,
+               pr.ppl_err, (long long)pr.n_chunks, (long long)pr.n_ctx, (long long)pr.n_scored,
+               hfq_kv_type_name(hfq_ppl_kv_k(r.s)), hfq_kv_type_name(hfq_ppl_kv_v(r.s)));
+        if (r.base_s)
+            printf("base KV cache K %s V %s\n", hfq_kv_type_name(hfq_ppl_kv_k(r.base_s)),
+                   hfq_kv_type_name(hfq_ppl_kv_v(r.base_s)));
         if (r.kld) print_kld_text(&ks);
         if (n_gates) printf("\n");
         for (int i = 0; i < n_gates; i++)

@@ -1,0 +1,29 @@
+/* kv_rows.h - the CPU backend's rows of a quantized (non-F32) KV cache
+ * (kernels/kv_type.h formats): writing a row, and the two reads attention
+ * makes of it without dequantizing the cache: a key row's dot with a query,
+ * and a value row added, weighted, to an accumulator.
+ *
+ * The query is first converted as ggml's flash attention converts it for the
+ * key format (quant/qtype.h vec_dot_type: F16 for F16 keys, Q8_0 for Q8_0,
+ * Q4_0 and Q5_0, Q8_1 for Q5_1); FP8 keys take it as floats. */
+#ifndef HFQ_KERNELS_CPU_KV_ROWS_H
+#define HFQ_KERNELS_CPU_KV_ROWS_H
+
+#include <stdint.h>
+
+#include "kernels/kv_type.h"
+
+/* row = x [hd] in format t (hfq_kv_row_bytes(t, hd) bytes). */
+void cpu_kv_row_store(hfq_kv_type t, const float *x, void *row, int64_t hd);
+
+/* Bytes cpu_kv_query writes for head_dim hd (the query's converted form). */
+int64_t cpu_kv_query_bytes(hfq_kv_type t, int64_t hd);
+/* q [hd] converted for dots with key rows of format t. */
+void cpu_kv_query(hfq_kv_type t, const float *q, void *qc, int64_t hd);
+/* The dot of a key row with a converted query. */
+float cpu_kv_row_dot(hfq_kv_type t, const void *row, const void *qc, int64_t hd);
+
+/* acc[d] += w * row[d] for d < hd; tmp: [hd] scratch. */
+void cpu_kv_row_mad(hfq_kv_type t, const void *row, float w, float *acc, float *tmp, int64_t hd);
+
+#endif
