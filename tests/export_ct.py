@@ -421,6 +421,17 @@ def refusals(gguf, tmp):
     r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"])
     check(r.returncode == 1 and "not empty" in r.stderr, f"non-empty OUT_DIR not refused: {r.stderr!r}")
     check(os.listdir(out) == ["keep"], "the non-empty OUT_DIR was changed")
+    # a link to an empty folder (or a dangling one) is refused before any work
+    empty, link = os.path.join(tmp, "empty"), os.path.join(tmp, "link")
+    os.makedirs(empty)
+    os.symlink(empty, link)
+    for target in (link, link + "/"):
+        r = run([QUANTIZE, gguf, "--export", "compressed-tensors", target, "FP8_DYNAMIC", "--quiet"])
+        check(r.returncode == 1 and "symbolic link" in r.stderr and "quantize:" in r.stderr and
+              "%" not in r.stderr, f"OUT_DIR {target} as a link not refused up front: {r.stderr!r}")
+    check(os.listdir(empty) == [] and not [n for n in os.listdir(tmp) if n.startswith("link.")],
+          "a refused link export left files")
+    os.unlink(link)
     r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out + "2", "NVFP4A16", "--quiet"] + CALIB +
             ["--act-scales"])
     check(r.returncode == 2 and "--act-scales" in r.stderr, f"NVFP4A16 with --act-scales not a usage error: {r.stderr!r}")

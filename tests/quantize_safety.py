@@ -162,6 +162,9 @@ def test_uses(tmp, model, text, stats):
         ok(QUANTIZE, model, out, preset, "--stats", stats, "--quiet")
         got = fields(out).get("hfq.calib.requested")
         check(got == want, f"{preset} default uses: {got}, want {want}")
+        if preset == "NVFP4":   # the alpha is searched per group, not the fixed 0.5
+            alpha = fields(out).get("hfq.calib.smoothquant_alpha")
+            check(alpha == "auto", f"NVFP4 default SmoothQuant alpha: {alpha!r}, want 'auto'")
     # calibrating at once and from the saved statistics: the same default, the same bytes
     a = os.path.join(tmp, "at_once.gguf")
     ok(QUANTIZE, model, a, "INT8", "--calibration-file", text, "--calib-ctx", 64, "--calib-chunks", 4, "--quiet")

@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,14 @@ const char *hfq_ct_preset_names(void) { return "FP8, FP8_DYNAMIC, W8A8 (INT8), N
 int hfq_ct_dir_begin(hfq_ct_dir *d, const char *out_dir, hfq_error *err) {
     *d = (hfq_ct_dir){0};
     struct stat st;
+    /* a link would only fail at the final rename, after all the work */
+    size_t n = strlen(out_dir);
+    while (n > 1 && out_dir[n - 1] == '/') n--;
+    char *bare = strndup(out_dir, n);
+    if (!bare) return hfq_fail(err, out_dir, "out of memory");
+    const bool is_link = lstat(bare, &st) == 0 && S_ISLNK(st.st_mode);
+    free(bare);
+    if (is_link) return hfq_fail(err, out_dir, "is a symbolic link: give the folder itself");
     if (stat(out_dir, &st) == 0) {
         DIR *dir = S_ISDIR(st.st_mode) ? opendir(out_dir) : NULL;
         if (!dir) return hfq_fail(err, out_dir, "exists and is not a folder");
@@ -59,8 +68,6 @@ int hfq_ct_dir_begin(hfq_ct_dir *d, const char *out_dir, hfq_error *err) {
     } else if (errno != ENOENT) {
         return hfq_fail(err, out_dir, "%s", strerror(errno));
     }
-    size_t n = strlen(out_dir);
-    while (n > 1 && out_dir[n - 1] == '/') n--;
     d->out_dir = malloc(n + 1);
     d->tmp_dir = malloc(n + sizeof ".tmp.XXXXXX");
     if (!d->out_dir || !d->tmp_dir) {
@@ -520,6 +527,7 @@ static int fill(void *ctx, int64_t i, void *buf, uint64_t nbytes, hfq_error *err
         if (t) memcpy(&v, t->data, sizeof v);
         if (!(v >= 0.0f) || v > 3.4e38f) return hfq_fail(err, t->name, "holds %g, not a scale", (double)v);
         v = v > 0.0f ? 1.0f / v : 1.0f; /* an all-zero tensor: any scale decodes its zero codes */
+        if (!isfinite(v)) return hfq_fail(err, t->name, "holds a scale too small for its reciprocal in F32");
         memcpy(buf, &v, sizeof v);
         return 0;
     }

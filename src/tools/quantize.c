@@ -64,7 +64,8 @@ static void usage(FILE *out) {
         "  --save-stats FILE          write the statistics (llama.cpp's imatrix GGUF plus our tensors)\n"
         "  --stats FILE               read statistics written before (ours or llama-imatrix's)\n"
         "  uses of the statistics: importance always (unless --no-importance); with no other use named,\n"
-        "  also --awq for NVFP4 and INT8 (where it measured best; docs/calibration.md)\n"
+        "  also SmoothQuant (alpha searched) for NVFP4 and --awq for INT8 (where each measured best;\n"
+        "  docs/calibration.md)\n"
         "  --importance               importance-weighted rounding (llama.cpp's imatrix), scale searches\n"
         "  --no-importance            round without the importance rows\n"
         "  --act-scales               static activation scales <name>.input_scale for INT8, FP8, NVFP4\n"
@@ -856,6 +857,9 @@ static int run_export(args *a, const gguf_file *f) {
     if (q) gguf_close(q);
     if (rc == HFQ_EXIT_OK) printf("exported %s (compressed-tensors%s%s)\n", a->export_dir, a->ct ? " " : "",
                                   a->ct ? a->ct->name : "");
+    if (rc == HFQ_EXIT_OK && a->ct && a->ct->preset == HFQ_PRESET_NVFP4)
+        fprintf(stderr, "quantize: warning: each NVFP4 weight keeps its own weight_global_scale; vLLM fuses q/k/v and "
+                        "gate/up and keeps the largest of each group, which shrinks the others (docs/export.md)\n");
     hfq_ct_dir_abort(&d);
     return rc;
 }
