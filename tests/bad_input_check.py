@@ -362,25 +362,39 @@ def _(work):
 Q_PROJ = "model.layers.0.self_attn.q_proj"
 
 
-def lora_adapter(work, config=None, a_value=0.01, rank=2):
-    """A PEFT adapter folder (rank `rank`, on layer 0's q_proj) for B.model,
-    written by hand: adapter_config.json with config's changes, A filled with a_value."""
-    header, _, _ = st_read(os.path.join(B.model, "model.safetensors"))
-    rows, cols = header[Q_PROJ + ".weight"]["shape"]
-    a = [a_value] * (rank * cols)
-    b = [0.02] * (rows * rank)
+def adapter_folder(work, tensors, config, rank=2):
+    """A PEFT adapter folder written by hand: tensors {name without the
+    base_model.model. prefix: (shape, value)} in F32, each filled with its
+    value, and adapter_config.json (rank `rank`) with config's changes."""
+    header, data = {}, b""
+    for name, (shape, value) in tensors.items():
+        n = 1
+        for d in shape:
+            n *= d
+        header["base_model.model." + name] = {"dtype": "F32", "shape": list(shape),
+                                              "data_offsets": [len(data), len(data) + 4 * n]}
+        data += struct.pack(f"<{n}f", *([value] * n))
     d = os.path.join(work, "adapter")
     os.makedirs(d)
-    st_write(os.path.join(d, "adapter_model.safetensors"), {
-        f"base_model.model.{Q_PROJ}.lora_A.weight": {"dtype": "F32", "shape": [rank, cols],
-                                                      "data_offsets": [0, 4 * len(a)]},
-        f"base_model.model.{Q_PROJ}.lora_B.weight": {"dtype": "F32", "shape": [rows, rank],
-                                                      "data_offsets": [4 * len(a), 4 * (len(a) + len(b))]}},
-        struct.pack(f"<{len(a)}f", *a) + struct.pack(f"<{len(b)}f", *b))
+    st_write(os.path.join(d, "adapter_model.safetensors"), header, data)
     cfg = {"peft_type": "LORA", "r": rank, "lora_alpha": 4, "target_modules": ["q_proj"]}
     cfg.update(config or {})
     json.dump(cfg, open(os.path.join(d, "adapter_config.json"), "w"))
     return d
+
+
+def base_shape(model, name):
+    header, _, _ = st_read(os.path.join(model, "model.safetensors"))
+    return header[name]["shape"]
+
+
+def lora_adapter(work, config=None, a_value=0.01, rank=2, extra=None):
+    """A PEFT adapter folder (rank `rank`, on layer 0's q_proj) for B.model,
+    written by hand: adapter_config.json with config's changes, A filled with
+    a_value; extra: more tensors as adapter_folder takes them."""
+    rows, cols = base_shape(B.model, Q_PROJ + ".weight")
+    return adapter_folder(work, {Q_PROJ + ".lora_A.weight": ([rank, cols], a_value),
+                                 Q_PROJ + ".lora_B.weight": ([rows, rank], 0.02), **(extra or {})}, config, rank)
 
 
 def lora_case(work, *adapter_args, **adapter_kw):
@@ -420,6 +434,59 @@ def _(work):
 @case("hfconv/lora-dora-without-magnitude", "use_dora is true but")
 def _(work):
     return lora_case(work, {"use_dora": True})
+
+
+@case("hfconv/lora-dora-magnitude-without-factors", "a DoRA magnitude without lora_A/lora_B")
+def _(work):
+    # peft would rescale k_proj's rows by m / ||W||: not dropped silently
+    k_rows, _ = base_shape(B.model, "model.layers.0.self_attn.k_proj.weight")
+    q_rows, _ = base_shape(B.model, Q_PROJ + ".weight")
+    return lora_case(work, {"use_dora": True}, extra={
+        Q_PROJ + ".lora_magnitude_vector": ([q_rows], 1.0),
+        "model.layers.0.self_attn.k_proj.lora_magnitude_vector": ([k_rows], 1.0)})
+
+
+@case("hfconv/lora-rslora-not-bool", "field 'use_rslora' is not true, false or null")
+def _(work):
+    return lora_case(work, {"use_rslora": 1})   # peft: truthy, so 1 / sqrt(r)
+
+
+@case("hfconv/lora-dora-not-bool", "field 'use_dora' is not true, false or null")
+def _(work):
+    return lora_case(work, {"use_dora": "false"})
+
+
+@case("hfconv/lora-fan-in-fan-out-not-bool", "field 'fan_in_fan_out' is not true, false or null")
+def _(work):
+    return lora_case(work, {"fan_in_fan_out": 0})
+
+
+@case("hfconv/adapter-out-embedding-on-tied-base",
+      "an embedding adapter on a tied base cannot be a llama.cpp adapter: merge instead (-o)")
+def _(work):
+    # no output.weight: llama.cpp would use token_embd's factors for the output too
+    tied = os.path.join(work, "tied")
+    must([MKMODEL, tied, "--tied", "--seed", "7"])
+    vocab, hidden = base_shape(tied, "model.embed_tokens.weight")
+    d = adapter_folder(work, {"model.embed_tokens.lora_embedding_A": ([2, vocab], 0.01),
+                              "model.embed_tokens.lora_embedding_B": ([hidden, 2], 0.02)},
+                       {"target_modules": ["embed_tokens"]})
+    out = out_in(work)
+    return [HFCONV, tied, "--lora", d, "--adapter-out", out, "-q"], [out], None
+
+
+@case("hfconv/adapter-out-embedding-no-lm-head", "an embedding adapter on a tied base")
+def _(work):
+    # tie_word_embeddings false but no lm_head.weight: tied all the same
+    tied = os.path.join(work, "tied")
+    must([MKMODEL, tied, "--tied", "--seed", "7"])
+    edit_json(os.path.join(tied, "config.json"), lambda c: c.__setitem__("tie_word_embeddings", False))
+    vocab, hidden = base_shape(tied, "model.embed_tokens.weight")
+    d = adapter_folder(work, {"model.embed_tokens.lora_embedding_A": ([2, vocab], 0.01),
+                              "model.embed_tokens.lora_embedding_B": ([hidden, 2], 0.02)},
+                       {"target_modules": ["embed_tokens"]})
+    out = out_in(work)
+    return [HFCONV, tied, "--lora", d, "--adapter-out", out, "-q"], [out], None
 
 
 @case("hfconv/lora-hostile-tensor-name", "which the base model does not have")

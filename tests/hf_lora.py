@@ -7,7 +7,9 @@ are peaked, are the bases. peft 0.21 makes
 adapters of each kind on them, all factors randomized (peft starts B at 0):
 plain LoRA on every projection, rsLoRA, rank_pattern / alpha_pattern,
 fan_in_fan_out (peft resets it for Linear layers: we warn and do the same),
-modules_to_save, embed_tokens and lm_head targets, DoRA, and two adapters at
+modules_to_save, embed_tokens and lm_head targets, an embed_tokens target whose
+saved base_layer.weight was changed (peft loads it over the base's, then its
+factors apply on top), DoRA, and two adapters at
 scales 0.7 and -0.4. For each:
   - merge: peft's merge_and_unload (set_scale for a scale; the second adapter
     loaded onto the first's merge), saved and converted by hfconv, against
@@ -94,7 +96,12 @@ ADAPTERS = {
                         False, {}),
     "dora": (dict(r=4, lora_alpha=8, use_dora=True, target_modules=["q_proj", "k_proj", "o_proj"]), 1.0, False, {}),
     "scaled": (dict(r=4, lora_alpha=8, target_modules=LINEAR), 0.7, True, {}),
+    # peft saves embed_tokens.base_layer.weight next to its factors; changed, it
+    # replaces the base's and the factors apply on top (no LoRA GGUF can hold it)
+    "embed-base-layer": (dict(r=4, lora_alpha=16, target_modules=["embed_tokens", "q_proj"]), 1.0, False, {}),
 }
+# label: the saved tensors whose name ends so are moved (0.1 x N(0, 1) added)
+BASE_LAYER_EDITS = {"embed-base-layer": "embed_tokens.base_layer.weight"}
 # several adapters on one command line, each with its scale
 STACKS = {"two-adapters": [("plain", 0.7), ("patterns", -0.4)]}
 
@@ -117,6 +124,15 @@ def make_adapter(base_dir, label, tmp):
                 p.copy_(0.15 * torch.randn_like(p) if "lora_" in name else p + 0.1 * torch.randn_like(p))
     out = os.path.join(tmp, f"{os.path.basename(base_dir)}-{label}")
     pm.save_pretrained(out)
+    if label in BASE_LAYER_EDITS:
+        path = os.path.join(out, "adapter_model.safetensors")
+        saved = load_file(path)
+        moved = [k for k in saved if k.endswith(BASE_LAYER_EDITS[label])]
+        check(len(moved) == 1, f"{label}: peft saved {sorted(saved)}: no single {BASE_LAYER_EDITS[label]}")
+        rng = np.random.default_rng(sum(map(ord, label)))
+        for k in moved:
+            saved[k] = (saved[k] + 0.1 * rng.standard_normal(saved[k].shape)).astype(saved[k].dtype)
+        save_file(saved, path)
     if edits:
         path = os.path.join(out, "adapter_config.json")
         c = json.load(open(path))

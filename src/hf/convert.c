@@ -565,6 +565,11 @@ static int convert_adapter(const hfq_convert_opts *opts, gguf_writer *w, const h
     r |= gguf_set_u32(w, "general.quantization_version", GGML_QUANT_VERSION);
     r |= gguf_set_str(w, "hfq.converter", "hfconv " HFQ_VERSION);
     if (r) { hfq_fail(err, opts->out_path, "cannot set metadata"); goto done; }
+    /* tied as build_plan has it (the config's flag, or no lm_head): no output
+     * entry, so llama.cpp computes the output with token_embd.weight and, as it
+     * finds adapter tensors by name, with the embedding's factors too */
+    bool tied = true;
+    for (int64_t i = 0; i < p.n; i++) tied &= p.entries[i].map.row->role != ROLE_OUTPUT;
     /* the table first (the factors' shapes), then the data, one tensor's edit at a time */
     for (int pass = 0; pass < 2; pass++) {
         for (int64_t i = 0; i < p.n; i++) {
@@ -572,6 +577,11 @@ static int convert_adapter(const hfq_convert_opts *opts, gguf_writer *w, const h
             if (hf_lora_edit_for(loras, e->src, e->rows, e->cols, &edit, err)) goto done;
             if (!edit) continue;
             if (check_adapter_edit(loras, edit, err)) goto done;
+            if (tied && e->map.row->role == ROLE_TOKEN_EMBD) {
+                hfq_fail(err, hf_lora_dir(loras, 0), "'%s': an embedding adapter on a tied base cannot be a "
+                         "llama.cpp adapter: merge instead (-o)", edit->base_name);
+                goto done;
+            }
             const hf_lora_factor *f = &edit->factors[0];
             if (pass == 0) {
                 bool embedding = e->map.row->role == ROLE_TOKEN_EMBD;

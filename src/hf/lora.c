@@ -115,6 +115,17 @@ static int read_number(const adapter *ad, const cJSON *v, const char *key, bool 
     return 0;
 }
 
+/* A flag peft reads as Python truthiness: only true, false or null (absent)
+ * are read, anything else (1, "yes") is refused rather than guessed. */
+static int read_bool(const adapter *ad, const char *key, bool *out, hfq_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(ad->config, key);
+    *out = false;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsBool(v)) return hfq_fail(err, ad->config_path, "field '%s' is not true, false or null", key);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
 static int read_pattern(adapter *ad, const char *key, bool integer, const cJSON **out, hfq_error *err) {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(ad->config, key);
     *out = NULL;
@@ -158,12 +169,14 @@ static int read_config(adapter *ad, hf_warn_fn warn, void *warn_ctx, hfq_error *
     ad->r = (int64_t)r;
     if (read_number(ad, cJSON_GetObjectItemCaseSensitive(c, "lora_alpha"), "lora_alpha", false, &ad->alpha, err))
         return -1;
-    ad->rslora = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "use_rslora"));
-    ad->dora = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "use_dora"));
+    bool fan_in_fan_out = false;
+    if (read_bool(ad, "use_rslora", &ad->rslora, err) || read_bool(ad, "use_dora", &ad->dora, err) ||
+        read_bool(ad, "fan_in_fan_out", &fan_in_fan_out, err))
+        return -1;
     if (read_pattern(ad, "rank_pattern", true, &ad->rank_pattern, err) ||
         read_pattern(ad, "alpha_pattern", false, &ad->alpha_pattern, err))
         return -1;
-    if (warn && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "fan_in_fan_out"))) {
+    if (warn && fan_in_fan_out) {
         char msg[4800];
         snprintf(msg, sizeof msg, "%s: fan_in_fan_out = true is reset to false for Linear and Embedding layers, "
                  "as peft does", ad->config_path);
@@ -247,6 +260,12 @@ static int check_tensor(const hf_lora_set *set, const adapter *ad, const st_tens
     if (kind == T_MAGNITUDE) {
         if (!ad->dora) return hfq_fail(err, file, "tensor '%s': a DoRA magnitude but use_dora is false", name);
         if (embedding) return hfq_fail(err, file, "tensor '%s': DoRA on an embedding is not implemented", name);
+        /* peft would still rescale W's rows by m / ||W||: dropping it is wrong, doing it is not implemented */
+        char factor[1100];
+        snprintf(factor, sizeof factor, PEFT_PREFIX "%.*s.lora_A.weight",
+                 (int)(strlen(base_name) - strlen(".weight")), base_name);
+        if (!st_find(ad->st, factor))
+            return hfq_fail(err, file, "tensor '%s': a DoRA magnitude without lora_A/lora_B", name);
         if (t->n_dims != 1 || t->shape[0] != rows)
             return hfq_fail(err, file, "tensor '%s': shape does not fit the base's '%s' (%lld rows)", name,
                             target, (long long)rows);
@@ -444,10 +463,16 @@ int hf_lora_edit_for(const hf_lora_set *set, const st_tensor *base, int64_t rows
         const char *file = st_shard_path(ad->st, 0);
         const st_tensor *whole = find_named(ad->st, base->name, "");
         const st_tensor *layer = is_weight ? find_named(ad->st, module, ".base_layer.weight") : NULL;
-        if (!whole && layer && !same_values(ad->st, layer, set->base, base)) whole = layer;
+        /* peft saves base_layer.weight next to the module's factors (embedding
+         * targets): loaded, it replaces the base's, and the factors apply to it */
+        bool layer_replaced = false;
+        if (!whole && layer && !same_values(ad->st, layer, set->base, base)) {
+            whole = layer;
+            layer_replaced = true;
+        }
         const st_tensor *a = is_weight ? find_named(ad->st, module, embedding ? ".lora_embedding_A" : ".lora_A.weight")
                                        : NULL;
-        if (whole && a) {
+        if (whole && a && !layer_replaced) {
             hf_lora_edit_free(e);
             return hfq_fail(err, file, "adapter both replaces and adapts '%s'", base->name);
         }

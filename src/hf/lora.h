@@ -18,9 +18,13 @@
  * W += scale * s * (B A)^T. fan_in_fan_out is reset for these Linear and
  * Embedding layers, as peft does (a warning). DoRA (use_dora): the row-wise
  * W' = m / ||W + s B A|| * (W + s B A) of a Linear layer, exact, when it is
- * the only adapter touching that tensor (refused otherwise). A tensor stored
- * whole in the adapter (modules_to_save, or a "base_layer.weight" that differs
- * from the base's) replaces the base's before later adapters apply.
+ * the only adapter touching that tensor (refused otherwise; a magnitude without
+ * the module's factors too). A tensor stored whole in the adapter
+ * (modules_to_save) replaces the base's before later adapters apply (with
+ * factors of the same adapter: refused). A "base_layer.weight" that differs
+ * from the base's (peft saves it next to an embedding's factors) replaces it
+ * too, and the same adapter's factors apply on top, as peft loads and merges
+ * it. use_rslora, use_dora and fan_in_fan_out: true, false or null only.
  * A LoRA on lm_head of a base that ties it to the embedding is refused. */
 #ifndef HFQ_SRC_HF_LORA_H
 #define HFQ_SRC_HF_LORA_H
