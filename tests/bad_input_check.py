@@ -461,32 +461,31 @@ def _(work):
     return lora_case(work, {"fan_in_fan_out": 0})
 
 
-@case("hfconv/adapter-out-embedding-on-tied-base",
-      "an embedding adapter on a tied base cannot be a llama.cpp adapter: merge instead (-o)")
-def _(work):
-    # no output.weight: llama.cpp would use token_embd's factors for the output too
+def embedding_adapter_on_tied(work, config_edit=None):
+    """--adapter-out of an embedding LoRA on mkmodel's tied base (config edited by config_edit)."""
     tied = os.path.join(work, "tied")
     must([MKMODEL, tied, "--tied", "--seed", "7"])
+    if config_edit:
+        edit_json(os.path.join(tied, "config.json"), config_edit)
     vocab, hidden = base_shape(tied, "model.embed_tokens.weight")
     d = adapter_folder(work, {"model.embed_tokens.lora_embedding_A": ([2, vocab], 0.01),
                               "model.embed_tokens.lora_embedding_B": ([hidden, 2], 0.02)},
                        {"target_modules": ["embed_tokens"]})
     out = out_in(work)
     return [HFCONV, tied, "--lora", d, "--adapter-out", out, "-q"], [out], None
+
+
+@case("hfconv/adapter-out-embedding-on-tied-base",
+      "an embedding adapter on a tied base cannot be a llama.cpp adapter: merge instead (-o)")
+def _(work):
+    # no output.weight: llama.cpp would use token_embd's factors for the output too
+    return embedding_adapter_on_tied(work)
 
 
 @case("hfconv/adapter-out-embedding-no-lm-head", "an embedding adapter on a tied base")
 def _(work):
     # tie_word_embeddings false but no lm_head.weight: tied all the same
-    tied = os.path.join(work, "tied")
-    must([MKMODEL, tied, "--tied", "--seed", "7"])
-    edit_json(os.path.join(tied, "config.json"), lambda c: c.__setitem__("tie_word_embeddings", False))
-    vocab, hidden = base_shape(tied, "model.embed_tokens.weight")
-    d = adapter_folder(work, {"model.embed_tokens.lora_embedding_A": ([2, vocab], 0.01),
-                              "model.embed_tokens.lora_embedding_B": ([hidden, 2], 0.02)},
-                       {"target_modules": ["embed_tokens"]})
-    out = out_in(work)
-    return [HFCONV, tied, "--lora", d, "--adapter-out", out, "-q"], [out], None
+    return embedding_adapter_on_tied(work, lambda c: c.__setitem__("tie_word_embeddings", False))
 
 
 @case("hfconv/lora-hostile-tensor-name", "which the base model does not have")
