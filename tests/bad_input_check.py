@@ -488,6 +488,23 @@ def _(work):
     return embedding_adapter_on_tied(work, lambda c: c.__setitem__("tie_word_embeddings", False))
 
 
+@case("hfconv/lora-two-adapters-save-base-layer", "saves its base_layer.weight too: ambiguous")
+def _(work):
+    # peft saves embed_tokens.base_layer.weight with embedding factors; a second
+    # such adapter's base layer could mean the first merge or the original base
+    base = os.path.join(work, "base")
+    must([MKMODEL, base, "--seed", "7"])
+    vocab, hidden = base_shape(base, "model.embed_tokens.weight")
+    tensors = {"model.embed_tokens.base_layer.weight": ([vocab, hidden], 0.03),
+               "model.embed_tokens.lora_embedding_A": ([2, vocab], 0.01),
+               "model.embed_tokens.lora_embedding_B": ([hidden, 2], 0.02)}
+    first = os.path.join(work, "first")
+    os.rename(adapter_folder(work, tensors, {"target_modules": ["embed_tokens"]}), first)
+    second = adapter_folder(work, tensors, {"target_modules": ["embed_tokens"]})
+    out = out_in(work)
+    return [HFCONV, base, "--lora", first, "--lora", second, "-o", out, "-q"], [out], None
+
+
 @case("hfconv/lora-hostile-tensor-name", "which the base model does not have")
 def _(work):
     argv, outputs, preexec = lora_case(work)

@@ -466,6 +466,14 @@ int hf_lora_edit_for(const hf_lora_set *set, const st_tensor *base, int64_t rows
         /* peft saves base_layer.weight next to the module's factors (embedding
          * targets): loaded, it replaces the base's, and the factors apply to it */
         bool layer_replaced = false;
+        /* peft stacks adapters on the merged model: a later adapter's saved
+         * base layer is then the merge so far or the original base, which
+         * we cannot tell apart from its bytes alone */
+        if (layer && (e->n_factors > 0 || e->replace)) {
+            hf_lora_edit_free(e);
+            return hfq_fail(err, file, "'%s' is changed by an earlier adapter and this one saves its base_layer.weight "
+                                       "too: ambiguous, merge one such adapter at a time", base->name);
+        }
         if (!whole && layer && !same_values(ad->st, layer, set->base, base)) {
             whole = layer;
             layer_replaced = true;

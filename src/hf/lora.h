@@ -24,7 +24,8 @@
  * factors of the same adapter: refused). A "base_layer.weight" that differs
  * from the base's (peft saves it next to an embedding's factors) replaces it
  * too, and the same adapter's factors apply on top, as peft loads and merges
- * it. use_rslora, use_dora and fan_in_fan_out: true, false or null only.
+ * it; one for a tensor an earlier adapter changed is refused (ambiguous).
+ * use_rslora, use_dora and fan_in_fan_out: true, false or null only.
  * A LoRA on lm_head of a base that ties it to the embedding is refused. */
 #ifndef HFQ_SRC_HF_LORA_H
 #define HFQ_SRC_HF_LORA_H
