@@ -523,6 +523,14 @@ static int check_adapter_edit(const hf_lora_set *loras, const hf_lora_edit *edit
  * for token_embd a = the factor b [vocab, rank] and b = a^T [hidden, rank];
  * elsewhere a [rank, cols] as is and b [rows, rank] in GGUF row order. The
  * scale that lora_alpha / rank does not give goes into b. */
+/* "<tensor><suffix>", the name of an adapter factor, when it fits a GGUF name. */
+static int factor_name(char *buf, size_t cap, const char *tensor, const char *suffix, hfq_error *err) {
+    int n = snprintf(buf, cap, "%s%s", tensor, suffix);
+    if (n < 0 || (size_t)n >= cap)
+        return hfq_fail(err, tensor, "adapter tensor name '%s%s' is too long for GGUF", tensor, suffix);
+    return 0;
+}
+
 static int write_adapter_factors(gguf_writer *w, const plan_entry *e, const hf_lora_factor *f, hfq_error *err) {
     bool embedding = e->map.row->role == ROLE_TOKEN_EMBD;
     int64_t n_out = embedding ? e->cols : e->rows, rank = f->rank;
@@ -588,10 +596,11 @@ static int convert_adapter(const hfq_convert_opts *opts, gguf_writer *w, const h
                 char name[GGUF_MAX_NAME + 1];
                 int64_t ne_a[2] = {embedding ? f->rank : e->cols, embedding ? e->rows : f->rank};
                 int64_t ne_b[2] = {f->rank, embedding ? e->cols : e->rows};
-                snprintf(name, sizeof name, "%s.lora_a", e->name);
-                if (gguf_add_tensor(w, name, GT_F32, 2, ne_a, err) < 0) goto done;
-                snprintf(name, sizeof name, "%s.lora_b", e->name);
-                if (gguf_add_tensor(w, name, GT_F32, 2, ne_b, err) < 0) goto done;
+                if (factor_name(name, sizeof name, e->name, ".lora_a", err) < 0 ||
+                    gguf_add_tensor(w, name, GT_F32, 2, ne_a, err) < 0 ||
+                    factor_name(name, sizeof name, e->name, ".lora_b", err) < 0 ||
+                    gguf_add_tensor(w, name, GT_F32, 2, ne_b, err) < 0)
+                    goto done;
                 rep->n_tensors += 2;
                 rep->n_params += (uint64_t)(f->rank * (e->rows + e->cols));
             } else if (write_adapter_factors(w, e, f, err)) {
