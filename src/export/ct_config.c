@@ -8,25 +8,16 @@
 
 #include "formats/atomic_file.h"
 
-/* Adding a family: its row here (and its converter's descriptor in src/hf/). */
-static const ct_family families[] = {
-    {"llama", "LlamaForCausalLM", "llama", true},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", false},
-    {"qwen3", "Qwen3ForCausalLM", "qwen3", true},
-};
-
-static const char *arch_of(const gguf_file *f) {
+const hf_arch *ct_family_find(const gguf_file *f, hfq_error *err) {
     int64_t i = gguf_find_key(f, "general.architecture");
-    return i < 0 || gguf_kv_type(f, i) != GGUF_VT_STRING ? NULL : gguf_get_str(f, i, NULL, NULL);
-}
-
-const ct_family *ct_family_find(const gguf_file *f, hfq_error *err) {
-    const char *arch = arch_of(f);
-    for (size_t i = 0; arch && i < sizeof families / sizeof families[0]; i++)
-        if (strcmp(families[i].gguf_arch, arch) == 0) return &families[i];
-    hfq_fail(err, gguf_path(f), "general.architecture '%s' has no transformers family to export to (llama, qwen2, "
-                                "qwen3)", arch ? arch : "(missing)");
-    return NULL;
+    const char *arch = i < 0 || gguf_kv_type(f, i) != GGUF_VT_STRING ? NULL : gguf_get_str(f, i, NULL, NULL);
+    const hf_arch *fam = hf_arch_find_gguf(arch);
+    if (!fam) {
+        char names[256];
+        hfq_fail(err, gguf_path(f), "general.architecture '%s' has no transformers family to export to (%s)",
+                 arch ? arch : "(missing)", hf_arch_supported(names, sizeof names));
+    }
+    return fam;
 }
 
 /* ---- GGUF keys ---- */
@@ -236,7 +227,7 @@ static int write_json(cJSON *root, const char *path, hfq_error *err) {
     return rc;
 }
 
-int ct_write_config(const gguf_file *f, const ct_family *fam, const ct_model_facts *facts, const ct_linear *lin,
+int ct_write_config(const gguf_file *f, const hf_arch *fam, const ct_model_facts *facts, const ct_linear *lin,
                     int64_t n_lin, const char *path, hfq_error *err) {
     const keys k = {f, fam->gguf_arch, err};
     int64_t hidden, ff, layers, heads, kv_heads, head_dim, ctx;
@@ -259,8 +250,8 @@ int ct_write_config(const gguf_file *f, const ct_family *fam, const ct_model_fac
         cJSON_Delete(c), cJSON_Delete(q), cJSON_Delete(rope);
         return hfq_fail(err, path, "out of memory");
     }
-    cJSON_AddItemToArray(archs, cJSON_CreateString(fam->hf_arch));
-    if (fam->attention_bias_key) cJSON_AddBoolToObject(c, "attention_bias", facts->attention_bias);
+    cJSON_AddItemToArray(archs, cJSON_CreateString(fam->hf_names[0]));
+    if (fam->config_attention_bias) cJSON_AddBoolToObject(c, "attention_bias", facts->attention_bias);
     cJSON_AddNumberToObject(c, "attention_dropout", 0.0);
     add_token_id(c, f, "tokenizer.ggml.bos_token_id", "bos_token_id");
     cJSON_AddStringToObject(c, "dtype", facts->dtype);
@@ -271,7 +262,7 @@ int ct_write_config(const gguf_file *f, const ct_family *fam, const ct_model_fac
     cJSON_AddNumberToObject(c, "initializer_range", 0.02);
     cJSON_AddNumberToObject(c, "intermediate_size", (double)ff);
     if (ctx > 0) cJSON_AddNumberToObject(c, "max_position_embeddings", (double)ctx);
-    if (strcmp(fam->gguf_arch, "llama") == 0) cJSON_AddBoolToObject(c, "mlp_bias", false);
+    if (fam->config_mlp_bias) cJSON_AddBoolToObject(c, "mlp_bias", false);
     cJSON_AddStringToObject(c, "model_type", fam->model_type);
     cJSON_AddNumberToObject(c, "num_attention_heads", (double)heads);
     cJSON_AddNumberToObject(c, "num_hidden_layers", (double)layers);
@@ -281,7 +272,7 @@ int ct_write_config(const gguf_file *f, const ct_family *fam, const ct_model_fac
     cJSON_AddItemToObject(c, "rope_parameters", rope);
     cJSON_AddBoolToObject(c, "tie_word_embeddings", facts->tied);
     cJSON_AddBoolToObject(c, "use_cache", true);
-    if (!fam->attention_bias_key) cJSON_AddBoolToObject(c, "use_sliding_window", false);
+    if (fam->config_sliding_window) cJSON_AddBoolToObject(c, "use_sliding_window", false);
     cJSON_AddNumberToObject(c, "vocab_size", (double)facts->vocab_size);
     int rc = write_json(c, path, err);
     cJSON_Delete(c);

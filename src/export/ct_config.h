@@ -10,17 +10,11 @@
 
 #include "formats/error.h"
 #include "formats/gguf.h"
+#include "src/hf/arch.h"
 
-/* A family as transformers names it; gguf_arch is general.architecture. */
-typedef struct ct_family {
-    const char *gguf_arch;
-    const char *hf_arch;        /* architectures[0], also the key into src/hf/arch.h */
-    const char *model_type;
-    bool attention_bias_key;    /* its config has attention_bias (Qwen2's biases are fixed) */
-} ct_family;
-
-/* The family of general.architecture, or NULL with err naming it. */
-const ct_family *ct_family_find(const gguf_file *f, hfq_error *err);
+/* The family (src/hf/arch.h) of the GGUF's general.architecture, or NULL
+ * with err naming it. */
+const hf_arch *ct_family_find(const gguf_file *f, hfq_error *err);
 
 typedef enum ct_kind { CT_DENSE, CT_FP8, CT_INT8, CT_NVFP4, CT_INT4 } ct_kind;
 
@@ -47,7 +41,7 @@ typedef struct ct_model_facts {
 
 /* Writes config.json at path (atomically). Fails on GGUF keys it needs that
  * are missing, or rope scaling it cannot state. */
-int ct_write_config(const gguf_file *f, const ct_family *fam, const ct_model_facts *facts, const ct_linear *lin,
+int ct_write_config(const gguf_file *f, const hf_arch *fam, const ct_model_facts *facts, const ct_linear *lin,
                     int64_t n_lin, const char *path, hfq_error *err);
 
 #endif

@@ -625,14 +625,13 @@ static int copy_tokenizer(const hfq_ct_dir *d, const char *from, hfq_error *err)
 }
 
 int hfq_ct_export(const gguf_file *f, const hfq_ct_dir *d, const hfq_ct_opts *opts, hfq_error *err) {
-    const ct_family *fam = ct_family_find(f, err);
-    const hf_arch *arch = fam ? hf_arch_find(fam->hf_arch, gguf_path(f), err) : NULL;
+    const hf_arch *arch = ct_family_find(f, err);
     if (!arch) return -1;
     export_plan p = {.where = d->out_dir};
     char path[4096];
     int rc = plan_export(f, arch, opts, &p, err);
     if (rc == 0)
-        rc = ct_write_config(f, fam, &p.facts, p.lin, p.n_lin, hfq_ct_dir_file(d, "config.json", path, sizeof path),
+        rc = ct_write_config(f, arch, &p.facts, p.lin, p.n_lin, hfq_ct_dir_file(d, "config.json", path, sizeof path),
                              err);
     if (rc == 0 && opts->tokenizer_from) rc = copy_tokenizer(d, opts->tokenizer_from, err);
     if (rc == 0)

@@ -18,6 +18,12 @@ const char *hf_arch_supported(char *buf, size_t cap) {
     return buf;
 }
 
+const hf_arch *hf_arch_find_gguf(const char *gguf_arch) {
+    for (size_t i = 0; gguf_arch && i < sizeof families / sizeof families[0]; i++)
+        if (strcmp(families[i]->gguf_arch, gguf_arch) == 0) return families[i];
+    return NULL;
+}
+
 const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err) {
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         for (const char *const *n = families[i]->hf_names; *n; n++)

@@ -13,7 +13,8 @@
  *
  * Adding a family:
  *   1. src/hf/arch_<family>.c defines `const hf_arch hf_arch_<family>`: its
- *      names, gguf_arch, layer_rows beyond the shared ones, flags, write_keys;
+ *      names, gguf_arch, model_type and config_* (the export's config.json),
+ *      layer_rows beyond the shared ones, flags, write_keys;
  *   2. its extern declaration below, and one row in arch.c's `families`;
  *   3. the file in src/meson.build;
  *   4. only for kinds of tensor no family had before: a role in hf_role (at
@@ -69,6 +70,11 @@ struct hf_arch {
     /* Whether the family's runner computes longrope scaling (Phi-3's
      * per-frequency factors): a config asking for it is refused otherwise. */
     bool longrope;
+    /* The config.json transformers writes for the family (src/export writes
+     * it back): model_type, and which of the keys attention_bias, mlp_bias
+     * and use_sliding_window its config class has. */
+    const char *model_type;
+    bool config_attention_bias, config_mlp_bias, config_sliding_window;
     const hf_tensor_row *layer_rows;  /* beyond the shared ones; every row but ROLE_SKIP required */
     size_t n_layer_rows;
     /* The keys only this family writes, after general.file_type (where
@@ -88,6 +94,9 @@ const char *hf_arch_supported(char *buf, size_t cap);
 
 /* The family accepting an architecture name, or NULL (err lists the supported ones). */
 const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err);
+
+/* The family writing general.architecture `gguf_arch`, or NULL. */
+const hf_arch *hf_arch_find_gguf(const char *gguf_arch);
 
 /* "<gguf_arch>.<suffix>" in buf; returns buf. */
 const char *hf_arch_key(const hf_arch *arch, const char *suffix, char *buf, size_t cap);

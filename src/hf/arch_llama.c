@@ -16,6 +16,9 @@ static int write_keys(gguf_writer *w, const hf_config *c, const hf_arch *arch) {
 const hf_arch hf_arch_llama = {
     .hf_names = names,
     .gguf_arch = "llama",
+    .model_type = "llama",
+    .config_attention_bias = true,
+    .config_mlp_bias = true,
     .permute_qk = true,   /* llama.cpp's llama rope rotates interleaved pairs */
     .write_keys = write_keys,
 };

@@ -14,6 +14,8 @@ static const hf_tensor_row layer_rows[] = {
 const hf_arch hf_arch_qwen2 = {
     .hf_names = names,
     .gguf_arch = "qwen2",
+    .model_type = "qwen2",
+    .config_sliding_window = true,   /* attention_bias: none, its biases are fixed */
     .layer_rows = layer_rows,
     .n_layer_rows = sizeof layer_rows / sizeof layer_rows[0],
 };

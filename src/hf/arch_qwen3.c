@@ -16,6 +16,8 @@ static const hf_tensor_row layer_rows[] = {
 const hf_arch hf_arch_qwen3 = {
     .hf_names = names,
     .gguf_arch = "qwen3",
+    .model_type = "qwen3",
+    .config_attention_bias = true,
     .layer_rows = layer_rows,
     .n_layer_rows = sizeof layer_rows / sizeof layer_rows[0],
 };
