@@ -250,6 +250,40 @@ static void linear(hfq_context *c, float *y, const hfq_tensor *w, const hfq_tens
 
 static const hfq_tensor no_bias;
 
+/* The attention block of layer il: x += wo(attention(rope(q), rope(k), v)) over
+ * norm(x). */
+static void attention_block(hfq_context *c, const hfq_layer *l, int64_t il, int64_t T, int64_t pos0) {
+    const hfq_ops *ops = c->ops;
+    hfq_backend *be = c->be;
+    const hfq_hparams *hp = c->hp;
+    ops->rmsnorm(be, c->xn, c->x, &l->attn_norm, T, hp->rms_eps);       /* xn: [T][E] */
+    linear(c, c->q, &l->wq, &l->bq, c->xn, T);                         /* q: [T][Q] */
+    linear(c, c->k, &l->wk, &l->bk, c->xn, T);                         /* k: [T][KV] */
+    linear(c, c->v, &l->wv, &l->bv, c->xn, T);                         /* v: [T][KV] */
+    /* per-head RMSNorm of q and k (qwen3): each head is one row of head_dim */
+    if (l->q_norm.data) ops->rmsnorm(be, c->q, c->q, &l->q_norm, T * hp->n_head, hp->rms_eps);
+    if (l->k_norm.data) ops->rmsnorm(be, c->k, c->k, &l->k_norm, T * hp->n_head_kv, hp->rms_eps);
+    ops->rope(be, c->q, T, hp->n_head, pos0, &c->rope);
+    ops->rope(be, c->k, T, hp->n_head_kv, pos0, &c->rope);
+    ops->attention(be, c->att, c->q, c->k, c->v, c->k_cache[il], c->v_cache[il], pos0, T,
+                   &c->attn);                                              /* att: [T][Q] */
+    linear(c, c->proj, &l->wo, &no_bias, c->att, T);                       /* proj: [T][E] */
+    ops->add(be, c->x, c->proj, (size_t)(T * hp->n_embd));
+}
+
+/* The feed-forward block: x += down(silu(gate(xn)) * up(xn)), xn = norm(x). */
+static void ffn_block(hfq_context *c, const hfq_layer *l, int64_t T) {
+    const hfq_ops *ops = c->ops;
+    hfq_backend *be = c->be;
+    const hfq_hparams *hp = c->hp;
+    ops->rmsnorm(be, c->xn, c->x, &l->ffn_norm, T, hp->rms_eps);        /* xn: [T][E] */
+    linear(c, c->gate, &l->w_gate, &no_bias, c->xn, T);                /* gate: [T][F] */
+    linear(c, c->up, &l->w_up, &no_bias, c->xn, T);                    /* up: [T][F] */
+    ops->swiglu(be, c->gate, c->up, (size_t)(T * hp->n_ff));            /* gate: [T][F] */
+    linear(c, c->proj, &l->w_down, &no_bias, c->gate, T);              /* proj: [T][E] */
+    ops->add(be, c->x, c->proj, (size_t)(T * hp->n_embd));
+}
+
 /* One batch of T tokens at positions pos0..pos0+T-1; logits of the last
  * n_out tokens go to `logits` ([n_out][V]). */
 static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int64_t pos0, int64_t n_out,
@@ -257,34 +291,13 @@ static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int6
     const hfq_ops *ops = c->ops;
     hfq_backend *be = c->be;
     const hfq_hparams *hp = c->hp;
-    const int64_t E = hp->n_embd, F = hp->n_ff;
+    const int64_t E = hp->n_embd;
 
     ops->embed(be, c->x, hfq_model_tok_embd(c->model), tokens, T);          /* x: [T][E] */
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const hfq_layer *l = hfq_model_layer(c->model, il);
-
-        /* attention block */
-        ops->rmsnorm(be, c->xn, c->x, &l->attn_norm, T, hp->rms_eps);       /* xn: [T][E] */
-        linear(c, c->q, &l->wq, &l->bq, c->xn, T);                         /* q: [T][Q] */
-        linear(c, c->k, &l->wk, &l->bk, c->xn, T);                         /* k: [T][KV] */
-        linear(c, c->v, &l->wv, &l->bv, c->xn, T);                         /* v: [T][KV] */
-        /* per-head RMSNorm of q and k (qwen3): each head is one row of head_dim */
-        if (l->q_norm.data) ops->rmsnorm(be, c->q, c->q, &l->q_norm, T * hp->n_head, hp->rms_eps);
-        if (l->k_norm.data) ops->rmsnorm(be, c->k, c->k, &l->k_norm, T * hp->n_head_kv, hp->rms_eps);
-        ops->rope(be, c->q, T, hp->n_head, pos0, &c->rope);
-        ops->rope(be, c->k, T, hp->n_head_kv, pos0, &c->rope);
-        ops->attention(be, c->att, c->q, c->k, c->v, c->k_cache[il], c->v_cache[il], pos0, T,
-                       &c->attn);                                          /* att: [T][Q] */
-        linear(c, c->proj, &l->wo, &no_bias, c->att, T);                   /* proj: [T][E] */
-        ops->add(be, c->x, c->proj, (size_t)(T * E));
-
-        /* feed-forward block: down(silu(gate(xn)) * up(xn)) */
-        ops->rmsnorm(be, c->xn, c->x, &l->ffn_norm, T, hp->rms_eps);        /* xn: [T][E] */
-        linear(c, c->gate, &l->w_gate, &no_bias, c->xn, T);                /* gate: [T][F] */
-        linear(c, c->up, &l->w_up, &no_bias, c->xn, T);                    /* up: [T][F] */
-        ops->swiglu(be, c->gate, c->up, (size_t)(T * F));                   /* gate: [T][F] */
-        linear(c, c->proj, &l->w_down, &no_bias, c->gate, T);              /* proj: [T][E] */
-        ops->add(be, c->x, c->proj, (size_t)(T * E));
+        attention_block(c, l, il, T, pos0);
+        ffn_block(c, l, T);
     }
     if (n_out == 0) return;
     const float *last = c->x + (T - n_out) * E;                             /* [n_out][E] */
