@@ -31,7 +31,6 @@ Skips (exit 77) without torch, transformers or compressed-tensors.
 
 usage: export_ct.py QUANTIZE HFCONV TEST_RUNNER_LOGITS MKMODEL
 """
-import functools
 import json
 import os
 import subprocess
@@ -45,11 +44,10 @@ from gguf_common import check, finish
 try:
     import torch
     import transformers
-    from compressed_tensors.compressors import ModelCompressor
-    from compressed_tensors.compressors.nvfp4 import base as nvfp4_base
-    from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
+    from compressed_tensors.quantization import QuantizationConfig
     from safetensors.torch import load_file
     from hf_checkpoint import build_checkpoint  # imports torch
+    from ct_common import ct_model, hf_order, mean_kl, runner_logits
 except ImportError as e:
     print(f"SKIP: torch/transformers/compressed-tensors not installed ({e})")
     sys.exit(77)
@@ -115,55 +113,7 @@ def run(cmd):
 
 
 def our_logits(gguf, ids, tmp):
-    out = os.path.join(tmp, "logits.f32")
-    r = run([RUNNER, gguf, "logits", out] + [str(i) for i in ids])
-    if r.returncode != 0:
-        check(False, f"{gguf}: runner failed: {r.stderr.strip()}")
-        return None
-    return np.fromfile(out, dtype="<f4").reshape(len(ids), VOCAB).astype(np.float64)
-
-
-def ct_model(folder):
-    """The model as compressed-tensors loads and decompresses it: transformers'
-    float model, the folder's scheme applied (apply_quantization_config), the
-    compressed layout made (compress_model) so that the folder's tensors load
-    strictly, name for name and shape for shape, then decompressed in place
-    (decompress_model). The modules keep their scheme: compressed-tensors'
-    forward quantizes their inputs as the config says. NVFP4 is decompressed
-    in float32, not compressed-tensors' default bfloat16: a serving engine
-    never rounds the weights (vLLM multiplies the FP4 codes and E4M3 scales
-    in its GEMM), and with NVFP4 activations (W4A4) that rounding of 2^-9
-    flips activation codes downstream, moving the logits by KL 4e-4 to 2.4e-3
-    against exact weights (1e-6 without activation quantization)."""
-    cfg = transformers.AutoConfig.from_pretrained(folder)
-    qc = QuantizationConfig.model_validate(cfg.quantization_config)
-    del cfg.quantization_config
-    model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
-    apply_quantization_config(model, qc)
-    compressor = ModelCompressor(quantization_config=qc)
-    compressor.compress_model(model)
-    state = {}
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".safetensors"):
-            state.update(load_file(os.path.join(folder, name)))
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    tied = ["lm_head.weight"] if cfg.tie_word_embeddings else []
-    if list(missing) != tied or unexpected:
-        raise ValueError(f"tensors missing {list(missing)}, unexpected {list(unexpected)}")
-    model.tie_weights()
-    unpack = nvfp4_base.unpack_fp4_from_uint8
-    nvfp4_base.unpack_fp4_from_uint8 = functools.partial(unpack, dtype=torch.float32)
-    try:
-        compressor.decompress_model(model)
-    finally:
-        nvfp4_base.unpack_fp4_from_uint8 = unpack
-    return model.float()
-
-
-def mean_kl(p_logits, q_logits):
-    lp = p_logits - np.logaddexp.reduce(p_logits, axis=1, keepdims=True)
-    lq = q_logits - np.logaddexp.reduce(q_logits, axis=1, keepdims=True)
-    return float(np.mean(np.sum(np.exp(lp) * (lp - lq), axis=1)))
+    return runner_logits(RUNNER, gguf, ids, VOCAB, tmp)
 
 
 def check_config(tag, folder, ct_preset, w_strategy, acts):
@@ -210,16 +160,6 @@ def gguf_weights(gguf):
         elif int(x.tensor_type) == 40:
             vals = dequantize(x.data, x.tensor_type).reshape(int(x.shape[1]), int(x.shape[0])).astype(np.float32)
             out[name] = vals * (np.float32(scale.data[0]) if scale is not None else np.float32(1))
-    return out
-
-
-def hf_order(w, heads):
-    """GGUF q/k rows (interleaved rotary pairs) back in Hugging Face's rotate-half order."""
-    rows = w.shape[0]
-    per = rows // heads
-    src = [h * per + (k % 2) * (per // 2) + k // 2 for h in range(heads) for k in range(per)]
-    out = np.empty_like(w)
-    out[src] = w
     return out
 
 

@@ -12,6 +12,7 @@
 #include "quant/half.h"
 #include "src/hf/arch.h"
 #include "src/hf/config.h"
+#include "src/hf/ct_read.h"
 #include "src/hf/lora.h"
 #include "src/tokenizer/vocab.h"
 
@@ -43,12 +44,19 @@ typedef struct plan_entry {
     const st_tensor *scale;
     int64_t scale_rows, scale_cols;
     int64_t block_rows, block_cols;
+    hf_ct_weight *ct;             /* a compressed-tensors weight (src: its codes), or NULL */
 } plan_entry;
 
 typedef struct plan {
     plan_entry *entries;
     int64_t n;
+    const hf_ct_config *ct;       /* the checkpoint's compressed-tensors config, or NULL */
 } plan;
+
+static void plan_free(plan *p) {
+    for (int64_t i = 0; p->entries && i < p->n; i++) hf_ct_weight_close(p->entries[i].ct);
+    free(p->entries);
+}
 
 static int entry_order(const void *a, const void *b) {
     const plan_entry *x = a, *y = b;
@@ -136,6 +144,35 @@ static int attach_fp8_scale(plan_entry *e, const hf_config *cfg, const st_model 
     return 0;
 }
 
+static void set_permute(plan_entry *e, const hf_arch *arch, const hf_config *cfg) {
+    if (arch->permute_qk && e->map.row->role == ROLE_ATTN_Q) e->permute_heads = cfg->n_heads;
+    if (arch->permute_qk && e->map.row->role == ROLE_ATTN_K) e->permute_heads = cfg->n_kv_heads;
+}
+
+/* A matrix the compressed-tensors config quantizes: its tensors checked
+ * (src/hf/ct_read.h); the output type is chosen with the options later. */
+static int add_ct_entry(plan *p, plan_entry *e, const st_model *st, int64_t rows, int64_t cols, const hf_arch *arch,
+                        const hf_config *cfg, hfq_error *err) {
+    char module[1024];
+    const char *name = e->src->name;
+    size_t n = strlen(name) - (has_suffix(name, ".weight_packed") ? strlen(".weight_packed") : strlen(".weight"));
+    snprintf(module, sizeof module, "%.*s", (int)n, name);
+    if (hf_ct_weight_open(p->ct, st, module, e->map.row->role == ROLE_TOKEN_EMBD, rows, cols, &e->ct, err)) return -1;
+    if (!e->ct) {
+        if (has_suffix(name, ".weight_packed"))
+            return hfq_fail(err, st_shard_path(st, e->src->shard), "tensor '%s': packed codes of a module the "
+                            "quantization_config does not quantize", name);
+        return 0;
+    }
+    e->src = hf_ct_weight_codes(e->ct);
+    e->n_dims = 2;
+    e->rows = rows;
+    e->cols = cols;
+    set_permute(e, arch, cfg);
+    p->n++;
+    return 0;
+}
+
 static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st,
                      const st_tensor *t, hf_tensor_map map, uint32_t matrix_type, hfq_error *err) {
     plan_entry *e = &p->entries[p->n];
@@ -144,10 +181,12 @@ static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const s
     e->src = t;
     hf_gguf_name(&map, e->name, sizeof e->name);
     const char *file = st_shard_path(st, t->shard);
+    int64_t rows = dim_size(cfg, map.row->rows), cols = dim_size(cfg, map.row->cols);
+    if (p->ct && cols && add_ct_entry(p, e, st, rows, cols, arch, cfg, err)) return -1;
+    if (e->ct) return 0;
     if (!is_float_dtype(t->dtype) && !is_fp8_dtype(t->dtype))
         return hfq_fail(err, file, "tensor '%s': dtype %s is not supported for weights", t->name,
                         st_dtype_name(t->dtype));
-    int64_t rows = dim_size(cfg, map.row->rows), cols = dim_size(cfg, map.row->cols);
     bool ok = cols ? (t->n_dims == 2 && t->shape[0] == rows && t->shape[1] == cols)
                    : (t->n_dims == 1 && t->shape[0] == rows);
     if (!ok) {
@@ -165,8 +204,7 @@ static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const s
     e->cols = cols ? cols : rows;
     /* 1-D tensors and norms stay F32, as llama.cpp's converter keeps them */
     e->out_type = cols ? matrix_type : GT_F32;
-    if (arch->permute_qk && map.row->role == ROLE_ATTN_Q) e->permute_heads = cfg->n_heads;
-    if (arch->permute_qk && map.row->role == ROLE_ATTN_K) e->permute_heads = cfg->n_kv_heads;
+    set_permute(e, arch, cfg);
     if (is_fp8_dtype(t->dtype) && attach_fp8_scale(e, cfg, st, err)) return -1;
     p->n++;
     return 0;
@@ -208,7 +246,10 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         const st_tensor *t = st_tensor_at(st, i);
         hf_tensor_map map;
         if (is_fp8_side_tensor(t->name)) continue;  /* consumed with its weight */
-        if (hf_map_tensor(arch, t->name, (int)cfg->n_layers, &map) != 0)
+        char packed[1024];
+        const bool is_packed = p->ct && hf_ct_packed_weight_name(t->name, packed, sizeof packed);
+        if (p->ct && !is_packed && hf_ct_side_tensor(t->name)) continue;
+        if (hf_map_tensor(arch, is_packed ? packed : t->name, (int)cfg->n_layers, &map) != 0)
             return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s' is not part of a %s model",
                             t->name, cfg->architecture);
         if (map.row->role == ROLE_SKIP) continue;
@@ -379,6 +420,107 @@ static int64_t permuted_source_row(int64_t r, int64_t rows, int64_t n_heads) {
     return h * per_head + (k % 2) * half + k / 2;
 }
 
+static bool is_float_type(uint32_t t) { return t == GT_F32 || t == GT_F16 || t == GT_BF16; }
+
+/* ---- compressed-tensors weights (src/hf/ct_read.h) ---- */
+
+/* Kept where a GGUF format of ours holds the same numbers, unless --outtype
+ * asks for floats or adapters are merged; the embedding always as floats
+ * (llama.cpp takes no .scale there). Else the exact float of compressed-
+ * tensors' decompression. */
+static uint32_t ct_out_type(const plan_entry *e, const hfq_convert_opts *opts, uint32_t matrix_type) {
+    if (opts->outtype_given) return matrix_type;
+    if (e->map.row->role != ROLE_TOKEN_EMBD && opts->n_loras == 0) {
+        switch (hf_ct_weight_keep(e->ct)) {
+        case HF_CT_KEEP_INT8: case HF_CT_KEEP_FP8: return GT_I8;
+        case HF_CT_KEEP_NVFP4: return GT_NVFP4;
+        case HF_CT_KEEP_MXFP4: return GT_MXFP4;
+        case HF_CT_DEQUANT: break;
+        }
+    }
+    st_dtype dt = hf_ct_weight_dtype(e->ct);
+    return dt == ST_F32 ? GT_F32 : dt == ST_F16 ? GT_F16 : GT_BF16;
+}
+
+/* Each matrix not kept is said on stderr (as a warning line). */
+static void ct_note(const hfq_convert_opts *opts, const plan_entry *e) {
+    if (!opts->warn || !is_float_type(e->out_type)) return;
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s (%s): dequantized %s to %s%s", e->name, hf_ct_weight_what(e->ct),
+             opts->outtype_given ? "(--outtype)" : "exactly", ggml_type_get(e->out_type)->name,
+             hf_ct_weight_keep(e->ct) == HF_CT_DEQUANT || opts->outtype_given ? "" : " (adapters merged)");
+    opts->warn(opts->warn_ctx, msg);
+}
+
+/* "<base>.<suffix>" of GGUF weight "<base>.weight". */
+static void ct_side_name(char *buf, size_t cap, const char *weight, const char *suffix) {
+    snprintf(buf, cap, "%.*s.%s", (int)(strlen(weight) - strlen(".weight")), weight, suffix);
+}
+
+/* The kept weight's side tensors and keys (docs/format-quant-ext.md):
+ * .scale (I8: per tensor [1], else [groups, rows]; NVFP4: the global [1])
+ * and .input_scale [1]; hfq.qext.<name> for I8. */
+static int ct_add_sides(gguf_writer *w, const plan_entry *e, int64_t *n_added, uint64_t *bytes, hfq_error *err) {
+    if (is_float_type(e->out_type)) return 0;
+    char name[GGUF_MAX_NAME + 16];
+    int64_t idx;
+    if (e->out_type == GT_I8) {
+        snprintf(name, sizeof name, "hfq.qext.%s", e->name);
+        if (gguf_set_str(w, name, hf_ct_weight_keep(e->ct) == HF_CT_KEEP_FP8 ? "fp8_e4m3" : "int8") ||
+            gguf_set_u32(w, "hfq.qext.version", 1))
+            return hfq_fail(err, NULL, "cannot set metadata");
+        int64_t ne0;
+        hf_ct_weight_scales(e->ct, &ne0);
+        int64_t ne[2] = {ne0 ? ne0 : 1, e->rows};
+        ct_side_name(name, sizeof name, e->name, "scale");
+        if ((idx = gguf_add_tensor(w, name, GT_F32, ne0 ? 2 : 1, ne, err)) < 0) return -1;
+        *bytes += gguf_tensor_nbytes(w, idx), ++*n_added;
+    } else if (e->out_type == GT_NVFP4) {
+        int64_t ne[1] = {1};
+        ct_side_name(name, sizeof name, e->name, "scale");
+        if ((idx = gguf_add_tensor(w, name, GT_F32, 1, ne, err)) < 0) return -1;
+        *bytes += gguf_tensor_nbytes(w, idx), ++*n_added;
+    }
+    float s;
+    if (hf_ct_weight_input_scale(e->ct, &s)) {
+        int64_t ne[1] = {1};
+        ct_side_name(name, sizeof name, e->name, "input_scale");
+        if ((idx = gguf_add_tensor(w, name, GT_F32, 1, ne, err)) < 0) return -1;
+        *bytes += gguf_tensor_nbytes(w, idx), ++*n_added;
+    }
+    return 0;
+}
+
+/* The data of ct_add_sides' tensors, per-row scales in the GGUF's row order. */
+static int ct_write_sides(gguf_writer *w, const plan_entry *e, uint64_t *done, hfq_error *err) {
+    if (is_float_type(e->out_type)) return 0;
+    int rc = 0;
+    if (e->out_type == GT_I8) {
+        int64_t ne0;
+        const float *sc = hf_ct_weight_scales(e->ct, &ne0);
+        const int64_t per_row = ne0 ? ne0 : 1, n = ne0 ? per_row * e->rows : 1;
+        float *v = malloc((size_t)n * sizeof *v);
+        if (!v) return hfq_fail(err, NULL, "out of memory");
+        for (int64_t r = 0; r < (ne0 ? e->rows : 1); r++) {
+            int64_t sr = e->permute_heads && ne0 ? permuted_source_row(r, e->rows, e->permute_heads) : r;
+            memcpy(v + r * per_row, sc + sr * per_row, (size_t)per_row * sizeof *v);
+        }
+        rc = gguf_writer_write_data(w, v, (uint64_t)n * 4, err);
+        *done += (uint64_t)n * 4;
+        free(v);
+    } else if (e->out_type == GT_NVFP4) {
+        float g = hf_ct_weight_global(e->ct);
+        rc = gguf_writer_write_data(w, &g, 4, err);
+        *done += 4;
+    }
+    float s;
+    if (rc == 0 && hf_ct_weight_input_scale(e->ct, &s)) {
+        rc = gguf_writer_write_data(w, &s, 4, err);
+        *done += 4;
+    }
+    return rc;
+}
+
 static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, const hf_lora_set *loras,
                        float *fbuf, void *obuf, int64_t chunk_rows, uint64_t *done, uint64_t total,
                        const hfq_convert_opts *opts, hfq_error *err) {
@@ -394,8 +536,9 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
     }
     const unsigned char *base = st_data(from_st, from.src);
     size_t in_es = st_dtype_size(from.src->dtype);
-    size_t out_es = e->out_type == GT_F32 ? 4 : 2;
-    uint64_t in_row_bytes = (uint64_t)e->cols * in_es;
+    const size_t out_row = (size_t)ggml_row_size(e->out_type, e->cols);
+    const bool raw = e->ct && !is_float_type(e->out_type);   /* kept codes */
+    uint64_t in_row_bytes = e->ct ? from.src->nbytes / (uint64_t)e->rows : (uint64_t)e->cols * in_es;
     const char *file = st_shard_path(from_st, from.src->shard);
     /* a permuted chunk must hold whole heads: its source rows are then the
      * same set as its output rows, and can be released after it */
@@ -415,7 +558,12 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
         for (int64_t r = r0; r < r0 + nr; r++) {
             int64_t sr = e->permute_heads ? permuted_source_row(r, e->rows, e->permute_heads) : r;
             float *row = fbuf + (r - r0) * e->cols;
-            if (decode_row(&from, scales, sr, base + (size_t)sr * in_row_bytes, row, e->cols)) {
+            if (raw) {
+                hf_ct_weight_raw_row(e->ct, sr, (unsigned char *)obuf + (size_t)(r - r0) * out_row);
+                continue;
+            }
+            if (e->ct ? hf_ct_weight_row(e->ct, sr, row)
+                      : decode_row(&from, scales, sr, base + (size_t)sr * in_row_bytes, row, e->cols)) {
                 rc = hfq_fail(err, file, "tensor '%s': row %lld holds NaN or Inf", from.src->name, (long long)sr);
                 break;
             }
@@ -425,11 +573,12 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
                               e->src->name, (long long)sr);
                 break;
             }
-            encode_row(e->out_type, row, (unsigned char *)obuf + (size_t)(r - r0) * (size_t)e->cols * out_es, e->cols);
+            encode_row(e->out_type, row, (unsigned char *)obuf + (size_t)(r - r0) * out_row, e->cols);
         }
-        if (rc == 0) rc = gguf_writer_write_data(w, obuf, (uint64_t)nr * (uint64_t)e->cols * out_es, err);
+        if (rc == 0) rc = gguf_writer_write_data(w, obuf, (uint64_t)nr * out_row, err);
+        /* a permuted chunk's source rows are its own rows (whole heads) */
         st_release_range(from_st, from.src, (uint64_t)r0 * in_row_bytes, (uint64_t)nr * in_row_bytes);
-        *done += (uint64_t)nr * (uint64_t)e->cols * out_es;
+        *done += (uint64_t)nr * out_row;
         if (opts->progress) opts->progress(opts->progress_ctx, *done, total, e->name);
     }
     if (from.scale) st_release(from_st, from.scale);
@@ -447,10 +596,20 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
     float *fbuf = NULL, *rope = NULL;
     void *obuf = NULL;
     hf_lora_set *loras = NULL;
+    hf_ct_config *ct = NULL;
     int rc = -1;
     uint32_t matrix_type = choose_matrix_type(opts->outtype, st);
     uint32_t ftype = matrix_type == GT_F32 ? FTYPE_ALL_F32 : matrix_type == GT_F16 ? FTYPE_MOSTLY_F16 : FTYPE_MOSTLY_BF16;
+    char cfg_path[4096];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", opts->model_dir);
+    if (hf_ct_config_load(cfg_path, &ct, err)) goto done;
+    p.ct = ct;
     if (build_plan(&p, cfg, arch, st, matrix_type, err)) goto done;
+    for (int64_t i = 0; i < p.n; i++)
+        if (p.entries[i].ct) {
+            p.entries[i].out_type = ct_out_type(&p.entries[i], opts, matrix_type);
+            ct_note(opts, &p.entries[i]);
+        }
     if (opts->n_loras > 0 &&
         !(loras = hf_lora_open(opts->loras, opts->n_loras, cfg, arch, st, opts->warn, opts->warn_ctx, err)))
         goto done;
@@ -468,7 +627,7 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
         int64_t ne[2] = {e->cols, e->rows};
         if (gguf_add_tensor(w, e->name, e->out_type, e->n_dims, ne, err) < 0) goto done;
         if (e->cols > max_cols) max_cols = e->cols;
-        total += gguf_tensor_nbytes(w, i);
+        total += (uint64_t)ggml_row_size(e->out_type, e->cols) * (uint64_t)e->rows;
         rep->n_params += (uint64_t)(e->rows * e->cols);
     }
     int64_t n_rope = 0;
@@ -478,6 +637,9 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
         if (gguf_add_tensor(w, "rope_freqs.weight", GT_F32, 1, ne, err) < 0) goto done;
         total += (uint64_t)n_rope * 4;
     }
+    int64_t n_sides = 0;
+    for (int64_t i = 0; i < p.n; i++)
+        if (p.entries[i].ct && ct_add_sides(w, &p.entries[i], &n_sides, &total, err)) goto done;
     int64_t chunk_rows = (int64_t)(CHUNK_BYTES / sizeof(float) / (size_t)max_cols);
     if (chunk_rows < 1) chunk_rows = 1;
     fbuf = malloc((size_t)chunk_rows * (size_t)max_cols * sizeof(float));
@@ -494,7 +656,9 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
         if (gguf_writer_write_data(w, rope, (uint64_t)n_rope * 4, err)) goto done;
         written += (uint64_t)n_rope * 4;
     }
-    rep->n_tensors = p.n + (n_rope ? 1 : 0);
+    for (int64_t i = 0; i < p.n; i++)
+        if (p.entries[i].ct && ct_write_sides(w, &p.entries[i], &written, err)) goto done;
+    rep->n_tensors = p.n + (n_rope ? 1 : 0) + n_sides;
     rep->data_bytes = written;
     rep->file_type = ftype;
     rc = 0;
@@ -502,7 +666,8 @@ done:
     free(rope);
     free(fbuf);
     free(obuf);
-    free(p.entries);
+    plan_free(&p);
+    hf_ct_config_free(ct);
     hf_lora_close(loras);
     st_close(st);
     return rc;

@@ -24,6 +24,7 @@ typedef struct hfq_convert_opts {
     const char *model_dir;
     const char *out_path;
     hfq_outtype outtype;
+    bool outtype_given;           /* --outtype given: quantized checkpoints become floats */
     bool vocab_only;              /* tokenizer metadata only; no weights needed */
     hfq_progress_fn progress;     /* may be NULL */
     void *progress_ctx;

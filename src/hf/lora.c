@@ -10,6 +10,7 @@
 
 #include "quant/half.h"
 #include "src/common/json_file.h"
+#include "src/hf/pyregex.h"
 
 /* peft saves the adapted model's names under this prefix */
 #define PEFT_PREFIX "base_model.model."
@@ -79,19 +80,7 @@ static bool has_suffix(const char *s, const char *suffix) {
 
 /* A pattern key as peft matches it: re.match(rf"(.*\.)?({key})$", module).
  * Python-only syntax (\d, (?...)) would mean something else here: refused. */
-static int compile_pattern(const char *key, regex_t *re) {
-    for (const char *p = key; *p; p++) {
-        if (p[0] == '\\' && ((p[1] >= 'a' && p[1] <= 'z') || (p[1] >= 'A' && p[1] <= 'Z'))) return -1;
-        if (p[0] == '(' && p[1] == '?') return -1;
-    }
-    size_t n = strlen(key) + 16;
-    char *expr = malloc(n);
-    if (!expr) return -1;
-    snprintf(expr, n, "^(.*\\.)?(%s)$", key);
-    int rc = regcomp(re, expr, REG_EXTENDED | REG_NOSUB);
-    free(expr);
-    return rc == 0 ? 0 : -1;
-}
+static int compile_pattern(const char *key, regex_t *re) { return hf_pyregex_compile(re, "^(.*\\.)?", key, "$"); }
 
 /* The value of the first pattern matching module, or NULL. */
 static const cJSON *pattern_value(const cJSON *patterns, const char *module) {

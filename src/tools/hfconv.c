@@ -137,6 +137,7 @@ static int parse_args(int argc, char **argv, hfq_convert_opts *opts, hf_lora_spe
             if (t < 0) return hfq_cli_usage(TOOL, "--outtype: expects f32, f16, bf16 or auto, got '%s'", argv[i]);
             opts->outtype = (hfq_outtype)t;
             outtype_given = true;
+            opts->outtype_given = true;
         } else if (!strcmp(a, "--lora")) {
             if (i + 1 >= argc) return hfq_cli_usage(TOOL, "%s needs a value", a);
             i++;   /* the folder's copy gets the room of its own argument */

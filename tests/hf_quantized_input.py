@@ -1,0 +1,302 @@
+"""hfconv on compressed-tensors checkpoints, proven with compressed-tensors and transformers.
+
+A small Llama checkpoint (transformers, BF16) is compressed by the
+compressed-tensors package itself in each scheme: qparams from each
+weight's min/max (calculate_qparams, generate_gparam, the strategy's
+reduction), static input scales from the float model's activations, then the
+format's own compressor (float-, int-, naive-, pack-, nvfp4-pack-,
+mxfp4-pack-quantized); config.json carries its QuantizationConfig. Then:
+
+- `hfconv --outtype f32`: every quantized weight equals compressed-tensors'
+  decompression of the same tensors bit for bit (q/k rows back in Hugging
+  Face's order); `--outtype` forces floats, so no kept type is left;
+- `hfconv` without --outtype: the formats our GGUF holds are kept (GGUF
+  type I8 with hfq.qext, NVFP4, MXFP4; expected per case), the rest are BF16
+  (compressed-tensors' decompression dtype) and named on stderr;
+- our runner on that GGUF (its activation scheme as the file records it)
+  against transformers running the checkpoint with compressed-tensors'
+  fake quantization of the activations: mean KL <= 1e-4, same top token at
+  >= 99 % of positions;
+- round trip: our own `quantize` (FP8_E4M3, INT8, NVFP4) exported with
+  `--export compressed-tensors` and converted back by hfconv gives the
+  original GGUF's codes and scales (NVFP4's global scale within one
+  float32 rounding of 1 / (1 / g)).
+
+Skips (exit 77) without torch, transformers or compressed-tensors.
+
+usage: hf_quantized_input.py HFCONV TEST_RUNNER_LOGITS MKMODEL QUANTIZE
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from gguf_common import check, finish
+
+try:
+    import torch
+    import transformers
+    from compressed_tensors.compressors import BaseCompressor
+    from compressed_tensors.quantization import QuantizationConfig, QuantizationScheme, preset_name_to_scheme
+    from compressed_tensors.quantization.utils import maybe_pad_tensor_for_block_quant
+    from compressed_tensors.quantization.utils.helpers import calculate_qparams, generate_gparam
+    from safetensors.torch import save_file
+    from hf_checkpoint import build_checkpoint  # imports torch
+    from ct_common import ct_model, hf_order, mean_kl, runner_logits
+    from gguf import GGUFReader
+except ImportError as e:
+    print(f"SKIP: torch/transformers/compressed-tensors/gguf not installed ({e})")
+    sys.exit(77)
+
+HFCONV, RUNNER, MKMODEL, QUANTIZE = sys.argv[1:5]
+VOCAB, N_POS, MAX_KL, MIN_TOP = 512, 200, 1e-4, 0.99
+HEADS, KV_HEADS = 4, 2
+FIELDS = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=HEADS,
+              num_key_value_heads=KV_HEADS, vocab_size=VOCAB, max_position_embeddings=512, rms_norm_eps=1e-5,
+              initializer_range=0.05, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+              rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+PROJ = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
+        "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+
+
+def custom(weights, inputs=None):
+    return QuantizationScheme(targets=["Linear"], weights=weights, input_activations=inputs)
+
+
+# label: (scheme, format, GGUF type name when kept (None: BF16), whether our runner emulates the activations)
+CASES = [
+    ("fp8-static", preset_name_to_scheme("FP8", ["Linear"]), "float-quantized", "I8", True),
+    ("fp8-dynamic", preset_name_to_scheme("FP8_DYNAMIC", ["Linear"]), "float-quantized", "I8", True),
+    ("fp8-block", custom(dict(num_bits=8, type="float", strategy="block", block_structure=[128, 128])),
+     "float-quantized", None, True),
+    ("int8-static", custom(dict(num_bits=8, type="int", strategy="channel"),
+                           dict(num_bits=8, type="int", strategy="tensor", dynamic=False)), "int-quantized", "I8", True),
+    ("int8-group-asym", custom(dict(num_bits=8, type="int", strategy="group", group_size=32, symmetric=False)),
+     "naive-quantized", None, False),   # compressed-tensors' own loader expects this zero point packed
+    ("w8a16-packed", preset_name_to_scheme("W8A16", ["Linear"]), "pack-quantized", "I8", False),
+    ("w4a16", preset_name_to_scheme("W4A16", ["Linear"]), "pack-quantized", None, True),
+    ("w4a16-asym", preset_name_to_scheme("W4A16_ASYM", ["Linear"]), "pack-quantized", None, True),
+    ("w4-channel-asym", custom(dict(num_bits=4, type="int", strategy="channel", symmetric=False)),
+     "pack-quantized", None, True),
+    ("nvfp4a16", preset_name_to_scheme("NVFP4A16", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", True),
+    ("nvfp4", preset_name_to_scheme("NVFP4", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", True),
+    ("mxfp4a16", preset_name_to_scheme("MXFP4A16", ["Linear"]), "mxfp4-pack-quantized", "MXFP4", True),
+]
+
+
+def ok(cond, msg):
+    check(cond, msg)
+    return cond
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def reduce_minmax(w, a):
+    """Per-strategy min/max of weight w (compressed-tensors' observers' reductions)."""
+    if a.strategy == "tensor":
+        return w.amin().reshape(1), w.amax().reshape(1)
+    if a.strategy == "channel":
+        return w.amin(1, keepdim=True), w.amax(1, keepdim=True)
+    if a.strategy in ("group", "tensor_group"):
+        g = w.unflatten(-1, (w.shape[1] // a.group_size, a.group_size))
+        return g.amin(-1), g.amax(-1)
+    br, bc = a.block_structure
+    w = maybe_pad_tensor_for_block_quant(w, (br, bc))   # zeros: min/max take 0 in anyway
+    b = w.reshape(w.shape[0] // br, br, w.shape[1] // bc, bc)
+    return b.amin((1, 3)), b.amax((1, 3))
+
+
+def input_amax(model, ids):
+    """amax of each Linear layer's input over the token ids (static scales)."""
+    amax, hooks = {}, []
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.Linear) and name != "lm_head":
+            hooks.append(m.register_forward_hook(
+                lambda mod, inp, out, n=name: amax.__setitem__(n, inp[0].abs().amax().float())))
+    with torch.no_grad():
+        model(torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    return amax
+
+
+def compress(model, scheme, fmt, amax, out):
+    """The checkpoint compressed-tensors writes for scheme: (folder, {module: (compressed state, decompressed)})."""
+    comp = BaseCompressor.get_value_from_registry(fmt)
+    state, modules = {}, {}
+    for name, p in model.state_dict().items():
+        mod = name[: -len(".weight")]
+        if not (name.endswith("_proj.weight") and mod.split(".")[-1] in PROJ):
+            state[name] = p.detach().to(torch.bfloat16).contiguous()
+            continue
+        w = p.detach().to(torch.bfloat16)
+        a = scheme.weights
+        lo, hi = reduce_minmax(w, a)
+        sd = {"weight": w}
+        if a.strategy == "tensor_group":
+            sd["weight_global_scale"] = generate_gparam(w.amin(), w.amax())
+            sd["weight_scale"], sd["weight_zero_point"] = calculate_qparams(lo, hi, a, sd["weight_global_scale"])
+        else:
+            sd["weight_scale"], sd["weight_zero_point"] = calculate_qparams(lo, hi, a)
+        i = scheme.input_activations
+        if i is not None and not i.dynamic:
+            sd["input_scale"] = (amax[mod] / (448.0 if i.type == "float" else 127.0)).reshape(1)
+        if i is not None and i.strategy == "tensor_group":
+            sd["input_global_scale"] = generate_gparam(-amax[mod], amax[mod]).reshape(1)
+        c = comp.compress(sd, scheme)
+        modules[mod] = (c, comp.decompress(dict(c), scheme)["weight"].float())
+        for k, v in c.items():
+            state[f"{mod}.{k}"] = v.contiguous()
+    os.makedirs(out, exist_ok=True)
+    save_file(state, os.path.join(out, "model.safetensors"))
+    cfg = json.load(open(os.path.join(SRC, "config.json")))
+    qc = QuantizationConfig(config_groups={"group_0": scheme}, format=fmt, quantization_status="compressed",
+                            ignore=["lm_head"])
+    cfg["quantization_config"] = qc.model_dump(mode="json")
+    cfg["dtype"] = "bfloat16"
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=1)
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        with open(os.path.join(SRC, f), "rb") as s, open(os.path.join(out, f), "wb") as d:
+            d.write(s.read())
+    return modules
+
+
+def gguf_float(t):
+    rows = int(t.shape[1]) if len(t.shape) > 1 else 1
+    return np.array(t.data, dtype=np.float32).reshape(rows, -1)
+
+
+def our_logits(gguf, ids, tmp):
+    return runner_logits(RUNNER, gguf, ids, VOCAB, tmp)
+
+
+def is_proj(name):
+    parts = name.split(".")
+    return len(parts) == 4 and parts[2] in PROJ.values() and parts[3] == "weight"
+
+
+def gguf_module(name):
+    """blk.N.attn_q.weight -> (model.layers.N.self_attn.q_proj, heads to un-permute or 0)."""
+    parts = name.split(".")
+    inv = {v: k for k, v in PROJ.items()}
+    proj = inv[parts[2]]
+    mod = f"model.layers.{parts[1]}.{'self_attn' if proj in ('q_proj', 'k_proj', 'v_proj', 'o_proj') else 'mlp'}.{proj}"
+    return mod, {"attn_q": HEADS, "attn_k": KV_HEADS}.get(parts[2], 0)
+
+
+def one(label, scheme, fmt, kept, emulated, model, amax, ids, tmp):
+    folder = os.path.join(tmp, label)
+    modules = compress(model, scheme, fmt, amax, folder)
+    deq = os.path.join(tmp, label + "-f32.gguf")
+    r = run([HFCONV, folder, "-o", deq, "--outtype", "f32", "-q"])
+    if not ok(r.returncode == 0, f"{label}: hfconv --outtype f32 failed: {r.stderr.strip()}"):
+        return
+    same = 0
+    for t in GGUFReader(deq).tensors:
+        if not is_proj(t.name):
+            continue
+        mod, heads = gguf_module(t.name)
+        ours = gguf_float(t)
+        if heads:
+            ours = hf_order(ours, heads)
+        theirs = modules[mod][1].numpy()
+        eq = ours.shape == theirs.shape and np.array_equal(ours.view(np.uint32), theirs.view(np.uint32))
+        check(eq, f"{label}: {t.name} differs from compressed-tensors' decompression "
+                  f"(max |diff| {np.abs(ours - theirs).max() if ours.shape == theirs.shape else 'shape'})")
+        same += eq
+    check(same == 14, f"{label}: {same} of 14 weights bit-identical to compressed-tensors' decompression")
+    gguf = os.path.join(tmp, label + ".gguf")
+    r = run([HFCONV, folder, "-o", gguf])
+    if not ok(r.returncode == 0, f"{label}: hfconv failed: {r.stderr.strip()}"):
+        return
+    types = {t.tensor_type.name for t in GGUFReader(gguf).tensors
+             if is_proj(t.name)}
+    check(types == {kept or "BF16"}, f"{label}: weight types {types}, expected {kept or 'BF16'}")
+    notes = [ln for ln in r.stderr.splitlines() if "dequantized exactly" in ln]
+    check(len(notes) == (0 if kept else 14), f"{label}: {len(notes)} dequantization notes on stderr")
+    if not emulated:
+        print(f"{label}: {same}/14 bit-identical; kept as {types}")
+        return
+    mine = our_logits(gguf, ids, tmp)
+    try:
+        ref = ct_model(folder)
+    except Exception as e:
+        check(False, f"{label}: compressed-tensors cannot load the checkpoint: {e}")
+        return
+    with torch.no_grad():
+        theirs = ref(torch.tensor([ids])).logits[0].double().numpy()
+    if mine is None:
+        return
+    kl = mean_kl(theirs, mine)
+    top = float(np.mean(theirs.argmax(1) == mine.argmax(1)))
+    check(kl <= MAX_KL and top >= MIN_TOP, f"{label}: KL(transformers || ours) {kl:.3g}, same top {top:.3f}")
+    print(f"{label}: {same}/14 bit-identical to compressed-tensors' decompression; kept as {types}; "
+          f"KL {kl:.3g}, same top {top:.3f}")
+
+
+def round_trip(tmp):
+    """quantize -> --export compressed-tensors -> hfconv gives the quantized GGUF's numbers back."""
+    f32 = os.path.join(tmp, "src-f32.gguf")
+    if not ok(run([HFCONV, SRC, "-o", f32, "--outtype", "f32", "-q"]).returncode == 0, "hfconv of the source"):
+        return
+    calib = ["--calibration-file", os.path.join(os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")),
+                                          "docs", "architecture.md"),
+             "--calib-ctx", "64", "--calib-chunks", "4", "--act-scales"]
+    for ours, ct, extra in (("FP8_E4M3", "FP8_DYNAMIC", []), ("INT8", "W8A8", calib), ("NVFP4", "NVFP4", calib)):
+        q = os.path.join(tmp, f"rt-{ours}.gguf")
+        out = os.path.join(tmp, f"rt-{ours}-ct")
+        back = os.path.join(tmp, f"rt-{ours}-back.gguf")
+        r1 = run([QUANTIZE, f32, q, ours, "--quiet"] + extra)
+        r2 = run([QUANTIZE, f32, "--export", "compressed-tensors", out, ct, "--quiet"] + extra)
+        if not ok(r1.returncode == 0 and r2.returncode == 0, f"round trip {ours}: {r1.stderr}{r2.stderr}"):
+            continue
+        for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            with open(os.path.join(SRC, f), "rb") as s, open(os.path.join(out, f), "wb") as d:
+                d.write(s.read())
+        r = run([HFCONV, out, "-o", back, "-q"])
+        if not ok(r.returncode == 0, f"round trip {ours}: hfconv failed: {r.stderr.strip()}"):
+            continue
+        a = {t.name: t for t in GGUFReader(q).tensors}
+        b = {t.name: t for t in GGUFReader(back).tensors}
+        n, worst = 0, 0.0
+        for name, t in a.items():
+            if t.tensor_type.name not in ("I8", "NVFP4") and not name.endswith(("scale", "input_scale")):
+                continue
+            u = b.get(name)
+            if not ok(u is not None and u.tensor_type == t.tensor_type and list(u.shape) == list(t.shape),
+                         f"round trip {ours}: {name} missing or of another type/shape"):
+                continue
+            x, y = np.array(t.data), np.array(u.data)
+            if ours == "NVFP4" and name.endswith("scale"):
+                worst = max(worst, float(np.max(np.abs(x / y - 1))))
+                check(np.allclose(x, y, rtol=2 ** -23, atol=0), f"round trip {ours}: {name} {x} against {y}")
+            else:
+                check(np.array_equal(x.view(np.uint8), y.view(np.uint8)), f"round trip {ours}: {name} differs")
+            n += 1
+        print(f"round trip {ours}: {n} tensors (codes and scales) back, NVFP4 scales' worst relative "
+              f"change {worst:.3g}")
+
+
+def main():
+    global SRC
+    ids = list(np.random.default_rng(7).integers(3, VOCAB, N_POS))
+    with tempfile.TemporaryDirectory() as tmp:
+        SRC, model = build_checkpoint("ctin", transformers.LlamaConfig, transformers.LlamaForCausalLM, FIELDS, tmp,
+                                      MKMODEL, VOCAB)
+        amax = input_amax(model, ids)
+        only = sys.argv[5:]
+        for label, scheme, fmt, kept, emulated in CASES:
+            if not only or label in only:
+                one(label, scheme, fmt, kept, emulated, model, amax, ids, tmp)
+        if not only or "round-trip" in only:
+            round_trip(tmp)
+    sys.exit(finish())
+
+
+if __name__ == "__main__":
+    main()
