@@ -183,11 +183,22 @@ static int bind_qext(const binder *b, hfq_tensor *w) {
     return hfq_fail(b->err, b->where, "tensor '%s': unknown hfq.qext encoding '%s'", w->name, enc);
 }
 
+/* hfq.act_quant.<name>: "none" on an I8 weight without an input scale. */
+static int bind_act(const binder *b, hfq_tensor *w) {
+    const char *v = b->src->act ? b->src->act(b->src->source, w->name) : NULL;
+    if (!v) return 0;
+    if (strcmp(v, "none") || !w->qext || w->input_scale)
+        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\" on an I8 weight without "
+                        "input_scale", w->name, v);
+    w->act_none = true;
+    return 0;
+}
+
 /* A weight matrix [ne0] x ne1 with its encoding and scales. */
 static int bind_matrix(const binder *b, hfq_tensor *w, const char *name, int64_t ne0, int64_t ne1, bool optional) {
     if (bind_tensor(b, w, name, ne0, ne1, optional)) return -1;
     if (!w->data) return 0;
-    return bind_qext(b, w) || bind_scales(b, w) || bind_input_scale(b, w) ? -1 : 0;
+    return bind_qext(b, w) || bind_scales(b, w) || bind_input_scale(b, w) || bind_act(b, w) ? -1 : 0;
 }
 
 /* Every layer tensor the runner knows, with its need unless the family

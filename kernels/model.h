@@ -49,6 +49,9 @@ typedef struct hfq_tensor {
      * static scale of their activation quantization (I8: the activation
      * codes' scale; NVFP4: the activation blocks' global scale); NULL: absent. */
     const float *input_scale;
+    /* hfq.act_quant.<name> = "none" (I8): the checkpoint computes this weight
+     * with float activations (weight-only W8A16), which act_quant AUTO keeps. */
+    bool act_none;
 } hfq_tensor;
 
 typedef struct hfq_hparams {
@@ -99,6 +102,8 @@ typedef struct hfq_tensor_source {
     /* The hfq.qext encoding of tensor `name` ("int8", "fp8_e4m3", "fp8_e5m2"),
      * or NULL when it has none; the callback may be NULL (no encodings). */
     const char *(*qext)(const void *source, const char *name);
+    /* The hfq.act_quant value of tensor `name` ("none"), or NULL; may be NULL. */
+    const char *(*act)(const void *source, const char *name);
 } hfq_tensor_source;
 
 /* Binds a model to the tensors of a source for the given hyper-parameters

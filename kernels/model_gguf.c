@@ -165,12 +165,15 @@ static const gguf_tensor_info *lookup_tensor(const void *file, const char *name)
 #define QEXT_PREFIX "hfq.qext."
 #define QEXT_VERSION_KEY QEXT_PREFIX "version"
 
-static const char *lookup_qext(const void *file, const char *name) {
+static const char *lookup_str(const void *file, const char *prefix, const char *name) {
     char key[160];
-    snprintf(key, sizeof key, QEXT_PREFIX "%s", name);
+    snprintf(key, sizeof key, "%s%s", prefix, name);
     int64_t i = gguf_find_key(file, key);
     return i < 0 || gguf_kv_type(file, i) != GGUF_VT_STRING ? NULL : gguf_get_str(file, i, NULL, NULL);
 }
+
+static const char *lookup_qext(const void *file, const char *name) { return lookup_str(file, QEXT_PREFIX, name); }
+static const char *lookup_act(const void *file, const char *name) { return lookup_str(file, "hfq.act_quant.", name); }
 
 /* hfq.qext.* keys: version 1 when any is present; each a string naming an I8
  * tensor of the file (docs/format-quant-ext.md). Values are checked where the
@@ -204,7 +207,8 @@ hfq_model *hfq_model_load(const char *path, hfq_error *err) {
     if (!f) return NULL;
     hfq_hparams hp;
     hfq_model *m = NULL;
-    hfq_tensor_source src = {.source = f, .where = path, .find = lookup_tensor, .qext = lookup_qext};
+    hfq_tensor_source src = {.source = f, .where = path, .find = lookup_tensor, .qext = lookup_qext,
+                               .act = lookup_act};
     if (hfq_hparams_from_gguf(f, &hp, err) == 0 && check_qext_keys(f, err) == 0) m = hfq_model_bind(&hp, &src, err);
     if (!m) {
         gguf_close(f);

@@ -357,6 +357,104 @@ def _(work):
     return hfconv_with(work, "config.json", lambda p: edit_json(p, lambda c: c.__setitem__("num_key_value_heads", 3)))
 
 
+# ---------------------------------------------------------------- hfconv: compressed-tensors checkpoints
+
+CT_GROUP = {"targets": ["model.layers.0.self_attn.q_proj"],
+            "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True, "dynamic": False}}
+
+
+def ct_model(work, sides=None, group=None, qc=None, packed=False):
+    """A copy of B.model whose layer-0 q_proj is compressed-tensors FP8 per
+    channel (codes 0x38 = 1.0, scales 0.01), written by hand; packed: INT4
+    pack-quantized instead (words of 0x88888888 = zeros). sides: {suffix:
+    (dtype, shape, bytes)} replacing / adding (None: dropping) side tensors;
+    group, qc: changes to the config group and quantization_config."""
+    m = B.copy_model(work)
+    path = os.path.join(m, "model.safetensors")
+    header, start, raw = st_read(path)
+    rows, cols = header[Q_PROJ + ".weight"]["shape"]
+    tensors = {k: (v["dtype"], v["shape"], bytes(raw[start + v["data_offsets"][0]:start + v["data_offsets"][1]]))
+               for k, v in header.items() if k != "__metadata__" and k != Q_PROJ + ".weight"}
+    if packed:
+        side = {"weight_packed": ("I32", [rows, cols // 8], b"\x88" * (rows * cols // 2)),
+                "weight_shape": ("I64", [2], struct.pack("<2q", rows, cols))}
+    else:
+        side = {"weight": ("F8_E4M3", [rows, cols], b"\x38" * (rows * cols))}
+    side["weight_scale"] = ("F32", [rows, 1], struct.pack(f"<{rows}f", *[0.01] * rows))
+    side.update(sides or {})
+    tensors.update({f"{Q_PROJ}.{k}": v for k, v in side.items() if v is not None})
+    out, data = {}, b""
+    for k, (dt, shape, b) in tensors.items():
+        out[k] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    st_write(path, out, data)
+    g = json.loads(json.dumps(CT_GROUP))
+    if packed:
+        g["weights"].update({"type": "int", "num_bits": 4})
+    g.update(group or {})
+    q = {"quant_method": "compressed-tensors", "format": "pack-quantized" if packed else "float-quantized",
+         "quantization_status": "compressed", "config_groups": {"group_0": g}, "ignore": ["lm_head"]}
+    q.update(qc or {})
+    edit_json(os.path.join(m, "config.json"), lambda c: c.__setitem__("quantization_config", q))
+    return hfconv_case(work, m)
+
+
+@case("hfconv/ct-scale-shape", "weight_scale': shape [64, 2], expected [64, 1]")
+def _(work):
+    return ct_model(work, {"weight_scale": ("F32", [64, 2], struct.pack("<128f", *[0.01] * 128))})
+
+
+@case("hfconv/ct-missing-scale", "q_proj.weight_scale' is missing")
+def _(work):
+    return ct_model(work, {"weight_scale": None})
+
+
+@case("hfconv/ct-nan-scale", "not a valid scale")
+def _(work):
+    return ct_model(work, {"weight_scale": ("F32", [64, 1], struct.pack("<64f", *[float("nan")] * 64))})
+
+
+@case("hfconv/ct-weight-dtype", "q_proj.weight': dtype F16, expected F8_E4M3")
+def _(work):
+    return ct_model(work, {"weight": ("F16", [64, 64], b"\0" * 8192)})
+
+
+@case("hfconv/ct-unknown-format", "unknown format 'marlin-24'")
+def _(work):
+    return ct_model(work, qc={"format": "marlin-24"})
+
+
+@case("hfconv/ct-not-compressed", "quantization_status' is not \"compressed\"")
+def _(work):
+    return ct_model(work, qc={"quantization_status": "frozen"})
+
+
+@case("hfconv/ct-python-regex", "is not a regular expression hfconv reads")
+def _(work):
+    return ct_model(work, group={"targets": ["re:.*layers\\.\\d+\\.self_attn.q_proj$"]})
+
+
+@case("hfconv/ct-output-activations", "output_activations': not implemented")
+def _(work):
+    return ct_model(work, group={"output_activations": {"num_bits": 8, "type": "float", "strategy": "token",
+                                                        "dynamic": True}})
+
+
+@case("hfconv/ct-lying-weight-shape", "weight_shape' says [64, 72], the model [64, 64]")
+def _(work):
+    return ct_model(work, {"weight_shape": ("I64", [2], struct.pack("<2q", 64, 72))}, packed=True)
+
+
+@case("hfconv/ct-packed-words", "weight_packed': shape [64, 4], expected [64, 8]")
+def _(work):
+    return ct_model(work, {"weight_packed": ("I32", [64, 4], b"\x88" * 1024)}, packed=True)
+
+
+@case("hfconv/ct-packed-unquantized", "packed codes of a module the quantization_config does not quantize")
+def _(work):
+    return ct_model(work, qc={"ignore": ["lm_head", Q_PROJ]}, packed=True)
+
+
 # ---------------------------------------------------------------- hfconv --lora: PEFT adapters
 
 Q_PROJ = "model.layers.0.self_attn.q_proj"

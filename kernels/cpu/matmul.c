@@ -27,7 +27,7 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
     if (aq == HFQ_ACT_QUANT_STATIC && !w->input_scale)
         return hfq_fail(err, where, "tensor '%s' has no input_scale for static activation quantization", w->name);
     const bool quantized = aq == HFQ_ACT_QUANT_DYNAMIC || aq == HFQ_ACT_QUANT_STATIC ||
-                           (aq == HFQ_ACT_QUANT_AUTO && (w->qext || w->input_scale));
+                           (aq == HFQ_ACT_QUANT_AUTO && !w->act_none && (w->qext || w->input_scale));
     if (!quantized) {
         if (w->qext) k->act_kind = CPU_ACT_F32_CODES;
         return 0;

@@ -232,7 +232,8 @@ static int check_act(void *user, const hfq_tensor *w) {
     if (aq == HFQ_ACT_QUANT_STATIC && (w->qext || w->type == GT_NVFP4) && !w->input_scale)
         return hfq_fail(c->err, c->path, "tensor '%s' has no input_scale for static activation quantization", w->name);
     const char *what = NULL;
-    if (w->qext && aq == HFQ_ACT_QUANT_NONE) what = "float activations of int8/fp8 weights";
+    if (w->qext && (aq == HFQ_ACT_QUANT_NONE || (aq == HFQ_ACT_QUANT_AUTO && w->act_none)))
+        what = "float activations of int8/fp8 weights";
     else if (w->qext && aq == HFQ_ACT_QUANT_DYNAMIC && w->input_scale) what = "per-token activation scales in place of input_scale";
     else if (!w->qext && w->type == GT_NVFP4 && (aq == HFQ_ACT_QUANT_DYNAMIC || aq == HFQ_ACT_QUANT_STATIC ||
                                                  (aq == HFQ_ACT_QUANT_AUTO && w->input_scale)))

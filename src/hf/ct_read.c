@@ -681,6 +681,8 @@ const char *hf_ct_weight_what(const hf_ct_weight *w) { return w->what; }
 hf_ct_keep hf_ct_weight_keep(const hf_ct_weight *w) { return w->keep; }
 float hf_ct_weight_global(const hf_ct_weight *w) { return w->global > 0.0f ? 1.0f / w->global : 1.0f; }
 
+bool hf_ct_weight_float_acts(const hf_ct_weight *w) { return !w->g->in.present; }
+
 bool hf_ct_weight_input_scale(const hf_ct_weight *w, float *s) {
     if (w->has_input) *s = w->input;
     return w->has_input;

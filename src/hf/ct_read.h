@@ -99,6 +99,8 @@ void hf_ct_weight_raw_row(const hf_ct_weight *w, int64_t r, void *dst);
 const float *hf_ct_weight_scales(const hf_ct_weight *w, int64_t *ne0);
 /* Kept NVFP4: the global scale g of W = g * block value. */
 float hf_ct_weight_global(const hf_ct_weight *w);
+/* The checkpoint quantizes no activations of this weight (weight-only). */
+bool hf_ct_weight_float_acts(const hf_ct_weight *w);
 /* A static activation scale (GGUF .input_scale): true and *s when there is one. */
 bool hf_ct_weight_input_scale(const hf_ct_weight *w, float *s);
 
