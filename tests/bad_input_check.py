@@ -455,6 +455,35 @@ def _(work):
     return ct_model(work, qc={"ignore": ["lm_head", Q_PROJ]}, packed=True)
 
 
+def modelopt_model(work, quantization):
+    """A copy of B.model with an hf_quant_config.json (Model Optimizer) of that "quantization"."""
+    m = B.copy_model(work)
+    json.dump({"producer": {"name": "modelopt"}, "quantization": quantization},
+              open(os.path.join(m, "hf_quant_config.json"), "w"))
+    return hfconv_case(work, m)
+
+
+@case("hfconv/modelopt-unknown-algo", "field 'quant_algo' = 'W4A8_AWQ': not implemented")
+def _(work):
+    return modelopt_model(work, {"quant_algo": "W4A8_AWQ"})
+
+
+@case("hfconv/modelopt-kv-cache", "field 'kv_cache_quant_algo': not implemented")
+def _(work):
+    return modelopt_model(work, {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"})
+
+
+@case("hfconv/modelopt-missing-scale", "q_proj.weight_scale' is missing")
+def _(work):
+    argv, outputs, pre = ct_model(work, {"weight_scale": None})
+    m = argv[1]
+    edit_json(os.path.join(m, "config.json"), lambda c: c.pop("quantization_config"))
+    json.dump({"quantization": {"quant_algo": "FP8_PER_CHANNEL_PER_TOKEN", "exclude_modules": [
+        "lm_head", "model.layers.1.*", "*.mlp.*", "*.k_proj", "*.v_proj", "*.o_proj"]}},
+              open(os.path.join(m, "hf_quant_config.json"), "w"))
+    return argv, outputs, pre
+
+
 # ---------------------------------------------------------------- hfconv --lora: PEFT adapters
 
 Q_PROJ = "model.layers.0.self_attn.q_proj"

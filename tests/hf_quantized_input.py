@@ -17,6 +17,10 @@ mxfp4-pack-quantized); config.json carries its QuantizationConfig. Then:
   against transformers running the checkpoint with compressed-tensors'
   fake quantization of the activations: mean KL <= 1e-4, same top token at
   >= 99 % of positions;
+- Model Optimizer: the FP8 static and NVFP4 cases renamed as ModelOpt exports
+  (hf_quant_config.json, weight_scale_2, input_scale, as vLLM's loader reads
+  them) give the same GGUF tensors, their scales as stored, and dequantize to
+  fp4 * weight_scale * weight_scale_2 in float32 bit for bit;
 - round trip: our own `quantize` (FP8_E4M3, INT8, NVFP4) exported with
   `--export compressed-tensors` and converted back by hfconv gives the
   original GGUF's codes and scales (NVFP4's global scale within one
@@ -246,6 +250,73 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
           f"KL {kl:.3g}, same top {top:.3f}")
 
 
+def modelopt(ct_label, algo, ids, tmp):
+    """The compressed-tensors case ct_label's tensors renamed as a Model Optimizer export
+    (hf_quant_config.json; NVFP4: weight, weight_scale, weight_scale_2 = 1 / weight_global_scale,
+    input_scale = 1 / input_global_scale, as vLLM's modelopt loader reads them): the kept
+    GGUF holds the same codes as the compressed-tensors one, the scales exactly as stored,
+    and --outtype f32 is fp4 * weight_scale * weight_scale_2 in float32."""
+    from safetensors.torch import load_file
+    src = os.path.join(tmp, ct_label)
+    out = os.path.join(tmp, f"modelopt-{algo}")
+    os.makedirs(out)
+    state = {}
+    for k, v in load_file(os.path.join(src, "model.safetensors")).items():
+        if k.endswith(("weight_global_scale", "input_global_scale")):
+            v = (1.0 / v.float()).reshape(())
+            k = k.replace("weight_global_scale", "weight_scale_2").replace("input_global_scale", "input_scale")
+        elif k.endswith(("weight_scale", "input_scale")) and v.numel() == 1:
+            v = v.float().reshape(())
+        state[k.replace("weight_packed", "weight")] = v.contiguous()
+    save_file(state, os.path.join(out, "model.safetensors"))
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    del cfg["quantization_config"]
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"))
+    json.dump({"producer": {"name": "modelopt", "version": "0.31.0"},
+               "quantization": {"quant_algo": algo, "kv_cache_quant_algo": None, "group_size": 16,
+                                "exclude_modules": ["lm_head"]}}, open(os.path.join(out, "hf_quant_config.json"), "w"))
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        with open(os.path.join(src, f), "rb") as a, open(os.path.join(out, f), "wb") as b:
+            b.write(a.read())
+    gguf, deq = os.path.join(tmp, f"modelopt-{algo}.gguf"), os.path.join(tmp, f"modelopt-{algo}-f32.gguf")
+    r = run([HFCONV, out, "-o", gguf, "-q"])
+    r2 = run([HFCONV, out, "-o", deq, "-q", "--outtype", "f32"])
+    if not ok(r.returncode == 0 and r2.returncode == 0, f"modelopt {algo}: hfconv failed: {r.stderr}{r2.stderr}"):
+        return
+    ours = {t.name: t for t in GGUFReader(gguf).tensors}
+    theirs = {t.name: t for t in GGUFReader(os.path.join(tmp, ct_label + ".gguf")).tensors}
+    same, n = 0, 0
+    for name, t in theirs.items():
+        u = ours.get(name)
+        if not ok(u is not None and u.tensor_type == t.tensor_type, f"modelopt {algo}: {name} missing or retyped"):
+            continue
+        if algo == "NVFP4" and name.endswith("scale"):
+            mod = gguf_module(name.rsplit(".", 1)[0] + ".weight")[0]
+            want = state[f"{mod}.{'weight_scale_2' if name.endswith('.scale') else 'input_scale'}"].numpy()
+            eq = np.array_equal(np.array(u.data).view(np.uint32), want.reshape(1).view(np.uint32))
+        else:
+            eq = np.array_equal(np.array(u.data).view(np.uint8), np.array(t.data).view(np.uint8))
+        check(eq, f"modelopt {algo}: {name} differs")
+        same += eq
+        n += 1
+    exact = 0
+    if algo == "NVFP4":
+        e2m1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
+        for t in GGUFReader(deq).tensors:
+            if not is_proj(t.name):
+                continue
+            mod, heads = gguf_module(t.name)
+            p = state[mod + ".weight"].numpy()
+            codes = np.stack([p & 15, p >> 4], -1).reshape(p.shape[0], -1)
+            sc = np.repeat(state[mod + ".weight_scale"].float().numpy(), 16, axis=1)
+            want = (e2m1[codes] * sc).astype(np.float32) * state[mod + ".weight_scale_2"].numpy()
+            got = gguf_float(t)
+            exact += np.array_equal((hf_order(got, heads) if heads else got).view(np.uint32), want.view(np.uint32))
+        check(exact == 14, f"modelopt {algo}: {exact} of 14 dequantized weights equal fp4 * scale * scale_2")
+    print(f"modelopt {algo}: {same}/{n} GGUF tensors as the compressed-tensors conversion's"
+          + (f" (global and input scales: as stored); {exact}/14 dequantized weights exact" if algo == "NVFP4" else ""))
+
+
 def round_trip(tmp):
     """quantize -> --export compressed-tensors -> hfconv gives the quantized GGUF's numbers back."""
     f32 = os.path.join(tmp, "src-f32.gguf")
@@ -300,6 +371,9 @@ def main():
         for label, scheme, fmt, kept, limits in CASES:
             if not only or label in only:
                 one(label, scheme, fmt, kept, limits, model, amax, ids, tmp)
+        for ct_label, algo in (("fp8-static", "FP8"), ("nvfp4", "NVFP4")):
+            if not only or ct_label in only:
+                modelopt(ct_label, algo, ids, tmp)
         if not only or "round-trip" in only:
             round_trip(tmp)
     sys.exit(finish())

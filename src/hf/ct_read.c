@@ -1,6 +1,7 @@
 #include "src/hf/ct_read.h"
 
 #include <cjson/cJSON.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <regex.h>
 #include <stdio.h>
@@ -11,47 +12,15 @@
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "src/common/json_file.h"
+#include "src/hf/ct_scheme.h"
+#include "src/hf/modelopt_read.h"
 #include "src/hf/pyregex.h"
-
-typedef enum ct_fmt { FMT_DENSE, FMT_NAIVE, FMT_INT, FMT_FLOAT, FMT_PACK, FMT_NVFP4, FMT_MXFP4 } ct_fmt;
-typedef enum ct_strat { S_TENSOR, S_CHANNEL, S_GROUP, S_BLOCK, S_TENSOR_GROUP, S_TOKEN } ct_strat;
-typedef enum ct_dyn { DYN_STATIC, DYN_TRUE, DYN_LOCAL } ct_dyn;
 
 static const struct { const char *name; ct_fmt fmt; } formats[] = {
     {"dense", FMT_DENSE}, {"naive-quantized", FMT_NAIVE}, {"int-quantized", FMT_INT},
     {"float-quantized", FMT_FLOAT}, {"pack-quantized", FMT_PACK}, {"nvfp4-pack-quantized", FMT_NVFP4},
     {"mxfp4-pack-quantized", FMT_MXFP4}};
 static const char *const strat_names[] = {"tensor", "channel", "group", "block", "tensor_group", "token"};
-
-typedef struct ct_args {
-    bool present;
-    int bits;
-    bool is_float, symmetric;
-    ct_strat strat;
-    int64_t group, br, bc;
-    ct_dyn dynamic;
-} ct_args;
-
-typedef struct ct_group {
-    ct_fmt fmt;
-    ct_args w, in;
-} ct_group;
-
-typedef struct ct_target {
-    const char *text;   /* inside the parsed config */
-    int group;          /* -1: an ignore entry */
-    bool is_re;
-    regex_t rx;
-} ct_target;
-
-struct hf_ct_config {
-    char path[4096];
-    cJSON *root;
-    ct_group *groups;
-    int n_groups;
-    ct_target *targets, *ignore;
-    int n_targets, n_ignore;
-};
 
 static int fmt_parse(const char *s, ct_fmt *out) {
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
@@ -177,7 +146,9 @@ static int check_group(const hf_ct_config *c, const ct_group *g, const char *whe
     return 0;
 }
 
-static int add_target(hf_ct_config *c, ct_target **list, int *n, const char *text, int group, hfq_error *err) {
+int hf_ct_add_target(hf_ct_config *c, const char *text, int group, bool glob, hfq_error *err) {
+    ct_target **list = group < 0 ? &c->ignore : &c->targets;
+    int *n = group < 0 ? &c->n_ignore : &c->n_targets;
     for (int i = 0; i < *n; i++)
         if (!strcmp((*list)[i].text, text)) return (*list)[i].group = group, 0;  /* the last group wins, as a dict */
     ct_target *t = realloc(*list, (size_t)(*n + 1) * sizeof **list);
@@ -187,7 +158,8 @@ static int add_target(hf_ct_config *c, ct_target **list, int *n, const char *tex
     memset(e, 0, sizeof *e);
     e->text = text;
     e->group = group;
-    e->is_re = !strncmp(text, "re:", 3);
+    e->is_glob = glob;
+    e->is_re = !glob && !strncmp(text, "re:", 3);
     if (e->is_re && hf_pyregex_compile(&e->rx, "^", text + 3, ""))
         return hfq_fail(err, c->path, "target '%s' is not a regular expression hfconv reads (Python-only syntax?)",
                         text);
@@ -206,9 +178,7 @@ static int parse_list(hf_ct_config *c, const cJSON *list, const char *where, int
     if (!cJSON_IsArray(list)) return hfq_fail(err, c->path, "field '%s' is not a list", where);
     for (const cJSON *v = list->child; v; v = v->next) {
         if (!cJSON_IsString(v)) return hfq_fail(err, c->path, "field '%s' holds a non-string", where);
-        if (group < 0 ? add_target(c, &c->ignore, &c->n_ignore, v->valuestring, -1, err)
-                      : add_target(c, &c->targets, &c->n_targets, v->valuestring, group, err))
-            return -1;
+        if (hf_ct_add_target(c, v->valuestring, group, false, err)) return -1;
     }
     return 0;
 }
@@ -297,6 +267,7 @@ void hf_ct_config_free(hf_ct_config *c) {
     free(c->ignore);
     free(c->groups);
     cJSON_Delete(c->root);
+    cJSON_Delete(c->extra_root);
     free(c);
 }
 
@@ -306,7 +277,16 @@ int hf_ct_config_load(const char *config_path, hf_ct_config **out, hfq_error *er
     if (!root) return -1;
     const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
     const cJSON *m = cJSON_IsObject(qc) ? cJSON_GetObjectItemCaseSensitive(qc, "quant_method") : NULL;
-    if (!cJSON_IsString(m) || strcmp(m->valuestring, "compressed-tensors")) {
+    const bool ct = cJSON_IsString(m) && !strcmp(m->valuestring, "compressed-tensors");
+    bool mo = cJSON_IsString(m) && !strcmp(m->valuestring, "modelopt");
+    /* Model Optimizer's own file, beside config.json, when config.json says nothing */
+    char mo_path[4096];
+    const char *slash = strrchr(config_path, '/');
+    snprintf(mo_path, sizeof mo_path, "%.*shf_quant_config.json", slash ? (int)(slash - config_path + 1) : 0,
+             config_path);
+    FILE *probe = !is_set(qc) ? fopen(mo_path, "rb") : NULL;
+    if (probe) fclose(probe);
+    if (!ct && !mo && !probe) {
         cJSON_Delete(root);
         return 0;
     }
@@ -316,8 +296,16 @@ int hf_ct_config_load(const char *config_path, hf_ct_config **out, hfq_error *er
         return hfq_fail(err, NULL, "out of memory");
     }
     c->root = root;
-    snprintf(c->path, sizeof c->path, "%s", config_path);
-    if (parse_config(c, qc, err)) {
+    snprintf(c->path, sizeof c->path, "%s", probe ? mo_path : config_path);
+    if (probe) {
+        if (!(c->extra_root = hfq_json_load(mo_path, err))) {
+            hf_ct_config_free(c);
+            return -1;
+        }
+        qc = cJSON_GetObjectItemCaseSensitive(c->extra_root, "quantization");
+        mo = true;
+    }
+    if (mo ? hf_modelopt_parse(c, qc, err) : parse_config(c, qc, err)) {
         hf_ct_config_free(c);
         return -1;
     }
@@ -333,7 +321,7 @@ static bool has_suffix(const char *s, const char *suffix) {
 bool hf_ct_side_tensor(const char *name) {
     static const char *const sides[] = {".weight_scale", ".weight_zero_point", ".weight_global_scale",
                                         ".weight_shape", ".input_scale", ".input_global_scale",
-                                        ".input_zero_point", ".weight_packed", NULL};
+                                        ".input_zero_point", ".weight_packed", ".weight_scale_2", NULL};
     for (const char *const *s = sides; *s; s++)
         if (has_suffix(name, *s)) return true;
     return false;
@@ -347,6 +335,7 @@ bool hf_ct_packed_weight_name(const char *name, char *buf, size_t cap) {
 
 static bool target_hit(const ct_target *t, const char *module) {
     if (t->is_re) return regexec(&t->rx, module, 0, NULL, 0) == 0;
+    if (t->is_glob) return fnmatch(t->text, module, 0) == 0;
     return !strcmp(t->text, module);
 }
 
@@ -527,8 +516,8 @@ static int open_zero_points(hf_ct_weight *w, const char *module, int64_t srows, 
 static int open_input(hf_ct_weight *w, const char *module, hfq_error *err) {
     const ct_args *in = &w->g->in;
     if (!in->present) return 0;
-    const bool nvfp4 = w->g->fmt == FMT_NVFP4;
-    if (!nvfp4 && in->dynamic != DYN_STATIC) return 0;
+    const bool nvfp4 = w->g->fmt == FMT_NVFP4 && !w->g->modelopt;   /* Model Optimizer: input_scale as ours */
+    if (w->g->fmt != FMT_NVFP4 && in->dynamic != DYN_STATIC) return 0;
     const st_tensor *t = side(w, module, nvfp4 ? "input_global_scale" : "input_scale", true, err);
     if (!t || want_dtype(w, t, float_dtype(t->dtype), "F32, F16 or BF16", err) || want_shape(w, t, 1, -1, err))
         return -1;
@@ -553,13 +542,13 @@ static int open_fp4(hf_ct_weight *w, const char *module, hfq_error *err) {
     const st_tensor *s = side(w, module, "weight_scale", true, err);
     if (!s || want_shape(w, s, w->rows, w->cols / gsz, err)) return -1;
     w->scols = w->cols / gsz;
-    w->sdt = ST_BF16;
+    w->sdt = w->g->modelopt ? ST_F32 : ST_BF16;
     if (nv) {
         if (want_dtype(w, s, s->dtype == ST_F8_E4M3, "F8_E4M3", err)) return -1;
         if (!(w->scale = load_floats(w, s, w->rows * w->scols, err))) return -1;
         w->raw_scale = st_data(w->st, s);
         if (w->g->w.strat == S_TENSOR_GROUP) {
-            const st_tensor *gs = side(w, module, "weight_global_scale", true, err);
+            const st_tensor *gs = side(w, module, w->g->modelopt ? "weight_scale_2" : "weight_global_scale", true, err);
             if (!gs || want_dtype(w, gs, float_dtype(gs->dtype), "F32, F16 or BF16", err) ||
                 want_shape(w, gs, 1, -1, err))
                 return -1;
@@ -625,7 +614,9 @@ static int open_int_or_fp8(hf_ct_weight *w, const char *module, hfq_error *err) 
     if (scale_layout(w, &srows, &scols)) return hfq_fail(err, st_shard_path(w->st, c->shard), "bad strategy");
     const st_tensor *s = side(w, module, "weight_scale", true, err);
     if (!s || want_dtype(w, s, float_dtype(s->dtype), "F32, F16 or BF16", err) ||
-        (a->strat == S_TENSOR ? want_shape(w, s, 1, -1, err) : want_shape(w, s, srows, scols, err)))
+        (a->strat == S_TENSOR || (w->g->modelopt && a->strat == S_CHANNEL && s->n_dims == 1)
+             ? want_shape(w, s, srows * scols, -1, err)   /* Model Optimizer: per channel [rows] */
+             : want_shape(w, s, srows, scols, err)))
         return -1;
     w->sdt = s->dtype;
     w->scols = scols;
@@ -654,7 +645,7 @@ int hf_ct_weight_open(const hf_ct_config *c, const st_model *st, const char *mod
     w->g = &c->groups[gi];
     w->rows = rows;
     w->cols = cols;
-    const bool packed = w->g->fmt == FMT_PACK || w->g->fmt == FMT_NVFP4 || w->g->fmt == FMT_MXFP4;
+    const bool packed = w->g->fmt == FMT_PACK || (w->g->fmt == FMT_NVFP4 && !w->g->modelopt) || w->g->fmt == FMT_MXFP4;
     int rc = 0;
     if (!(w->codes = side(w, module, packed ? "weight_packed" : "weight", true, err))) rc = -1;
     else if (w->g->fmt == FMT_NVFP4 || w->g->fmt == FMT_MXFP4) rc = open_fp4(w, module, err);
@@ -679,7 +670,10 @@ const st_tensor *hf_ct_weight_codes(const hf_ct_weight *w) { return w->codes; }
 st_dtype hf_ct_weight_dtype(const hf_ct_weight *w) { return w->sdt; }
 const char *hf_ct_weight_what(const hf_ct_weight *w) { return w->what; }
 hf_ct_keep hf_ct_weight_keep(const hf_ct_weight *w) { return w->keep; }
-float hf_ct_weight_global(const hf_ct_weight *w) { return w->global > 0.0f ? 1.0f / w->global : 1.0f; }
+float hf_ct_weight_global(const hf_ct_weight *w) {
+    if (w->g->modelopt) return w->global;
+    return w->global > 0.0f ? 1.0f / w->global : 1.0f;
+}
 
 bool hf_ct_weight_float_acts(const hf_ct_weight *w) { return !w->g->in.present; }
 
@@ -705,9 +699,13 @@ int hf_ct_weight_row(const hf_ct_weight *w, int64_t r, float *dst) {
         const int64_t gsz = w->g->fmt == FMT_NVFP4 ? 16 : 32;
         for (int64_t i = 0; i < w->cols; i++) {
             float s = w->scale[r * w->scols + i / gsz];
-            if (w->global > 0.0f) s = round_to(w->gdt, s / w->global);
             const unsigned code = i % 2 ? row[i / 2] >> 4 : row[i / 2] & 0xF;
-            dst[i] = round_to(ST_BF16, round_to(w->gdt, e2m1(code) * s));
+            if (w->g->modelopt) {
+                dst[i] = e2m1(code) * s * w->global;   /* vLLM: block product, then the global scale */
+            } else {
+                if (w->global > 0.0f) s = round_to(w->gdt, s / w->global);
+                dst[i] = round_to(ST_BF16, round_to(w->gdt, e2m1(code) * s));
+            }
             if (!isfinite(dst[i])) return -1;
         }
         return 0;
