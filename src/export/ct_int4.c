@@ -2,13 +2,7 @@
 
 #include <math.h>
 
-#include "quant/half.h"
-
-float ct_round_to(st_dtype dt, float x) {
-    if (dt == ST_BF16) return hfq_bf16_to_f32(hfq_f32_to_bf16(x));
-    if (dt == ST_F16) return hfq_fp16_to_f32(hfq_f32_to_fp16(x));
-    return x;
-}
+#include "src/hf/ct_read.h"
 
 /* torch.finfo(dtype).eps: what calculate_qparams puts in place of a zero scale */
 static float dtype_eps(st_dtype dt) {
@@ -29,17 +23,17 @@ void ct_int4_row(const float *x, int64_t cols, int64_t group, bool symmetric, st
         }
         float s, z = 0.0f;
         if (symmetric) {
-            s = ct_round_to(dt, fmaxf(-lo, hi) / 7.5f);
+            s = hf_ct_round_to(dt, fmaxf(-lo, hi) / 7.5f);
         } else {
-            s = ct_round_to(dt, ct_round_to(dt, hi - lo) / 15.0f);
+            s = hf_ct_round_to(dt, hf_ct_round_to(dt, hi - lo) / 15.0f);
         }
         if (s == 0.0f) s = dtype_eps(dt);
-        if (!symmetric) z = rintf(clampf(ct_round_to(dt, -8.0f - ct_round_to(dt, lo / s)), -8.0f, 7.0f));
+        if (!symmetric) z = rintf(clampf(hf_ct_round_to(dt, -8.0f - hf_ct_round_to(dt, lo / s)), -8.0f, 7.0f));
         scales[g] = s;
         zero_points[g] = (int8_t)z;
         for (int64_t i = 0; i < group; i++) {
-            float t = ct_round_to(dt, xg[i] / s);
-            if (!symmetric) t = ct_round_to(dt, t + z);
+            float t = hf_ct_round_to(dt, xg[i] / s);
+            if (!symmetric) t = hf_ct_round_to(dt, t + z);
             const int q = (int)rintf(clampf(t, -8.0f, 7.0f));
             const int64_t j = g * group + i;
             packed[j / 8] |= (uint32_t)(q + 8) << (4 * (j % 8));

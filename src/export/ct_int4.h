@@ -24,9 +24,6 @@
 
 #include "formats/safetensors.h"
 
-/* x rounded to a value of dt (ST_F32, ST_F16 or ST_BF16). */
-float ct_round_to(st_dtype dt, float x);
-
 /* One row of cols values (cols a multiple of group, group of 8): codes
  * packed into cols / 8 words, cols / group scales (as floats of dt) and
  * zero points (all 0 when symmetric). */

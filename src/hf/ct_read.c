@@ -372,7 +372,7 @@ struct hf_ct_weight {
     hf_ct_keep keep;
 };
 
-static float round_to(st_dtype dt, float x) {
+float hf_ct_round_to(st_dtype dt, float x) {
     if (dt == ST_BF16) return hfq_bf16_to_f32(hfq_f32_to_bf16(x));
     if (dt == ST_F16) return hfq_fp16_to_f32(hfq_f32_to_fp16(x));
     return x;
@@ -571,7 +571,7 @@ static int open_fp4(hf_ct_weight *w, const char *module, hfq_error *err) {
             if (w->raw_scale[i] == 0xFF)
                 return hfq_fail(err, st_shard_path(w->st, s->shard), "tensor '%s' holds the E8M0 NaN at %lld", s->name,
                                 (long long)i);
-            w->scale[i] = round_to(ST_BF16, ldexpf(1.0f, (int)w->raw_scale[i] - 127));
+            w->scale[i] = hf_ct_round_to(ST_BF16, ldexpf(1.0f, (int)w->raw_scale[i] - 127));
         }
         w->keep = HF_CT_KEEP_MXFP4;
         snprintf(w->what, sizeof w->what, "MXFP4 (E8M0 scales per 32)");
@@ -703,8 +703,8 @@ int hf_ct_weight_row(const hf_ct_weight *w, int64_t r, float *dst) {
             if (w->g->modelopt) {
                 dst[i] = e2m1(code) * s * w->global;   /* vLLM: block product, then the global scale */
             } else {
-                if (w->global > 0.0f) s = round_to(w->gdt, s / w->global);
-                dst[i] = round_to(ST_BF16, round_to(w->gdt, e2m1(code) * s));
+                if (w->global > 0.0f) s = hf_ct_round_to(w->gdt, s / w->global);
+                dst[i] = hf_ct_round_to(ST_BF16, hf_ct_round_to(w->gdt, e2m1(code) * s));
             }
             if (!isfinite(dst[i])) return -1;
         }
@@ -716,9 +716,9 @@ int hf_ct_weight_row(const hf_ct_weight *w, int64_t r, float *dst) {
     for (int64_t i = 0; i < w->cols; i++) {
         int64_t sc = a->strat == S_GROUP ? i / a->group : a->strat == S_BLOCK ? i / a->bc : 0;
         int64_t k = srow * w->scols + sc;
-        float q = round_to(w->sdt, code_at(w, row, i));
-        if (w->zero) q = round_to(w->sdt, q - round_to(w->sdt, w->zero[k]));
-        dst[i] = round_to(w->sdt, q * w->scale[k]);
+        float q = hf_ct_round_to(w->sdt, code_at(w, row, i));
+        if (w->zero) q = hf_ct_round_to(w->sdt, q - hf_ct_round_to(w->sdt, w->zero[k]));
+        dst[i] = hf_ct_round_to(w->sdt, q * w->scale[k]);
         if (!isfinite(dst[i])) return -1;
     }
     return 0;

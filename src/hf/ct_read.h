@@ -57,6 +57,10 @@
 
 typedef struct hf_ct_config hf_ct_config;
 
+/* x rounded to a value of dt (ST_F32, ST_F16 or ST_BF16), ties to even, as
+ * torch rounds each step computed in that dtype. */
+float hf_ct_round_to(st_dtype dt, float x);
+
 /* config.json's quantization_config when it is compressed-tensors' (*out
  * NULL otherwise: no quantization_config, or another quant_method). */
 int hf_ct_config_load(const char *config_path, hf_ct_config **out, hfq_error *err);
