@@ -446,9 +446,10 @@ static uint32_t ct_out_type(const plan_entry *e, const hfq_convert_opts *opts, u
 static void ct_note(const hfq_convert_opts *opts, const plan_entry *e) {
     if (!opts->warn || !is_float_type(e->out_type)) return;
     char msg[400];
+    const char *why = opts->outtype_given || hf_ct_weight_keep(e->ct) == HF_CT_DEQUANT ? ""
+                      : opts->n_loras ? " (adapters merged)" : " (the embedding)";
     snprintf(msg, sizeof msg, "%s (%s): dequantized %s to %s%s", e->name, hf_ct_weight_what(e->ct),
-             opts->outtype_given ? "(--outtype)" : "exactly", ggml_type_get(e->out_type)->name,
-             hf_ct_weight_keep(e->ct) == HF_CT_DEQUANT || opts->outtype_given ? "" : " (adapters merged)");
+             opts->outtype_given ? "(--outtype)" : "exactly", ggml_type_get(e->out_type)->name, why);
     opts->warn(opts->warn_ctx, msg);
 }
 
