@@ -187,9 +187,11 @@ static int bind_qext(const binder *b, hfq_tensor *w) {
 static int bind_act(const binder *b, hfq_tensor *w) {
     const char *v = b->src->act ? b->src->act(b->src->source, w->name) : NULL;
     if (!v) return 0;
-    if (strcmp(v, "none") || !w->qext || w->input_scale)
-        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\" on an I8 weight without "
-                        "input_scale", w->name, v);
+    if (strcmp(v, "none"))
+        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\"", w->name, v);
+    if (!w->qext || w->input_scale)
+        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant 'none' needs an I8 weight without input_scale",
+                        w->name);
     w->act_none = true;
     return 0;
 }

@@ -148,6 +148,8 @@ static void qext_not_i8(gguf_writer *w) { gguf_set_str(w, "hfq.qext.output_norm.
 static void qext_no_tensor(gguf_writer *w) { gguf_set_str(w, "hfq.qext.blk.9.ffn_up.weight", "int8"); }
 static void qext_not_str(gguf_writer *w) { gguf_set_u32(w, "hfq.qext.blk.0.ffn_up.weight", 8); }
 static void qext_int4(gguf_writer *w) { gguf_set_str(w, "hfq.qext.blk.1.attn_q.weight", "int4"); }
+static void act_dynamic(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "dynamic"); }
+static void act_none(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "none"); }
 
 static void expect_load_error_spec(const synth_spec *spec, edit_fn edit, const char *want);
 
@@ -165,6 +167,13 @@ static void test_bad_qext(void) {
     expect_load_error_spec(&s, qext_no_tensor, "key 'hfq.qext.blk.9.ffn_up.weight' names no i8 tensor");
     expect_load_error_spec(&s, qext_not_str, "key 'hfq.qext.blk.0.ffn_up.weight' is not a string");
     expect_load_error_spec(&s, qext_int4, "tensor 'blk.1.attn_q.weight': unknown hfq.qext encoding 'int4'");
+    /* hfq.act_quant: "none" only, on an I8 weight without an input scale */
+    expect_load_error_spec(&s, act_dynamic, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'dynamic' is not \"none\"");
+    s.input_scales = true;
+    expect_load_error_spec(&s, act_none, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'none' needs an I8 weight "
+                           "without input_scale");
+    synth_spec plain = synth_default_spec();
+    expect_load_error_spec(&plain, act_none, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'none' needs an I8 weight");
 }
 
 static void expect_load_error_spec(const synth_spec *spec, edit_fn edit, const char *want) {
