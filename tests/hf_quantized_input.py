@@ -71,15 +71,15 @@ def custom(weights, inputs=None):
 
 
 # label: (scheme, format, GGUF type name when kept (None: BF16), (max KL, min same top) against
-# transformers, or None where compressed-tensors cannot load its own layout). Two known gaps get
-# wider, measured limits (docs/hfconv.md): NVFP4A16 / MXFP4A16 run with ggml's Q8_0 activations
-# (llama.cpp's pairing; the runner has no float-activation FP4 path), and FP8 weights per channel
-# with dynamic per-token activations land at KL 1.2e-4 here (our own FP8_DYNAMIC export matches
-# at 4e-9 in export_ct.py: not understood yet).
-STRICT, Q8_ACTS, FP8_DYN = (MAX_KL, MIN_TOP), (MAX_KL, 0.95), (2e-4, 0.95)
+# transformers, or None where compressed-tensors cannot load its own layout). NVFP4A16 /
+# MXFP4A16 get a wider top limit: our runner pairs FP4 weights with ggml's Q8_0 activations
+# (llama.cpp's pairing; no float-activation FP4 path), compressed-tensors keeps them float.
+# Dynamic activations: the limits widen to the reference's own noise, measured each run
+# (transformers again on embeddings perturbed by 1e-7 relative; see control()).
+STRICT, Q8_ACTS = (MAX_KL, MIN_TOP), (MAX_KL, 0.95)
 CASES = [
     ("fp8-static", preset_name_to_scheme("FP8", ["Linear"]), "float-quantized", "I8", STRICT),
-    ("fp8-dynamic", preset_name_to_scheme("FP8_DYNAMIC", ["Linear"]), "float-quantized", "I8", FP8_DYN),
+    ("fp8-dynamic", preset_name_to_scheme("FP8_DYNAMIC", ["Linear"]), "float-quantized", "I8", STRICT),
     ("fp8-block", custom(dict(num_bits=8, type="float", strategy="block", block_structure=[128, 128])),
      "float-quantized", None, STRICT),
     ("int8-static", custom(dict(num_bits=8, type="int", strategy="channel"),
@@ -199,6 +199,17 @@ def gguf_module(name):
     return mod, {"attn_q": HEADS, "attn_k": KV_HEADS}.get(parts[2], 0)
 
 
+def control(ref, ids, theirs):
+    """KL and same top of transformers against itself with the embeddings perturbed by 1e-7
+    relative: per-token dynamic scales make some checkpoints this sensitive to rounding
+    (FP8_DYNAMIC here: KL ~4e-4 from that alone), which no implementation can beat."""
+    with torch.no_grad():
+        emb = ref.model.embed_tokens.weight
+        emb.mul_(1 + 1e-7 * torch.randn(emb.shape, generator=torch.Generator().manual_seed(1)))
+        moved = ref(torch.tensor([ids])).logits[0].double().numpy()
+    return mean_kl(theirs, moved), float(np.mean(theirs.argmax(1) == moved.argmax(1)))
+
+
 def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
     folder = os.path.join(tmp, label)
     modules = compress(model, scheme, fmt, amax, folder)
@@ -244,10 +255,15 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
         return
     kl = mean_kl(theirs, mine)
     top = float(np.mean(theirs.argmax(1) == mine.argmax(1)))
+    noise = ""
+    if scheme.input_activations is not None and scheme.input_activations.dynamic is True:
+        ckl, ctop = control(ref, ids, theirs)
+        limits = (max(limits[0], 2 * ckl), min(limits[1], ctop - 0.02))
+        noise = f" (transformers' own noise: KL {ckl:.3g}, same top {ctop:.3f})"
     check(kl <= limits[0] and top >= limits[1], f"{label}: KL(transformers || ours) {kl:.3g}, same top {top:.3f} "
                                                 f"(limits {limits})")
     print(f"{label}: {same}/14 bit-identical to compressed-tensors' decompression; kept as {types}; "
-          f"KL {kl:.3g}, same top {top:.3f}")
+          f"KL {kl:.3g}, same top {top:.3f}{noise}")
 
 
 def modelopt(ct_label, algo, ids, tmp):
