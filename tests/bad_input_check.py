@@ -484,6 +484,12 @@ def _(work):
     return argv, outputs, pre
 
 
+@case("hfconv/ct-packed-lora", "--lora on packed compressed-tensors weights")
+def _(work):
+    argv, outputs, pre = ct_model(work, packed=True)
+    return argv + ["--lora", lora_adapter(work)], outputs, pre
+
+
 # ---------------------------------------------------------------- hfconv --lora: PEFT adapters
 
 Q_PROJ = "model.layers.0.self_attn.q_proj"

@@ -611,6 +611,13 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
     if (hf_ct_config_load(cfg_path, &ct, err)) goto done;
     p.ct = ct;
     if (build_plan(&p, cfg, arch, st, matrix_type, err)) goto done;
+    /* adapters name "M.weight", which packed formats do not have */
+    for (int64_t i = 0; i < p.n && opts->n_loras > 0; i++)
+        if (p.entries[i].ct && has_suffix(p.entries[i].src->name, "_packed")) {
+            hfq_fail(err, opts->model_dir, "--lora on packed compressed-tensors weights ('%s') is not implemented",
+                     p.entries[i].src->name);
+            goto done;
+        }
     for (int64_t i = 0; i < p.n; i++)
         if (p.entries[i].ct) {
             p.entries[i].out_type = ct_out_type(&p.entries[i], opts, matrix_type);
