@@ -11,7 +11,10 @@
  * a quantization_status other than "compressed", kv_cache_scheme,
  * output_activations, sparsity or transforms, an unknown format, weight
  * arguments no format below stores, activations other than none, static per
- * tensor (symmetric), dynamic per token, or NVFP4's per-16 local scales.
+ * tensor or dynamic per token / per group (8-bit, symmetric), or NVFP4's
+ * per-16 local scales (activation quantization of dequantized weights is not
+ * emulated by the runner: docs/hfconv.md). Model Optimizer configs fill the
+ * same schemes (src/hf/modelopt_read.h).
  *
  * Formats (the tensors of module M; scales F32/F16/BF16 unless said):
  *   float-quantized, int-quantized, naive-quantized: M.weight (F8_E4M3, or
