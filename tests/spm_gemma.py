@@ -1,0 +1,48 @@
+"""A small Gemma-style SentencePiece tokenizer.model for the tests, trained
+deterministically by the sentencepiece package on the project's docs: BPE,
+byte fallback, identity normalizer, no dummy prefix, whitespace kept, digits
+split, and Gemma's special tokens at Gemma's ids (<pad> 0, <eos> 1, <bos> 2,
+<unk> 3, then <start_of_turn> / <end_of_turn> as user-defined symbols)."""
+import glob
+import io
+import os
+
+GEMMA_SPECIALS = dict(pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>",
+                      bos_piece="<bos>", unk_piece="<unk>")
+GEMMA_USER_SYMBOLS = ["<start_of_turn>", "<end_of_turn>"]
+
+
+def docs_text(source):
+    """The docs' text, in a fixed order."""
+    return "".join(open(p, encoding="utf-8").read() for p in sorted(glob.glob(os.path.join(source, "docs", "*.md"))))
+
+
+def train(path, vocab, source):
+    """Writes tokenizer.model of `vocab` pieces to path; returns its bytes."""
+    import sentencepiece as spm
+    model = io.BytesIO()
+    lines = [ln for ln in docs_text(source).splitlines() if ln.strip()]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=model, model_type="bpe", vocab_size=vocab,
+        byte_fallback=True, normalization_rule_name="identity", add_dummy_prefix=False,
+        remove_extra_whitespaces=False, split_digits=True, num_threads=1, character_coverage=1.0,
+        user_defined_symbols=GEMMA_USER_SYMBOLS, input_sentence_size=0, shuffle_input_sentence=False,
+        max_sentence_length=100000, minloglevel=2, **GEMMA_SPECIALS)
+    data = model.getvalue()
+    with open(path, "wb") as f:
+        f.write(data)
+    return data
+
+
+def write_tokenizer_files(folder, vocab, source):
+    """tokenizer.model plus a tokenizer_config.json as Gemma's (add_bos_token
+    true, add_eos_token false) in folder; other tokenizer files removed."""
+    import json
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        p = os.path.join(folder, f)
+        if os.path.exists(p):
+            os.remove(p)
+    train(os.path.join(folder, "tokenizer.model"), vocab, source)
+    json.dump({"add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>", "eos_token": "<eos>",
+               "pad_token": "<pad>", "unk_token": "<unk>", "tokenizer_class": "GemmaTokenizer"},
+              open(os.path.join(folder, "tokenizer_config.json"), "w"), indent=2)
