@@ -114,7 +114,15 @@ CASES = {
     "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM, gemma(
         num_hidden_layers=7, final_logit_softcapping=GEMMA_FINAL_CAP,
         rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
-                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}})),
+    # the text model of a multimodal checkpoint (a tiny SigLIP tower beside it)
+    "gemma3-mm": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration, dict(
+        text_config=gemma(num_hidden_layers=6,   # no final cap: this class does not apply it
+                          rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                           image_size=28, patch_size=14),
+        mm_tokens_per_image=4, initializer_range=0.3, tie_word_embeddings=True)),
 }
 
 
@@ -132,11 +140,19 @@ def to_v4(src, dst):
     shutil.copytree(src, dst)
     path = os.path.join(dst, "config.json")
     c = json.load(open(path))
-    rp = c.pop("rope_parameters")
-    c["rope_theta"] = rp.pop("rope_theta")
+    t = c.get("text_config", c)   # a multimodal checkpoint's text model
+    rp = t.pop("rope_parameters")
+    if "full_attention" in rp:   # Gemma 3: the sliding layers' base was rope_local_base_freq
+        t["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"]
+        rp = rp["full_attention"]
+    t["rope_theta"] = rp.pop("rope_theta")
     kind = rp.pop("rope_type")
-    c["rope_scaling"] = None if kind == "default" else {"rope_type": kind, **rp}
-    c.pop("layer_types", None)   # transformers 4 derived them from use_sliding_window
+    t["rope_scaling"] = None if kind == "default" else {"rope_type": kind, **rp}
+    # transformers 4 derived them from use_sliding_window (Gemma 2: every
+    # other layer; Gemma 3: sliding_window_pattern)
+    t.pop("layer_types", None)
+    if t["model_type"] == "gemma3_text":
+        t["sliding_window_pattern"] = 6
     c["transformers_version"] = "4.57.1"
     json.dump(c, open(path, "w"), indent=2)
     return c

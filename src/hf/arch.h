@@ -104,6 +104,9 @@ struct hf_arch {
      * convert_hf_to_gguf.py's model classes add theirs); NULL: none.
      * Returns non-zero when a key cannot be set. */
     int (*write_keys)(gguf_writer *w, const hf_config *c, const hf_arch *arch);
+    /* The family's own refusals of config.json (NULL: none); returns
+     * non-zero with err naming path and the field. */
+    int (*check_config)(const hf_config *c, const char *path, hfq_error *err);
 };
 
 /* The families, one file each. */

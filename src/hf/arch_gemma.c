@@ -16,6 +16,8 @@
  * are left out, as for llama.cpp's text GGUF. */
 #include "src/hf/arch.h"
 
+#include <string.h>
+
 static const char *const gemma2_names[] = {"Gemma2ForCausalLM", NULL};
 static const char *const gemma3_names[] = {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", NULL};
 
@@ -43,6 +45,16 @@ static int write_keys(gguf_writer *w, const hf_config *c, const hf_arch *arch) {
         rc |= gguf_set_u32(w, hf_arch_key(arch, "attention.sliding_window", key, sizeof key),
                            (uint32_t)c->sliding_window);
     return rc;
+}
+
+/* transformers' Gemma3ForConditionalGeneration never applies the final cap
+ * its text_config may give (Gemma3ForCausalLM does, and so would llama.cpp
+ * from the key): refused rather than computed otherwise. */
+static int check_gemma3(const hf_config *c, const char *path, hfq_error *err) {
+    if (strcmp(c->architecture, "Gemma3ForConditionalGeneration") == 0 && c->final_softcap > 0)
+        return hfq_fail(err, path, "field 'text_config.final_logit_softcapping' = %g: Gemma3ForConditionalGeneration "
+                        "does not apply it (llama.cpp would)", c->final_softcap);
+    return 0;
 }
 
 const hf_arch hf_arch_gemma2 = {
@@ -80,4 +92,5 @@ const hf_arch hf_arch_gemma3 = {
     .query_pre_attn_scalar = true,
     .spm_no_space_prefix = true,
     .write_keys = write_keys,
+    .check_config = check_gemma3,
 };

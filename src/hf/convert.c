@@ -711,7 +711,8 @@ static int check_family_keys(const hf_config *c, const hf_arch *arch, const char
     for (size_t i = 0; (row = hf_arch_layer_row(arch, i)); i++) has_bias_rows |= row->role == ROLE_ATTN_Q_BIAS;
     if (c->attention_bias && !has_bias_rows)
         return hfq_fail(err, path, "field 'attention_bias' = true: %s has no attention biases", arch->gguf_arch);
-    return check_gemma_keys(c, arch, path, err);
+    if (check_gemma_keys(c, arch, path, err)) return -1;
+    return arch->check_config ? arch->check_config(c, path, err) : 0;
 }
 
 int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error *err) {
