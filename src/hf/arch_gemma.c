@@ -52,7 +52,7 @@ static int write_keys(gguf_writer *w, const hf_config *c, const hf_arch *arch) {
  * from the key): refused rather than computed otherwise. */
 static int check_gemma3(const hf_config *c, const char *path, hfq_error *err) {
     if (strcmp(c->architecture, "Gemma3ForConditionalGeneration") == 0 && c->final_softcap > 0)
-        return hfq_fail(err, path, "field 'text_config.final_logit_softcapping' = %g: Gemma3ForConditionalGeneration "
+        return hfq_fail(err, path, "field 'final_logit_softcapping' = %g: Gemma3ForConditionalGeneration "
                         "does not apply it (llama.cpp would)", c->final_softcap);
     return 0;
 }
