@@ -38,6 +38,7 @@ typedef enum hfq_arch {
     HFQ_ARCH_LLAMA,
     HFQ_ARCH_QWEN2,
     HFQ_ARCH_QWEN3,
+    HFQ_ARCH_GEMMA,
     HFQ_ARCH_GEMMA2,
     HFQ_ARCH_GEMMA3,
     HFQ_ARCH_COUNT
@@ -94,6 +95,7 @@ typedef struct hfq_arch_desc {
 extern const hfq_arch_desc hfq_arch_llama;  /* arch_llama.c */
 extern const hfq_arch_desc hfq_arch_qwen2;  /* arch_qwen2.c */
 extern const hfq_arch_desc hfq_arch_qwen3;  /* arch_qwen3.c */
+extern const hfq_arch_desc hfq_arch_gemma;  /* arch_gemma.c */
 extern const hfq_arch_desc hfq_arch_gemma2; /* arch_gemma.c */
 extern const hfq_arch_desc hfq_arch_gemma3; /* arch_gemma.c */
 

@@ -1,6 +1,8 @@
-/* arch_gemma.c - llama.cpp's "gemma2" and "gemma3".
+/* arch_gemma.c - llama.cpp's "gemma", "gemma2" and "gemma3".
  *
- * Both: NeoX rope, the embeddings scaled by sqrt(n_embd), an RMSNorm of each
+ * Gemma (1): Llama's block with NeoX rope, the embeddings scaled by
+ * sqrt(n_embd), GeGLU with tanh GELU, norms stored as 1 + w.
+ * Gemma 2 and 3: NeoX rope, the embeddings scaled by sqrt(n_embd), an RMSNorm of each
  * block's output before its residual add (post_attention_norm,
  * post_ffw_norm), GeGLU with tanh GELU, soft-capped logits, and a sliding
  * window on the layers of llama.cpp's pattern. The norm weights are stored
@@ -24,6 +26,15 @@ static const hfq_arch_tensor layer_tensors[] = {
     {"attn_v.bias", HFQ_NEED_REFUSED},
 };
 #define N_TENSORS (sizeof layer_tensors / sizeof layer_tensors[0])
+
+const hfq_arch_desc hfq_arch_gemma = {
+    .name = "gemma",
+    .rope_mode = HFQ_ROPE_NEOX,
+    .layer_tensors = layer_tensors + 4,   /* no q/k/v biases */
+    .n_layer_tensors = N_TENSORS - 4,
+    .ffn_act = HFQ_FFN_GELU_TANH,
+    .embd_scale = true,
+};
 
 const hfq_arch_desc hfq_arch_gemma2 = {
     .name = "gemma2",

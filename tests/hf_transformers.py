@@ -108,6 +108,9 @@ CASES = {
                                       "original_max_position_embeddings": 128})),
     # windows of 64 (the 320 positions and ppl-eval's 128-token chunks go past
     # them), caps that bite, Gemma's ids for the SentencePiece specials
+    "gemma": (transformers.GemmaConfig, transformers.GemmaForCausalLM, base(
+        head_dim=16, hidden_act="gelu", tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
     "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM, gemma(
         num_hidden_layers=4, attn_logit_softcapping=GEMMA_ATTN_CAP, final_logit_softcapping=GEMMA_FINAL_CAP,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
@@ -131,7 +134,7 @@ def build(label, tmp):
     cfg_cls, model_cls, fields = CASES[label]
     folder, model = build_checkpoint(label, cfg_cls, model_cls, fields, tmp, MKMODEL, VOCAB)
     if label.startswith("gemma"):   # llama.cpp's Gemma converters read tokenizer.model only
-        spm_gemma.write_tokenizer_files(folder, VOCAB, SOURCE)
+        spm_gemma.write_tokenizer_files(folder, VOCAB)
     return folder, model
 
 
@@ -189,7 +192,8 @@ sys.exit(main())
 """
 # ours only, theirs only, or written differently on purpose (docs/hfconv.md)
 KEYS_APART = ("general.name", "general.size_label", "hfq.converter", "hfq.tensor_xxh3_64",
-              "gemma2.rope.freq_base")   # Gemma2Model writes no rope base (llama.cpp then takes 10000)
+              "gemma.rope.freq_base", "gemma2.rope.freq_base")   # GemmaModel, Gemma2Model write no rope base
+                                                                  # (llama.cpp then takes 10000)
 
 
 def gguf_contents(path):

@@ -86,7 +86,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         folder = os.path.join(tmp, "gemma")
         os.makedirs(folder)
-        spm_gemma.write_tokenizer_files(folder, VOCAB, SOURCE)
+        spm_gemma.write_tokenizer_files(folder, VOCAB)
         json.dump({"architectures": ["Gemma2ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
                    "vocab_size": VOCAB, "max_position_embeddings": 256, "rms_norm_eps": 1e-6,

@@ -5,8 +5,8 @@
 #include <string.h>
 
 /* In the order of the error message that lists what is supported. */
-static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3, &hf_arch_gemma2,
-                                           &hf_arch_gemma3};
+static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3, &hf_arch_gemma,
+                                           &hf_arch_gemma2, &hf_arch_gemma3};
 
 const char *hf_arch_supported(char *buf, size_t cap) {
     size_t used = 0;

@@ -85,6 +85,9 @@ struct hf_arch {
      * i % swa_pattern < swa_pattern - 1; 0: no window computed), and which
      * soft-capping keys the family computes. */
     bool norm_plus_one, drop_lm_head, gelu_tanh;
+    /* hidden_act "gelu" means the tanh GELU (GemmaConfig's legacy value);
+     * elsewhere it is the exact GELU, refused. */
+    bool gelu_legacy;
     int64_t swa_pattern;
     bool attn_softcap, final_softcap;
     /* A multimodal checkpoint whose text model is converted alone: tensor
@@ -113,6 +116,7 @@ struct hf_arch {
 extern const hf_arch hf_arch_llama;   /* arch_llama.c */
 extern const hf_arch hf_arch_qwen2;   /* arch_qwen2.c */
 extern const hf_arch hf_arch_qwen3;   /* arch_qwen3.c */
+extern const hf_arch hf_arch_gemma;   /* arch_gemma.c */
 extern const hf_arch hf_arch_gemma2;  /* arch_gemma.c */
 extern const hf_arch hf_arch_gemma3;  /* arch_gemma.c */
 

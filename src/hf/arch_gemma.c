@@ -1,8 +1,14 @@
-/* arch_gemma.c - Gemma2ForCausalLM as llama.cpp's "gemma2" and
- * Gemma3ForCausalLM (and the text model of Gemma3ForConditionalGeneration)
- * as "gemma3" (convert_hf_to_gguf.py's Gemma2Model, Gemma3Model).
+/* arch_gemma.c - GemmaForCausalLM as llama.cpp's "gemma", Gemma2ForCausalLM
+ * as "gemma2" and Gemma3ForCausalLM (and the text model of
+ * Gemma3ForConditionalGeneration) as "gemma3" (convert_hf_to_gguf.py's
+ * GemmaModel, Gemma2Model, Gemma3Model).
  *
- * Both: the shared tensors but for the norms around the blocks
+ * Gemma (1): the shared tensors and names, every "*norm.weight" stored as
+ * 1 + w, lm_head dropped, NeoX rope, GeGLU (hidden_act "gelu" meaning the
+ * tanh one, as GemmaConfig reads it), no keys of its own (no rope keys
+ * either, as GemmaModel; its CodeGemma special-token keys are not written).
+ *
+ * Gemma 2 and 3: the shared tensors but for the norms around the blocks
  * (post_attention_layernorm is the attention output's norm,
  * pre_feedforward_layernorm the FFN's input norm, post_feedforward_layernorm
  * its output's), every "*norm.weight" stored as 1 + w, NeoX rope (no q/k
@@ -18,6 +24,7 @@
 
 #include <string.h>
 
+static const char *const gemma_names[] = {"GemmaForCausalLM", NULL};
 static const char *const gemma2_names[] = {"Gemma2ForCausalLM", NULL};
 static const char *const gemma3_names[] = {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", NULL};
 
@@ -56,6 +63,18 @@ static int check_gemma3(const hf_config *c, const char *path, hfq_error *err) {
                         "does not apply it (llama.cpp would)", c->final_softcap);
     return 0;
 }
+
+const hf_arch hf_arch_gemma = {
+    .hf_names = gemma_names,
+    .gguf_arch = "gemma",
+    .model_type = "gemma",
+    .config_attention_bias = true,
+    .norm_plus_one = true,
+    .drop_lm_head = true,
+    .gelu_tanh = true,
+    .gelu_legacy = true,
+    .spm_no_space_prefix = true,
+};
 
 const hf_arch hf_arch_gemma2 = {
     .hf_names = gemma2_names,

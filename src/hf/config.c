@@ -382,7 +382,9 @@ static int refuse_unsupported(const doc *d, hf_config *cfg) {
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
         v = field(d, acts[i], name);
         if (!is_set(v)) continue;
-        bool gelu = cJSON_IsString(v) && strcmp(v->valuestring, "gelu_pytorch_tanh") == 0;
+        const bool legacy = cJSON_IsString(v) && strcmp(v->valuestring, "gelu") == 0;
+        bool gelu = legacy || (cJSON_IsString(v) && strcmp(v->valuestring, "gelu_pytorch_tanh") == 0);
+        cfg->gelu_legacy |= legacy;
         if (!gelu && !(cJSON_IsString(v) && strcmp(v->valuestring, "silu") == 0))
             return refuse(d, name, v, "only silu (SwiGLU) and gelu_pytorch_tanh (GeGLU) feed-forwards are supported");
         if (first && gelu != cfg->gelu_tanh) {

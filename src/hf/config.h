@@ -93,6 +93,7 @@ typedef struct hf_config {
     /* The feed-forward activation: hidden_act / hidden_activation
      * "gelu_pytorch_tanh" (GeGLU, Gemma), else SiLU. */
     bool gelu_tanh;
+    bool gelu_legacy;            /* the value was "gelu", which GemmaConfig reads as gelu_pytorch_tanh */
     char act_key[HF_KEY_MAX];    /* the key that gave it, or "" */
     /* Gemma's keys: attn_logit_softcapping / final_logit_softcapping (0
      * when absent or null) and query_pre_attn_scalar; the converter refuses

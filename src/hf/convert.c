@@ -661,6 +661,8 @@ done:
  * sliding window on the layers of the family's pattern; refused where the
  * family does not compute them as the config asks. */
 static int check_gemma_keys(const hf_config *c, const hf_arch *arch, const char *path, hfq_error *err) {
+    if (c->gelu_legacy && !arch->gelu_legacy)
+        return hfq_fail(err, path, "field '%s' = 'gelu': the exact GELU is not supported", c->act_key);
     if (c->act_key[0] && c->gelu_tanh != arch->gelu_tanh)   /* absent: the family's */
         return hfq_fail(err, path, "field '%s' = '%s': not computed for %s (its feed-forward is %s)",
                         c->act_key[0] ? c->act_key : "hidden_act", c->gelu_tanh ? "gelu_pytorch_tanh" : "silu",
