@@ -6,7 +6,12 @@ counts), saved with save_pretrained (the transformers 5 layout: rope_parameters)
 and again with config.json rewritten to the transformers 4 layout (rope_theta,
 rope_scaling), for: Llama 3.x (llama3 rope scaling), Llama with linear
 scaling, Mistral with an explicit head_dim, Qwen2 (q/k/v biases), Qwen3
-(per-head q/k norms, tied embeddings) and Qwen3 with YaRN. Each is converted
+(per-head q/k norms, tied embeddings), Qwen3 with YaRN, Gemma (1), Gemma 2
+(soft-capped attention and logits, a window of 64 on every other layer),
+Gemma 3 (q/k norms, a window on five layers of six with their own rope base,
+linear scaling on the others) and Gemma3ForConditionalGeneration's text model
+(also with a text_config of its non-default keys only, as Gemma 3's published
+configs: the same GGUF must come out). Each is converted
 with `hfconv --outtype f32` and run by our runner (test_runner_logits) on the
 same token ids as transformers; per position, KL(transformers || ours) must
 average <= 1e-5 and the top tokens agree at >= 99.9 % of the positions.
@@ -79,6 +84,7 @@ def base(**kw):
 
 
 GEMMA_ATTN_CAP, GEMMA_FINAL_CAP = 4.0, 8.0
+MINIMAL = ("gemma3-mm",)   # also checked with a text_config of the non-default keys only
 
 
 def gemma(**kw):
@@ -159,6 +165,34 @@ def to_v4(src, dst):
     c["transformers_version"] = "4.57.1"
     json.dump(c, open(path, "w"), indent=2)
     return c
+
+
+def to_minimal(src, dst):
+    """The multimodal checkpoint with text_config holding only what differs
+    from Gemma3TextConfig's defaults, as Gemma 3's published configs do."""
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "config.json")
+    c = json.load(open(path))
+    dflt = transformers.Gemma3TextConfig().to_dict()
+    c["text_config"] = {k: v for k, v in c["text_config"].items()
+                        if k == "model_type" or (k not in ("layer_types", "_sliding_window_pattern") and dflt.get(k) != v)}
+    json.dump(c, open(path, "w"), indent=2)
+
+
+def minimal_same(label, v5, ref, ids, tmp):
+    """transformers and hfconv fill the minimal config's gaps alike: the
+    same logits, and a GGUF with the same tensors and keys."""
+    folder = os.path.join(tmp, label + "-minimal")
+    to_minimal(v5, folder)
+    again = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    check(np.array_equal(hf_logits(again, ids), ref), f"{label}: transformers reads the minimal config differently")
+    if our_logits(folder, ids, tmp, label + "-minimal") is None:
+        return
+    full, minimal = (gguf_contents(os.path.join(tmp, f"{label}-{t}.gguf")) for t in ("v5", "minimal"))
+    check(full == minimal, f"{label}: the minimal config converts differently: keys "
+          f"{sorted(k for k in set(full[1]) | set(minimal[1]) if full[1].get(k) != minimal[1].get(k))}")
+    print(f"{label} (minimal text_config, {len(json.load(open(os.path.join(folder, 'config.json')))['text_config'])} "
+          f"keys): the same GGUF as the full config")
 
 
 def hf_logits(model, ids):
@@ -293,6 +327,8 @@ def main():
                 got = our_logits(folder, ids, tmp, f"{label}-{layout}")
                 if got is not None:
                     compare(f"{label} ({layout} config)", ref, got)
+            if label in MINIMAL:
+                minimal_same(label, v5, ref, ids, tmp)
             if have_converter:
                 against_llama_cpp(label, v5, tmp)
             if have_runtime and os.path.isfile(os.path.join(tmp, label + "-v5.gguf")):

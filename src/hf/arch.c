@@ -35,6 +35,13 @@ const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_er
     return NULL;
 }
 
+const char *hf_arch_config_defaults(const char *hf_name) {
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        for (const char *const *n = families[i]->hf_names; *n; n++)
+            if (strcmp(*n, hf_name) == 0) return families[i]->config_defaults;
+    return NULL;
+}
+
 const char *hf_arch_key(const hf_arch *arch, const char *suffix, char *buf, size_t cap) {
     snprintf(buf, cap, "%s.%s", arch->gguf_arch, suffix);
     return buf;

@@ -103,6 +103,10 @@ struct hf_arch {
     /* A SentencePiece vocabulary gets add_space_prefix false (Gemma's
      * set_vocab), whatever tokenizer.model says. */
     bool spm_no_space_prefix;
+    /* The transformers config class's defaults (JSON text) for the keys that
+     * change the math, for configs that leave them out (Gemma 3's multimodal
+     * checkpoints give a few text_config keys only); NULL: none. */
+    const char *config_defaults;
     /* The keys only this family writes, after general.file_type (where
      * convert_hf_to_gguf.py's model classes add theirs); NULL: none.
      * Returns non-zero when a key cannot be set. */
@@ -126,6 +130,10 @@ const char *hf_arch_supported(char *buf, size_t cap);
 
 /* The family accepting an architecture name, or NULL (err lists the supported ones). */
 const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err);
+
+/* The config_defaults of the family accepting an architecture name, or NULL
+ * (hf_config_load_defaults' callback). */
+const char *hf_arch_config_defaults(const char *hf_name);
 
 /* The family writing general.architecture `gguf_arch`, or NULL. */
 const hf_arch *hf_arch_find_gguf(const char *gguf_arch);

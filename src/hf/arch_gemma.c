@@ -54,6 +54,15 @@ static int write_keys(gguf_writer *w, const hf_config *c, const hf_arch *arch) {
     return rc;
 }
 
+/* transformers 5.24's Gemma3TextConfig defaults (the rope: 1e6 for the
+ * global layers; the sliding ones' 10000 is the runner's default too). */
+static const char gemma3_defaults[] =
+    "{\"vocab_size\": 262208, \"hidden_size\": 2304, \"intermediate_size\": 9216, \"num_hidden_layers\": 26,"
+    " \"num_attention_heads\": 8, \"num_key_value_heads\": 4, \"head_dim\": 256,"
+    " \"hidden_activation\": \"gelu_pytorch_tanh\", \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-6,"
+    " \"query_pre_attn_scalar\": 256, \"sliding_window\": 4096, \"rope_theta\": 1000000.0, \"rope_local_base_freq\": 10000.0,"
+    " \"tie_word_embeddings\": true, \"bos_token_id\": 2, \"eos_token_id\": 1}";
+
 /* transformers' Gemma3ForConditionalGeneration never applies the final cap
  * its text_config may give (Gemma3ForCausalLM does, and so would llama.cpp
  * from the key): refused rather than computed otherwise. */
@@ -112,4 +121,5 @@ const hf_arch hf_arch_gemma3 = {
     .spm_no_space_prefix = true,
     .write_keys = write_keys,
     .check_config = check_gemma3,
+    .config_defaults = gemma3_defaults,
 };

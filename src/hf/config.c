@@ -18,6 +18,8 @@
  * it over the top level the same way). */
 typedef struct doc {
     const cJSON *root, *text;
+    /* the family's config-class defaults (hf_config_load_defaults), or NULL */
+    const cJSON *defaults;
     const char *path;
     hfq_error *err;
 } doc;
@@ -32,9 +34,18 @@ static const cJSON *member(const cJSON *obj, const char *prefix, const char *key
 }
 
 /* A top-level field: text_config's when it has it, else the top level's. */
-static const cJSON *field(const doc *d, const char *key, char name[HF_KEY_MAX]) {
+static const cJSON *given(const doc *d, const char *key, char name[HF_KEY_MAX]) {
     const cJSON *v = member(d->text, "text_config", key, name);
     return v ? v : member(d->root, NULL, key, name);
+}
+
+/* As given, else the family's default (named "default KEY" in messages). */
+static const cJSON *field(const doc *d, const char *key, char name[HF_KEY_MAX]) {
+    const cJSON *v = given(d, key, name);
+    char dname[HF_KEY_MAX];
+    if (v || !d->defaults || !(v = member(d->defaults, NULL, key, dname))) return v;
+    snprintf(name, HF_KEY_MAX, "default %.*s", HF_KEY_MAX / 2, key);
+    return v;
 }
 
 static int int_value(const cJSON *v, const char *name, int64_t lo, int64_t hi, int64_t dflt, bool required,
@@ -275,8 +286,9 @@ static int parse_ropes(const doc *d, hf_config *cfg) {
     const cJSON *rs = field(d, "rope_scaling", sname);
     double top_theta = 0;
     bool has_top_theta;
-    if (get_double(d, "rope_theta", 0, &top_theta, &has_top_theta)) return -1;
-    field(d, "rope_theta", tname);
+    /* the class default only when no rope object gives the base (below) */
+    if (double_value(given(d, "rope_theta", tname), tname, 0, &top_theta, &has_top_theta, d->path, d->err))
+        return -1;
     if (is_set(rp) && is_set(rs))
         return hfq_fail(d->err, d->path, "fields '%s' and '%s' are both given: which one holds?", pname, sname);
     const cJSON *full = is_set(rp) ? rp : rs;
@@ -301,13 +313,18 @@ static int parse_ropes(const doc *d, hf_config *cfg) {
     }
     if (is_set(full) && parse_rope(d, cfg, full, full_name)) return -1;
     if (has_top_theta) {
-        if (!(top_theta > 0)) return refuse(d, tname, field(d, "rope_theta", tname), "must be positive");
+        if (!(top_theta > 0)) return refuse(d, tname, given(d, "rope_theta", tname), "must be positive");
         if (cfg->has_rope_theta && cfg->rope_theta != top_theta)
             return hfq_fail(d->err, d->path, "field '%s' = %g disagrees with '%s.rope_theta' = %g", tname, top_theta,
                             cfg->rope_key, cfg->rope_theta);
         cfg->rope_theta = top_theta;
         cfg->has_rope_theta = true;
     }
+    if (!cfg->has_rope_theta &&
+        get_double(d, "rope_theta", 0, &cfg->rope_theta, &cfg->has_rope_theta))
+        return -1;
+    if (cfg->has_rope_theta && !(cfg->rope_theta > 0))
+        return refuse(d, tname, field(d, "rope_theta", tname), "must be positive");
     /* transformers 4's name of the sliding layers' base (Gemma 3) */
     bool has_local;
     double local = 0;
@@ -482,13 +499,19 @@ static int parse_fp8(const doc *d, hf_config *cfg) {
 }
 
 int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err) {
+    return hf_config_load_defaults(cfg, dir, NULL, err);
+}
+
+int hf_config_load_defaults(hf_config *cfg, const char *dir, const char *(*defaults_for)(const char *architecture),
+                            hfq_error *err) {
     memset(cfg, 0, sizeof *cfg);
+    cJSON *defaults = NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     cJSON *root = hfq_json_load(path, err);
     if (!root) return -1;
     int rc = -1;
-    doc d = {root, NULL, path, err};
+    doc d = {.root = root, .path = path, .err = err};
     if (!cJSON_IsObject(root)) {
         hfq_fail(err, path, "top level is not a JSON object");
         goto done;
@@ -506,6 +529,12 @@ int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err) {
         goto done;
     }
     snprintf(cfg->architecture, sizeof cfg->architecture, "%s", a0->valuestring);
+    const char *dtext = defaults_for ? defaults_for(cfg->architecture) : NULL;
+    if (dtext && !(defaults = cJSON_Parse(dtext))) {
+        hfq_fail(err, path, "out of memory for the defaults of %s", cfg->architecture);
+        goto done;
+    }
+    d.defaults = defaults;
     model_name(cfg, root, dir);
     char name[HF_KEY_MAX];
     cfg->bos_token_id = first_id(field(&d, "bos_token_id", name));
@@ -515,6 +544,7 @@ int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err) {
         goto done;
     rc = 0;
 done:
+    cJSON_Delete(defaults);
     cJSON_Delete(root);
     return rc;
 }

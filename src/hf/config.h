@@ -110,6 +110,14 @@ typedef struct hf_config {
 /* Parses DIR/config.json. Errors name the file and the field. */
 int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err);
 
+/* The same, with the keys config.json leaves out taken from defaults_for
+ * (NULL, or returning NULL: none): given architectures[0], the JSON text of
+ * its transformers config class's defaults, which transformers (and
+ * llama.cpp's converter, through AutoConfig) fill in. A rope object's base
+ * wins over a default rope_theta. */
+int hf_config_load_defaults(hf_config *cfg, const char *dir, const char *(*defaults_for)(const char *architecture),
+                            hfq_error *err);
+
 /* The name of a rope scaling type as config.json spells it ("llama3"). */
 const char *hf_rope_scaling_name(hf_rope_scaling s);
 

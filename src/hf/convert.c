@@ -731,7 +731,7 @@ int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error
     bool want_config = !opts->vocab_only || probe;
     if (probe) fclose(probe);
     if (want_config) {
-        if (hf_config_load(&cfg, opts->model_dir, err)) goto done;
+        if (hf_config_load_defaults(&cfg, opts->model_dir, hf_arch_config_defaults, err)) goto done;
         if (!(arch = hf_arch_find(cfg.architecture, cfg_path, err))) goto done;
         if (check_family_keys(&cfg, arch, cfg_path, err)) goto done;
         snprintf(rep->gguf_arch, sizeof rep->gguf_arch, "%s", arch->gguf_arch);
