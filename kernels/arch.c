@@ -9,6 +9,9 @@ static const hfq_arch_desc *const families[] = {
     [HFQ_ARCH_LLAMA] = &hfq_arch_llama,
     [HFQ_ARCH_QWEN2] = &hfq_arch_qwen2,
     [HFQ_ARCH_QWEN3] = &hfq_arch_qwen3,
+    [HFQ_ARCH_GEMMA] = &hfq_arch_gemma,
+    [HFQ_ARCH_GEMMA2] = &hfq_arch_gemma2,
+    [HFQ_ARCH_GEMMA3] = &hfq_arch_gemma3,
 };
 _Static_assert(sizeof families / sizeof families[0] == HFQ_ARCH_COUNT, "one row per hfq_arch id");
 

@@ -1,7 +1,8 @@
 /* arch.h - the model families the runner computes, by general.architecture.
  *
  * A family is one const hfq_arch_desc in its own file (arch_llama.c,
- * arch_qwen2.c, arch_qwen3.c): its general.architecture string, its rope mode, and the
+ * arch_qwen2.c, arch_qwen3.c, arch_gemma.c): its
+ * general.architecture string, its rope mode, and the
  * layer tensors whose need differs from the runner's defaults (model.c's
  * layer table: the Llama weights required, q/k/v biases optional, tensors
  * the forward pass does not compute refused). arch.c holds the table and
@@ -27,7 +28,9 @@
 #ifndef HFQ_KERNELS_ARCH_H
 #define HFQ_KERNELS_ARCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "formats/error.h"
 
@@ -35,6 +38,9 @@ typedef enum hfq_arch {
     HFQ_ARCH_LLAMA,
     HFQ_ARCH_QWEN2,
     HFQ_ARCH_QWEN3,
+    HFQ_ARCH_GEMMA,
+    HFQ_ARCH_GEMMA2,
+    HFQ_ARCH_GEMMA3,
     HFQ_ARCH_COUNT
 } hfq_arch;
 
@@ -42,6 +48,12 @@ typedef enum hfq_rope_mode {
     HFQ_ROPE_NORMAL,  /* pairs (2i, 2i+1): GGUF q/k rows are un-permuted */
     HFQ_ROPE_NEOX,    /* pairs (i, i + n_rot/2) */
 } hfq_rope_mode;
+
+/* The feed-forward block's gated activation: act(gate) * up. */
+typedef enum hfq_ffn_act {
+    HFQ_FFN_SILU,         /* SwiGLU */
+    HFQ_FFN_GELU_TANH,    /* GeGLU with tanh-approximated GELU (Gemma) */
+} hfq_ffn_act;
 
 /* Whether a layer tensor must, may or must not be in the file. */
 typedef enum hfq_need {
@@ -62,12 +74,30 @@ typedef struct hfq_arch_desc {
     hfq_rope_mode rope_mode;
     const hfq_arch_tensor *layer_tensors;  /* needs other than the defaults */
     size_t n_layer_tensors;
+    hfq_ffn_act ffn_act;
+    bool embd_scale;                     /* the embeddings times sqrt(n_embd) (Gemma) */
+    /* Reads attention.sliding_window (absent: n_swa_default),
+     * final_logit_softcapping, rope.freq_base_swa and
+     * attention.sliding_window_pattern (absent: swa_pattern). The sliding
+     * layers' rope: base rope_freq_base_swa unscaled when the file gives
+     * none, or with rope_freq_base_swa 0 the global base and scale (as
+     * llama.cpp's gemma3 and gemma2 take them). */
+    bool swa;
+    int64_t n_swa_default, swa_pattern;
+    float rope_freq_base_swa;
+    bool attn_softcap;                   /* reads attn_logit_softcapping (else a file with it is refused) */
+    /* llama.cpp's "27B" rule: with this many layers the attention scale is
+     * 1/sqrt(n_embd / n_head), not 1/sqrt(key_length); 0: never. */
+    int64_t attn_scale_embd_layers;
 } hfq_arch_desc;
 
 /* The families, one file each. */
 extern const hfq_arch_desc hfq_arch_llama;  /* arch_llama.c */
 extern const hfq_arch_desc hfq_arch_qwen2;  /* arch_qwen2.c */
 extern const hfq_arch_desc hfq_arch_qwen3;  /* arch_qwen3.c */
+extern const hfq_arch_desc hfq_arch_gemma;  /* arch_gemma.c */
+extern const hfq_arch_desc hfq_arch_gemma2; /* arch_gemma.c */
+extern const hfq_arch_desc hfq_arch_gemma3; /* arch_gemma.c */
 
 /* The descriptor of a family, or NULL for an id outside the table. */
 const hfq_arch_desc *hfq_arch_get(hfq_arch id);

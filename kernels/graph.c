@@ -19,7 +19,7 @@ struct hfq_context {
     int64_t n_ctx, n_batch, n_outputs, n_past;
     hfq_observer_fn observer;
     void *observer_user;
-    hfq_rope rope;
+    hfq_rope rope, rope_swa;   /* rope_swa: the sliding layers' (cos_sin_swa, or rope's table) */
     hfq_attn attn;
 
     /* backend buffers, allocated once */
@@ -32,6 +32,7 @@ struct hfq_context {
     float *proj;       /* [T][E]   output of attn_output / ffn_down */
     float *logits;     /* [n_outputs][V] */
     float *cos_sin;    /* [n_ctx][n_rot/2][2] */
+    float *cos_sin_swa;/* as cos_sin, of the sliding layers when their rope differs; else NULL */
     float **k_cache;   /* [n_layer] -> n_ctx rows of KV in attn.k_type, layout the backend's */
     float **v_cache;
 };
@@ -84,25 +85,33 @@ typedef struct context_shape {
     hfq_backend_params bp;
 } context_shape;
 
-#define N_BUFFERS 11
+#define N_BUFFERS 12
 
-/* Floats of each activation buffer, in struct hfq_context's order (x .. cos_sin). */
+/* Whether the sliding layers have a rope of their own (Gemma 3's local base). */
+static bool own_swa_rope(const hfq_hparams *hp) {
+    return hp->n_swa > 0 && (hp->rope_freq_base_swa != hp->rope_freq_base ||
+                             hp->rope_freq_scale_swa != hp->rope_freq_scale || hp->yarn_orig_ctx > 0);
+}
+
+/* Floats of each activation buffer, in struct hfq_context's order (x ..
+ * cos_sin_swa); 0: not allocated. */
 static void buffer_sizes(const hfq_hparams *hp, const context_shape *sh, size_t n[N_BUFFERS]) {
     const size_t T = (size_t)sh->n_batch, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
                  KV = (size_t)(hp->n_head_kv * hp->head_dim), F = (size_t)hp->n_ff, V = (size_t)hp->n_vocab;
     const size_t sizes[N_BUFFERS] = {T * E, T * E, T * Q, T * KV, T * KV, T * Q, T * F, T * F, T * E,
-                                     (size_t)sh->n_outputs * V, (size_t)sh->n_ctx * (size_t)hp->n_rot};
+                                     (size_t)sh->n_outputs * V, (size_t)sh->n_ctx * (size_t)hp->n_rot,
+                                     own_swa_rope(hp) ? (size_t)sh->n_ctx * (size_t)hp->n_rot : 0};
     memcpy(n, sizes, sizeof sizes);
 }
 
 static int alloc_buffers(hfq_context *c, const context_shape *sh, hfq_error *err) {
     const hfq_hparams *hp = c->hp;
     float **bufs[N_BUFFERS] = {&c->x, &c->xn, &c->q, &c->k, &c->v, &c->att, &c->gate, &c->up, &c->proj, &c->logits,
-                               &c->cos_sin};
+                               &c->cos_sin, &c->cos_sin_swa};
     size_t n[N_BUFFERS];
     buffer_sizes(hp, sh, n);
     for (size_t i = 0; i < N_BUFFERS; i++)
-        if (!(*bufs[i] = c->ops->alloc(c->be, n[i]))) goto oom;
+        if (n[i] && !(*bufs[i] = c->ops->alloc(c->be, n[i]))) goto oom;
     c->k_cache = calloc((size_t)hp->n_layer, sizeof *c->k_cache);
     c->v_cache = calloc((size_t)hp->n_layer, sizeof *c->v_cache);
     if (!c->k_cache || !c->v_cache) goto oom;
@@ -123,9 +132,21 @@ static int init_rope(hfq_context *c, hfq_error *err) {
     if (!host) return hfq_fail(err, hfq_model_path(c->model), "out of memory for the rope table");
     fill_rope_table(host, hp, hfq_model_rope_factors(c->model), c->n_ctx);
     c->ops->upload(c->be, c->cos_sin, host, n);
-    free(host);
     c->rope = (hfq_rope){.mode = hp->rope_mode, .n_rot = hp->n_rot, .head_dim = hp->head_dim,
                          .cos_sin = c->cos_sin};
+    c->rope_swa = c->rope;
+    if (c->cos_sin_swa) {
+        /* the sliding layers' base and linear scale, without the global
+         * layers' per-frequency factors or YaRN */
+        hfq_hparams swa = *hp;
+        swa.rope_freq_base = hp->rope_freq_base_swa;
+        swa.rope_freq_scale = hp->rope_freq_scale_swa;
+        swa.yarn_orig_ctx = 0;
+        fill_rope_table(host, &swa, NULL, c->n_ctx);
+        c->ops->upload(c->be, c->cos_sin_swa, host, n);
+        c->rope_swa.cos_sin = c->cos_sin_swa;
+    }
+    free(host);
     return 0;
 }
 
@@ -153,6 +174,10 @@ static int context_shape_of(const hfq_model *m, const hfq_context_params *p, con
     sh->n_batch = p->n_batch > 0 ? p->n_batch : (sh->n_ctx < 512 ? sh->n_ctx : 512);
     if (sh->n_ctx > ((int64_t)1 << 24))
         return hfq_fail(err, path, "context of %lld positions is too large", (long long)sh->n_ctx);
+    const hfq_arch_desc *arch = hfq_arch_get(hp->arch);
+    if ((arch->ffn_act == HFQ_FFN_GELU_TANH && !sh->ops->geglu) || (arch->embd_scale && !sh->ops->scale))
+        return hfq_fail(err, path, "the %s backend lacks the %s op %s needs", sh->ops->name,
+                        sh->ops->geglu ? "scale" : "geglu", arch->name);
     if (p->act_quant < HFQ_ACT_QUANT_AUTO || p->act_quant > HFQ_ACT_QUANT_STATIC)
         return hfq_fail(err, path, "unknown activation quantization mode %d", (int)p->act_quant);
     if (sh->n_batch > sh->n_ctx) sh->n_batch = sh->n_ctx;
@@ -182,7 +207,8 @@ hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hf
     c->hp = hp;
     c->ops = sh.ops;
     c->attn = (hfq_attn){.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
-                         .scale = (float)(1.0 / sqrt((double)hp->head_dim)), .k_type = sh.kv_k, .v_type = sh.kv_v};
+                         .scale = hp->attn_scale > 0.0f ? hp->attn_scale : (float)(1.0 / sqrt((double)hp->head_dim)),
+                         .softcap = hp->attn_softcap, .k_type = sh.kv_k, .v_type = sh.kv_v};
     c->n_ctx = sh.n_ctx;
     c->n_batch = sh.n_batch;
     c->n_outputs = sh.n_outputs;
@@ -215,7 +241,8 @@ int hfq_context_plan(const hfq_model *m, const hfq_context_params *p, hfq_contex
 void hfq_context_free(hfq_context *c) {
     if (!c) return;
     if (c->be) {
-        float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->att, c->gate, c->up, c->proj, c->logits, c->cos_sin};
+        float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->att, c->gate, c->up, c->proj, c->logits, c->cos_sin,
+                         c->cos_sin_swa};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i]) c->ops->release(c->be, bufs[i]);
         for (int64_t il = 0; il < c->hp->n_layer; il++) {
@@ -263,15 +290,22 @@ static void attention_block(hfq_context *c, const hfq_layer *l, int64_t il, int6
     /* per-head RMSNorm of q and k (qwen3): each head is one row of head_dim */
     if (l->q_norm.data) ops->rmsnorm(be, c->q, c->q, &l->q_norm, T * hp->n_head, hp->rms_eps);
     if (l->k_norm.data) ops->rmsnorm(be, c->k, c->k, &l->k_norm, T * hp->n_head_kv, hp->rms_eps);
-    ops->rope(be, c->q, T, hp->n_head, pos0, &c->rope);
-    ops->rope(be, c->k, T, hp->n_head_kv, pos0, &c->rope);
+    /* a sliding layer: its window and its rope */
+    const bool slides = hfq_layer_slides(hp, il);
+    const hfq_rope *rope = slides ? &c->rope_swa : &c->rope;
+    hfq_attn attn = c->attn;
+    attn.n_swa = slides ? hp->n_swa : 0;
+    ops->rope(be, c->q, T, hp->n_head, pos0, rope);
+    ops->rope(be, c->k, T, hp->n_head_kv, pos0, rope);
     ops->attention(be, c->att, c->q, c->k, c->v, c->k_cache[il], c->v_cache[il], pos0, T,
-                   &c->attn);                                              /* att: [T][Q] */
+                   &attn);                                                 /* att: [T][Q] */
     linear(c, c->proj, &l->wo, &no_bias, c->att, T);                       /* proj: [T][E] */
+    if (l->attn_post_norm.data) ops->rmsnorm(be, c->proj, c->proj, &l->attn_post_norm, T, hp->rms_eps);
     ops->add(be, c->x, c->proj, (size_t)(T * hp->n_embd));
 }
 
-/* The feed-forward block: x += down(silu(gate(xn)) * up(xn)), xn = norm(x). */
+/* The feed-forward block: x += down(act(gate(xn)) * up(xn)), xn = norm(x),
+ * act SiLU or the family's (GELU); Gemma normalizes the output first. */
 static void ffn_block(hfq_context *c, const hfq_layer *l, int64_t T) {
     const hfq_ops *ops = c->ops;
     hfq_backend *be = c->be;
@@ -279,8 +313,12 @@ static void ffn_block(hfq_context *c, const hfq_layer *l, int64_t T) {
     ops->rmsnorm(be, c->xn, c->x, &l->ffn_norm, T, hp->rms_eps);        /* xn: [T][E] */
     linear(c, c->gate, &l->w_gate, &no_bias, c->xn, T);                /* gate: [T][F] */
     linear(c, c->up, &l->w_up, &no_bias, c->xn, T);                    /* up: [T][F] */
-    ops->swiglu(be, c->gate, c->up, (size_t)(T * hp->n_ff));            /* gate: [T][F] */
+    if (hfq_arch_get(hp->arch)->ffn_act == HFQ_FFN_GELU_TANH)
+        ops->geglu(be, c->gate, c->up, (size_t)(T * hp->n_ff));        /* gate: [T][F] */
+    else
+        ops->swiglu(be, c->gate, c->up, (size_t)(T * hp->n_ff));
     linear(c, c->proj, &l->w_down, &no_bias, c->gate, T);              /* proj: [T][E] */
+    if (l->ffn_post_norm.data) ops->rmsnorm(be, c->proj, c->proj, &l->ffn_post_norm, T, hp->rms_eps);
     ops->add(be, c->x, c->proj, (size_t)(T * hp->n_embd));
 }
 
@@ -294,6 +332,7 @@ static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int6
     const int64_t E = hp->n_embd;
 
     ops->embed(be, c->x, hfq_model_tok_embd(c->model), tokens, T);          /* x: [T][E] */
+    if (hfq_arch_get(hp->arch)->embd_scale) ops->scale(be, c->x, sqrtf((float)E), (size_t)(T * E));
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const hfq_layer *l = hfq_model_layer(c->model, il);
         attention_block(c, l, il, T, pos0);
@@ -304,6 +343,10 @@ static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int6
     ops->rmsnorm(be, c->xn, last, hfq_model_output_norm(c->model), n_out, hp->rms_eps);
     linear(c, c->logits, hfq_model_output(c->model), &no_bias, c->xn, n_out); /* logits: [n_out][V] */
     ops->download(be, logits, c->logits, (size_t)(n_out * hp->n_vocab));
+    /* on the host, as transformers: logits / cap, tanh, * cap */
+    if (hp->final_softcap > 0.0f)
+        for (int64_t i = 0; i < n_out * hp->n_vocab; i++)
+            logits[i] = tanhf(logits[i] / hp->final_softcap) * hp->final_softcap;
 }
 
 /* Logits rows of the batch of tokens [done, done + n_batch) of n_tokens

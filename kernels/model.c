@@ -62,6 +62,19 @@ static int check_hparams(const hfq_hparams *hp, const char *where, hfq_error *er
                                    !isfinite(hp->yarn_mscale))))
         return hfq_fail(err, where, "YaRN parameters (original context %lld, beta %g / %g, magnitude %g) are invalid",
                         (long long)hp->yarn_orig_ctx, hp->yarn_beta_fast, hp->yarn_beta_slow, hp->yarn_mscale);
+    if (hp->n_swa < 0 || hp->n_swa > ((int64_t)1 << 31) || hp->swa_pattern < 0 || hp->swa_pattern > MAX_DIM)
+        return hfq_fail(err, where, "sliding window %lld / pattern %lld is out of range", (long long)hp->n_swa,
+                        (long long)hp->swa_pattern);
+    if (hp->n_swa > 0 && (!(hp->rope_freq_base_swa > 0.0f) || !isfinite(hp->rope_freq_base_swa) ||
+                          !(hp->rope_freq_scale_swa > 0.0f) || !isfinite(hp->rope_freq_scale_swa)))
+        return hfq_fail(err, where, "rope.freq_base_swa %g (scale %g) must be positive", hp->rope_freq_base_swa,
+                        hp->rope_freq_scale_swa);
+    const float caps[] = {hp->attn_softcap, hp->final_softcap, hp->attn_scale};
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+        if (!(caps[i] >= 0.0f) || !isfinite(caps[i]))
+            return hfq_fail(err, where, "%s %g must be a non-negative number",
+                            i == 0 ? "attn_logit_softcapping" : i == 1 ? "final_logit_softcapping" : "attention scale",
+                            caps[i]);
     if (!hfq_arch_get(hp->arch)) return hfq_fail(err, where, "unknown architecture %d", (int)hp->arch);
     if (hp->rope_mode != HFQ_ROPE_NORMAL && hp->rope_mode != HFQ_ROPE_NEOX)
         return hfq_fail(err, where, "unknown rope mode %d", (int)hp->rope_mode);
@@ -221,10 +234,12 @@ static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_la
         {&l->q_norm, "attn_q_norm.weight", hp->head_dim, 0, HFQ_NEED_REFUSED},
         {&l->k_norm, "attn_k_norm.weight", hp->head_dim, 0, HFQ_NEED_REFUSED},
         {&l->wo, "attn_output.weight", n_q, hp->n_embd, HFQ_NEED_REQUIRED},
+        {&l->attn_post_norm, "post_attention_norm.weight", hp->n_embd, 0, HFQ_NEED_REFUSED},
         {&l->ffn_norm, "ffn_norm.weight", hp->n_embd, 0, HFQ_NEED_REQUIRED},
         {&l->w_gate, "ffn_gate.weight", hp->n_embd, hp->n_ff, HFQ_NEED_REQUIRED},
         {&l->w_up, "ffn_up.weight", hp->n_embd, hp->n_ff, HFQ_NEED_REQUIRED},
         {&l->w_down, "ffn_down.weight", hp->n_ff, hp->n_embd, HFQ_NEED_REQUIRED},
+        {&l->ffn_post_norm, "post_ffw_norm.weight", hp->n_embd, 0, HFQ_NEED_REFUSED},
         {NULL, "attn_output.bias", 0, 0, HFQ_NEED_REFUSED},
         {NULL, "ffn_gate.bias", 0, 0, HFQ_NEED_REFUSED},
         {NULL, "ffn_up.bias", 0, 0, HFQ_NEED_REFUSED},
@@ -309,6 +324,11 @@ void hfq_model_free(hfq_model *m) {
 void hfq_model_adopt_file(hfq_model *m, gguf_file *f, void (*close_gguf)(gguf_file *f)) {
     m->gguf = f;
     m->close_gguf = close_gguf;
+}
+
+bool hfq_layer_slides(const hfq_hparams *hp, int64_t il) {
+    const int64_t n = hp->swa_pattern;
+    return hp->n_swa > 0 && (n == 0 || il % n < n - 1);
 }
 
 const hfq_hparams *hfq_model_hparams(const hfq_model *m) { return &m->hp; }

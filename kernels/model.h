@@ -76,7 +76,23 @@ typedef struct hfq_hparams {
     int64_t yarn_orig_ctx;
     float yarn_beta_fast, yarn_beta_slow, yarn_mscale;
     hfq_rope_mode rope_mode;  /* loading takes the family's */
+    /* Sliding-window attention (llama.cpp's LLAMA_SWA_TYPE_STANDARD): on a
+     * sliding layer the token at position i sees positions j with
+     * i - j < n_swa; 0: no window. Which layers slide: swa_pattern as
+     * llama.cpp's set_swa_pattern (hfq_layer_slides). Any family may set it. */
+    int64_t n_swa;
+    int64_t swa_pattern;
+    /* The rope of the sliding layers: base and 1 / linear factor (Gemma 3's
+     * local base, unscaled); used only when n_swa > 0. */
+    float rope_freq_base_swa, rope_freq_scale_swa;
+    /* tanh soft-capping, cap * tanh(x / cap), of the attention scores (after
+     * the scale) and of the logits; 0: none. */
+    float attn_softcap, final_softcap;
+    float attn_scale;         /* on q.k; 0: 1/sqrt(head_dim) */
 } hfq_hparams;
+
+/* Whether layer il attends through the sliding window. */
+bool hfq_layer_slides(const hfq_hparams *hp, int64_t il);
 
 typedef struct hfq_layer {
     hfq_tensor attn_norm;                   /* [n_embd] F32 */
@@ -86,9 +102,13 @@ typedef struct hfq_layer {
      * data NULL when absent */
     hfq_tensor q_norm, k_norm;              /* [head_dim] F32 */
     hfq_tensor wo;                          /* [n_head*hd] -> [n_embd] */
+    /* RMSNorm of the attention output before the residual add (Gemma 2/3);
+     * data NULL when absent */
+    hfq_tensor attn_post_norm;              /* [n_embd] F32 */
     hfq_tensor ffn_norm;                    /* [n_embd] F32 */
     hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] */
     hfq_tensor w_down;                      /* [n_ff] -> [n_embd] */
+    hfq_tensor ffn_post_norm;               /* as attn_post_norm, of the feed-forward output */
 } hfq_layer;
 
 typedef struct hfq_model hfq_model;

@@ -116,6 +116,29 @@ static int read_rope_scaling(const keys *k, hfq_hparams *hp) {
     return 0;
 }
 
+/* The keys of families with sliding windows and soft-capping (arch.h's
+ * swa, attn_softcap), with llama.cpp's defaults; any other family gets
+ * none of them (llama.cpp's llama reads none either). */
+static int read_swa(const keys *k, const hfq_arch_desc *arch, hfq_hparams *hp) {
+    char key[128];
+    const char *path = gguf_path(k->f);
+    if (!arch->swa) return 0;
+    hp->rope_freq_base_swa = arch->rope_freq_base_swa > 0.0f ? arch->rope_freq_base_swa : hp->rope_freq_base;
+    hp->rope_freq_scale_swa = arch->rope_freq_base_swa > 0.0f ? 1.0f : hp->rope_freq_scale;
+    if (get_int(k, "attention.sliding_window", true, arch->n_swa_default, &hp->n_swa) ||
+        get_float(k, "final_logit_softcapping", true, 0.0f, &hp->final_softcap) ||
+        get_float(k, "rope.freq_base_swa", true, hp->rope_freq_base_swa, &hp->rope_freq_base_swa))
+        return -1;
+    int64_t i = find(k, "attention.sliding_window_pattern", key, sizeof key);
+    if (i >= 0 && gguf_kv_type(k->f, i) == GGUF_VT_ARRAY)
+        return hfq_fail(k->err, path, "key '%s': a per-layer pattern is not supported", key);
+    if (get_int(k, "attention.sliding_window_pattern", true, arch->swa_pattern, &hp->swa_pattern)) return -1;
+    if (arch->attn_softcap) return get_float(k, "attn_logit_softcapping", true, 0.0f, &hp->attn_softcap);
+    if (find(k, "attn_logit_softcapping", key, sizeof key) >= 0)
+        return hfq_fail(k->err, path, "key '%s': attention soft-capping is not computed for %s", key, k->arch);
+    return 0;
+}
+
 int hfq_hparams_from_gguf(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
     const char *path = gguf_path(f);
     int64_t ia = gguf_find_key(f, "general.architecture");
@@ -151,7 +174,10 @@ int hfq_hparams_from_gguf(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
         get_int(&k, "rope.dimension_count", true, hp->head_dim, &hp->n_rot))
         return -1;
     /* after context_length and key_length: YaRN's ramp reads them */
-    if (read_rope_scaling(&k, hp)) return -1;
+    if (read_rope_scaling(&k, hp) || read_swa(&k, hfq_arch_get(hp->arch), hp)) return -1;
+    const hfq_arch_desc *desc = hfq_arch_get(hp->arch);
+    if (desc->attn_scale_embd_layers && hp->n_layer == desc->attn_scale_embd_layers)
+        hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
     if (value_length != hp->head_dim)
         return hfq_fail(err, path, "key '%s.attention.value_length' = %lld differs from key_length %lld", arch,
                         (long long)value_length, (long long)hp->head_dim);

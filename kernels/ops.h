@@ -56,6 +56,12 @@ typedef struct hfq_rope {
 typedef struct hfq_attn {
     int64_t n_head, n_head_kv, head_dim;
     float scale;            /* on q.k, 1/sqrt(head_dim) */
+    /* The token at position i sees positions j with i - j < n_swa (a sliding
+     * window); 0: all of 0..i. */
+    int64_t n_swa;
+    /* Scores soft-capped before the softmax: softcap * tanh(scale * q.k /
+     * softcap); 0: none (scale * q.k). */
+    float softcap;
     hfq_kv_type k_type, v_type;  /* the caches' formats (one the backend's kv_types has) */
 } hfq_attn;
 
@@ -100,7 +106,8 @@ typedef struct hfq_ops {
      * holding n_ctx * n_head_kv rows of head_dim values in a->k_type or
      * a->v_type, read there directly, never dequantized whole), then for
      * each token t and head h: out = softmax(scale * q.K^T over cache
-     * positions 0..pos0+t) V, with K, V of kv head h / (n_head / n_head_kv).
+     * positions 0..pos0+t, or the last n_swa of them) V (softcap: the
+     * scores capped first), with K, V of kv head h / (n_head / n_head_kv).
      * q, out: [n_tokens][n_head * head_dim];  k, v: [n_tokens][n_head_kv * head_dim] */
     void (*attention)(hfq_backend *b, float *out, const float *q, const float *k, const float *v,
                       float *k_cache, float *v_cache, int64_t pos0, int64_t n_tokens, const hfq_attn *a);
@@ -123,6 +130,13 @@ typedef struct hfq_ops {
      * own scratch (beyond the buffers the graph asks for) with these
      * parameters; -1 with err when create would fail. */
     int64_t (*scratch_bytes)(const hfq_model *m, const hfq_backend_params *p, hfq_error *err);
+
+    /* Optional (NULL: the backend lacks it; a model that needs it is refused
+     * when a context is created). gate = gelu_tanh(gate) * up over n values,
+     * gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+    void (*geglu)(hfq_backend *b, float *gate, const float *up, size_t n);
+    /* Optional, as geglu. x *= s over n values. */
+    void (*scale)(hfq_backend *b, float *x, float s, size_t n);
 } hfq_ops;
 
 #endif

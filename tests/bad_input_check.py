@@ -347,6 +347,55 @@ def _(work):
     return hfconv_with(work, "config.json", lambda p: open(p, "w").write("[1, 2]"))
 
 
+def gemma_config(arch, **changes):
+    """An edit making mkmodel's config a Gemma one (the refusals below stop
+    at config.json, before any tensor): arch, tanh GELU, llama.cpp's
+    query_pre_attn_scalar, a window of 32 below the context, then changes."""
+    def edit(c):
+        c.update(architectures=[arch], hidden_act="gelu_pytorch_tanh", hidden_activation="gelu_pytorch_tanh",
+                 head_dim=c["hidden_size"] // c["num_attention_heads"], sliding_window=32,
+                 max_position_embeddings=256)
+        c["query_pre_attn_scalar"] = c["head_dim"]
+        for k, v in changes.items():
+            if v is None:
+                c.pop(k, None)
+            else:
+                c[k] = v
+    return lambda p: edit_json(p, edit)
+
+
+GEMMA_REFUSALS = [
+    ("gemma2-query-pre-attn-scalar", "Gemma2ForCausalLM", dict(query_pre_attn_scalar=99),
+     "field 'query_pre_attn_scalar' = 99: only 16 (the scale llama.cpp computes) is supported for gemma2"),
+    ("gemma2-layer-types", "Gemma2ForCausalLM", dict(layer_types=["full_attention", "sliding_attention"]),
+     "field 'layer_types': layer 0 is full attention; gemma2 slides all layers but every 2-th"),
+    ("gemma3-window-pattern", "Gemma3ForCausalLM", dict(sliding_window_pattern=2),
+     "field 'sliding_window_pattern': layer 1 is full attention; gemma3 slides all layers but every 6-th"),
+    ("gemma2-silu", "Gemma2ForCausalLM", dict(hidden_act="silu", hidden_activation=None),
+     "field 'hidden_act' = 'silu': not computed for gemma2 (its feed-forward is GeGLU)"),
+    ("llama-gelu", "LlamaForCausalLM", dict(sliding_window=None),
+     "field 'hidden_activation' = 'gelu_pytorch_tanh': not computed for llama"),
+    ("gemma2-act-disagree", "Gemma2ForCausalLM", dict(hidden_act="silu"),
+     "field 'hidden_activation' = 'gelu_pytorch_tanh': disagrees with 'hidden_act' = 'silu'"),
+    ("gemma3-attn-softcap", "Gemma3ForCausalLM", dict(attn_logit_softcapping=50.0),
+     "field 'attn_logit_softcapping' = 50: soft-capping is not supported for gemma3"),
+    ("gemma2-softcap-negative", "Gemma2ForCausalLM", dict(final_logit_softcapping=-30.0),
+     "field 'final_logit_softcapping' = -30: must be positive"),
+    ("gemma3-bidirectional", "Gemma3ForCausalLM", dict(use_bidirectional_attention=True),
+     "field 'use_bidirectional_attention' = true: bidirectional attention is not supported"),
+    ("gemma3-mm-final-softcap", "Gemma3ForConditionalGeneration", dict(final_logit_softcapping=30.0),
+     "field 'final_logit_softcapping' = 30: Gemma3ForConditionalGeneration does not apply it"),
+]
+
+
+def gemma_refusal(changes, arch):
+    return lambda work: hfconv_with(work, "config.json", gemma_config(arch, **changes))
+
+
+for _name, _arch, _changes, _expect in GEMMA_REFUSALS:
+    case("hfconv/config-" + _name, "config.json: " + _expect)(gemma_refusal(_changes, _arch))
+
+
 @case("hfconv/config-truncated", "config.json: invalid JSON")
 def _(work):
     return hfconv_with(work, "config.json", cut_to(0.5))

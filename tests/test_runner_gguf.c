@@ -17,7 +17,7 @@ typedef void (*edit_fn)(gguf_writer *w);
  * before the header is written. */
 static int write_model(const synth_model *sm, const char *path, edit_fn edit, hfq_error *err) {
     const synth_spec *s = &sm->spec;
-    const char *arch = s->arch == HFQ_ARCH_QWEN2 ? "qwen2" : "llama";
+    const char *arch = hfq_arch_get(s->arch)->name;
     char key[128];
     gguf_writer *w = gguf_writer_new();
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
@@ -121,6 +121,13 @@ static void arch_gpt2(gguf_writer *w) { gguf_set_str(w, "general.architecture", 
 static void no_arch(gguf_writer *w) { gguf_remove_key(w, "general.architecture"); }
 static void no_blocks(gguf_writer *w) { gguf_remove_key(w, "llama.block_count"); }
 static void no_eps(gguf_writer *w) { gguf_remove_key(w, "llama.attention.layer_norm_rms_epsilon"); }
+static void gemma3_attn_cap(gguf_writer *w) { gguf_set_f32(w, "gemma3.attn_logit_softcapping", 50.0f); }
+static void gemma2_pattern_array(gguf_writer *w) {
+    const uint8_t pattern[2] = {1, 0};
+    gguf_set_arr(w, "gemma2.attention.sliding_window_pattern", GGUF_VT_BOOL, pattern, 2);
+}
+static void gemma2_negative_cap(gguf_writer *w) { gguf_set_f32(w, "gemma2.final_logit_softcapping", -30.0f); }
+static void gemma2_window_str(gguf_writer *w) { gguf_set_str(w, "gemma2.attention.sliding_window", "64"); }
 static void yarn(gguf_writer *w) { gguf_set_str(w, "llama.rope.scaling.type", "yarn"); }
 static void moe(gguf_writer *w) { gguf_set_u32(w, "llama.expert_count", 8); }
 static void heads_str(gguf_writer *w) { gguf_set_str(w, "llama.attention.head_count", "4"); }
@@ -207,6 +214,18 @@ static void test_bad_metadata(void) {
     expect_load_error(no_key_length, "rope.dimension_count 10 must be even and at most the head size 9");
     expect_load_error(no_key_length_5_heads, "embedding_length' = 36 is not a multiple of the head count 5");
     expect_load_error(huge_ff, "feed_forward_length = 1099511627776 is out of range");
+    /* the keys of the families with windows and soft-capping (Gemma) */
+    synth_spec g = synth_default_spec();
+    g.arch = HFQ_ARCH_GEMMA3;
+    expect_load_error_spec(&g, gemma3_attn_cap, "key 'gemma3.attn_logit_softcapping': attention soft-capping is "
+                           "not computed for gemma3");
+    g.arch = HFQ_ARCH_GEMMA2;
+    expect_load_error_spec(&g, gemma2_pattern_array, "key 'gemma2.attention.sliding_window_pattern': a per-layer "
+                           "pattern is not supported");
+    expect_load_error_spec(&g, gemma2_negative_cap, "final_logit_softcapping -30 must be a non-negative number");
+    expect_load_error_spec(&g, gemma2_window_str, "gemma2.attention.sliding_window");
+    /* Gemma's tensors: the post-block norms are required */
+    expect_load_error_spec(&g, NULL, "tensor 'blk.0.post_attention_norm.weight' is missing");
 
     hfq_error err;
     char path[256];

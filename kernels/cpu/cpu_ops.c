@@ -186,34 +186,50 @@ static void kv_store(hfq_kv_type t, float *cache, const float *x, int64_t pos0, 
             cpu_kv_row_store(t, x + i * kv_dim + h * hd, (char *)cache + kv_row(rb, n_ctx, h, pos0 + i), hd);
 }
 
-/* One query head against n_keys cached positions of kv head hk:
- *   out = softmax(scale * q.K^T) V
+/* Soft-caps n raw scores in place, scale folded in (transformers' order:
+ * scale, / cap, tanh, * cap); returns the largest. */
+static float softcap_scores(float *s, int64_t n, float scale, float cap) {
+    float max = -INFINITY;
+    for (int64_t p = 0; p < n; p++) {
+        s[p] = tanhf(s[p] * scale / cap) * cap;
+        max = s[p] > max ? s[p] : max;
+    }
+    return max;
+}
+
+/* One query head against cached positions p0..p0+n_keys-1 of kv head hk:
+ *   out = softmax(scale * q.K^T) V   (or of the soft-capped scores)
  * q, out: [hd];  s: [n_keys] scratch;  scratch: [2 * hd] */
 static void attend(const cpu_vec_kernels *k, const hfq_attn *a, const float *q, const float *k_cache,
-                   const float *v_cache, int64_t hk, int64_t n_keys, int64_t n_ctx, float *s, float *scratch,
-                   float *out) {
+                   const float *v_cache, int64_t hk, int64_t p0, int64_t n_keys, int64_t n_ctx, float *s,
+                   float *scratch, float *out) {
     const int64_t hd = a->head_dim;
     float max;
     if (a->k_type == HFQ_KV_F32) {
-        max = k->scores(q, k_cache + hk * hd * n_ctx, n_ctx, hd, n_keys, s);
+        max = k->scores(q, k_cache + hk * hd * n_ctx + p0, n_ctx, hd, n_keys, s);
     } else {
         const int64_t rb = hfq_kv_row_bytes(a->k_type, hd);
         cpu_kv_query(a->k_type, q, scratch, hd);
         max = -INFINITY;
         for (int64_t p = 0; p < n_keys; p++) {
-            s[p] = cpu_kv_row_dot(a->k_type, (const char *)k_cache + kv_row(rb, n_ctx, hk, p), scratch, hd);
+            s[p] = cpu_kv_row_dot(a->k_type, (const char *)k_cache + kv_row(rb, n_ctx, hk, p0 + p), scratch, hd);
             max = s[p] > max ? s[p] : max;
         }
     }
-    const float inv = 1.0f / k->softmax(s, n_keys, max, a->scale);
+    float scale = a->scale;
+    if (a->softcap > 0.0f) {
+        max = softcap_scores(s, n_keys, scale, a->softcap);
+        scale = 1.0f;
+    }
+    const float inv = 1.0f / k->softmax(s, n_keys, max, scale);
     if (a->v_type == HFQ_KV_F32) {
-        k->mix(s, v_cache + hk * hd * n_ctx, n_ctx, n_keys, hd, out);
+        k->mix(s, v_cache + hk * hd * n_ctx + p0, n_ctx, n_keys, hd, out);
     } else {
         const int64_t rb = hfq_kv_row_bytes(a->v_type, hd);
         for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
         for (int64_t p = 0; p < n_keys; p++)
-            cpu_kv_row_mad(a->v_type, (const char *)v_cache + kv_row(rb, n_ctx, hk, p), s[p], out, scratch + hd,
-                           hd);
+            cpu_kv_row_mad(a->v_type, (const char *)v_cache + kv_row(rb, n_ctx, hk, p0 + p), s[p], out,
+                           scratch + hd, hd);
     }
     for (int64_t d = 0; d < hd; d++) out[d] *= inv;
 }
@@ -233,7 +249,9 @@ static void cpu_attention(hfq_backend *b, float *out, const float *q, const floa
     for (int64_t h = 0; h < a->n_head; h++)
         for (int64_t t = 0; t < n_tokens; t++) {
             const size_t th = (size_t)omp_get_thread_num();
-            attend(&kern, a, q + t * q_dim + h * hd, k_cache, v_cache, h / group, pos0 + t + 1, n_ctx,
+            /* the window: positions pos - n_swa + 1 .. pos */
+            const int64_t pos = pos0 + t, p0 = a->n_swa > 0 && pos >= a->n_swa ? pos - a->n_swa + 1 : 0;
+            attend(&kern, a, q + t * q_dim + h * hd, k_cache, v_cache, h / group, p0, pos + 1 - p0, n_ctx,
                    b->scores + th * (size_t)n_ctx, b->kv_scratch + th * 2 * (size_t)hd, out + t * q_dim + h * hd);
         }
 }
@@ -256,6 +274,27 @@ static void add_range(float *restrict x, const float *restrict y, size_t n) {
 static void cpu_swiglu(hfq_backend *b, float *gate, const float *up, size_t n) {
     const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
     FOR_RANGES(b, n, kern.swiglu(gate + lo, up + lo, hi - lo));
+}
+
+/* gate = gelu_tanh(gate) * up, as torch's gelu(approximate='tanh'). */
+static void geglu_range(float *restrict gate, const float *restrict up, size_t n) {
+    const float k = 0.7978845608028654f;   /* sqrt(2/pi) */
+    for (size_t i = 0; i < n; i++) {
+        const float x = gate[i];
+        gate[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * up[i];
+    }
+}
+
+static void cpu_geglu(hfq_backend *b, float *gate, const float *up, size_t n) {
+    FOR_RANGES(b, n, geglu_range(gate + lo, up + lo, hi - lo));
+}
+
+static void scale_range(float *x, float s, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static void cpu_scale(hfq_backend *b, float *x, float s, size_t n) {
+    FOR_RANGES(b, n, scale_range(x + lo, s, hi - lo));
 }
 
 static void cpu_add(hfq_backend *b, float *x, const float *y, size_t n) {
@@ -281,6 +320,8 @@ static const hfq_ops cpu_ops = {
     .kv_types = (1u << HFQ_KV_COUNT) - 2,   /* all but HFQ_KV_DEFAULT */
     .kv_default = HFQ_KV_F16,
     .scratch_bytes = cpu_scratch_bytes,
+    .geglu = cpu_geglu,
+    .scale = cpu_scale,
 };
 
 const hfq_ops *hfq_cpu_ops(void) { return &cpu_ops; }

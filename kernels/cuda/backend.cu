@@ -326,7 +326,8 @@ static void cuda_rope_op(hfq_backend *b, float *x, int64_t n_tokens, int64_t n_h
 static void cuda_attention_op(hfq_backend *b, float *out, const float *q, const float *k, const float *v,
                               float *k_cache, float *v_cache, int64_t pos0, int64_t n_tokens, const hfq_attn *a) {
     if (b->failed) return;
-    cuda_attention(out, q, k, v, k_cache, v_cache, pos0, n_tokens, a->n_head, a->n_head_kv, a->head_dim, a->scale);
+    cuda_attention(out, q, k, v, k_cache, v_cache, pos0, n_tokens, a->n_head, a->n_head_kv, a->head_dim, a->scale,
+                   a->n_swa, a->softcap);
     ok(b, cudaSuccess, "attention");
 }
 
@@ -334,6 +335,18 @@ static void cuda_swiglu_op(hfq_backend *b, float *gate, const float *up, size_t 
     if (b->failed) return;
     cuda_swiglu(gate, up, (int64_t)n);
     ok(b, cudaSuccess, "swiglu");
+}
+
+static void cuda_geglu_op(hfq_backend *b, float *gate, const float *up, size_t n) {
+    if (b->failed) return;
+    cuda_geglu(gate, up, (int64_t)n);
+    ok(b, cudaSuccess, "geglu");
+}
+
+static void cuda_scale_op(hfq_backend *b, float *x, float s, size_t n) {
+    if (b->failed) return;
+    cuda_scale(x, s, (int64_t)n);
+    ok(b, cudaSuccess, "scale");
 }
 
 static void cuda_add_op(hfq_backend *b, float *x, const float *y, size_t n) {
@@ -355,6 +368,7 @@ static const hfq_ops cuda_ops = {
     cuda_rmsnorm_op, cuda_matmul_op, cuda_rope_op, cuda_attention_op, cuda_swiglu_op, cuda_add_op, cuda_sync,
     1u << HFQ_KV_F32, HFQ_KV_F32,   /* an F32 cache only: the graph refuses the other KV types */
     NULL,                           /* no memory plan: device memory is cudaMalloc's */
+    cuda_geglu_op, cuda_scale_op,
 };
 
 const hfq_ops *hfq_cuda_module_ops(void) { return &cuda_ops; }

@@ -125,8 +125,11 @@ void cuda_rope(float *x, int64_t n_tokens, int64_t n_heads, int64_t pos0, int n_
 /* Largest head size the attention kernel takes. */
 #define CUDA_MAX_HEAD_DIM 256
 void cuda_attention(float *out, const float *q, const float *k, const float *v, float *k_cache, float *v_cache,
-                    int64_t pos0, int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale);
+                    int64_t pos0, int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
+                    int64_t n_swa, float softcap);
 void cuda_swiglu(float *gate, const float *up, int64_t n);
+void cuda_geglu(float *gate, const float *up, int64_t n);
+void cuda_scale(float *x, float s, int64_t n);
 void cuda_add(float *x, const float *y, int64_t n);
 
 #endif

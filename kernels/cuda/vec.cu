@@ -69,7 +69,7 @@ __global__ void kv_store_kernel(float *k_cache, float *v_cache, const float *k, 
  * the warps' states are merged at the end. */
 __global__ void attention_kernel(float *out, const float *q, const float *k_cache, const float *v_cache, int64_t pos0,
                                  int64_t n_tokens, int64_t n_head, int64_t group, int64_t head_dim, int64_t kv_dim,
-                                 float scale) {
+                                 float scale, int64_t n_swa, float softcap) {
     __shared__ float qs[CUDA_MAX_HEAD_DIM];
     __shared__ float m_sh[ATT_WARPS], l_sh[ATT_WARPS];
     __shared__ float acc_sh[ATT_WARPS][CUDA_MAX_HEAD_DIM];
@@ -78,15 +78,17 @@ __global__ void attention_kernel(float *out, const float *q, const float *k_cach
     for (int64_t bi = blockIdx.x; bi < n_tokens * n_head; bi += gridDim.x) {
         const int64_t t = bi / n_head, h = bi % n_head, hk = h / group;
         const int64_t n_keys = pos0 + t + 1;
+        const int64_t p0 = n_swa > 0 && n_keys > n_swa ? n_keys - n_swa : 0;   /* the window's first */
         __syncthreads();   /* the previous item's readers of the shared arrays are done */
         for (int64_t d = threadIdx.x; d < head_dim; d += blockDim.x) qs[d] = q[t * q_dim + h * head_dim + d];
         __syncthreads();
         float m = -INFINITY, l = 0.0f, acc[ATT_PER_LANE] = {0};
-        for (int64_t p = warp; p < n_keys; p += ATT_WARPS) {
+        for (int64_t p = p0 + warp; p < n_keys; p += ATT_WARPS) {
             const float *kp = k_cache + p * kv_dim + hk * head_dim, *vp = v_cache + p * kv_dim + hk * head_dim;
             float s = 0.0f;
             for (int64_t d = lane; d < head_dim; d += 32) s += qs[d] * kp[d];
             s = cuda_warp_sum(s) * scale;
+            if (softcap > 0.0f) s = tanhf(s / softcap) * softcap;
             const float m_new = fmaxf(m, s), corr = expf(m - m_new), e = expf(s - m_new);
             l = l * corr + e;
             for (int j = 0; j < ATT_PER_LANE; j++) {
@@ -120,6 +122,18 @@ __global__ void swiglu_kernel(float *gate, const float *up, int64_t n) {
         gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+__global__ void geglu_kernel(float *gate, const float *up, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float x = gate[i];
+        gate[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * up[i];
+    }
+}
+
+__global__ void scale_kernel(float *x, float s, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] *= s;
+}
+
 __global__ void add_kernel(float *x, const float *y, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         x[i] += y[i];
@@ -138,15 +152,24 @@ void cuda_rope(float *x, int64_t n_tokens, int64_t n_heads, int64_t pos0, int n_
 }
 
 void cuda_attention(float *out, const float *q, const float *k, const float *v, float *k_cache, float *v_cache,
-                    int64_t pos0, int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale) {
+                    int64_t pos0, int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
+                    int64_t n_swa, float softcap) {
     const int64_t kv_dim = n_head_kv * head_dim, n = n_tokens * kv_dim;
     kv_store_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS>>>(k_cache, v_cache, k, v, pos0 * kv_dim, n);
     attention_kernel<<<cuda_blocks(n_tokens * n_head, 1), 32 * ATT_WARPS>>>(
-        out, q, k_cache, v_cache, pos0, n_tokens, n_head, n_head / n_head_kv, head_dim, kv_dim, scale);
+        out, q, k_cache, v_cache, pos0, n_tokens, n_head, n_head / n_head_kv, head_dim, kv_dim, scale, n_swa, softcap);
 }
 
 void cuda_swiglu(float *gate, const float *up, int64_t n) {
     swiglu_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS>>>(gate, up, n);
+}
+
+void cuda_geglu(float *gate, const float *up, int64_t n) {
+    geglu_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS>>>(gate, up, n);
+}
+
+void cuda_scale(float *x, float s, int64_t n) {
+    scale_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS>>>(x, s, n);
 }
 
 void cuda_add(float *x, const float *y, int64_t n) {

@@ -16,6 +16,11 @@ const hf_arch *ct_family_find(const gguf_file *f, hfq_error *err) {
         char names[256];
         hfq_fail(err, gguf_path(f), "general.architecture '%s' has no transformers family to export to (%s)",
                  arch ? arch : "(missing)", hf_arch_supported(names, sizeof names));
+    } else if (fam->norm_plus_one) {
+        /* the export writes neither w back from 1 + w nor Gemma's config keys */
+        hfq_fail(err, gguf_path(f), "general.architecture '%s': export to transformers is not supported for it yet",
+                 arch);
+        return NULL;
     }
     return fam;
 }

@@ -5,7 +5,8 @@
 #include <string.h>
 
 /* In the order of the error message that lists what is supported. */
-static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3};
+static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3, &hf_arch_gemma,
+                                           &hf_arch_gemma2, &hf_arch_gemma3};
 
 const char *hf_arch_supported(char *buf, size_t cap) {
     size_t used = 0;
@@ -31,6 +32,13 @@ const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_er
     char supported[512];
     hfq_fail(err, config_path, "architecture '%s' is not supported (supported: %s)", hf_name,
              hf_arch_supported(supported, sizeof supported));
+    return NULL;
+}
+
+const char *hf_arch_config_defaults(const char *hf_name) {
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        for (const char *const *n = families[i]->hf_names; *n; n++)
+            if (strcmp(*n, hf_name) == 0) return families[i]->config_defaults;
     return NULL;
 }
 
@@ -61,9 +69,19 @@ static const hf_tensor_row global_rows[] = {
     {"lm_head.weight", "output.weight", ROLE_OUTPUT, HF_DIM_VOCAB, HF_DIM_HIDDEN},
 };
 
+/* Whether one of the family's rows replaces a shared row (Gemma's
+ * post_attention_layernorm is not the FFN norm). */
+static bool replaced(const hf_arch *arch, const hf_tensor_row *shared) {
+    for (size_t i = 0; i < arch->n_layer_rows; i++)
+        if (arch->layer_rows[i].role == shared->role || strcmp(arch->layer_rows[i].hf_name, shared->hf_name) == 0)
+            return true;
+    return false;
+}
+
 const hf_tensor_row *hf_arch_layer_row(const hf_arch *arch, size_t i) {
-    if (i < N_SHARED) return &shared_layer_rows[i];
-    return i - N_SHARED < arch->n_layer_rows ? &arch->layer_rows[i - N_SHARED] : NULL;
+    for (size_t k = 0; k < N_SHARED; k++)
+        if (!replaced(arch, &shared_layer_rows[k]) && i-- == 0) return &shared_layer_rows[k];
+    return i < arch->n_layer_rows ? &arch->layer_rows[i] : NULL;
 }
 
 const hf_tensor_row *hf_arch_global_row(hf_role role) {

@@ -1,7 +1,7 @@
 /* arch.h - Hugging Face model families and how their checkpoints map to GGUF.
  *
  * A family is one const hf_arch in its own file (arch_llama.c, arch_qwen2.c,
- * arch_qwen3.c):
+ * arch_qwen3.c, arch_gemma.c):
  * the `architectures[0]` names it accepts, its GGUF architecture string, the
  * tensor rows it has beyond the shared ones (embedding, norms, attention and
  * SwiGLU projections, as every supported family names them), whether q/k rows
@@ -38,8 +38,8 @@
 /* What a tensor is; within a block, GGUF files list tensors in this order. */
 typedef enum hf_role {
     ROLE_TOKEN_EMBD, ROLE_ATTN_NORM, ROLE_ATTN_Q, ROLE_ATTN_Q_BIAS, ROLE_ATTN_Q_NORM, ROLE_ATTN_K,
-    ROLE_ATTN_K_BIAS, ROLE_ATTN_K_NORM, ROLE_ATTN_V, ROLE_ATTN_V_BIAS, ROLE_ATTN_OUT, ROLE_FFN_NORM,
-    ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_OUTPUT_NORM, ROLE_OUTPUT,
+    ROLE_ATTN_K_BIAS, ROLE_ATTN_K_NORM, ROLE_ATTN_V, ROLE_ATTN_V_BIAS, ROLE_ATTN_OUT, ROLE_ATTN_POST_NORM,
+    ROLE_FFN_NORM, ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_FFN_POST_NORM, ROLE_OUTPUT_NORM, ROLE_OUTPUT,
     ROLE_SKIP,                /* present in checkpoints, not needed (rotary inv_freq) */
     ROLE_COUNT
 } hf_role;
@@ -75,18 +75,54 @@ struct hf_arch {
      * and use_sliding_window its config class has. */
     const char *model_type;
     bool config_attention_bias, config_mlp_bias, config_sliding_window;
-    const hf_tensor_row *layer_rows;  /* beyond the shared ones; every row but ROLE_SKIP required */
+    const hf_tensor_row *layer_rows;  /* beyond the shared ones (a row with a shared row's Hugging Face
+                                       * name or role replaces it); every row but ROLE_SKIP required */
     size_t n_layer_rows;
+    /* Gemma: norm weights are stored as 1 + w (the checkpoint's RMSNorm
+     * multiplies by 1 + w; llama.cpp's converter adds the one), lm_head is
+     * dropped (the output is token_embd), GeGLU with tanh GELU, sliding
+     * windows on the layers of llama.cpp's pattern (layer i slides when
+     * i % swa_pattern < swa_pattern - 1; 0: no window computed), and which
+     * soft-capping keys the family computes. */
+    bool norm_plus_one, drop_lm_head, gelu_tanh;
+    /* hidden_act "gelu" means the tanh GELU (GemmaConfig's legacy value);
+     * elsewhere it is the exact GELU, refused. */
+    bool gelu_legacy;
+    int64_t swa_pattern;
+    bool attn_softcap, final_softcap;
+    /* A multimodal checkpoint whose text model is converted alone: tensor
+     * names lose "language_model." (as the converter's filter), and those of
+     * the vision tower and projector are skipped. */
+    bool text_model_only;
+    /* llama.cpp's attention scale 1/sqrt(key_length), or 1/sqrt(n_embd /
+     * n_head) with this many layers ("27B"); 0: the family has no
+     * query_pre_attn_scalar (refused). A config whose scalar gives another
+     * scale is refused. */
+    int64_t attn_scale_embd_layers;
+    bool query_pre_attn_scalar;
+    /* A SentencePiece vocabulary gets add_space_prefix false (Gemma's
+     * set_vocab), whatever tokenizer.model says. */
+    bool spm_no_space_prefix;
+    /* The transformers config class's defaults (JSON text) for the keys that
+     * change the math, for configs that leave them out (Gemma 3's multimodal
+     * checkpoints give a few text_config keys only); NULL: none. */
+    const char *config_defaults;
     /* The keys only this family writes, after general.file_type (where
      * convert_hf_to_gguf.py's model classes add theirs); NULL: none.
      * Returns non-zero when a key cannot be set. */
     int (*write_keys)(gguf_writer *w, const hf_config *c, const hf_arch *arch);
+    /* The family's own refusals of config.json (NULL: none); returns
+     * non-zero with err naming path and the field. */
+    int (*check_config)(const hf_config *c, const char *path, hfq_error *err);
 };
 
 /* The families, one file each. */
 extern const hf_arch hf_arch_llama;   /* arch_llama.c */
 extern const hf_arch hf_arch_qwen2;   /* arch_qwen2.c */
 extern const hf_arch hf_arch_qwen3;   /* arch_qwen3.c */
+extern const hf_arch hf_arch_gemma;   /* arch_gemma.c */
+extern const hf_arch hf_arch_gemma2;  /* arch_gemma.c */
+extern const hf_arch hf_arch_gemma3;  /* arch_gemma.c */
 
 /* The architecture names of every family, ", "-separated, in buf (for
  * --help and errors); returns buf. */
@@ -94,6 +130,10 @@ const char *hf_arch_supported(char *buf, size_t cap);
 
 /* The family accepting an architecture name, or NULL (err lists the supported ones). */
 const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err);
+
+/* The config_defaults of the family accepting an architecture name, or NULL
+ * (hf_config_load_defaults' callback). */
+const char *hf_arch_config_defaults(const char *hf_name);
 
 /* The family writing general.architecture `gguf_arch`, or NULL. */
 const hf_arch *hf_arch_find_gguf(const char *gguf_arch);

@@ -18,6 +18,8 @@
  * it over the top level the same way). */
 typedef struct doc {
     const cJSON *root, *text;
+    /* the family's config-class defaults (hf_config_load_defaults), or NULL */
+    const cJSON *defaults;
     const char *path;
     hfq_error *err;
 } doc;
@@ -32,9 +34,18 @@ static const cJSON *member(const cJSON *obj, const char *prefix, const char *key
 }
 
 /* A top-level field: text_config's when it has it, else the top level's. */
-static const cJSON *field(const doc *d, const char *key, char name[HF_KEY_MAX]) {
+static const cJSON *given(const doc *d, const char *key, char name[HF_KEY_MAX]) {
     const cJSON *v = member(d->text, "text_config", key, name);
     return v ? v : member(d->root, NULL, key, name);
+}
+
+/* As given, else the family's default (named "default KEY" in messages). */
+static const cJSON *field(const doc *d, const char *key, char name[HF_KEY_MAX]) {
+    const cJSON *v = given(d, key, name);
+    char dname[HF_KEY_MAX];
+    if (v || !d->defaults || !(v = member(d->defaults, NULL, key, dname))) return v;
+    snprintf(name, HF_KEY_MAX, "default %.*s", HF_KEY_MAX / 2, key);
+    return v;
 }
 
 static int int_value(const cJSON *v, const char *name, int64_t lo, int64_t hi, int64_t dflt, bool required,
@@ -275,8 +286,9 @@ static int parse_ropes(const doc *d, hf_config *cfg) {
     const cJSON *rs = field(d, "rope_scaling", sname);
     double top_theta = 0;
     bool has_top_theta;
-    if (get_double(d, "rope_theta", 0, &top_theta, &has_top_theta)) return -1;
-    field(d, "rope_theta", tname);
+    /* the class default only when no rope object gives the base (below) */
+    if (double_value(given(d, "rope_theta", tname), tname, 0, &top_theta, &has_top_theta, d->path, d->err))
+        return -1;
     if (is_set(rp) && is_set(rs))
         return hfq_fail(d->err, d->path, "fields '%s' and '%s' are both given: which one holds?", pname, sname);
     const cJSON *full = is_set(rp) ? rp : rs;
@@ -301,13 +313,18 @@ static int parse_ropes(const doc *d, hf_config *cfg) {
     }
     if (is_set(full) && parse_rope(d, cfg, full, full_name)) return -1;
     if (has_top_theta) {
-        if (!(top_theta > 0)) return refuse(d, tname, field(d, "rope_theta", tname), "must be positive");
+        if (!(top_theta > 0)) return refuse(d, tname, given(d, "rope_theta", tname), "must be positive");
         if (cfg->has_rope_theta && cfg->rope_theta != top_theta)
             return hfq_fail(d->err, d->path, "field '%s' = %g disagrees with '%s.rope_theta' = %g", tname, top_theta,
                             cfg->rope_key, cfg->rope_theta);
         cfg->rope_theta = top_theta;
         cfg->has_rope_theta = true;
     }
+    if (!cfg->has_rope_theta &&
+        get_double(d, "rope_theta", 0, &cfg->rope_theta, &cfg->has_rope_theta))
+        return -1;
+    if (cfg->has_rope_theta && !(cfg->rope_theta > 0))
+        return refuse(d, tname, field(d, "rope_theta", tname), "must be positive");
     /* transformers 4's name of the sliding layers' base (Gemma 3) */
     bool has_local;
     double local = 0;
@@ -332,18 +349,28 @@ static int parse_layer_types(const doc *d, hf_config *cfg) {
     if (get_int(d, "sliding_window", 0, (int64_t)1 << 31, 0, false, &cfg->sliding_window)) return -1;
     const cJSON *win = field(d, "sliding_window", wname);
     cfg->n_sliding_layers = 0;
+    if (get_int(d, "sliding_window_pattern", 1, 100000, 0, false, &cfg->sliding_window_pattern)) return -1;
     if (is_set(lt)) {
         if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != cfg->n_layers)
             return hfq_fail(d->err, d->path, "field '%s' is not a list of %lld layer types", name,
                             (long long)cfg->n_layers);
-        for (const cJSON *e = lt->child; e; e = e->next) {
+        if (cfg->n_layers > HF_MAX_LAYER_TYPES)
+            return hfq_fail(d->err, d->path, "field '%s': more than %d layer types are not supported", name,
+                            HF_MAX_LAYER_TYPES);
+        cfg->has_layer_types = true;
+        int64_t i = 0;
+        for (const cJSON *e = lt->child; e; e = e->next, i++) {
             if (cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0) continue;
             if (cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0) {
                 cfg->n_sliding_layers++;
+                cfg->layer_sliding[i] = 1;
                 continue;
             }
             return refuse(d, name, e, "layer type not supported (full_attention, sliding_attention)");
         }
+    } else if (cfg->sliding_window_pattern > 0) {
+        /* transformers 4's Gemma 3: layer i slides unless (i + 1) % pattern == 0 */
+        for (int64_t i = 0; i < cfg->n_layers; i++) cfg->n_sliding_layers += (i + 1) % cfg->sliding_window_pattern != 0;
     } else if (is_set(use)) {
         if (!cJSON_IsBool(use)) return hfq_fail(d->err, d->path, "field '%s' is not a boolean", uname);
         int64_t max_window_layers;   /* absent: 28, transformers' Qwen2/Qwen3 default */
@@ -355,13 +382,8 @@ static int parse_layer_types(const doc *d, hf_config *cfg) {
     }
     /* a window as wide as the context changes nothing */
     bool narrow = cfg->sliding_window > 0 && (cfg->context_length == 0 || cfg->sliding_window < cfg->context_length);
-    if (cfg->n_sliding_layers > 0 && narrow) {
-        char why[160];
-        snprintf(why, sizeof why, "sliding-window attention (%lld of %lld layers, window below the context %lld) "
-                 "is not supported", (long long)cfg->n_sliding_layers, (long long)cfg->n_layers,
-                 (long long)cfg->context_length);
-        return refuse(d, wname, win, why);
-    }
+    cfg->narrow_window = narrow;
+    snprintf(cfg->window_key, sizeof cfg->window_key, "%s", wname);
     return 0;
 }
 
@@ -370,15 +392,39 @@ static int parse_layer_types(const doc *d, hf_config *cfg) {
 static int refuse_unsupported(const doc *d, hf_config *cfg) {
     char name[HF_KEY_MAX];
     const cJSON *v;
+    /* hidden_activation wins in the Gemma classes that read it; both given must agree */
     static const char *const acts[] = {"hidden_act", "hidden_activation"};
+    const cJSON *first = NULL;
+    char first_name[HF_KEY_MAX] = "";
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
         v = field(d, acts[i], name);
-        if (is_set(v) && !(cJSON_IsString(v) && strcmp(v->valuestring, "silu") == 0))
-            return refuse(d, name, v, "only silu (SwiGLU) feed-forward is supported");
+        if (!is_set(v)) continue;
+        const bool legacy = cJSON_IsString(v) && strcmp(v->valuestring, "gelu") == 0;
+        bool gelu = legacy || (cJSON_IsString(v) && strcmp(v->valuestring, "gelu_pytorch_tanh") == 0);
+        cfg->gelu_legacy |= legacy;
+        if (!gelu && !(cJSON_IsString(v) && strcmp(v->valuestring, "silu") == 0))
+            return refuse(d, name, v, "only silu (SwiGLU) and gelu_pytorch_tanh (GeGLU) feed-forwards are supported");
+        if (first && gelu != cfg->gelu_tanh) {
+            char why[HF_KEY_MAX + 40], val[80];
+            show(first, val, sizeof val);
+            snprintf(why, sizeof why, "disagrees with '%s' = %s", first_name, val);
+            return refuse(d, cfg->gelu_tanh ? first_name : name, cfg->gelu_tanh ? first : v, why);
+        }
+        first = v;
+        snprintf(first_name, sizeof first_name, "%s", name);
+        cfg->gelu_tanh = gelu;
+        snprintf(cfg->act_key, sizeof cfg->act_key, "%s", name);
     }
-    static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+    if (get_double(d, "attn_logit_softcapping", 0, &cfg->attn_softcap, NULL) ||
+        get_double(d, "final_logit_softcapping", 0, &cfg->final_softcap, NULL) ||
+        get_double(d, "query_pre_attn_scalar", 0, &cfg->query_pre_attn_scalar, &cfg->has_query_pre_attn_scalar))
+        return -1;
+    static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"};
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
-        if (is_set(v = field(d, caps[i], name))) return refuse(d, name, v, "soft-capping is not supported");
+        if (is_set(v = field(d, caps[i], name)) && !(v->valuedouble > 0))
+            return refuse(d, name, v, "must be positive");
+    v = field(d, "use_bidirectional_attention", name);
+    if (is_set(v) && !cJSON_IsFalse(v)) return refuse(d, name, v, "bidirectional attention is not supported");
     /* attention_multiplier replaces 1/sqrt(head_dim) (Granite): any value changes it */
     if (is_set(v = field(d, "attention_multiplier", name)))
         return refuse(d, name, v, "attention scale multipliers are not supported");
@@ -453,13 +499,19 @@ static int parse_fp8(const doc *d, hf_config *cfg) {
 }
 
 int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err) {
+    return hf_config_load_defaults(cfg, dir, NULL, err);
+}
+
+int hf_config_load_defaults(hf_config *cfg, const char *dir, const char *(*defaults_for)(const char *architecture),
+                            hfq_error *err) {
     memset(cfg, 0, sizeof *cfg);
+    cJSON *defaults = NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     cJSON *root = hfq_json_load(path, err);
     if (!root) return -1;
     int rc = -1;
-    doc d = {root, NULL, path, err};
+    doc d = {.root = root, .path = path, .err = err};
     if (!cJSON_IsObject(root)) {
         hfq_fail(err, path, "top level is not a JSON object");
         goto done;
@@ -477,6 +529,12 @@ int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err) {
         goto done;
     }
     snprintf(cfg->architecture, sizeof cfg->architecture, "%s", a0->valuestring);
+    const char *dtext = defaults_for ? defaults_for(cfg->architecture) : NULL;
+    if (dtext && !(defaults = cJSON_Parse(dtext))) {
+        hfq_fail(err, path, "out of memory for the defaults of %s", cfg->architecture);
+        goto done;
+    }
+    d.defaults = defaults;
     model_name(cfg, root, dir);
     char name[HF_KEY_MAX];
     cfg->bos_token_id = first_id(field(&d, "bos_token_id", name));
@@ -486,6 +544,7 @@ int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err) {
         goto done;
     rc = 0;
 done:
+    cJSON_Delete(defaults);
     cJSON_Delete(root);
     return rc;
 }

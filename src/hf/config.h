@@ -15,9 +15,10 @@
  *
  * A key that changes the model's math and that no supported family computes
  * is refused with a one-line error naming it and its value, never ignored
- * (soft-capping, multipliers, partial rotary, non-SiLU activations, MLP
- * biases, an active sliding window, unknown rope types and rope keys, ...).
- * What depends on the family (attention biases, longrope) is left to the
+ * (multipliers, partial rotary, activations other than SiLU and tanh GELU,
+ * MLP biases, bidirectional attention, unknown rope types and rope keys,
+ * ...). What depends on the family (attention biases, longrope, an active
+ * sliding window, soft-capping, GELU, query_pre_attn_scalar) is left to the
  * converter, which asks the family's descriptor (arch.h). */
 #ifndef HFQ_SRC_HF_CONFIG_H
 #define HFQ_SRC_HF_CONFIG_H
@@ -35,6 +36,8 @@ typedef enum hf_rope_scaling {
  * "rope_parameters.rope_theta", "text_config.rope_scaling.factor", ...),
  * for messages that name the key. */
 #define HF_KEY_MAX 128
+/* Most layer_types entries read (far above real models). */
+#define HF_MAX_LAYER_TYPES 1024
 
 typedef struct hf_config {
     char architecture[128];      /* architectures[0], e.g. "LlamaForCausalLM" */
@@ -75,6 +78,29 @@ typedef struct hf_config {
     int64_t sliding_window;      /* 0 if absent */
     double rope_theta_swa;
     bool has_rope_theta_swa;
+    /* Whether sliding_window is narrower than the context, and the key
+     * that gave it, for the converter's refusal where the family computes
+     * no window (convert.c). */
+    bool narrow_window;
+    char window_key[HF_KEY_MAX];
+    /* layer_types as given (has_layer_types): layer_sliding[i] is layer i's
+     * being "sliding_attention"; transformers 4's Gemma 3 key
+     * sliding_window_pattern (0 if absent). */
+    bool has_layer_types;
+    unsigned char layer_sliding[HF_MAX_LAYER_TYPES];
+    int64_t sliding_window_pattern;
+
+    /* The feed-forward activation: hidden_act / hidden_activation
+     * "gelu_pytorch_tanh" (GeGLU, Gemma), else SiLU. */
+    bool gelu_tanh;
+    bool gelu_legacy;            /* the value was "gelu", which GemmaConfig reads as gelu_pytorch_tanh */
+    char act_key[HF_KEY_MAX];    /* the key that gave it, or "" */
+    /* Gemma's keys: attn_logit_softcapping / final_logit_softcapping (0
+     * when absent or null) and query_pre_attn_scalar; the converter refuses
+     * them where the family does not compute them. */
+    double attn_softcap, final_softcap;
+    double query_pre_attn_scalar;
+    bool has_query_pre_attn_scalar;
 
     int64_t bos_token_id, eos_token_id;   /* -1 if absent */
     /* FP8 checkpoints: quantization_config.weight_block_size, or 0 */
@@ -83,6 +109,14 @@ typedef struct hf_config {
 
 /* Parses DIR/config.json. Errors name the file and the field. */
 int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err);
+
+/* The same, with the keys config.json leaves out taken from defaults_for
+ * (NULL, or returning NULL: none): given architectures[0], the JSON text of
+ * its transformers config class's defaults, which transformers (and
+ * llama.cpp's converter, through AutoConfig) fill in. A rope object's base
+ * wins over a default rope_theta. */
+int hf_config_load_defaults(hf_config *cfg, const char *dir, const char *(*defaults_for)(const char *architecture),
+                            hfq_error *err);
 
 /* The name of a rope scaling type as config.json spells it ("llama3"). */
 const char *hf_rope_scaling_name(hf_rope_scaling s);

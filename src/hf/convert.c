@@ -39,6 +39,7 @@ typedef struct plan_entry {
     int64_t rows, cols;           /* source as a rows x cols matrix (1-D: 1 x n) */
     int n_dims;
     int64_t permute_heads;        /* > 0: un-permute rows with this many heads */
+    bool plus_one;                /* a Gemma norm: 1 + w, in the source's 16-bit type if it has one */
     /* FP8 sources: weight = code * scale, the scale per tensor (1 x 1), per
      * row (rows x 1) or per block (ceil(rows/br) x ceil(cols/bc)). */
     const st_tensor *scale;
@@ -205,6 +206,8 @@ static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const s
     /* 1-D tensors and norms stay F32, as llama.cpp's converter keeps them */
     e->out_type = cols ? matrix_type : GT_F32;
     set_permute(e, arch, cfg);
+    /* llama.cpp's Gemma converters add the one to every "*norm.weight" */
+    e->plus_one = arch->norm_plus_one && !cols && has_suffix(map.row->hf_name, "norm.weight");
     if (is_fp8_dtype(t->dtype) && attach_fp8_scale(e, cfg, st, err)) return -1;
     p->n++;
     return 0;
@@ -236,6 +239,17 @@ static const hf_tensor_row *layer_row_for(const hf_arch *arch, hf_role role) {
     return NULL;
 }
 
+/* A multimodal checkpoint's text-model name as llama.cpp's converter sees
+ * it ("language_model." dropped), or NULL for the vision tower's and the
+ * projector's tensors, which the text GGUF leaves out. */
+static const char *text_model_name(const char *name, char *buf, size_t cap) {
+    if (strstr(name, "vision_tower.") || strstr(name, "multi_modal_projector.")) return NULL;
+    const char *at = strstr(name, "language_model.");
+    if (!at) return name;
+    snprintf(buf, cap, "%.*s%s", (int)(at - name), name, at + strlen("language_model."));
+    return buf;
+}
+
 static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st,
                       uint32_t matrix_type, hfq_error *err) {
     int64_t n = st_n_tensors(st);
@@ -246,21 +260,27 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         const st_tensor *t = st_tensor_at(st, i);
         hf_tensor_map map;
         if (is_fp8_side_tensor(t->name)) continue;  /* consumed with its weight */
+        char text_name[1024];
+        const char *name = arch->text_model_only ? text_model_name(t->name, text_name, sizeof text_name) : t->name;
+        if (!name) continue;
         char packed[1024];
-        const bool is_packed = p->ct && hf_ct_packed_weight_name(t->name, packed, sizeof packed);
-        if (p->ct && !is_packed && hf_ct_side_tensor(t->name)) continue;
-        if (hf_map_tensor(arch, is_packed ? packed : t->name, (int)cfg->n_layers, &map) != 0)
+        const bool is_packed = p->ct && hf_ct_packed_weight_name(name, packed, sizeof packed);
+        if (p->ct && !is_packed && hf_ct_side_tensor(name)) continue;
+        if (hf_map_tensor(arch, is_packed ? packed : name, (int)cfg->n_layers, &map) != 0)
             return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s' is not part of a %s model",
                             t->name, cfg->architecture);
         if (map.row->role == ROLE_SKIP) continue;
         if (map.row->role == ROLE_TOKEN_EMBD) { embd = t; continue; }
-        if (map.row->role == ROLE_OUTPUT) { lm_head = t; continue; }
+        if (map.row->role == ROLE_OUTPUT) {
+            if (!arch->drop_lm_head) lm_head = t;
+            continue;
+        }
         if (add_entry(p, cfg, arch, st, t, map, matrix_type, err)) return -1;
     }
     /* Tied embeddings: one matrix serves both; llama.cpp then has no output
      * tensor. Some checkpoints store only lm_head (with __metadata__ aliasing
      * the embedding to it): it becomes token_embd. */
-    bool tied = cfg->tie_word_embeddings || !lm_head;
+    bool tied = cfg->tie_word_embeddings || !lm_head;   /* drop_lm_head: always */
     const st_tensor *embd_src = embd ? embd : (tied ? lm_head : NULL);
     if (!embd_src)
         return hfq_fail(err, st_shard_path(st, 0), "checkpoint has no model.embed_tokens.weight");
@@ -403,6 +423,16 @@ static int decode_row(const plan_entry *e, const float *scales, int64_t row, con
         dst[i] = v;
     }
     return 0;
+}
+
+/* w + 1 as llama.cpp's converter computes it: in torch, on the tensor as
+ * loaded (F16 stays F16, so the sum is rounded to it; other types are
+ * float32 by then). */
+static void add_one(float *row, int64_t n, st_dtype dtype) {
+    for (int64_t i = 0; i < n; i++) {
+        row[i] += 1.0f;
+        if (dtype == ST_F16) row[i] = hfq_fp16_to_f32(hfq_f32_to_fp16(row[i]));
+    }
 }
 
 static void encode_row(uint32_t type, const float *src, void *dst, int64_t n) {
@@ -573,6 +603,7 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
                 rc = hfq_fail(err, file, "tensor '%s': row %lld holds NaN or Inf", from.src->name, (long long)sr);
                 break;
             }
+            if (e->plus_one) add_one(row, e->cols, from.src->dtype);
             /* merged in Hugging Face row order, before the permutation */
             if (edit && hf_lora_edit_row(edit, sr, row)) {
                 rc = hfq_fail(err, file, "tensor '%s': row %lld is not finite once the adapters are merged",
@@ -804,6 +835,50 @@ done:
     return rc;
 }
 
+/* The keys Gemma brought: GeGLU, soft-capping, query_pre_attn_scalar, a
+ * sliding window on the layers of the family's pattern; refused where the
+ * family does not compute them as the config asks. */
+static int check_gemma_keys(const hf_config *c, const hf_arch *arch, const char *path, hfq_error *err) {
+    if (c->gelu_legacy && !arch->gelu_legacy)
+        return hfq_fail(err, path, "field '%s' = 'gelu': the exact GELU is not supported", c->act_key);
+    if (c->act_key[0] && c->gelu_tanh != arch->gelu_tanh)   /* absent: the family's */
+        return hfq_fail(err, path, "field '%s' = '%s': not computed for %s (its feed-forward is %s)",
+                        c->act_key[0] ? c->act_key : "hidden_act", c->gelu_tanh ? "gelu_pytorch_tanh" : "silu",
+                        arch->gguf_arch, arch->gelu_tanh ? "GeGLU" : "SwiGLU");
+    if (c->attn_softcap > 0 && !arch->attn_softcap)
+        return hfq_fail(err, path, "field 'attn_logit_softcapping' = %g: soft-capping is not supported for %s",
+                        c->attn_softcap, arch->gguf_arch);
+    if (c->final_softcap > 0 && !arch->final_softcap)
+        return hfq_fail(err, path, "field 'final_logit_softcapping' = %g: soft-capping is not supported for %s",
+                        c->final_softcap, arch->gguf_arch);
+    if (c->has_query_pre_attn_scalar) {
+        /* llama.cpp computes the scale from key_length (or n_embd / n_head, "27B") */
+        int64_t want = arch->attn_scale_embd_layers == c->n_layers ? c->hidden_size / c->n_heads : c->head_dim;
+        if (!arch->query_pre_attn_scalar || c->query_pre_attn_scalar != (double)want)
+            return hfq_fail(err, path, "field 'query_pre_attn_scalar' = %g: only %lld (the scale llama.cpp computes) "
+                            "is supported for %s", c->query_pre_attn_scalar, (long long)want, arch->gguf_arch);
+    }
+    const int64_t n = arch->swa_pattern;
+    /* a window as wide as the context changes nothing; Gemma 3's pattern 1: no window */
+    if (!c->narrow_window || (n > 0 && c->sliding_window_pattern == 1) || (n == 0 && c->n_sliding_layers == 0))
+        return 0;
+    if (n == 0)
+        return hfq_fail(err, path, "field '%s' = %lld: sliding-window attention (%lld of %lld layers, window below "
+                        "the context %lld) is not supported", c->window_key, (long long)c->sliding_window,
+                        (long long)c->n_sliding_layers, (long long)c->n_layers, (long long)c->context_length);
+    /* GGUF says only "every layer but each n-th slides" (llama.cpp's pattern) */
+    for (int64_t i = 0; i < c->n_layers; i++) {
+        bool slides = i % n < n - 1;
+        bool given = c->has_layer_types ? c->layer_sliding[i] != 0
+                     : c->sliding_window_pattern > 0 ? (i + 1) % c->sliding_window_pattern != 0 : slides;
+        if (given != slides)
+            return hfq_fail(err, path, "field '%s': layer %lld is %s; %s slides all layers but every %lld-th",
+                            c->has_layer_types ? "layer_types" : "sliding_window_pattern", (long long)i,
+                            given ? "sliding" : "full attention", arch->gguf_arch, (long long)n);
+    }
+    return 0;
+}
+
 /* The config keys whose meaning depends on the family (config.c refuses
  * those no family computes): refused where this family lacks them. */
 static int check_family_keys(const hf_config *c, const hf_arch *arch, const char *path, hfq_error *err) {
@@ -816,7 +891,8 @@ static int check_family_keys(const hf_config *c, const hf_arch *arch, const char
     for (size_t i = 0; (row = hf_arch_layer_row(arch, i)); i++) has_bias_rows |= row->role == ROLE_ATTN_Q_BIAS;
     if (c->attention_bias && !has_bias_rows)
         return hfq_fail(err, path, "field 'attention_bias' = true: %s has no attention biases", arch->gguf_arch);
-    return 0;
+    if (check_gemma_keys(c, arch, path, err)) return -1;
+    return arch->check_config ? arch->check_config(c, path, err) : 0;
 }
 
 int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error *err) {
@@ -833,13 +909,15 @@ int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error
     bool want_config = !opts->vocab_only || probe;
     if (probe) fclose(probe);
     if (want_config) {
-        if (hf_config_load(&cfg, opts->model_dir, err)) goto done;
+        if (hf_config_load_defaults(&cfg, opts->model_dir, hf_arch_config_defaults, err)) goto done;
         if (!(arch = hf_arch_find(cfg.architecture, cfg_path, err))) goto done;
         if (check_family_keys(&cfg, arch, cfg_path, err)) goto done;
         snprintf(rep->gguf_arch, sizeof rep->gguf_arch, "%s", arch->gguf_arch);
     }
     /* an adapter GGUF carries no tokenizer */
     if (!opts->adapter_only && !(vocab = hfq_vocab_from_dir(opts->model_dir, err))) goto done;
+    if (vocab && arch && arch->spm_no_space_prefix && strcmp(vocab->model, "llama") == 0)
+        vocab->add_space_prefix = false;
     if (opts->vocab_only) {
         if (want_config ? write_hparams(w, &cfg, arch, FTYPE_ALL_F32)
                         : gguf_set_str(w, "general.architecture", "llama")) {

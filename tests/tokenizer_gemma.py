@@ -1,0 +1,127 @@
+"""Gemma's vocabulary against the reference tokenizers.
+
+A Gemma-style tokenizer.model (tests/spm_gemma.py: SentencePiece BPE, byte
+fallback, no dummy prefix, Gemma's special ids) beside a Gemma 2 config.json,
+converted by `hfconv --vocab-only`; then on the same inputs (every distinct
+line of the docs, the docs whole, hand-made edge cases: digit runs, emoji,
+CJK, bytes no piece holds, whitespace runs, tabs, newlines, the user-defined
+<start_of_turn>) our `tokenize` must give sentencepiece's ids: from the GGUF
+and from the folder, without BOS (--no-bos) and with it (Gemma's <bos> 2,
+add_bos_token true, no EOS). The GGUF's tokenizer keys must say what llama.cpp's
+Gemma converters write (model "llama", add_space_prefix false, bos 2, eos 1,
+unknown 3, padding 0), and llama.cpp's own llama-tokenize on our GGUF must give
+the same ids (it is what llama-perplexity reads) on the texts without
+user-defined pieces. Skips (77) without the
+sentencepiece package; the llama-tokenize part without llama.cpp's build.
+
+usage: tokenizer_gemma.py TOKENIZE HFCONV [LLAMA_TOKENIZE]
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+from gguf_common import check, finish
+
+try:
+    import sentencepiece as spm
+except ImportError as e:
+    print(f"SKIP: sentencepiece not installed ({e}); run scripts/test.sh (scripts/setup_tests_torch.sh)")
+    sys.exit(77)
+from gguf import GGUFReader
+
+import spm_gemma
+
+TOKENIZE, HFCONV = sys.argv[1:3]
+LLAMA_TOKENIZE = sys.argv[3] if len(sys.argv) > 3 else None
+SOURCE = os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+VOCAB = 512
+EDGE = ["", " ", "  leading spaces", "trailing  ", "tab\there", "line\nbreak\n\n", "digits 1234567890 3.14159",
+        "emoji 🙂🚀", "CJK 漢字かな", "ünïcödé", "\x7f\x01 control", "<start_of_turn>user\nHi<end_of_turn>",
+        "a" * 300, "mixed   runs\t\t of  whitespace", "Hugging Face -> GGUF", "x" + " " * 17 + "y"]
+
+
+def inputs():
+    text = spm_gemma.docs_text(SOURCE)
+    lines = sorted(set(ln for ln in text.splitlines() if ln.strip()))
+    rng = random.Random(17)
+    pool = "ab ,.-_\t\n0123456789éü漢🙂<>"
+    rand = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 40))) for _ in range(200)]
+    return EDGE + lines + rand + [text]
+
+
+def ours(source_args, texts, extra):
+    with tempfile.NamedTemporaryFile("w", suffix=".hex", delete=False) as f:
+        f.write("\n".join(t.encode("utf-8").hex() for t in texts) + "\n")
+        path = f.name
+    try:
+        r = subprocess.run([TOKENIZE] + source_args + ["--batch-hex", path] + extra, capture_output=True, text=True)
+    finally:
+        os.unlink(path)
+    check(r.returncode == 0, f"tokenize {source_args}: {r.stderr.strip()}")
+    return [[int(x) for x in row.split()] for row in r.stdout.split("\n")[:len(texts)]]
+
+
+def compare(label, got, want, texts):
+    bad = [i for i in range(len(texts)) if got[i] != want[i]]
+    print(f"{label}: {len(texts)} texts, {len(bad)} mismatches")
+    if bad:
+        i = bad[0]
+        check(False, f"{label}: {texts[i][:60]!r}: ours {got[i][:12]}, reference {want[i][:12]}")
+
+
+def llama_tokenize(gguf, texts):
+    out = []
+    for t in texts:
+        r = subprocess.run([LLAMA_TOKENIZE, "-m", gguf, "-p", t, "--ids", "--no-bos", "--log-disable",
+                            "--no-parse-special"], capture_output=True, text=True)
+        check(r.returncode == 0, f"llama-tokenize: {r.stderr.strip()[-300:]}")
+        out.append(json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None)
+    return out
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = os.path.join(tmp, "gemma")
+        os.makedirs(folder)
+        spm_gemma.write_tokenizer_files(folder, VOCAB)
+        json.dump({"architectures": ["Gemma2ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+                   "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                   "vocab_size": VOCAB, "max_position_embeddings": 256, "rms_norm_eps": 1e-6,
+                   "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 16, "sliding_window": 64,
+                   "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0},
+                  open(os.path.join(folder, "config.json"), "w"))
+        gguf = os.path.join(tmp, "vocab.gguf")
+        r = subprocess.run([HFCONV, folder, "-o", gguf, "--vocab-only", "-q"], capture_output=True, text=True)
+        check(r.returncode == 0, f"hfconv --vocab-only: {r.stderr.strip()}")
+        if r.returncode != 0:
+            sys.exit(finish())
+        fields = GGUFReader(gguf).fields
+        want_keys = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.add_space_prefix": False,
+                     "tokenizer.ggml.bos_token_id": 2, "tokenizer.ggml.eos_token_id": 1,
+                     "tokenizer.ggml.unknown_token_id": 3, "tokenizer.ggml.padding_token_id": 0,
+                     "tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": False}
+        for k, v in want_keys.items():
+            got = fields[k].contents() if k in fields else None
+            check(got == v, f"key {k}: {got!r}, llama.cpp's Gemma converters write {v!r}")
+        sp = spm.SentencePieceProcessor(model_file=os.path.join(folder, "tokenizer.model"))
+        texts = inputs()
+        ref = [sp.encode(t) for t in texts]
+        for label, src in (("gguf", [gguf]), ("dir", ["--tokenizer-dir", folder])):
+            compare(f"{label} plain", ours(src, texts, ["--no-bos"]), ref, texts)
+            compare(f"{label} bos", ours(src, texts, []), [[sp.bos_id()] + ids for ids in ref], texts)
+        if LLAMA_TOKENIZE and os.access(LLAMA_TOKENIZE, os.X_OK):
+            # not the user-defined pieces: llama.cpp's SPM tokenizer matches them
+            # unlike sentencepiece (here it split <end_of_turn>, and llama.cpp's
+            # converter writes them NORMAL, which it would not match at all)
+            few = [t for t in texts[:len(EDGE)] if t and "_of_turn>" not in t] + texts[len(EDGE):len(EDGE) + 40]
+            compare("llama-tokenize", llama_tokenize(gguf, few), [sp.encode(t) for t in few], few)
+        else:
+            print(f"SKIP (part): no llama-tokenize at {LLAMA_TOKENIZE} (scripts/build_reference.sh builds it)")
+    sys.exit(finish())
+
+
+if __name__ == "__main__":
+    main()
