@@ -1,7 +1,7 @@
 /* arch.h - the model families the runner computes, by general.architecture.
  *
  * A family is one const hfq_arch_desc in its own file (arch_llama.c,
- * arch_qwen2.c, arch_qwen3.c): its general.architecture string, its rope mode, and the
+ * arch_qwen2.c, arch_qwen3.c, arch_phi3.c): its general.architecture string, its rope mode, and the
  * layer tensors whose need differs from the runner's defaults (model.c's
  * layer table: the Llama weights required, q/k/v biases optional, tensors
  * the forward pass does not compute refused). arch.c holds the table and
@@ -27,6 +27,7 @@
 #ifndef HFQ_KERNELS_ARCH_H
 #define HFQ_KERNELS_ARCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "formats/error.h"
@@ -35,6 +36,7 @@ typedef enum hfq_arch {
     HFQ_ARCH_LLAMA,
     HFQ_ARCH_QWEN2,
     HFQ_ARCH_QWEN3,
+    HFQ_ARCH_PHI3,
     HFQ_ARCH_COUNT
 } hfq_arch;
 
@@ -62,12 +64,16 @@ typedef struct hfq_arch_desc {
     hfq_rope_mode rope_mode;
     const hfq_arch_tensor *layer_tensors;  /* needs other than the defaults */
     size_t n_layer_tensors;
+    /* ffn_up.weight holds 2 n_ff rows, the gate's then the up's (phi3's
+     * gate_up_proj), and there is no ffn_gate.weight */
+    bool fused_gate_up;
 } hfq_arch_desc;
 
 /* The families, one file each. */
 extern const hfq_arch_desc hfq_arch_llama;  /* arch_llama.c */
 extern const hfq_arch_desc hfq_arch_qwen2;  /* arch_qwen2.c */
 extern const hfq_arch_desc hfq_arch_qwen3;  /* arch_qwen3.c */
+extern const hfq_arch_desc hfq_arch_phi3;   /* arch_phi3.c */
 
 /* The descriptor of a family, or NULL for an id outside the table. */
 const hfq_arch_desc *hfq_arch_get(hfq_arch id);

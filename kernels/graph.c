@@ -57,6 +57,7 @@ static void fill_rope_table(float *cs, const hfq_hparams *hp, const float *facto
         if (low == high) high += 0.001;   /* as transformers: no division by zero */
         mscale = hp->yarn_mscale;
     }
+    if (hp->rope_attn_factor > 0.0f) mscale *= hp->rope_attn_factor;   /* longrope's magnitude */
     for (int64_t i = 0; i < n_pairs; i++) {
         double base_freq = pow((double)hp->rope_freq_base, -2.0 * (double)i / (double)hp->n_rot);
         if (factors) base_freq /= factors[i];
@@ -121,7 +122,7 @@ static int init_rope(hfq_context *c, hfq_error *err) {
     size_t n = (size_t)c->n_ctx * (size_t)hp->n_rot;
     float *host = malloc(n * sizeof *host);
     if (!host) return hfq_fail(err, hfq_model_path(c->model), "out of memory for the rope table");
-    fill_rope_table(host, hp, hfq_model_rope_factors(c->model), c->n_ctx);
+    fill_rope_table(host, hp, hfq_model_rope_factors(c->model, c->n_ctx), c->n_ctx);
     c->ops->upload(c->be, c->cos_sin, host, n);
     free(host);
     c->rope = (hfq_rope){.mode = hp->rope_mode, .n_rot = hp->n_rot, .head_dim = hp->head_dim,
@@ -155,6 +156,10 @@ static int context_shape_of(const hfq_model *m, const hfq_context_params *p, con
         return hfq_fail(err, path, "context of %lld positions is too large", (long long)sh->n_ctx);
     if (p->act_quant < HFQ_ACT_QUANT_AUTO || p->act_quant > HFQ_ACT_QUANT_STATIC)
         return hfq_fail(err, path, "unknown activation quantization mode %d", (int)p->act_quant);
+    /* until the attention computes the window, a context must fit inside it */
+    if (hp->n_swa > 0 && sh->n_ctx > hp->n_swa)
+        return hfq_fail(err, path, "a context of %lld positions is longer than the sliding window of %lld, which the "
+                        "runner does not compute yet", (long long)sh->n_ctx, (long long)hp->n_swa);
     if (sh->n_batch > sh->n_ctx) sh->n_batch = sh->n_ctx;
     sh->n_outputs = p->n_outputs > 0 && p->n_outputs < sh->n_batch ? p->n_outputs : sh->n_batch;
     if (kv_type_for(sh->ops, p->kv_k, hp, path, "K", &sh->kv_k, err) ||
@@ -244,7 +249,7 @@ void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user) {
 /* y = W x, telling the observer about x first.   x: [T][W.ne0] -> y: [T][W.ne1] */
 static void linear(hfq_context *c, float *y, const hfq_tensor *w, const hfq_tensor *bias, const float *x,
                    int64_t T) {
-    if (c->observer) c->observer(c->observer_user, w->name, x, T, w->ne0);
+    if (c->observer && !w->view_tail) c->observer(c->observer_user, w->name, x, T, w->ne0);
     c->ops->matmul(c->be, y, w, bias->data ? bias : NULL, x, T);
 }
 

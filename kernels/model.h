@@ -49,6 +49,10 @@ typedef struct hfq_tensor {
      * static scale of their activation quantization (I8: the activation
      * codes' scale; NVFP4: the activation blocks' global scale); NULL: absent. */
     const float *input_scale;
+    /* A range of rows of a fused matrix (phi3's attn_qkv, ffn_up) other than
+     * its first: `name` is the fused matrix's, whose input the observer
+     * already saw with the first range. */
+    bool view_tail;
 } hfq_tensor;
 
 typedef struct hfq_hparams {
@@ -72,19 +76,29 @@ typedef struct hfq_hparams {
      * yarn_orig_ctx 0: no YaRN. */
     int64_t yarn_orig_ctx;
     float yarn_beta_fast, yarn_beta_slow, yarn_mscale;
+    /* rope.scaling.attn_factor: cos and sin are multiplied by it (longrope's
+     * magnitude; 0 is read as 1, for models bound from memory) */
+    float rope_attn_factor;
+    /* rope.scaling.original_context_length (0: context_length): a context
+     * longer than this takes longrope's long factors, else its short ones */
+    int64_t rope_orig_ctx;
+    /* attention.sliding_window: 0 none; else contexts are at most this long
+     * (the window itself is not computed yet) */
+    int64_t n_swa;
     hfq_rope_mode rope_mode;  /* loading takes the family's */
 } hfq_hparams;
 
 typedef struct hfq_layer {
     hfq_tensor attn_norm;                   /* [n_embd] F32 */
-    hfq_tensor wq, wk, wv;                  /* [n_embd] -> [n_head*hd], [n_head_kv*hd] x2 */
+    hfq_tensor wq, wk, wv;                  /* [n_embd] -> [n_head*hd], [n_head_kv*hd] x2
+                                               (phi3: row ranges of attn_qkv) */
     hfq_tensor bq, bk, bv;                  /* biases; data NULL when absent */
     /* RMSNorm weights over each head of q and of k, before rope (qwen3);
      * data NULL when absent */
     hfq_tensor q_norm, k_norm;              /* [head_dim] F32 */
     hfq_tensor wo;                          /* [n_head*hd] -> [n_embd] */
     hfq_tensor ffn_norm;                    /* [n_embd] F32 */
-    hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] */
+    hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] (phi3: halves of ffn_up) */
     hfq_tensor w_down;                      /* [n_ff] -> [n_embd] */
 } hfq_layer;
 
@@ -126,8 +140,11 @@ const hfq_tensor *hfq_model_tok_embd(const hfq_model *m);   /* [n_embd] x n_voca
 const hfq_tensor *hfq_model_output(const hfq_model *m);     /* token_embd when tied */
 const hfq_tensor *hfq_model_output_norm(const hfq_model *m);
 const hfq_layer *hfq_model_layer(const hfq_model *m, int64_t il);
-/* Per-pair rope frequency divisors ([n_rot/2] F32, llama3 scaling), or NULL. */
-const float *hfq_model_rope_factors(const hfq_model *m);
+/* Per-pair rope frequency divisors ([n_rot/2] F32) for a context of n_ctx
+ * positions: rope_freqs (llama3 scaling), else longrope's
+ * rope_factors_long beyond the original context and rope_factors_short
+ * within it, as llama.cpp picks them; NULL when the model has none. */
+const float *hfq_model_rope_factors(const hfq_model *m, int64_t n_ctx);
 
 /* Every matrix the forward pass multiplies by, for backends that check or
  * prepare weight types: calls fn once per distinct tensor; stops at and

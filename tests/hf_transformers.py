@@ -6,7 +6,9 @@ counts), saved with save_pretrained (the transformers 5 layout: rope_parameters)
 and again with config.json rewritten to the transformers 4 layout (rope_theta,
 rope_scaling), for: Llama 3.x (llama3 rope scaling), Llama with linear
 scaling, Mistral with an explicit head_dim, Qwen2 (q/k/v biases), Qwen3
-(per-head q/k norms, tied embeddings) and Qwen3 with YaRN. Each is converted
+(per-head q/k norms, tied embeddings), Qwen3 with YaRN, Phi-3 as Phi-4 has it
+(fused qkv_proj and gate_up_proj) and Phi-3 with longrope past its original
+context and partial rotary embeddings (Phi-3.5, Phi-4-mini). Each is converted
 with `hfconv --outtype f32` and run by our runner (test_runner_logits) on the
 same token ids as transformers; per position, KL(transformers || ours) must
 average <= 1e-5 and the top tokens agree at >= 99.9 % of the positions.
@@ -93,13 +95,35 @@ CASES = {
     "qwen3-yarn": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, base(
         head_dim=32, rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
                                       "original_max_position_embeddings": 128})),
+    # Phi3ForCausalLM. Labels (general.name) without "phi3" / "phi-3": llama.cpp
+    # then gives Phi-3's special tokens attributes and needs "</s>" in the vocabulary.
+    # Phi-4: fused qkv_proj / gate_up_proj, no rope scaling, no window
+    "phi4": (transformers.Phi3Config, transformers.Phi3ForCausalLM, base(
+        pad_token_id=0, sliding_window=None, original_max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 250000.0})),
+    # Phi-4-mini (Phi-3.5 without its partial rotary): longrope past an original
+    # context of 64 (the long factors), a quarter of each head unrotated, a window
+    # wider than the test
+    "phi4-longrope": (transformers.Phi3Config, transformers.Phi3ForCausalLM, base(
+        pad_token_id=0, sliding_window=512, original_max_position_embeddings=64,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
+                         "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
+                         "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0]})),
 }
+# Phi3MiniModel takes tokenizer.json's byte-level BPE only for this class (Phi-4's)
+TOKENIZER_CLASS = {"phi4": "GPT2Tokenizer", "phi4-longrope": "GPT2Tokenizer"}
 
 
 def build(label, tmp):
     """A transformers model saved in DIR (transformers 5 layout) with mkmodel's tokenizer."""
     cfg_cls, model_cls, fields = CASES[label]
-    return build_checkpoint(label, cfg_cls, model_cls, fields, tmp, MKMODEL, VOCAB)
+    folder, model = build_checkpoint(label, cfg_cls, model_cls, fields, tmp, MKMODEL, VOCAB)
+    if label in TOKENIZER_CLASS:
+        path = os.path.join(folder, "tokenizer_config.json")
+        t = json.load(open(path))
+        t["tokenizer_class"] = TOKENIZER_CLASS[label]
+        json.dump(t, open(path, "w"), indent=2)
+    return folder, model
 
 
 def to_v4(src, dst):
@@ -110,6 +134,10 @@ def to_v4(src, dst):
     rp = c.pop("rope_parameters")
     c["rope_theta"] = rp.pop("rope_theta")
     kind = rp.pop("rope_type")
+    if c.get("model_type") == "phi3":
+        # Phi3Config 4.x: partial_rotary_factor and the original context at the top level
+        c["partial_rotary_factor"] = rp.pop("partial_rotary_factor", 1.0)
+        rp.pop("original_max_position_embeddings", None)
     c["rope_scaling"] = None if kind == "default" else {"rope_type": kind, **rp}
     c.pop("layer_types", None)   # transformers 4 derived them from use_sliding_window
     c["transformers_version"] = "4.57.1"

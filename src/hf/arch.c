@@ -5,7 +5,7 @@
 #include <string.h>
 
 /* In the order of the error message that lists what is supported. */
-static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3};
+static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3, &hf_arch_phi3};
 
 const char *hf_arch_supported(char *buf, size_t cap) {
     size_t used = 0;
@@ -61,9 +61,19 @@ static const hf_tensor_row global_rows[] = {
     {"lm_head.weight", "output.weight", ROLE_OUTPUT, HF_DIM_VOCAB, HF_DIM_HIDDEN},
 };
 
+/* Whether the family has its own row (or none) for a shared row's role. */
+static bool replaced(const hf_arch *arch, hf_role role) {
+    for (size_t j = 0; j < arch->n_layer_rows; j++)
+        if (arch->layer_rows[j].role == role) return true;
+    return false;
+}
+
 const hf_tensor_row *hf_arch_layer_row(const hf_arch *arch, size_t i) {
-    if (i < N_SHARED) return &shared_layer_rows[i];
-    return i - N_SHARED < arch->n_layer_rows ? &arch->layer_rows[i - N_SHARED] : NULL;
+    for (size_t k = 0; k < N_SHARED; k++)
+        if (!replaced(arch, shared_layer_rows[k].role) && i-- == 0) return &shared_layer_rows[k];
+    for (size_t j = 0; j < arch->n_layer_rows; j++)
+        if (arch->layer_rows[j].hf_name && i-- == 0) return &arch->layer_rows[j];
+    return NULL;
 }
 
 const hf_tensor_row *hf_arch_global_row(hf_role role) {

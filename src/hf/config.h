@@ -15,9 +15,9 @@
  *
  * A key that changes the model's math and that no supported family computes
  * is refused with a one-line error naming it and its value, never ignored
- * (soft-capping, multipliers, partial rotary, non-SiLU activations, MLP
- * biases, an active sliding window, unknown rope types and rope keys, ...).
- * What depends on the family (attention biases, longrope) is left to the
+ * (soft-capping, multipliers, non-SiLU activations, MLP biases, unknown
+ * rope types and rope keys, ...). What depends on the family (attention
+ * biases, longrope, partial rotary, narrow sliding windows) is left to the
  * converter, which asks the family's descriptor (arch.h). */
 #ifndef HFQ_SRC_HF_CONFIG_H
 #define HFQ_SRC_HF_CONFIG_H
@@ -66,6 +66,20 @@ typedef struct hf_config {
     double rope_yarn_beta_fast, rope_yarn_beta_slow, rope_yarn_attn_factor;
     bool has_yarn_beta_fast, has_yarn_beta_slow, has_yarn_attn_factor;
     char rope_key[HF_KEY_MAX];   /* the rope object's key ("rope_parameters", ...) or "" */
+    /* longrope: the per-pair frequency divisors for contexts within the
+     * original one (short) and beyond it (long), and `factor` /
+     * `attention_factor` when config.json gives them (absent: transformers
+     * derives them from max_position_embeddings / original context). */
+#define HF_MAX_ROPE_FACTORS 1024
+    int64_t rope_n_short_factors, rope_n_long_factors;
+    float rope_short_factors[HF_MAX_ROPE_FACTORS], rope_long_factors[HF_MAX_ROPE_FACTORS];
+    bool has_rope_factor, has_longrope_attn_factor;
+    double rope_longrope_attn_factor;
+    /* partial_rotary_factor (the share of each head rope rotates; 1 when
+     * absent) and the key that gave it, or "": config.c leaves it to the
+     * family (arch.h) whether that is computed. */
+    double partial_rotary_factor;
+    char partial_rotary_key[HF_KEY_MAX];
 
     /* Layers of another type than full attention: their count (layer_types,
      * or use_sliding_window / max_window_layers as transformers derives them)
@@ -73,6 +87,10 @@ typedef struct hf_config {
      * llama.cpp's rope.freq_base_swa). No family computes them yet. */
     int64_t n_sliding_layers;
     int64_t sliding_window;      /* 0 if absent */
+    /* the window is active and narrower than the context: refused unless
+     * the family bounds its contexts by it (arch.h); window_key names it */
+    bool sliding_window_narrow;
+    char window_key[HF_KEY_MAX];
     double rope_theta_swa;
     bool has_rope_theta_swa;
 
