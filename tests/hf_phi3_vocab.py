@@ -13,7 +13,8 @@ add_bos/add_eos); we also write tokenizer.ggml.add_space_prefix (the value
 llama.cpp assumes when it is absent). Skipped, saying so, without the
 converter.
 
-Then our tokenize on our GGUF against sentencepiece itself: the text split at
+Then our tokenize, on our GGUF and on the folder (which it reads with the
+family's rules, as hfconv does), against sentencepiece itself: the text split at
 the added tokens (special ones matched with --parse-special, the others
 always, as llama.cpp does), each piece between them encoded by sentencepiece
 with its dummy prefix (llama.cpp's rule for SentencePiece vocabularies: a
@@ -141,13 +142,15 @@ def main():
             against_converter(d, ours, tmp)
         else:
             print(f"SKIP (part): llama.cpp's converter is not installed in {CONVERTER_DIR}")
-        r = subprocess.run([TOKENIZE, ours, "-p", TEXT, "--parse-special"], capture_output=True, text=True)
-        check(r.returncode == 0, f"tokenize failed: {r.stderr.strip()}")
-        got = [int(t) for t in r.stdout.split()] if r.returncode == 0 else []
         want = reference_ids(sp)
-        check(got == want, f"tokenize: ours {got}, sentencepiece {want}")
-        print(f"tokenize: {len(got)} ids, {'equal to' if got == want else 'DIFFERENT from'} sentencepiece's "
-              f"({sum(i >= N_PIECES for i in want)} added tokens)")
+        for src in ([ours], ["--tokenizer-dir", d]):
+            r = subprocess.run([TOKENIZE, *src, "-p", TEXT, "--parse-special"], capture_output=True, text=True)
+            check(r.returncode == 0, f"tokenize {src[-1]} failed: {r.stderr.strip()}")
+            got = [int(t) for t in r.stdout.split()] if r.returncode == 0 else []
+            check(got == want, f"tokenize {src[-1]}: ours {got}, sentencepiece {want}")
+            print(f"tokenize {os.path.basename(src[-1])}: {len(got)} ids, "
+                  f"{'equal to' if got == want else 'DIFFERENT from'} sentencepiece's "
+                  f"({sum(i >= N_PIECES for i in want)} added tokens)")
     sys.exit(finish())
 
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/json_file.h"
+
 /* In the order of the error message that lists what is supported. */
 static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3, &hf_arch_phi3};
 
@@ -32,6 +34,18 @@ const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_er
     hfq_fail(err, config_path, "architecture '%s' is not supported (supported: %s)", hf_name,
              hf_arch_supported(supported, sizeof supported));
     return NULL;
+}
+
+hfq_vocab_spm_rules hf_arch_vocab_rules(const char *dir) {
+    char path[4096];
+    hfq_error err;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cJSON *root = hfq_json_load(path, &err);
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+    const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+    const hf_arch *arch = cJSON_IsString(a0) ? hf_arch_find(a0->valuestring, path, &err) : NULL;
+    cJSON_Delete(root);
+    return arch ? arch->vocab_rules : HFQ_VOCAB_SPM_LLAMA;
 }
 
 const char *hf_arch_key(const hf_arch *arch, const char *suffix, char *buf, size_t cap) {

@@ -118,6 +118,11 @@ const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_er
 /* The family writing general.architecture `gguf_arch`, or NULL. */
 const hf_arch *hf_arch_find_gguf(const char *gguf_arch);
 
+/* The vocabulary rules (vocab.h) of the family DIR/config.json's
+ * architectures[0] names: Llama's when there is no config.json or it names
+ * no family here (a tokenizer folder). */
+hfq_vocab_spm_rules hf_arch_vocab_rules(const char *dir);
+
 /* "<gguf_arch>.<suffix>" in buf; returns buf. */
 const char *hf_arch_key(const hf_arch *arch, const char *suffix, char *buf, size_t cap);
 
