@@ -35,7 +35,10 @@ Skips (exit 77) when torch or transformers is absent
 
 And llama-quantize on the same file: our quantize's Q4_K_M and Q8_0 outputs
 must hold the same tensors, types and bytes (the per-tensor rules on each
-family; rows of 64 make K-quants fall back, as llama.cpp's do).
+family; rows of 64 make K-quants fall back, as llama.cpp's do). For Phi-3,
+whose fused matrices the runner splits, also the calibration statistics
+against llama-imatrix (sums of squares within 2e-3, counts equal) and Q4_K_M
+with either statistics file against llama-quantize --imatrix.
 
 usage: hf_transformers.py HFCONV TEST_RUNNER_LOGITS MKMODEL [PPL_EVAL LLAMA_PERPLEXITY QUANTIZE LLAMA_QUANTIZE]
 """
@@ -63,6 +66,7 @@ from hf_checkpoint import build_checkpoint  # imports torch
 
 HFCONV, RUNNER, MKMODEL = sys.argv[1:4]
 PPL_EVAL, LLAMA_PPL, QUANTIZE, LLAMA_QUANTIZE = (sys.argv[4:8] + [None] * 4)[:4]
+LLAMA_IMATRIX = LLAMA_QUANTIZE and os.path.join(os.path.dirname(LLAMA_QUANTIZE), "llama-imatrix")
 SOURCE = os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 PPL_TEXT = os.path.join(SOURCE, "docs", "architecture.md")
 PPL_CTX, PPL_CHUNKS, PPL_TOL = 128, 2, 1e-3
@@ -242,6 +246,37 @@ def against_llama_quantize(label, gguf, tmp):
         check(same, f"{label} {preset}: our tensors differ from llama-quantize's")
 
 
+def against_llama_imatrix(label, gguf, tmp):
+    """Calibration statistics of a family whose matrices the runner splits
+    (phi3's attn_qkv, ffn_up): ours equal llama-imatrix's, under the fused
+    names, and Q4_K_M with either file is llama-quantize's."""
+    ours, theirs = (os.path.join(tmp, f"{label}-{who}.imatrix") for who in ("ours", "llama"))
+    q = subprocess.run([QUANTIZE, gguf, "--calibration-file", PPL_TEXT, "--save-stats", ours, "--calib-ctx",
+                        str(PPL_CTX), "--calib-chunks", "4", "--quiet"], capture_output=True, text=True)
+    r = run_llama([LLAMA_IMATRIX, "-m", gguf, "-f", PPL_TEXT, "-o", theirs, "-c", str(PPL_CTX), "--chunks", "4",
+                   "-t", "2"], "")
+    check(q.returncode == 0 and r.returncode == 0, f"{label}: calibration: {q.stderr[-300:]} / {r.stderr[-300:]}")
+    if q.returncode != 0 or r.returncode != 0:
+        return
+    a, b = ({t.name: np.array(t.data, dtype=np.float64) for t in GGUFReader(p).tensors} for p in (ours, theirs))
+    sums = [k for k in b if k.endswith(".in_sum2")]
+    check(sums and all(k in a for k in sums), f"{label}: llama-imatrix entries missing from ours")
+    worst = max(float(np.max(np.abs(a[k] - b[k]) / (np.abs(b[k]) + 1e-6))) for k in sums if k in a)
+    counts = all(np.array_equal(a[k.replace("in_sum2", "counts")], b[k.replace("in_sum2", "counts")])
+                 for k in sums if k in a)
+    print(f"{label}: {len(sums)} statistics vs llama-imatrix: worst relative difference {worst:.1e}")
+    check(worst < 2e-3 and counts, f"{label}: our statistics differ from llama-imatrix's ({worst:.2e})")
+    for stats in (ours, theirs):
+        mine, ref = os.path.join(tmp, f"{label}-imx-ours.gguf"), os.path.join(tmp, f"{label}-imx-llama.gguf")
+        q = subprocess.run([QUANTIZE, gguf, mine, "Q4_K_M", "--stats", stats, "--quiet"], capture_output=True,
+                           text=True)
+        r = run_llama([LLAMA_QUANTIZE, "--imatrix", stats, gguf, ref, "Q4_K_M"], "")
+        same = q.returncode == 0 and r.returncode == 0 and \
+            {t.name: t.data.tobytes() for t in GGUFReader(mine).tensors} == \
+            {t.name: t.data.tobytes() for t in GGUFReader(ref).tensors}
+        check(same, f"{label}: Q4_K_M with {os.path.basename(stats)} differs from llama-quantize's")
+
+
 def log_softmax(x):
     x = x - x.max(axis=1, keepdims=True)
     return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
@@ -281,6 +316,8 @@ def main():
                 against_llama_runtime(label, os.path.join(tmp, label + "-v5.gguf"))
             if have_quantize and os.path.isfile(os.path.join(tmp, label + "-v5.gguf")):
                 against_llama_quantize(label, os.path.join(tmp, label + "-v5.gguf"), tmp)
+                if CASES[label][0] is transformers.Phi3Config and os.access(LLAMA_IMATRIX, os.X_OK):
+                    against_llama_imatrix(label, os.path.join(tmp, label + "-v5.gguf"), tmp)
     if not have_converter:
         print(f"SKIP (part): llama.cpp's converter is not installed in {CONVERTER_DIR}: "
               "run scripts/test.sh (scripts/setup_tests_torch.sh)")
