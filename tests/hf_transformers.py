@@ -38,7 +38,9 @@ must hold the same tensors, types and bytes (the per-tensor rules on each
 family; rows of 64 make K-quants fall back, as llama.cpp's do). For Phi-3,
 whose fused matrices the runner splits, also the calibration statistics
 against llama-imatrix (sums of squares within 2e-3, counts equal) and Q4_K_M
-with either statistics file against llama-quantize --imatrix.
+with either statistics file against llama-quantize --imatrix; SmoothQuant and
+AWQ fold into the fused matrices (two groups a layer) with the F32 logits
+unchanged (1e-4 relative).
 
 usage: hf_transformers.py HFCONV TEST_RUNNER_LOGITS MKMODEL [PPL_EVAL LLAMA_PERPLEXITY QUANTIZE LLAMA_QUANTIZE]
 """
@@ -275,6 +277,30 @@ def against_llama_imatrix(label, gguf, tmp):
             {t.name: t.data.tobytes() for t in GGUFReader(mine).tensors} == \
             {t.name: t.data.tobytes() for t in GGUFReader(ref).tensors}
         check(same, f"{label}: Q4_K_M with {os.path.basename(stats)} differs from llama-quantize's")
+    fold_equivalence(label, gguf, ours, tmp)
+
+
+def fold_equivalence(label, gguf, stats, tmp):
+    """SmoothQuant and AWQ fold into the fused matrices (attn_norm -> attn_qkv,
+    ffn_norm -> ffn_up) without changing the function: F32 logits equal."""
+    ids = [1, 400, 50, 300, 20, 7, 99, 250, 33, 100, 5, 321]
+    ref = os.path.join(tmp, f"{label}-fold-ref.f32")
+    subprocess.run([RUNNER, gguf, "logits", ref] + [str(i) for i in ids], check=True, capture_output=True)
+    n_layers = CASES[label][2]["num_hidden_layers"]
+    for uses in (["--smoothquant"], ["--awq", "--awq-format", "q4_0"]):
+        out, got = os.path.join(tmp, f"{label}-fold.gguf"), os.path.join(tmp, f"{label}-fold.f32")
+        q = subprocess.run([QUANTIZE, gguf, out, "F32", "--stats", stats, *uses, "--quiet"], capture_output=True,
+                           text=True)
+        r = q.returncode == 0 and subprocess.run([RUNNER, out, "logits", got] + [str(i) for i in ids],
+                                                 capture_output=True).returncode == 0
+        check(r, f"{label} {uses}: {q.stderr.strip()[-300:]}")
+        if not r:
+            continue
+        folded = GGUFReader(out).fields["hfq.calib.folded_groups"].contents()
+        a, b = np.fromfile(ref, dtype="<f4"), np.fromfile(got, dtype="<f4")
+        rel = float(np.max(np.abs(a - b)) / np.max(np.abs(a)))
+        print(f"{label} {' '.join(uses)}: {folded} groups folded, logits max relative difference {rel:.1e}")
+        check(folded == 2 * n_layers and rel < 1e-4, f"{label} {uses}: {folded} groups, logits changed by {rel:.2e}")
 
 
 def log_softmax(x):
