@@ -536,6 +536,30 @@ def _(work):
     return phi3_gguf_case(work, drop=("blk.1.attn_qkv.weight",))
 
 
+def phi3_export_case(work, cfg_edit):
+    """quantize --export of a phi3 GGUF whose config.json could not state its math."""
+    gguf = os.path.join(work, "phi3.gguf")
+    must([HFCONV, phi3_model(work, cfg_edit), "-o", gguf, "-q"])
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, gguf, "--export", "compressed-tensors", out, "W8A8", "--quiet"], [out], None, [gguf]
+
+
+@case("quantize/export-phi3-longrope", "tensor 'rope_factors_long.weight' (longrope scaling): not exported yet")
+def _(work):
+    return phi3_export_case(work, lambda c: c.__setitem__("rope_scaling", LONGROPE))
+
+
+@case("quantize/export-phi3-partial-rotary", "phi3.rope.dimension_count 8 of a head of 16 (partial rotary): not "
+      "exported yet")
+def _(work):
+    return phi3_export_case(work, lambda c: c.__setitem__("partial_rotary_factor", 0.5))
+
+
+@case("quantize/export-phi3-window", "phi3.attention.sliding_window 32: not exported yet")
+def _(work):
+    return phi3_export_case(work, lambda c: c.__setitem__("sliding_window", 32))
+
+
 # ---------------------------------------------------------------- hfconv --lora: PEFT adapters
 
 Q_PROJ = "model.layers.0.self_attn.q_proj"
