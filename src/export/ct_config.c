@@ -276,6 +276,8 @@ int ct_write_config(const gguf_file *f, const hf_arch *fam, const ct_model_facts
     cJSON_AddNumberToObject(c, "num_attention_heads", (double)heads);
     cJSON_AddNumberToObject(c, "num_hidden_layers", (double)layers);
     cJSON_AddNumberToObject(c, "num_key_value_heads", (double)kv_heads);
+    /* null when absent: Phi3Config's default (32000) would not fit every vocabulary */
+    add_token_id(c, f, "tokenizer.ggml.padding_token_id", "pad_token_id");
     cJSON_AddItemToObject(c, "quantization_config", q);
     cJSON_AddNumberToObject(c, "rms_norm_eps", short_float(eps));
     cJSON_AddItemToObject(c, "rope_parameters", rope);
