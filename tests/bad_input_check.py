@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 
+from phi3_fixture import phi3_checkpoint
+
 BUILD = os.environ["HFQ_BUILD"]
 SOURCE = os.environ.get("HFQ_SOURCE", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = os.path.join(BUILD, "src", "tools")
@@ -360,45 +362,8 @@ def _(work):
 # ---------------------------------------------------------------- hfconv and the runner: Phi-3
 
 def phi3_model(work, cfg_edit=None, header_edit=None):
-    """mkmodel's checkpoint as Phi3ForCausalLM (q/k/v rows fused into qkv_proj,
-    gate and up into gate_up_proj, as Phi-3 stores them), config edited."""
-    d = os.path.join(work, "phi3")
-    shutil.copytree(B.model, d)
-    path = os.path.join(d, "model.safetensors")
-    header, start, raw = st_read(path)
-    meta = header.pop("__metadata__", None)
-    blob = lambda n: raw[start + header[n]["data_offsets"][0]:start + header[n]["data_offsets"][1]]
-    fused = {}
-    for n in header:
-        if n.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight", "up_proj.weight")):
-            base = n.split(".self_attn.")[0] if ".self_attn." in n else n.split(".mlp.")[0]
-            into = base + (".self_attn.qkv_proj.weight" if ".self_attn." in n else ".mlp.gate_up_proj.weight")
-            fused.setdefault(into, []).append(n)
-        else:
-            fused[n] = [n]
-    order = {"q_proj": 0, "k_proj": 1, "v_proj": 2, "gate_proj": 0, "up_proj": 1}
-    out_header, data = {}, bytearray()
-    for into, parts in fused.items():
-        parts.sort(key=lambda n: order.get(n.rsplit(".", 2)[1], 0))
-        rows = sum(header[n]["shape"][0] for n in parts)
-        shape = [rows] + header[parts[0]]["shape"][1:]
-        chunk = b"".join(blob(n) for n in parts)
-        out_header[into] = {"dtype": header[parts[0]]["dtype"], "shape": shape,
-                            "data_offsets": [len(data), len(data) + len(chunk)]}
-        data += chunk
-    if header_edit:
-        header_edit(out_header)
-    if meta is not None:
-        out_header["__metadata__"] = meta
-    st_write(path, out_header, data)
-
-    def phi3_config(c):
-        c.update(architectures=["Phi3ForCausalLM"], model_type="phi3",
-                 original_max_position_embeddings=c["max_position_embeddings"])
-        if cfg_edit:
-            cfg_edit(c)
-    edit_json(os.path.join(d, "config.json"), phi3_config)
-    return d
+    """mkmodel's checkpoint as Phi3ForCausalLM (tests/phi3_fixture.py), config edited."""
+    return phi3_checkpoint(B.model, os.path.join(work, "phi3"), cfg_edit, header_edit)
 
 
 LONGROPE = {"type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}
