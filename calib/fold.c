@@ -59,6 +59,9 @@ static bool rows_group(const gguf_file *f, long il, const char *producer, const 
 int hfq_fold_groups(const gguf_file *f, int64_t n_layer, int64_t n_head, int64_t n_head_kv, hfq_fold_group **out,
                     int64_t *n, hfq_error *err) {
     static const char *const qkv[] = {"attn_q", "attn_k", "attn_v"}, *const gate_up[] = {"ffn_gate", "ffn_up"};
+    /* phi3's fused forms: one matrix reads the norm's output (attn_qkv; ffn_up
+     * holding gate and up, only where no ffn_gate does) */
+    static const char *const qkv_fused[] = {"attn_qkv"}, *const gate_up_fused[] = {"ffn_up"};
     *out = NULL;
     *n = 0;
     hfq_fold_group *g = calloc((size_t)(n_layer > 0 ? 4 * n_layer : 1), sizeof *g);
@@ -66,8 +69,14 @@ int hfq_fold_groups(const gguf_file *f, int64_t n_layer, int64_t n_head, int64_t
     for (long il = 0; il < n_layer; il++) {
         if (rows_group(f, il, "ffn_up", "ffn_down", &g[*n])) ++*n;
         if (n_head == n_head_kv && rows_group(f, il, "attn_v", "attn_output", &g[*n])) ++*n;
-        if (norm_group(f, il, "attn_norm", qkv, 3, &g[*n])) ++*n;
-        if (norm_group(f, il, "ffn_norm", gate_up, 2, &g[*n])) ++*n;
+        if (norm_group(f, il, "attn_norm", qkv, 3, &g[*n]) || norm_group(f, il, "attn_norm", qkv_fused, 1, &g[*n]))
+            ++*n;
+        char gate[HFQ_FOLD_NAME];
+        const bool has_gate = !hfq_calib_layer_name(gate, sizeof gate, il, "ffn_gate", "weight") &&
+                              gguf_find_tensor(f, gate);
+        if (has_gate ? norm_group(f, il, "ffn_norm", gate_up, 2, &g[*n])
+                     : norm_group(f, il, "ffn_norm", gate_up_fused, 1, &g[*n]))
+            ++*n;
     }
     *out = g;
     return 0;

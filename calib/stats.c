@@ -139,8 +139,10 @@ static hfq_calib_entry *new_acc_entry(hfq_calib_stats *s, const char *name, int6
         !(a->sum_abs = alloc_n(n_in * n_mats, sizeof(double))) ||
         !(a->hist = alloc_n(n_mats * HFQ_CALIB_HIST_BINS, sizeof(int64_t))))
         goto oom;
-    /* one sample per shared input, for dense weights */
-    if (s->sample_cap > 0 && n_mats == 1 && hfq_calib_input_leader(name, leader, sizeof leader)) {
+    /* one sample per shared input, for dense weights; a weight whose leader
+     * is not in the model (phi3's fused ffn_up: no ffn_gate) keeps its own */
+    if (s->sample_cap > 0 && n_mats == 1 &&
+        (hfq_calib_input_leader(name, leader, sizeof leader) || !hfq_calib_stats_find(s, leader))) {
         if (!(e->sample = alloc_n(s->sample_cap * n_in, sizeof(float)))) goto oom;
         a->sample_cap = s->sample_cap;
     }

@@ -1,7 +1,7 @@
 /* arch.h - the model families the runner computes, by general.architecture.
  *
  * A family is one const hfq_arch_desc in its own file (arch_llama.c,
- * arch_qwen2.c, arch_qwen3.c, arch_gemma.c): its
+ * arch_qwen2.c, arch_qwen3.c, arch_phi3.c, arch_gemma.c): its
  * general.architecture string, its rope mode, and the
  * layer tensors whose need differs from the runner's defaults (model.c's
  * layer table: the Llama weights required, q/k/v biases optional, tensors
@@ -41,6 +41,7 @@ typedef enum hfq_arch {
     HFQ_ARCH_GEMMA,
     HFQ_ARCH_GEMMA2,
     HFQ_ARCH_GEMMA3,
+    HFQ_ARCH_PHI3,
     HFQ_ARCH_COUNT
 } hfq_arch;
 
@@ -89,6 +90,9 @@ typedef struct hfq_arch_desc {
     /* llama.cpp's "27B" rule: with this many layers the attention scale is
      * 1/sqrt(n_embd / n_head), not 1/sqrt(key_length); 0: never. */
     int64_t attn_scale_embd_layers;
+    /* ffn_up.weight holds 2 n_ff rows, the gate's then the up's (phi3's
+     * gate_up_proj), and there is no ffn_gate.weight */
+    bool fused_gate_up;
 } hfq_arch_desc;
 
 /* The families, one file each. */
@@ -98,6 +102,7 @@ extern const hfq_arch_desc hfq_arch_qwen3;  /* arch_qwen3.c */
 extern const hfq_arch_desc hfq_arch_gemma;  /* arch_gemma.c */
 extern const hfq_arch_desc hfq_arch_gemma2; /* arch_gemma.c */
 extern const hfq_arch_desc hfq_arch_gemma3; /* arch_gemma.c */
+extern const hfq_arch_desc hfq_arch_phi3;   /* arch_phi3.c */
 
 /* The descriptor of a family, or NULL for an id outside the table. */
 const hfq_arch_desc *hfq_arch_get(hfq_arch id);

@@ -58,6 +58,7 @@ static void fill_rope_table(float *cs, const hfq_hparams *hp, const float *facto
         if (low == high) high += 0.001;   /* as transformers: no division by zero */
         mscale = hp->yarn_mscale;
     }
+    if (hp->rope_attn_factor > 0.0f) mscale *= hp->rope_attn_factor;   /* longrope's magnitude */
     for (int64_t i = 0; i < n_pairs; i++) {
         double base_freq = pow((double)hp->rope_freq_base, -2.0 * (double)i / (double)hp->n_rot);
         if (factors) base_freq /= factors[i];
@@ -130,7 +131,7 @@ static int init_rope(hfq_context *c, hfq_error *err) {
     size_t n = (size_t)c->n_ctx * (size_t)hp->n_rot;
     float *host = malloc(n * sizeof *host);
     if (!host) return hfq_fail(err, hfq_model_path(c->model), "out of memory for the rope table");
-    fill_rope_table(host, hp, hfq_model_rope_factors(c->model), c->n_ctx);
+    fill_rope_table(host, hp, hfq_model_rope_factors(c->model, c->n_ctx), c->n_ctx);
     c->ops->upload(c->be, c->cos_sin, host, n);
     c->rope = (hfq_rope){.mode = hp->rope_mode, .n_rot = hp->n_rot, .head_dim = hp->head_dim,
                          .cos_sin = c->cos_sin};
@@ -271,7 +272,7 @@ void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user) {
 /* y = W x, telling the observer about x first.   x: [T][W.ne0] -> y: [T][W.ne1] */
 static void linear(hfq_context *c, float *y, const hfq_tensor *w, const hfq_tensor *bias, const float *x,
                    int64_t T) {
-    if (c->observer) c->observer(c->observer_user, w->name, x, T, w->ne0);
+    if (c->observer && !w->view_tail) c->observer(c->observer_user, w->name, x, T, w->ne0);
     c->ops->matmul(c->be, y, w, bias->data ? bias : NULL, x, T);
 }
 

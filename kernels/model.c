@@ -21,6 +21,7 @@ struct hfq_model {
     hfq_tensor output_norm;
     hfq_tensor output;
     hfq_tensor rope_factors;  /* data NULL when absent */
+    hfq_tensor rope_long, rope_short;   /* longrope's; data NULL when absent */
     hfq_layer *layers;        /* [n_layer] */
 };
 
@@ -75,6 +76,10 @@ static int check_hparams(const hfq_hparams *hp, const char *where, hfq_error *er
             return hfq_fail(err, where, "%s %g must be a non-negative number",
                             i == 0 ? "attn_logit_softcapping" : i == 1 ? "final_logit_softcapping" : "attention scale",
                             caps[i]);
+    if (hp->rope_attn_factor < 0.0f || !isfinite(hp->rope_attn_factor) || hp->rope_orig_ctx < 0 ||
+        hp->rope_orig_ctx > ((int64_t)1 << 31))
+        return hfq_fail(err, where, "rope attn_factor %g or original context %lld is invalid", hp->rope_attn_factor,
+                        (long long)hp->rope_orig_ctx);
     if (!hfq_arch_get(hp->arch)) return hfq_fail(err, where, "unknown architecture %d", (int)hp->arch);
     if (hp->rope_mode != HFQ_ROPE_NORMAL && hp->rope_mode != HFQ_ROPE_NEOX)
         return hfq_fail(err, where, "unknown rope mode %d", (int)hp->rope_mode);
@@ -216,6 +221,46 @@ static int bind_matrix(const binder *b, hfq_tensor *w, const char *name, int64_t
     return bind_qext(b, w) || bind_scales(b, w) || bind_input_scale(b, w) || bind_act(b, w) ? -1 : 0;
 }
 
+/* Rows [row0, row0 + n) of matrix t, as a matrix of its own (the same
+ * bytes; per-row scales follow their rows). */
+static hfq_tensor row_view(const hfq_tensor *t, int64_t row0, int64_t n) {
+    hfq_tensor v = *t;
+    v.data = (const char *)t->data + (size_t)row0 * t->row_bytes;
+    v.ne1 = n;
+    if (t->scale && t->scale_groups > 0) v.scale = t->scale + row0 * t->scale_groups;
+    v.view_tail = row0 > 0;
+    return v;
+}
+
+/* The fused matrices as the graph's separate ones: attn_qkv (when the file
+ * has it, instead of all of attn_q/k/v) as q, k, v rows; a fused ffn_up as
+ * the gate's half, then the up's (llama.cpp's swiglu takes the first half
+ * as the gate). */
+static int split_fused(const binder *b, const hfq_hparams *hp, const hfq_arch_desc *arch, int64_t il,
+                       const hfq_tensor *qkv, hfq_layer *l) {
+    const int64_t n_q = hp->n_head * hp->head_dim, n_kv = hp->n_head_kv * hp->head_dim;
+    const hfq_tensor *sep[] = {&l->wq, &l->wk, &l->wv};
+    const char *sep_name[] = {"attn_q", "attn_k", "attn_v"};
+    for (size_t i = 0; i < 3; i++) {
+        if (qkv->data && sep[i]->data)
+            return hfq_fail(b->err, b->where, "blk.%lld has both attn_qkv.weight and %s.weight", (long long)il,
+                            sep_name[i]);
+        if (!qkv->data && !sep[i]->data)
+            return hfq_fail(b->err, b->where, "tensor 'blk.%lld.%s.weight' is missing", (long long)il, sep_name[i]);
+    }
+    if (qkv->data) {
+        l->wq = row_view(qkv, 0, n_q);
+        l->wk = row_view(qkv, n_q, n_kv);
+        l->wv = row_view(qkv, n_q + n_kv, n_kv);
+    }
+    if (arch->fused_gate_up) {
+        const hfq_tensor up = l->w_up;
+        l->w_gate = row_view(&up, 0, hp->n_ff);
+        l->w_up = row_view(&up, hp->n_ff, hp->n_ff);
+    }
+    return 0;
+}
+
 /* Every layer tensor the runner knows, with its need unless the family
  * says otherwise (kernels/arch.h); rows without a field are tensors
  * llama.cpp may find in a file of these families that the forward pass does
@@ -223,8 +268,11 @@ static int bind_matrix(const binder *b, hfq_tensor *w, const char *name, int64_t
 static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_layer *l) {
     const hfq_arch_desc *arch = hfq_arch_get(hp->arch);
     const int64_t n_q = hp->n_head * hp->head_dim, n_kv = hp->n_head_kv * hp->head_dim;
+    const int64_t n_up = arch->fused_gate_up ? 2 * hp->n_ff : hp->n_ff;
+    hfq_tensor qkv = {0};   /* stays empty where the family refuses it */
     const struct { hfq_tensor *t; const char *suffix; int64_t ne0, ne1; hfq_need need; } spec[] = {
         {&l->attn_norm, "attn_norm.weight", hp->n_embd, 0, HFQ_NEED_REQUIRED},
+        {&qkv, "attn_qkv.weight", hp->n_embd, n_q + 2 * n_kv, HFQ_NEED_REFUSED},
         {&l->wq, "attn_q.weight", hp->n_embd, n_q, HFQ_NEED_REQUIRED},
         {&l->wk, "attn_k.weight", hp->n_embd, n_kv, HFQ_NEED_REQUIRED},
         {&l->wv, "attn_v.weight", hp->n_embd, n_kv, HFQ_NEED_REQUIRED},
@@ -237,7 +285,7 @@ static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_la
         {&l->attn_post_norm, "post_attention_norm.weight", hp->n_embd, 0, HFQ_NEED_REFUSED},
         {&l->ffn_norm, "ffn_norm.weight", hp->n_embd, 0, HFQ_NEED_REQUIRED},
         {&l->w_gate, "ffn_gate.weight", hp->n_embd, hp->n_ff, HFQ_NEED_REQUIRED},
-        {&l->w_up, "ffn_up.weight", hp->n_embd, hp->n_ff, HFQ_NEED_REQUIRED},
+        {&l->w_up, "ffn_up.weight", hp->n_embd, n_up, HFQ_NEED_REQUIRED},
         {&l->w_down, "ffn_down.weight", hp->n_ff, hp->n_embd, HFQ_NEED_REQUIRED},
         {&l->ffn_post_norm, "post_ffw_norm.weight", hp->n_embd, 0, HFQ_NEED_REFUSED},
         {NULL, "attn_output.bias", 0, 0, HFQ_NEED_REFUSED},
@@ -259,7 +307,7 @@ static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_la
             spec[i].ne1 ? bind_matrix : bind_tensor;
         if (bind(b, spec[i].t, name, spec[i].ne0, spec[i].ne1, need == HFQ_NEED_OPTIONAL)) return -1;
     }
-    return 0;
+    return split_fused(b, hp, arch, il, &qkv, l);
 }
 
 /* Each factor divides a rotation frequency: it must be a positive number. */
@@ -301,10 +349,19 @@ hfq_model *hfq_model_bind(const hfq_hparams *hp, const hfq_tensor_source *src, h
     if (bind_matrix(&b, &m->tok_embd, "token_embd.weight", h.n_embd, h.n_vocab, false) ||
         bind_tensor(&b, &m->output_norm, "output_norm.weight", h.n_embd, 0, false) ||
         bind_matrix(&b, &m->output, "output.weight", h.n_embd, h.n_vocab, true) ||
-        bind_tensor(&b, &m->rope_factors, "rope_freqs.weight", h.n_rot / 2, 0, true))
+        bind_tensor(&b, &m->rope_factors, "rope_freqs.weight", h.n_rot / 2, 0, true) ||
+        bind_tensor(&b, &m->rope_long, "rope_factors_long.weight", h.n_rot / 2, 0, true) ||
+        bind_tensor(&b, &m->rope_short, "rope_factors_short.weight", h.n_rot / 2, 0, true))
         goto fail;
     if (!m->output.data) m->output = m->tok_embd;
-    if (check_rope_factors(&m->rope_factors, m->path, err)) goto fail;
+    if (check_rope_factors(&m->rope_factors, m->path, err) || check_rope_factors(&m->rope_long, m->path, err) ||
+        check_rope_factors(&m->rope_short, m->path, err))
+        goto fail;
+    if (!m->rope_long.data != !m->rope_short.data) {
+        hfq_fail(err, where, "tensor '%s' comes without its partner (longrope needs both rope_factors_long and "
+                 "rope_factors_short)", m->rope_long.data ? "rope_factors_long.weight" : "rope_factors_short.weight");
+        goto fail;
+    }
     for (int64_t il = 0; il < h.n_layer; il++)
         if (bind_layer(&b, &h, il, &m->layers[il])) goto fail;
     return m;
@@ -338,7 +395,11 @@ const hfq_tensor *hfq_model_tok_embd(const hfq_model *m) { return &m->tok_embd; 
 const hfq_tensor *hfq_model_output(const hfq_model *m) { return &m->output; }
 const hfq_tensor *hfq_model_output_norm(const hfq_model *m) { return &m->output_norm; }
 const hfq_layer *hfq_model_layer(const hfq_model *m, int64_t il) { return &m->layers[il]; }
-const float *hfq_model_rope_factors(const hfq_model *m) { return m->rope_factors.data; }
+const float *hfq_model_rope_factors(const hfq_model *m, int64_t n_ctx) {
+    if (m->rope_factors.data || !m->rope_long.data) return m->rope_factors.data;
+    const int64_t orig = m->hp.rope_orig_ctx > 0 ? m->hp.rope_orig_ctx : m->hp.n_ctx_train;
+    return n_ctx > orig ? m->rope_long.data : m->rope_short.data;
+}
 
 int hfq_model_each_matrix(const hfq_model *m, int (*fn)(void *user, const hfq_tensor *t), void *user) {
     int rc;

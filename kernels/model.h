@@ -52,6 +52,10 @@ typedef struct hfq_tensor {
     /* hfq.act_quant.<name> = "none" (I8): the checkpoint computes this weight
      * with float activations (weight-only W8A16), which act_quant AUTO keeps. */
     bool act_none;
+    /* A range of rows of a fused matrix (phi3's attn_qkv, ffn_up) other than
+     * its first: `name` is the fused matrix's, whose input the observer
+     * already saw with the first range. */
+    bool view_tail;
 } hfq_tensor;
 
 typedef struct hfq_hparams {
@@ -75,6 +79,12 @@ typedef struct hfq_hparams {
      * yarn_orig_ctx 0: no YaRN. */
     int64_t yarn_orig_ctx;
     float yarn_beta_fast, yarn_beta_slow, yarn_mscale;
+    /* rope.scaling.attn_factor: cos and sin are multiplied by it (longrope's
+     * magnitude; 0 is read as 1, for models bound from memory) */
+    float rope_attn_factor;
+    /* rope.scaling.original_context_length (0: context_length): a context
+     * longer than this takes longrope's long factors, else its short ones */
+    int64_t rope_orig_ctx;
     hfq_rope_mode rope_mode;  /* loading takes the family's */
     /* Sliding-window attention (llama.cpp's LLAMA_SWA_TYPE_STANDARD): on a
      * sliding layer the token at position i sees positions j with
@@ -96,7 +106,8 @@ bool hfq_layer_slides(const hfq_hparams *hp, int64_t il);
 
 typedef struct hfq_layer {
     hfq_tensor attn_norm;                   /* [n_embd] F32 */
-    hfq_tensor wq, wk, wv;                  /* [n_embd] -> [n_head*hd], [n_head_kv*hd] x2 */
+    hfq_tensor wq, wk, wv;                  /* [n_embd] -> [n_head*hd], [n_head_kv*hd] x2
+                                               (phi3: row ranges of attn_qkv) */
     hfq_tensor bq, bk, bv;                  /* biases; data NULL when absent */
     /* RMSNorm weights over each head of q and of k, before rope (qwen3);
      * data NULL when absent */
@@ -106,7 +117,7 @@ typedef struct hfq_layer {
      * data NULL when absent */
     hfq_tensor attn_post_norm;              /* [n_embd] F32 */
     hfq_tensor ffn_norm;                    /* [n_embd] F32 */
-    hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] */
+    hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] (phi3: halves of ffn_up) */
     hfq_tensor w_down;                      /* [n_ff] -> [n_embd] */
     hfq_tensor ffn_post_norm;               /* as attn_post_norm, of the feed-forward output */
 } hfq_layer;
@@ -151,8 +162,11 @@ const hfq_tensor *hfq_model_tok_embd(const hfq_model *m);   /* [n_embd] x n_voca
 const hfq_tensor *hfq_model_output(const hfq_model *m);     /* token_embd when tied */
 const hfq_tensor *hfq_model_output_norm(const hfq_model *m);
 const hfq_layer *hfq_model_layer(const hfq_model *m, int64_t il);
-/* Per-pair rope frequency divisors ([n_rot/2] F32, llama3 scaling), or NULL. */
-const float *hfq_model_rope_factors(const hfq_model *m);
+/* Per-pair rope frequency divisors ([n_rot/2] F32) for a context of n_ctx
+ * positions: rope_freqs (llama3 scaling), else longrope's
+ * rope_factors_long beyond the original context and rope_factors_short
+ * within it, as llama.cpp picks them; NULL when the model has none. */
+const float *hfq_model_rope_factors(const hfq_model *m, int64_t n_ctx);
 
 /* Every matrix the forward pass multiplies by, for backends that check or
  * prepare weight types: calls fn once per distinct tensor; stops at and

@@ -94,7 +94,7 @@ static int read_rope_scaling(const keys *k, hfq_hparams *hp) {
     float factor, attn_factor;
     if (get_float(k, "rope.scaling.factor", true, 0.0f, &factor)) return -1;
     if (factor == 0.0f && get_float(k, "rope.scale_linear", true, 0.0f, &factor)) return -1;
-    if (get_float(k, "rope.scaling.attn_factor", true, 1.0f, &attn_factor)) return -1;
+    if (get_float(k, "rope.scaling.attn_factor", true, 0.0f, &attn_factor)) return -1;
     if (strcmp(type, "none") == 0) {
         hp->rope_freq_scale = 1.0f;
     } else if (strcmp(type, "linear") == 0) {
@@ -111,8 +111,16 @@ static int read_rope_scaling(const keys *k, hfq_hparams *hp) {
     } else {
         return hfq_fail(k->err, path, "key '%s': rope scaling type '%s' is not supported", key, type);
     }
-    if (attn_factor != 1.0f)
-        return hfq_fail(k->err, path, "key '%s.rope.scaling.attn_factor' = %g is not supported", k->arch, attn_factor);
+    /* llama.cpp multiplies cos and sin by it (longrope's magnitude); absent
+     * (0 here): 1. Absent original context (0): context_length. */
+    if (find(k, "rope.scaling.attn_factor", key, sizeof key) >= 0 && (!(attn_factor > 0.0f) || !isfinite(attn_factor)))
+        return hfq_fail(k->err, path, "key '%s.rope.scaling.attn_factor' = %g must be positive", k->arch, attn_factor);
+    hp->rope_attn_factor = attn_factor;
+    if (get_int(k, "rope.scaling.original_context_length", true, 0, &hp->rope_orig_ctx)) return -1;
+    if (find(k, "rope.scaling.original_context_length", key, sizeof key) >= 0 &&
+        (hp->rope_orig_ctx <= 0 || hp->rope_orig_ctx > ((int64_t)1 << 31)))
+        return hfq_fail(k->err, path, "key '%s.rope.scaling.original_context_length' = %lld is out of range", k->arch,
+                        (long long)hp->rope_orig_ctx);
     return 0;
 }
 

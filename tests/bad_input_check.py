@@ -26,11 +26,13 @@ import subprocess
 import sys
 import tempfile
 
+from phi3_fixture import phi3_checkpoint
+
 BUILD = os.environ["HFQ_BUILD"]
 SOURCE = os.environ.get("HFQ_SOURCE", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = os.path.join(BUILD, "src", "tools")
-HFCONV, QUANTIZE, TOKENIZE, MKMODEL, GGUF_INFO = (
-    os.path.join(TOOLS, t) for t in ("hfconv", "quantize", "tokenize", "mkmodel", "gguf-info"))
+HFCONV, QUANTIZE, TOKENIZE, MKMODEL, GGUF_INFO, PPL_EVAL = (
+    os.path.join(TOOLS, t) for t in ("hfconv", "quantize", "tokenize", "mkmodel", "gguf-info", "ppl-eval"))
 REGRESS = os.path.join(SOURCE, "tests", "bad_input", "fuzz")
 VERBOSE = "-v" in sys.argv
 ONLY = [a for a in sys.argv[1:] if a != "-v"]
@@ -537,6 +539,161 @@ def _(work):
 def _(work):
     argv, outputs, pre = ct_model(work, packed=True)
     return argv + ["--lora", lora_adapter(work)], outputs, pre
+# ---------------------------------------------------------------- hfconv and the runner: Phi-3
+
+def phi3_model(work, cfg_edit=None, header_edit=None):
+    """mkmodel's checkpoint as Phi3ForCausalLM (tests/phi3_fixture.py), config edited."""
+    return phi3_checkpoint(B.model, os.path.join(work, "phi3"), cfg_edit, header_edit)
+
+
+LONGROPE = {"type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}
+
+
+def phi3_case(work, cfg_edit=None, header_edit=None):
+    return hfconv_case(work, phi3_model(work, cfg_edit, header_edit))
+
+
+@case("hfconv/phi3-rope-linear", "field 'rope_scaling' asks for rope type 'linear': phi3 computes only default and "
+      "longrope")
+def _(work):
+    return phi3_case(work, lambda c: c.__setitem__("rope_scaling", {"type": "linear", "factor": 2.0}))
+
+
+@case("hfconv/phi3-longrope-factor-count", "field 'rope_scaling.short_factor' has 7 factors, expected 8")
+def _(work):
+    return phi3_case(work, lambda c: c.__setitem__("rope_scaling", dict(LONGROPE, short_factor=[1.0] * 7)))
+
+
+@case("hfconv/phi3-longrope-no-long-factor", "field 'rope_scaling.long_factor' is missing (rope type 'longrope')")
+def _(work):
+    return phi3_case(work, lambda c: c.__setitem__("rope_scaling", {"type": "su", "short_factor": [1.0] * 8}))
+
+
+@case("hfconv/phi3-longrope-negative-factor", "field 'rope_scaling.long_factor': factor 3 is not a positive number")
+def _(work):
+    return phi3_case(work, lambda c: c.__setitem__("rope_scaling", dict(LONGROPE, long_factor=[2.0] * 3 + [-1.0] * 5)))
+
+
+@case("hfconv/phi3-longrope-factors-not-list", "field 'rope_scaling.long_factor' = an object: not a list of numbers")
+def _(work):
+    return phi3_case(work, lambda c: c.__setitem__("rope_scaling", dict(LONGROPE, long_factor={"a": 1})))
+
+
+@case("hfconv/phi3-partial-rotary-odd", "field 'partial_rotary_factor' = 0.6875: 11 rotated values of a head of 16")
+def _(work):
+    return phi3_case(work, lambda c: c.__setitem__("partial_rotary_factor", 0.6875))
+
+
+@case("hfconv/phi3-partial-rotary-range", "field 'partial_rotary_factor' = 1.5: must be in (0, 1]")
+def _(work):
+    return phi3_case(work, lambda c: c.__setitem__("partial_rotary_factor", 1.5))
+
+
+@case("hfconv/phi3-partial-rotary-disagree", "field 'partial_rotary_factor' = 0.5 disagrees with "
+      "'rope_parameters.partial_rotary_factor' = 0.75")
+def _(work):
+    def edit(c):
+        c["rope_parameters"] = {"rope_type": "default", "rope_theta": c.pop("rope_theta"), "partial_rotary_factor": 0.75}
+        c["partial_rotary_factor"] = 0.5
+    return phi3_case(work, edit)
+
+
+@case("hfconv/phi3-no-max-position", "config.json: missing required field 'max_position_embeddings'")
+def _(work):
+    return phi3_case(work, lambda c: c.pop("max_position_embeddings"))
+
+
+@case("hfconv/phi3-qkv-shape", "tensor 'model.layers.0.self_attn.qkv_proj.weight': shape [128, 64] does not match "
+      "config.json (expected [96, 64])")
+def _(work):
+    return phi3_case(work, lambda c: c.__setitem__("num_key_value_heads", 1))
+
+
+@case("hfconv/phi3-separate-q-proj", "tensor 'model.layers.0.self_attn.q_proj.weight' is not part of a "
+      "Phi3ForCausalLM model")
+def _(work):
+    return phi3_case(work, header_edit=lambda h: h.__setitem__(
+        "model.layers.0.self_attn.q_proj.weight", h.pop("model.layers.0.self_attn.qkv_proj.weight")))
+
+
+@case("hfconv/phi3-no-gate-up", "checkpoint lacks the tensor for 'blk.1.ffn_up.weight'")
+def _(work):
+    return phi3_case(work, header_edit=lambda h: h.pop("model.layers.1.mlp.gate_up_proj.weight"))
+
+
+def gguf_with(src, dst, drop=(), add=()):
+    """A copy of GGUF src without the tensors named in drop and with the
+    (name, float32 array) tensors of add."""
+    import numpy as np
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+    r = GGUFReader(src)
+    arch = r.fields["general.architecture"].contents()
+    w = GGUFWriter(dst, arch, use_temp_file=False)
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        vt = f.types[0]
+        w.add_key_value(k, f.contents(), vt, sub_type=f.types[-1] if vt == GGUFValueType.ARRAY else None)
+    for t in r.tensors:
+        if t.name not in drop:
+            w.add_tensor(t.name, np.array(t.data), raw_shape=list(reversed([int(n) for n in t.shape])),
+                         raw_dtype=t.tensor_type)
+    for name, values in add:
+        w.add_tensor(name, np.asarray(values, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def phi3_gguf_case(work, drop=(), add=()):
+    good = os.path.join(work, "phi3.gguf")
+    must([HFCONV, phi3_model(work, lambda c: c.__setitem__("rope_scaling", LONGROPE)), "-o", good, "-q"])
+    bad = os.path.join(work, "bad.gguf")
+    gguf_with(good, bad, drop, add)
+    text = os.path.join(work, "text.txt")
+    open(text, "w").write("some words to evaluate " * 40)
+    return [PPL_EVAL, bad, "--text", text, "--ctx", "64"], [], None, [bad]
+
+
+@case("ppl-eval/phi3-longrope-half", "tensor 'rope_factors_long.weight' comes without its partner")
+def _(work):
+    return phi3_gguf_case(work, drop=("rope_factors_short.weight",))
+
+
+@case("ppl-eval/phi3-qkv-and-q", "blk.0 has both attn_qkv.weight and attn_q.weight")
+def _(work):
+    import numpy as np
+    return phi3_gguf_case(work, add=(("blk.0.attn_q.weight", np.zeros((64, 64))),))
+
+
+@case("ppl-eval/phi3-no-qkv", "tensor 'blk.1.attn_q.weight' is missing")
+def _(work):
+    return phi3_gguf_case(work, drop=("blk.1.attn_qkv.weight",))
+
+
+def phi3_export_case(work, cfg_edit):
+    """quantize --export of a phi3 GGUF whose config.json could not state its math."""
+    gguf = os.path.join(work, "phi3.gguf")
+    must([HFCONV, phi3_model(work, cfg_edit), "-o", gguf, "-q"])
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, gguf, "--export", "compressed-tensors", out, "W8A8", "--quiet"], [out], None, [gguf]
+
+
+@case("quantize/export-phi3-longrope", "tensor 'rope_factors_long.weight' (longrope scaling): not exported yet")
+def _(work):
+    return phi3_export_case(work, lambda c: c.__setitem__("rope_scaling", LONGROPE))
+
+
+@case("quantize/export-phi3-partial-rotary", "phi3.rope.dimension_count 8 of a head of 16 (partial rotary): not "
+      "exported yet")
+def _(work):
+    return phi3_export_case(work, lambda c: c.__setitem__("partial_rotary_factor", 0.5))
+
+
+@case("quantize/export-phi3-window", "phi3.attention.sliding_window 32: not exported yet")
+def _(work):
+    return phi3_export_case(work, lambda c: c.__setitem__("sliding_window", 32))
 
 
 # ---------------------------------------------------------------- hfconv --lora: PEFT adapters

@@ -1,9 +1,9 @@
 """quantize --export compressed-tensors, proven with compressed-tensors and transformers.
 
 Small transformers checkpoints (random weights scaled so the logits are
-peaked, norms and biases randomized) of three families: Llama (q/k rows
+peaked, norms and biases randomized) of four families: Llama (q/k rows
 permuted by hfconv, so the export must undo it), Qwen2 (q/k/v biases), Qwen3
-(q/k norms, tied embeddings). Each is converted with `hfconv --outtype f32`,
+(q/k norms, tied embeddings), Phi-3 as Phi-4 (fused qkv_proj, gate_up_proj). Each is converted with `hfconv --outtype f32`,
 then for every preset both written as our GGUF (`quantize IN OUT.gguf PRESET`)
 and exported (`quantize IN --export compressed-tensors DIR CT_PRESET`, the same
 options, so the same codes and scales):
@@ -78,6 +78,9 @@ CASES = {
     "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM, base()),
     "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM, base()),
     "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, base(head_dim=16, tie_word_embeddings=True)),
+    # Phi-4's layout: fused qkv_proj and gate_up_proj exported under their own names
+    "phi4": (transformers.Phi3Config, transformers.Phi3ForCausalLM, base(
+        pad_token_id=0, sliding_window=None, original_max_position_embeddings=512)),
 }
 
 # label: (CT_PRESET, extra options, expected weight strategy, input activations (strategy, dynamic) or None)
@@ -169,22 +172,27 @@ def check_round_trip(tag, label, model, gguf, tol):
     sd = model.state_dict()
     heads = {"attn_q": 4, "attn_k": 2}
     worst, n = 0.0, 0
+    names = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+             "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+             "ffn_down": "mlp.down_proj"}
+    fused = CASES[label][0] is transformers.Phi3Config
+    if fused:   # attn_qkv and ffn_up (gate and up) as Phi-3 names them
+        names.update(attn_qkv="self_attn.qkv_proj", ffn_up="mlp.gate_up_proj")
     for name, w in ours.items():
         _, layer, kind, _ = name.split(".")
-        hf = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-              "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-              "ffn_down": "mlp.down_proj"}[kind]
+        hf = names[kind]
         if label == "llama" and kind in heads:
             w = hf_order(w, heads[kind])
         theirs = sd[f"model.layers.{layer}.{hf}.weight"].float().numpy()
         err = float(np.max(np.abs(theirs - w) / np.maximum(np.abs(w), 1e-30)))
         worst, n = max(worst, err), n + 1
-    check(n == 14, f"{tag}: {n} quantized weights compared, expected 14")
+    want = (4 if fused else 7) * CASES[label][2]["num_hidden_layers"]
+    check(n == want, f"{tag}: {n} quantized weights compared, expected {want}")
     check(worst <= tol, f"{tag}: decompressed weights differ from our GGUF's by {worst:.3g} (relative to amax)")
     return worst
 
 
-def check_mixed_config(tag, folder):
+def check_mixed_config(tag, label, folder):
     qc = json.load(open(os.path.join(folder, "config.json")))["quantization_config"]
     try:
         parsed = QuantizationConfig.model_validate(qc)
@@ -193,13 +201,16 @@ def check_mixed_config(tag, folder):
         return
     got = sorted((g.weights.type, g.weights.strategy, g.weights.group_size, tuple(sorted(g.targets)))
                  for g in parsed.config_groups.values())
-    layers = range(CASES["llama"][2]["num_hidden_layers"])
-    want = sorted([
-        ("float", "tensor", None, tuple(f"model.layers.{i}.self_attn.v_proj" for i in layers)),
+    layers = range(CASES[label][2]["num_hidden_layers"])
+    # Phi-3's fused projections: attn_qkv takes the "attn_" rule, not attn_v's
+    fused = CASES[label][0] is transformers.Phi3Config
+    per_tensor = [] if fused else [("float", "tensor", None,
+                                    tuple(f"model.layers.{i}.self_attn.v_proj" for i in layers))]
+    want = sorted(per_tensor + [
         ("float", "channel", None, tuple(sorted(f"model.layers.{i}.self_attn.{p}_proj" for i in layers
-                                                for p in ("q", "k", "o")))),
+                                                for p in (("qkv", "o") if fused else ("q", "k", "o"))))),
         ("int", "group", 32, tuple(sorted(f"model.layers.{i}.mlp.{p}_proj" for i in layers
-                                          for p in ("gate", "up", "down"))))])
+                                          for p in (("gate_up", "down") if fused else ("gate", "up", "down")))))])
     check(got == want, f"{tag}: config groups {got}, expected {want}")
     check(parsed.format == "mixed-precision", f"{tag}: format {parsed.format}, expected mixed-precision")
 
@@ -225,7 +236,7 @@ def one(label, folder, gguf, tmp, ids):
         if ct_preset:
             check_config(tag, out_dir, ct_preset, w_strategy, acts)
         else:
-            check_mixed_config(tag, out_dir)
+            check_mixed_config(tag, label, out_dir)
         try:
             model = ct_model(out_dir)
         except Exception as e:

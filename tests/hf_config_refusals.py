@@ -10,6 +10,7 @@ the reference reader (rope base, scaling keys).
 usage: hf_config_refusals.py HFCONV MKMODEL
 """
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -17,6 +18,8 @@ import sys
 import tempfile
 
 from gguf import GGUFReader
+
+from phi3_fixture import phi3_checkpoint
 
 HFCONV, MKMODEL = sys.argv[1:3]
 failures = 0
@@ -95,6 +98,7 @@ def main():
         mistral = os.path.join(tmp, "mistral")
         for d, arch in ((llama, "llama"), (qwen2, "qwen2"), (mistral, "mistral")):
             subprocess.run([MKMODEL, d, "--arch", arch, "--ctx", "256"], check=True, capture_output=True)
+        phi3 = phi3_checkpoint(llama, os.path.join(tmp, "phi3"))
 
         # --- layouts read -------------------------------------------------
         accepted(tmp, llama, "v5 default rope", rope_v5({"rope_type": "default", "rope_theta": 500000.0}),
@@ -133,6 +137,29 @@ def main():
                  setitems(attn_logit_softcapping=None, final_logit_softcapping=None, partial_rotary_factor=1.0,
                           embedding_multiplier=1.0, mlp_bias=False, attention_bias=False, hidden_act="silu"))
         accepted(tmp, qwen2, "qwen2 attention_bias true (its biases)", setitems(attention_bias=True))
+
+        # Phi-3: its own keys (llama.cpp's Phi3MiniModel) and what only it computes
+        longrope = {"type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}
+        accepted(tmp, phi3, "phi3 plain", setitems(sliding_window=None),
+                 {"phi3.rope.scaling.original_context_length": 256, "phi3.rope.dimension_count": 16,
+                  "phi3.attention.sliding_window": 0, "phi3.rope.scaling.attn_factor": None})
+        accepted(tmp, phi3, "phi3 no original context", lambda c: c.pop("original_max_position_embeddings") and None,
+                 {"phi3.rope.scaling.original_context_length": 4096})
+        accepted(tmp, phi3, "phi3 narrow window", setitems(sliding_window=32), {"phi3.attention.sliding_window": 32})
+        accepted(tmp, phi3, "phi3 partial rotary", setitems(partial_rotary_factor=0.5),
+                 {"phi3.rope.dimension_count": 8})
+        accepted(tmp, phi3, "phi3 longrope (v4, su)",
+                 setitems(original_max_position_embeddings=64, rope_scaling=dict(longrope, type="su")),
+                 {"phi3.rope.scaling.original_context_length": 64,
+                  "phi3.rope.scaling.attn_factor": (1 + math.log(4) / math.log(64)) ** 0.5})
+        accepted(tmp, phi3, "phi3 longrope attention_factor",
+                 setitems(original_max_position_embeddings=64, rope_scaling=dict(longrope, attention_factor=1.3)),
+                 {"phi3.rope.scaling.attn_factor": 1.3})
+        accepted(tmp, phi3, "phi3 longrope factor (v5)",
+                 lambda c: rope_v5({"rope_type": "longrope", "rope_theta": 1e4, "factor": 16.0,
+                          "original_max_position_embeddings": 64, "short_factor": [1.0] * 8,
+                          "long_factor": [2.0] * 8})(c) or c.update(original_max_position_embeddings=64),
+                 {"phi3.rope.scaling.attn_factor": (1 + math.log(16) / math.log(64)) ** 0.5})
 
         # --- refusals: keys that change the math ------------------------
         R = lambda *a: refused(tmp, *a)

@@ -6,7 +6,9 @@ counts), saved with save_pretrained (the transformers 5 layout: rope_parameters)
 and again with config.json rewritten to the transformers 4 layout (rope_theta,
 rope_scaling), for: Llama 3.x (llama3 rope scaling), Llama with linear
 scaling, Mistral with an explicit head_dim, Qwen2 (q/k/v biases), Qwen3
-(per-head q/k norms, tied embeddings), Qwen3 with YaRN, Gemma (1), Gemma 2
+(per-head q/k norms, tied embeddings), Qwen3 with YaRN, Phi-3 as Phi-4 has it
+(fused qkv_proj and gate_up_proj), Phi-3 with longrope past its original
+context and partial rotary embeddings (Phi-3.5, Phi-4-mini), Gemma (1), Gemma 2
 (soft-capped attention and logits, a window of 64 on every other layer),
 Gemma 3 (q/k norms, a window on five layers of six with their own rope base,
 linear scaling on the others) and Gemma3ForConditionalGeneration's text model
@@ -31,14 +33,19 @@ this part is skipped, saying so.
 Then llama.cpp's runtime on our GGUF of each transformers 5 checkpoint:
 llama-perplexity and our ppl-eval over the same text (docs/architecture.md,
 2 chunks of 128 tokens) must agree to 1e-3 relative (llama.cpp keeps K and V in
-F16: measured 2e-5..6.7e-4 apart here). Skipped, saying so, without llama-perplexity.
+F16: measured 2e-5..8.3e-4 apart here). Skipped, saying so, without llama-perplexity.
 
 Skips (exit 77) when torch or transformers is absent
 (scripts/setup_tests_torch.sh installs them).
 
 And llama-quantize on the same file: our quantize's Q4_K_M and Q8_0 outputs
 must hold the same tensors, types and bytes (the per-tensor rules on each
-family; rows of 64 make K-quants fall back, as llama.cpp's do).
+family; rows of 64 make K-quants fall back, as llama.cpp's do). For Phi-3,
+whose fused matrices the runner splits, also the calibration statistics
+against llama-imatrix (sums of squares within 2e-3, counts equal) and Q4_K_M
+with either statistics file against llama-quantize --imatrix; SmoothQuant and
+AWQ fold into the fused matrices (two groups a layer) with the F32 logits
+unchanged (1e-4 relative).
 
 usage: hf_transformers.py HFCONV TEST_RUNNER_LOGITS MKMODEL [PPL_EVAL LLAMA_PERPLEXITY QUANTIZE LLAMA_QUANTIZE]
 """
@@ -67,6 +74,7 @@ import spm_gemma
 
 HFCONV, RUNNER, MKMODEL = sys.argv[1:4]
 PPL_EVAL, LLAMA_PPL, QUANTIZE, LLAMA_QUANTIZE = (sys.argv[4:8] + [None] * 4)[:4]
+LLAMA_IMATRIX = LLAMA_QUANTIZE and os.path.join(os.path.dirname(LLAMA_QUANTIZE), "llama-imatrix")
 SOURCE = os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 PPL_TEXT = os.path.join(SOURCE, "docs", "architecture.md")
 PPL_CTX, PPL_CHUNKS, PPL_TOL = 128, 2, 1e-3
@@ -112,6 +120,21 @@ CASES = {
     "qwen3-yarn": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, base(
         head_dim=32, rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
                                       "original_max_position_embeddings": 128})),
+    # Phi3ForCausalLM. Labels (general.name) without "phi3" / "phi-3": llama.cpp
+    # then gives Phi-3's special tokens attributes and needs "</s>" in the vocabulary.
+    # Phi-4: fused qkv_proj / gate_up_proj, no rope scaling, no window
+    "phi4": (transformers.Phi3Config, transformers.Phi3ForCausalLM, base(
+        pad_token_id=0, sliding_window=None, original_max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 250000.0})),
+    # Phi-4-mini (Phi-3.5 without its partial rotary): longrope past an original
+    # context of 64 (the long factors), a quarter of each head unrotated, a window
+    # of 200 on every layer: the 320 compared positions go past it, ppl-eval's
+    # 128-token chunks do not (llama.cpp's phi3 computes no window)
+    "phi4-longrope": (transformers.Phi3Config, transformers.Phi3ForCausalLM, base(
+        pad_token_id=0, sliding_window=200, original_max_position_embeddings=64,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
+                         "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
+                         "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0]})),
     # windows of 64 (the 320 positions and ppl-eval's 128-token chunks go past
     # them), caps that bite, Gemma's ids for the SentencePiece specials
     "gemma": (transformers.GemmaConfig, transformers.GemmaForCausalLM, base(
@@ -133,6 +156,8 @@ CASES = {
                            image_size=28, patch_size=14),
         mm_tokens_per_image=4, initializer_range=0.3, tie_word_embeddings=True)),
 }
+# Phi3MiniModel takes tokenizer.json's byte-level BPE only for this class (Phi-4's)
+TOKENIZER_CLASS = {"phi4": "GPT2Tokenizer", "phi4-longrope": "GPT2Tokenizer"}
 
 
 def build(label, tmp):
@@ -141,6 +166,11 @@ def build(label, tmp):
     folder, model = build_checkpoint(label, cfg_cls, model_cls, fields, tmp, MKMODEL, VOCAB)
     if label.startswith("gemma"):   # llama.cpp's Gemma converters read tokenizer.model only
         spm_gemma.write_tokenizer_files(folder, VOCAB)
+    if label in TOKENIZER_CLASS:
+        path = os.path.join(folder, "tokenizer_config.json")
+        t = json.load(open(path))
+        t["tokenizer_class"] = TOKENIZER_CLASS[label]
+        json.dump(t, open(path, "w"), indent=2)
     return folder, model
 
 
@@ -156,6 +186,10 @@ def to_v4(src, dst):
         rp = rp["full_attention"]
     t["rope_theta"] = rp.pop("rope_theta")
     kind = rp.pop("rope_type")
+    if t.get("model_type") == "phi3":
+        # Phi3Config 4.x: partial_rotary_factor and the original context at the top level
+        t["partial_rotary_factor"] = rp.pop("partial_rotary_factor", 1.0)
+        rp.pop("original_max_position_embeddings", None)
     t["rope_scaling"] = None if kind == "default" else {"rope_type": kind, **rp}
     # transformers 4 derived them from use_sliding_window (Gemma 2: every
     # other layer; Gemma 3: sliding_window_pattern)
@@ -294,6 +328,61 @@ def against_llama_quantize(label, gguf, tmp):
         check(same, f"{label} {preset}: our tensors differ from llama-quantize's")
 
 
+def against_llama_imatrix(label, gguf, tmp):
+    """Calibration statistics of a family whose matrices the runner splits
+    (phi3's attn_qkv, ffn_up): ours equal llama-imatrix's, under the fused
+    names, and Q4_K_M with either file is llama-quantize's."""
+    ours, theirs = (os.path.join(tmp, f"{label}-{who}.imatrix") for who in ("ours", "llama"))
+    q = subprocess.run([QUANTIZE, gguf, "--calibration-file", PPL_TEXT, "--save-stats", ours, "--calib-ctx",
+                        str(PPL_CTX), "--calib-chunks", "4", "--quiet"], capture_output=True, text=True)
+    r = run_llama([LLAMA_IMATRIX, "-m", gguf, "-f", PPL_TEXT, "-o", theirs, "-c", str(PPL_CTX), "--chunks", "4",
+                   "-t", "2"], "")
+    check(q.returncode == 0 and r.returncode == 0, f"{label}: calibration: {q.stderr[-300:]} / {r.stderr[-300:]}")
+    if q.returncode != 0 or r.returncode != 0:
+        return
+    a, b = ({t.name: np.array(t.data, dtype=np.float64) for t in GGUFReader(p).tensors} for p in (ours, theirs))
+    sums = [k for k in b if k.endswith(".in_sum2")]
+    check(sums and all(k in a for k in sums), f"{label}: llama-imatrix entries missing from ours")
+    worst = max(float(np.max(np.abs(a[k] - b[k]) / (np.abs(b[k]) + 1e-6))) for k in sums if k in a)
+    counts = all(np.array_equal(a[k.replace("in_sum2", "counts")], b[k.replace("in_sum2", "counts")])
+                 for k in sums if k in a)
+    print(f"{label}: {len(sums)} statistics vs llama-imatrix: worst relative difference {worst:.1e}")
+    check(worst < 2e-3 and counts, f"{label}: our statistics differ from llama-imatrix's ({worst:.2e})")
+    for stats in (ours, theirs):
+        mine, ref = os.path.join(tmp, f"{label}-imx-ours.gguf"), os.path.join(tmp, f"{label}-imx-llama.gguf")
+        q = subprocess.run([QUANTIZE, gguf, mine, "Q4_K_M", "--stats", stats, "--quiet"], capture_output=True,
+                           text=True)
+        r = run_llama([LLAMA_QUANTIZE, "--imatrix", stats, gguf, ref, "Q4_K_M"], "")
+        same = q.returncode == 0 and r.returncode == 0 and \
+            {t.name: t.data.tobytes() for t in GGUFReader(mine).tensors} == \
+            {t.name: t.data.tobytes() for t in GGUFReader(ref).tensors}
+        check(same, f"{label}: Q4_K_M with {os.path.basename(stats)} differs from llama-quantize's")
+    fold_equivalence(label, gguf, ours, tmp)
+
+
+def fold_equivalence(label, gguf, stats, tmp):
+    """SmoothQuant and AWQ fold into the fused matrices (attn_norm -> attn_qkv,
+    ffn_norm -> ffn_up) without changing the function: F32 logits equal."""
+    ids = [1, 400, 50, 300, 20, 7, 99, 250, 33, 100, 5, 321]
+    ref = os.path.join(tmp, f"{label}-fold-ref.f32")
+    subprocess.run([RUNNER, gguf, "logits", ref] + [str(i) for i in ids], check=True, capture_output=True)
+    n_layers = CASES[label][2]["num_hidden_layers"]
+    for uses in (["--smoothquant"], ["--awq", "--awq-format", "q4_0"]):
+        out, got = os.path.join(tmp, f"{label}-fold.gguf"), os.path.join(tmp, f"{label}-fold.f32")
+        q = subprocess.run([QUANTIZE, gguf, out, "F32", "--stats", stats, *uses, "--quiet"], capture_output=True,
+                           text=True)
+        r = q.returncode == 0 and subprocess.run([RUNNER, out, "logits", got] + [str(i) for i in ids],
+                                                 capture_output=True).returncode == 0
+        check(r, f"{label} {uses}: {q.stderr.strip()[-300:]}")
+        if not r:
+            continue
+        folded = GGUFReader(out).fields["hfq.calib.folded_groups"].contents()
+        a, b = np.fromfile(ref, dtype="<f4"), np.fromfile(got, dtype="<f4")
+        rel = float(np.max(np.abs(a - b)) / np.max(np.abs(a)))
+        print(f"{label} {' '.join(uses)}: {folded} groups folded, logits max relative difference {rel:.1e}")
+        check(folded == 2 * n_layers and rel < 1e-4, f"{label} {uses}: {folded} groups, logits changed by {rel:.2e}")
+
+
 def log_softmax(x):
     x = x - x.max(axis=1, keepdims=True)
     return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
@@ -335,6 +424,8 @@ def main():
                 against_llama_runtime(label, os.path.join(tmp, label + "-v5.gguf"))
             if have_quantize and os.path.isfile(os.path.join(tmp, label + "-v5.gguf")):
                 against_llama_quantize(label, os.path.join(tmp, label + "-v5.gguf"), tmp)
+                if CASES[label][0] is transformers.Phi3Config and os.access(LLAMA_IMATRIX, os.X_OK):
+                    against_llama_imatrix(label, os.path.join(tmp, label + "-v5.gguf"), tmp)
     if not have_converter:
         print(f"SKIP (part): llama.cpp's converter is not installed in {CONVERTER_DIR}: "
               "run scripts/test.sh (scripts/setup_tests_torch.sh)")

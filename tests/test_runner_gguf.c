@@ -132,7 +132,7 @@ static void yarn(gguf_writer *w) { gguf_set_str(w, "llama.rope.scaling.type", "y
 static void moe(gguf_writer *w) { gguf_set_u32(w, "llama.expert_count", 8); }
 static void heads_str(gguf_writer *w) { gguf_set_str(w, "llama.attention.head_count", "4"); }
 static void value_len(gguf_writer *w) { gguf_set_u32(w, "llama.attention.value_length", 12); }
-static void attn_factor(gguf_writer *w) { gguf_set_f32(w, "llama.rope.scaling.attn_factor", 0.5f); }
+static void attn_factor(gguf_writer *w) { gguf_set_f32(w, "llama.rope.scaling.attn_factor", 0.0f); }
 static void bad_factor(gguf_writer *w) {
     gguf_set_str(w, "llama.rope.scaling.type", "linear");
     gguf_set_f32(w, "llama.rope.scaling.factor", -2.0f);
@@ -209,7 +209,7 @@ static void test_bad_metadata(void) {
     expect_load_error(moe, "mixture-of-experts models are not supported");
     expect_load_error(heads_str, "llama.attention.head_count");
     expect_load_error(value_len, "value_length' = 12 differs from key_length 10");
-    expect_load_error(attn_factor, "attn_factor' = 0.5 is not supported");
+    expect_load_error(attn_factor, "attn_factor' = 0 must be positive");
     expect_load_error(bad_factor, "rope.scaling.factor' = -2 is not a valid factor");
     expect_load_error(no_key_length, "rope.dimension_count 10 must be even and at most the head size 9");
     expect_load_error(no_key_length_5_heads, "embedding_length' = 36 is not a multiple of the head count 5");

@@ -246,7 +246,16 @@ int ct_write_config(const gguf_file *f, const hf_arch *fam, const ct_model_facts
     if (!has_eps) return hfq_fail(err, gguf_path(f), "key %s.attention.layer_norm_rms_epsilon is missing", k.arch);
     if (heads <= 0 || hidden % heads) return hfq_fail(err, gguf_path(f), "%s.attention.head_count %" PRId64 " does not "
                                                       "divide embedding_length %" PRId64, k.arch, heads, hidden);
-    if (key_int(&k, "attention.key_length", hidden / heads, &head_dim)) return -1;
+    int64_t n_rot, n_swa;
+    if (key_int(&k, "attention.key_length", hidden / heads, &head_dim) ||
+        key_int(&k, "rope.dimension_count", head_dim, &n_rot) || key_int(&k, "attention.sliding_window", 0, &n_swa))
+        return -1;
+    /* what the config.json written here would not state (phi3's partial rotary, windows) */
+    if (n_rot != head_dim)
+        return hfq_fail(err, gguf_path(f), "%s.rope.dimension_count %" PRId64 " of a head of %" PRId64
+                        " (partial rotary): not exported yet", k.arch, n_rot, head_dim);
+    if (n_swa > 0)
+        return hfq_fail(err, gguf_path(f), "%s.attention.sliding_window %" PRId64 ": not exported yet", k.arch, n_swa);
     cJSON *rope = rope_parameters(&k, err);
     if (!rope) return -1;
     cJSON *c = cJSON_CreateObject(), *archs = cJSON_AddArrayToObject(c, "architectures");
@@ -272,6 +281,8 @@ int ct_write_config(const gguf_file *f, const hf_arch *fam, const ct_model_facts
     cJSON_AddNumberToObject(c, "num_attention_heads", (double)heads);
     cJSON_AddNumberToObject(c, "num_hidden_layers", (double)layers);
     cJSON_AddNumberToObject(c, "num_key_value_heads", (double)kv_heads);
+    /* null when absent: Phi3Config's default (32000) would not fit every vocabulary */
+    add_token_id(c, f, "tokenizer.ggml.padding_token_id", "pad_token_id");
     cJSON_AddItemToObject(c, "quantization_config", q);
     cJSON_AddNumberToObject(c, "rms_norm_eps", short_float(eps));
     cJSON_AddItemToObject(c, "rope_parameters", rope);

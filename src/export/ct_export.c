@@ -356,6 +356,8 @@ static int plan_tensor(const gguf_file *f, const hf_arch *arch, const gguf_tenso
         if (strcmp(t->name, "rope_freqs.weight") == 0)
             return hfq_fail(err, where, "tensor 'rope_freqs.weight' (Llama 3 rope scaling): its parameters are not "
                                         "in the GGUF, config.json cannot state them");
+        if (strncmp(t->name, "rope_factors_", 13) == 0)
+            return hfq_fail(err, where, "tensor '%s' (longrope scaling): not exported yet", t->name);
         return hfq_fail(err, where, "tensor '%s' has no Hugging Face name in family '%s'", t->name, arch->gguf_arch);
     }
     const bool linear = row->cols != HF_DIM_NONE && row->role != ROLE_TOKEN_EMBD;

@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/json_file.h"
+
 /* In the order of the error message that lists what is supported. */
-static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3, &hf_arch_gemma,
-                                           &hf_arch_gemma2, &hf_arch_gemma3};
+static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3, &hf_arch_phi3,
+                                           &hf_arch_gemma, &hf_arch_gemma2, &hf_arch_gemma3};
 
 const char *hf_arch_supported(char *buf, size_t cap) {
     size_t used = 0;
@@ -42,6 +44,18 @@ const char *hf_arch_config_defaults(const char *hf_name) {
     return NULL;
 }
 
+hfq_vocab_spm_rules hf_arch_vocab_rules(const char *dir) {
+    char path[4096];
+    hfq_error err;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cJSON *root = hfq_json_load(path, &err);
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+    const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+    const hf_arch *arch = cJSON_IsString(a0) ? hf_arch_find(a0->valuestring, path, &err) : NULL;
+    cJSON_Delete(root);
+    return arch ? arch->vocab_rules : HFQ_VOCAB_SPM_LLAMA;
+}
+
 const char *hf_arch_key(const hf_arch *arch, const char *suffix, char *buf, size_t cap) {
     snprintf(buf, cap, "%s.%s", arch->gguf_arch, suffix);
     return buf;
@@ -69,19 +83,23 @@ static const hf_tensor_row global_rows[] = {
     {"lm_head.weight", "output.weight", ROLE_OUTPUT, HF_DIM_VOCAB, HF_DIM_HIDDEN},
 };
 
-/* Whether one of the family's rows replaces a shared row (Gemma's
+/* Whether the family has its own row (or, hf_name NULL, none) for a shared
+ * row: one of the same role, or of the same Hugging Face name (Gemma's
  * post_attention_layernorm is not the FFN norm). */
 static bool replaced(const hf_arch *arch, const hf_tensor_row *shared) {
-    for (size_t i = 0; i < arch->n_layer_rows; i++)
-        if (arch->layer_rows[i].role == shared->role || strcmp(arch->layer_rows[i].hf_name, shared->hf_name) == 0)
-            return true;
+    for (size_t i = 0; i < arch->n_layer_rows; i++) {
+        const hf_tensor_row *own = &arch->layer_rows[i];
+        if (own->role == shared->role || (own->hf_name && strcmp(own->hf_name, shared->hf_name) == 0)) return true;
+    }
     return false;
 }
 
 const hf_tensor_row *hf_arch_layer_row(const hf_arch *arch, size_t i) {
     for (size_t k = 0; k < N_SHARED; k++)
         if (!replaced(arch, &shared_layer_rows[k]) && i-- == 0) return &shared_layer_rows[k];
-    return i < arch->n_layer_rows ? &arch->layer_rows[i] : NULL;
+    for (size_t j = 0; j < arch->n_layer_rows; j++)
+        if (arch->layer_rows[j].hf_name && i-- == 0) return &arch->layer_rows[j];
+    return NULL;
 }
 
 const hf_tensor_row *hf_arch_global_row(hf_role role) {

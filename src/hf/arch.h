@@ -34,10 +34,11 @@
 #include "formats/error.h"
 #include "formats/gguf.h"
 #include "src/hf/config.h"
+#include "src/tokenizer/vocab.h"
 
 /* What a tensor is; within a block, GGUF files list tensors in this order. */
 typedef enum hf_role {
-    ROLE_TOKEN_EMBD, ROLE_ATTN_NORM, ROLE_ATTN_Q, ROLE_ATTN_Q_BIAS, ROLE_ATTN_Q_NORM, ROLE_ATTN_K,
+    ROLE_TOKEN_EMBD, ROLE_ATTN_NORM, ROLE_ATTN_QKV, ROLE_ATTN_Q, ROLE_ATTN_Q_BIAS, ROLE_ATTN_Q_NORM, ROLE_ATTN_K,
     ROLE_ATTN_K_BIAS, ROLE_ATTN_K_NORM, ROLE_ATTN_V, ROLE_ATTN_V_BIAS, ROLE_ATTN_OUT, ROLE_ATTN_POST_NORM,
     ROLE_FFN_NORM, ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_FFN_POST_NORM, ROLE_OUTPUT_NORM, ROLE_OUTPUT,
     ROLE_SKIP,                /* present in checkpoints, not needed (rotary inv_freq) */
@@ -51,10 +52,14 @@ typedef enum hf_dim {
     HF_DIM_Q,                 /* n_heads * head_dim */
     HF_DIM_KV,                /* n_kv_heads * head_dim */
     HF_DIM_HEAD,              /* head_dim (per-head norms) */
+    HF_DIM_QKV,               /* Q + 2 KV: fused q, k, v rows (Phi-3's qkv_proj) */
+    HF_DIM_FF2,               /* 2 * intermediate_size: fused gate, up rows (gate_up_proj) */
 } hf_dim;
 
 /* One kind of tensor. Layer rows name what follows "model.layers.N." and
- * "blk.N."; the others name whole tensors. */
+ * "blk.N."; the others name whole tensors. A family's layer row with the
+ * role of a shared one replaces it; with hf_name NULL it removes it (Phi-3's
+ * fused projections have no separate q/k/v or gate). */
 typedef struct hf_tensor_row {
     const char *hf_name;
     const char *gguf_name;    /* NULL for ROLE_SKIP */
@@ -111,9 +116,20 @@ struct hf_arch {
      * convert_hf_to_gguf.py's model classes add theirs); NULL: none.
      * Returns non-zero when a key cannot be set. */
     int (*write_keys)(gguf_writer *w, const hf_config *c, const hf_arch *arch);
-    /* The family's own refusals of config.json (NULL: none); returns
-     * non-zero with err naming path and the field. */
+    /* Refusals of config values only this family's math rules out (rope
+     * variants, factor lists of the wrong length); NULL: none. `path` names
+     * config.json in the one-line error. */
     int (*check_config)(const hf_config *c, const char *path, hfq_error *err);
+    /* The family's own tensors outside the blocks, after the others
+     * (Phi-3's longrope factors): how many for this config, and each one's
+     * name, length (1-D F32) and values. NULL: none. */
+    int64_t (*n_extra_tensors)(const hf_config *c);
+    void (*extra_tensor)(const hf_config *c, int64_t i, const char **name, int64_t *n, const float **values);
+    /* Whether the family's runner takes partial rotary embeddings
+     * (partial_rotary_factor < 1) and narrow sliding windows (the family
+     * writes attention.sliding_window and its runner bounds contexts by it). */
+    bool partial_rotary, sliding_window;
+    hfq_vocab_spm_rules vocab_rules;  /* how a SentencePiece vocabulary takes added tokens */
 };
 
 /* The families, one file each. */
@@ -123,6 +139,7 @@ extern const hf_arch hf_arch_qwen3;   /* arch_qwen3.c */
 extern const hf_arch hf_arch_gemma;   /* arch_gemma.c */
 extern const hf_arch hf_arch_gemma2;  /* arch_gemma.c */
 extern const hf_arch hf_arch_gemma3;  /* arch_gemma.c */
+extern const hf_arch hf_arch_phi3;    /* arch_phi3.c */
 
 /* The architecture names of every family, ", "-separated, in buf (for
  * --help and errors); returns buf. */
@@ -137,6 +154,11 @@ const char *hf_arch_config_defaults(const char *hf_name);
 
 /* The family writing general.architecture `gguf_arch`, or NULL. */
 const hf_arch *hf_arch_find_gguf(const char *gguf_arch);
+
+/* The vocabulary rules (vocab.h) of the family DIR/config.json's
+ * architectures[0] names: Llama's when there is no config.json or it names
+ * no family here (a tokenizer folder). */
+hfq_vocab_spm_rules hf_arch_vocab_rules(const char *dir);
 
 /* "<gguf_arch>.<suffix>" in buf; returns buf. */
 const char *hf_arch_key(const hf_arch *arch, const char *suffix, char *buf, size_t cap);

@@ -160,6 +160,52 @@ static bool rope_key_known(hf_rope_scaling type, const char *key) {
     return false;
 }
 
+/* partial_rotary_factor (in a rope object or at the top level): in (0, 1],
+ * one value wherever it is given. */
+static int partial_rotary(const doc *d, hf_config *cfg, const cJSON *v, const char *name) {
+    double x = 1.0;
+    if (!is_set(v)) return 0;
+    if (double_value(v, name, 1.0, &x, NULL, d->path, d->err)) return -1;
+    if (!(x > 0 && x <= 1)) return refuse(d, name, v, "must be in (0, 1]");
+    if (cfg->partial_rotary_key[0] && x != cfg->partial_rotary_factor)
+        return hfq_fail(d->err, d->path, "field '%s' = %g disagrees with '%s' = %g", name, x, cfg->partial_rotary_key,
+                        cfg->partial_rotary_factor);
+    cfg->partial_rotary_factor = x;
+    snprintf(cfg->partial_rotary_key, sizeof cfg->partial_rotary_key, "%s", name);
+    return 0;
+}
+
+/* One list of longrope factors: finite positive numbers, at most
+ * HF_MAX_ROPE_FACTORS (their count is the family's to check). */
+static int factor_list(const doc *d, const cJSON *rs, const char *prefix, const char *key, float *out, int64_t *n) {
+    char name[HF_KEY_MAX];
+    const cJSON *v = member(rs, prefix, key, name);
+    if (!is_set(v)) return hfq_fail(d->err, d->path, "field '%s' is missing (rope type 'longrope')", name);
+    if (!cJSON_IsArray(v)) return refuse(d, name, v, "not a list of numbers");
+    *n = 0;
+    for (const cJSON *e = v->child; e; e = e->next) {
+        if (*n == HF_MAX_ROPE_FACTORS)
+            return hfq_fail(d->err, d->path, "field '%s' has more than %d factors", name, HF_MAX_ROPE_FACTORS);
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || !(e->valuedouble > 0))
+            return hfq_fail(d->err, d->path, "field '%s': factor %lld is not a positive number", name, (long long)*n);
+        out[(*n)++] = (float)e->valuedouble;   /* float32, as llama.cpp's converter stores them */
+    }
+    return 0;
+}
+
+/* longrope's factor lists and attention_factor. */
+static int parse_longrope(const doc *d, hf_config *cfg, const cJSON *rs, const char *prefix) {
+    char name[HF_KEY_MAX];
+    if (factor_list(d, rs, prefix, "short_factor", cfg->rope_short_factors, &cfg->rope_n_short_factors) ||
+        factor_list(d, rs, prefix, "long_factor", cfg->rope_long_factors, &cfg->rope_n_long_factors) ||
+        double_value(member(rs, prefix, "attention_factor", name), name, 0, &cfg->rope_longrope_attn_factor,
+                     &cfg->has_longrope_attn_factor, d->path, d->err))
+        return -1;
+    if (cfg->has_longrope_attn_factor && !(cfg->rope_longrope_attn_factor > 0))
+        return refuse(d, name, member(rs, prefix, "attention_factor", name), "must be positive");
+    return 0;
+}
+
 /* One rope object (rope_scaling, rope_parameters, or one layer type's entry
  * of rope_parameters) into cfg's rope fields; `prefix` names it in messages. */
 static int parse_rope(const doc *d, hf_config *cfg, const cJSON *rs, const char *prefix) {
@@ -195,8 +241,7 @@ static int parse_rope(const doc *d, hf_config *cfg, const cJSON *rs, const char 
     bool has_theta;
     double theta = 0;
     if (double_value(member(rs, prefix, "rope_theta", name), name, 0, &theta, &has_theta, d->path, d->err) ||
-        refuse_unless(d, member(rs, prefix, "partial_rotary_factor", name), name, 1.0,
-                      "partial rotary embeddings are not supported"))
+        partial_rotary(d, cfg, member(rs, prefix, "partial_rotary_factor", name), name))
         return -1;
     if (has_theta) {
         if (!(theta > 0)) return refuse(d, name, member(rs, prefix, "rope_theta", name), "must be positive");
@@ -211,6 +256,7 @@ static int parse_rope(const doc *d, hf_config *cfg, const cJSON *rs, const char 
         return hfq_fail(d->err, d->path, "field '%s' is missing (rope type '%s')", name,
                         hf_rope_scaling_name(cfg->rope_scaling));
     if (!(cfg->rope_factor > 0)) return refuse(d, name, f, "must be positive");
+    cfg->has_rope_factor = is_set(f);
     /* absent: the top level's (Phi-3 keeps it there), else, as transformers
      * 5 standardizes it, max_position_embeddings (llama.cpp's converter
      * takes 8192 for llama3: it would not compute what transformers does) */
@@ -241,6 +287,7 @@ static int parse_rope(const doc *d, hf_config *cfg, const cJSON *rs, const char 
             return hfq_fail(d->err, d->path, "%s: llama3 factors are inconsistent (low_freq_factor %g, high_freq_factor %g)",
                             prefix, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor);
     }
+    if (cfg->rope_scaling == HF_ROPE_LONGROPE && parse_longrope(d, cfg, rs, prefix)) return -1;
     if (cfg->rope_scaling == HF_ROPE_YARN) {
         const struct { const char *key; double *v; bool *has; } yk[] = {
             {"beta_fast", &cfg->rope_yarn_beta_fast, &cfg->has_yarn_beta_fast},
@@ -325,6 +372,10 @@ static int parse_ropes(const doc *d, hf_config *cfg) {
         return -1;
     if (cfg->has_rope_theta && !(cfg->rope_theta > 0))
         return refuse(d, tname, field(d, "rope_theta", tname), "must be positive");
+    /* Phi-3 keeps its original context at the top level, rope scaling or not */
+    if (!cfg->rope_original_context &&
+        get_int(d, "original_max_position_embeddings", 1, (int64_t)1 << 31, 0, false, &cfg->rope_original_context))
+        return -1;
     /* transformers 4's name of the sliding layers' base (Gemma 3) */
     bool has_local;
     double local = 0;
@@ -340,8 +391,9 @@ static int parse_ropes(const doc *d, hf_config *cfg) {
 
 /* Counts the layers that are not full attention: layer_types (transformers
  * 5), else what transformers 4 derives from use_sliding_window and
- * max_window_layers (Qwen2), else sliding_window alone (Mistral). An active
- * window narrower than the context is refused: no family computes it. */
+ * max_window_layers (Qwen2), else sliding_window alone (Mistral). Whether an
+ * active window narrower than the context is computed is the family's
+ * business (the converter refuses it for the others). */
 static int parse_layer_types(const doc *d, hf_config *cfg) {
     char name[HF_KEY_MAX], wname[HF_KEY_MAX], uname[HF_KEY_MAX];
     const cJSON *lt = field(d, "layer_types", name);
@@ -428,12 +480,10 @@ static int refuse_unsupported(const doc *d, hf_config *cfg) {
     /* attention_multiplier replaces 1/sqrt(head_dim) (Granite): any value changes it */
     if (is_set(v = field(d, "attention_multiplier", name)))
         return refuse(d, name, v, "attention scale multipliers are not supported");
-    static const char *const mults[] = {"embedding_multiplier", "residual_multiplier", "logits_scaling",
-                                        "partial_rotary_factor"};
+    static const char *const mults[] = {"embedding_multiplier", "residual_multiplier", "logits_scaling"};
     for (size_t i = 0; i < sizeof mults / sizeof mults[0]; i++)
-        if (refuse_unless(d, field(d, mults[i], name), name, 1.0,
-                          i == 3 ? "partial rotary embeddings are not supported" : "multipliers are not supported"))
-            return -1;
+        if (refuse_unless(d, field(d, mults[i], name), name, 1.0, "multipliers are not supported")) return -1;
+    if (partial_rotary(d, cfg, field(d, "partial_rotary_factor", name), name)) return -1;
     v = field(d, "mlp_bias", name);
     if (is_set(v) && !cJSON_IsFalse(v)) return refuse(d, name, v, "feed-forward biases are not supported");
     v = field(d, "attention_bias", name);
@@ -506,6 +556,7 @@ int hf_config_load_defaults(hf_config *cfg, const char *dir, const char *(*defau
                             hfq_error *err) {
     memset(cfg, 0, sizeof *cfg);
     cJSON *defaults = NULL;
+    cfg->partial_rotary_factor = 1.0;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     cJSON *root = hfq_json_load(path, err);

@@ -15,10 +15,10 @@
  *
  * A key that changes the model's math and that no supported family computes
  * is refused with a one-line error naming it and its value, never ignored
- * (multipliers, partial rotary, activations other than SiLU and tanh GELU,
- * MLP biases, bidirectional attention, unknown rope types and rope keys,
- * ...). What depends on the family (attention biases, longrope, an active
- * sliding window, soft-capping, GELU, query_pre_attn_scalar) is left to the
+ * (multipliers, activations other than SiLU and tanh GELU, MLP biases,
+ * bidirectional attention, unknown rope types and rope keys, ...). What
+ * depends on the family (attention biases, longrope, partial rotary, an
+ * active sliding window, soft-capping, GELU, query_pre_attn_scalar) is left to the
  * converter, which asks the family's descriptor (arch.h). */
 #ifndef HFQ_SRC_HF_CONFIG_H
 #define HFQ_SRC_HF_CONFIG_H
@@ -69,6 +69,20 @@ typedef struct hf_config {
     double rope_yarn_beta_fast, rope_yarn_beta_slow, rope_yarn_attn_factor;
     bool has_yarn_beta_fast, has_yarn_beta_slow, has_yarn_attn_factor;
     char rope_key[HF_KEY_MAX];   /* the rope object's key ("rope_parameters", ...) or "" */
+    /* longrope: the per-pair frequency divisors for contexts within the
+     * original one (short) and beyond it (long), and `factor` /
+     * `attention_factor` when config.json gives them (absent: transformers
+     * derives them from max_position_embeddings / original context). */
+#define HF_MAX_ROPE_FACTORS 1024
+    int64_t rope_n_short_factors, rope_n_long_factors;
+    float rope_short_factors[HF_MAX_ROPE_FACTORS], rope_long_factors[HF_MAX_ROPE_FACTORS];
+    bool has_rope_factor, has_longrope_attn_factor;
+    double rope_longrope_attn_factor;
+    /* partial_rotary_factor (the share of each head rope rotates; 1 when
+     * absent) and the key that gave it, or "": config.c leaves it to the
+     * family (arch.h) whether that is computed. */
+    double partial_rotary_factor;
+    char partial_rotary_key[HF_KEY_MAX];
 
     /* Layers of another type than full attention: their count (layer_types,
      * or use_sliding_window / max_window_layers as transformers derives them)

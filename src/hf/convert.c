@@ -79,6 +79,8 @@ static int64_t dim_size(const hf_config *c, hf_dim d) {
     case HF_DIM_Q: return c->n_heads * c->head_dim;
     case HF_DIM_KV: return c->n_kv_heads * c->head_dim;
     case HF_DIM_HEAD: return c->head_dim;
+    case HF_DIM_QKV: return (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
+    case HF_DIM_FF2: return 2 * c->intermediate_size;
     }
     return 0;
 }
@@ -684,6 +686,15 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
     int64_t n_sides = 0;
     for (int64_t i = 0; i < p.n; i++)
         if (p.entries[i].ct && ct_add_sides(w, &p.entries[i], &n_sides, &total, err)) goto done;
+    const int64_t n_extra = arch->n_extra_tensors ? arch->n_extra_tensors(cfg) : 0;
+    for (int64_t i = 0; i < n_extra; i++) {
+        const char *name;
+        const float *values;
+        int64_t ne[1];
+        arch->extra_tensor(cfg, i, &name, &ne[0], &values);
+        if (gguf_add_tensor(w, name, GT_F32, 1, ne, err) < 0) goto done;
+        total += (uint64_t)ne[0] * 4;
+    }
     int64_t chunk_rows = (int64_t)(CHUNK_BYTES / sizeof(float) / (size_t)max_cols);
     if (chunk_rows < 1) chunk_rows = 1;
     fbuf = malloc((size_t)chunk_rows * (size_t)max_cols * sizeof(float));
@@ -702,7 +713,15 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
     }
     for (int64_t i = 0; i < p.n; i++)
         if (p.entries[i].ct && ct_write_sides(w, &p.entries[i], &written, err)) goto done;
-    rep->n_tensors = p.n + (n_rope ? 1 : 0) + n_sides;
+    for (int64_t i = 0; i < n_extra; i++) {
+        const char *name;
+        const float *values;
+        int64_t n;
+        arch->extra_tensor(cfg, i, &name, &n, &values);
+        if (gguf_writer_write_data(w, values, (uint64_t)n * 4, err)) goto done;
+        written += (uint64_t)n * 4;
+    }
+    rep->n_tensors = p.n + (n_rope ? 1 : 0) + n_sides + n_extra;
     rep->data_bytes = written;
     rep->file_type = ftype;
     rc = 0;
@@ -835,10 +854,11 @@ done:
     return rc;
 }
 
-/* The keys Gemma brought: GeGLU, soft-capping, query_pre_attn_scalar, a
- * sliding window on the layers of the family's pattern; refused where the
- * family does not compute them as the config asks. */
-static int check_gemma_keys(const hf_config *c, const hf_arch *arch, const char *path, hfq_error *err) {
+/* The keys that change the layer's graph: GeGLU, soft-capping,
+ * query_pre_attn_scalar, a sliding window on every layer (Phi-3) or on the
+ * layers of the family's pattern (Gemma); refused where the family does not
+ * compute them as the config asks. */
+static int check_graph_keys(const hf_config *c, const hf_arch *arch, const char *path, hfq_error *err) {
     if (c->gelu_legacy && !arch->gelu_legacy)
         return hfq_fail(err, path, "field '%s' = 'gelu': the exact GELU is not supported", c->act_key);
     if (c->act_key[0] && c->gelu_tanh != arch->gelu_tanh)   /* absent: the family's */
@@ -862,6 +882,7 @@ static int check_gemma_keys(const hf_config *c, const hf_arch *arch, const char 
     /* a window as wide as the context changes nothing; Gemma 3's pattern 1: no window */
     if (!c->narrow_window || (n > 0 && c->sliding_window_pattern == 1) || (n == 0 && c->n_sliding_layers == 0))
         return 0;
+    if (n == 0 && arch->sliding_window && c->n_sliding_layers == c->n_layers) return 0;
     if (n == 0)
         return hfq_fail(err, path, "field '%s' = %lld: sliding-window attention (%lld of %lld layers, window below "
                         "the context %lld) is not supported", c->window_key, (long long)c->sliding_window,
@@ -891,7 +912,10 @@ static int check_family_keys(const hf_config *c, const hf_arch *arch, const char
     for (size_t i = 0; (row = hf_arch_layer_row(arch, i)); i++) has_bias_rows |= row->role == ROLE_ATTN_Q_BIAS;
     if (c->attention_bias && !has_bias_rows)
         return hfq_fail(err, path, "field 'attention_bias' = true: %s has no attention biases", arch->gguf_arch);
-    if (check_gemma_keys(c, arch, path, err)) return -1;
+    if (c->partial_rotary_factor != 1.0 && !arch->partial_rotary)
+        return hfq_fail(err, path, "field '%s' = %g: partial rotary embeddings are not supported for %s",
+                        c->partial_rotary_key, c->partial_rotary_factor, arch->gguf_arch);
+    if (check_graph_keys(c, arch, path, err)) return -1;
     return arch->check_config ? arch->check_config(c, path, err) : 0;
 }
 
@@ -915,7 +939,9 @@ int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error
         snprintf(rep->gguf_arch, sizeof rep->gguf_arch, "%s", arch->gguf_arch);
     }
     /* an adapter GGUF carries no tokenizer */
-    if (!opts->adapter_only && !(vocab = hfq_vocab_from_dir(opts->model_dir, err))) goto done;
+    if (!opts->adapter_only &&
+        !(vocab = hfq_vocab_from_dir_as(opts->model_dir, arch ? arch->vocab_rules : HFQ_VOCAB_SPM_LLAMA, err)))
+        goto done;
     if (vocab && arch && arch->spm_no_space_prefix && strcmp(vocab->model, "llama") == 0)
         vocab->add_space_prefix = false;
     if (opts->vocab_only) {

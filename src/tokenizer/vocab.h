@@ -65,7 +65,22 @@ typedef struct hfq_vocab {
     char *chat_template;     /* NULL when absent */
 } hfq_vocab;
 
+/* How a SentencePiece vocabulary (tokenizer.model) takes the added tokens
+ * of the other files, after the model class of convert_hf_to_gguf.py:
+ *   LLAMA (_create_vocab_sentencepiece): added_tokens.json, then
+ *     tokenizer_config.json's added_tokens_decoder, CONTROL when "special" or
+ *     shaped like a control token (<|...|>, <pad>, ...), U+2581 -> ' ' in the
+ *     others;
+ *   PHI3 (Phi3MiniModel.set_vocab): added_tokens.json, then
+ *     added_tokens_decoder, then tokenizer.json's added_tokens, each taken as
+ *     written, CONTROL exactly when "special"; and a tokenizer_config.json
+ *     naming tokenizer_class "GPT2Tokenizer" (Phi-4) means tokenizer.json's
+ *     byte-level BPE even beside a tokenizer.model. */
+typedef enum hfq_vocab_spm_rules { HFQ_VOCAB_SPM_LLAMA, HFQ_VOCAB_SPM_PHI3 } hfq_vocab_spm_rules;
+
+/* hfq_vocab_from_dir_as with the LLAMA rules. */
 hfq_vocab *hfq_vocab_from_dir(const char *dir, hfq_error *err);
+hfq_vocab *hfq_vocab_from_dir_as(const char *dir, hfq_vocab_spm_rules rules, hfq_error *err);
 hfq_vocab *hfq_vocab_from_gguf(const gguf_file *f, hfq_error *err);
 int hfq_vocab_to_gguf(const hfq_vocab *v, gguf_writer *w, hfq_error *err);
 void hfq_vocab_free(hfq_vocab *v);

@@ -33,6 +33,7 @@ typedef struct hf_dir {
     cJSON *tok;      /* tokenizer.json */
     cJSON *cfg;      /* tokenizer_config.json */
     cJSON *config;   /* config.json */
+    hfq_vocab_spm_rules rules;
 } hf_dir;
 
 static char *join(const char *dir, const char *name) {
@@ -236,6 +237,24 @@ static void unescape_spaces(char *s) {
     *w = '\0';
 }
 
+/* One added token {content, special} at id over a SentencePiece
+ * vocabulary (score -1000); as_written: Phi-3's rules (vocab.h), else
+ * Llama's. Entries without content or a valid id are skipped, as before. */
+static int spm_added_token(hfq_vocab *v, const cJSON *e, long long id, bool as_written, const char *where,
+                           hfq_error *err) {
+    const char *content = get_str(e, "content");
+    if (!content || id < 0 || id >= v->n_tokens) return 0;
+    bool control = cJSON_IsTrue(get(e, "special")) || (!as_written && looks_special(content));
+    char *text = strdup(content);
+    if (!text) return hfq_fail(err, where, "out of memory");
+    if (!control && !as_written) unescape_spaces(text);
+    int rc = hfq_vocab_set_token(v, id, text, strlen(text), control ? HFQ_TOKEN_CONTROL : HFQ_TOKEN_USER_DEFINED, err);
+    free(text);
+    if (rc) return -1;
+    v->scores[id] = -1000.0f;
+    return 0;
+}
+
 /* tokenizer_config.json added_tokens_decoder / added_tokens.json overrides of
  * a SentencePiece vocabulary (as _create_vocab_sentencepiece). */
 static int spm_added_tokens(const hf_dir *d, hfq_vocab *v, hfq_error *err) {
@@ -253,19 +272,16 @@ static int spm_added_tokens(const hf_dir *d, hfq_vocab *v, hfq_error *err) {
     }
     cJSON_Delete(added);
     if (rc) return -1;
+    const bool phi3 = d->rules == HFQ_VOCAB_SPM_PHI3;
     cJSON_ArrayForEach(e, get(d->cfg, "added_tokens_decoder")) {
-        const char *content = get_str(e, "content");
         char *end = NULL;
         long long id = e->string ? strtoll(e->string, &end, 10) : -1;
-        if (!content || id < 0 || id >= v->n_tokens || !end || *end) continue;
-        bool control = cJSON_IsTrue(get(e, "special")) || looks_special(content);
-        char *text = strdup(content);
-        if (!text) return hfq_fail(err, d->cfg_path, "out of memory");
-        if (!control) unescape_spaces(text);
-        rc = hfq_vocab_set_token(v, id, text, strlen(text), control ? HFQ_TOKEN_CONTROL : HFQ_TOKEN_USER_DEFINED, err);
-        free(text);
-        if (rc) return -1;
-        v->scores[id] = -1000.0f;
+        if (end && !*end && spm_added_token(v, e, id, phi3, d->cfg_path, err)) return -1;
+    }
+    /* Phi3MiniModel reads tokenizer.json's added tokens too */
+    const cJSON *tok_added = phi3 ? get(d->tok, "added_tokens") : NULL;
+    cJSON_ArrayForEach(e, tok_added) {
+        if (spm_added_token(v, e, as_id(get(e, "id"), v->n_tokens), true, d->tok_path, err)) return -1;
     }
     return 0;
 }
@@ -603,8 +619,18 @@ fail:
     return NULL;
 }
 
+/* tokenizer_config.json names the GPT-2 tokenizer class (Phi-4). */
+static bool gpt2_class(const hf_dir *d) {
+    const char *cls = get_str(d->cfg, "tokenizer_class");
+    return cls && strcmp(cls, "GPT2Tokenizer") == 0;
+}
+
 hfq_vocab *hfq_vocab_from_dir(const char *dir, hfq_error *err) {
-    hf_dir d = {.dir = dir};
+    return hfq_vocab_from_dir_as(dir, HFQ_VOCAB_SPM_LLAMA, err);
+}
+
+hfq_vocab *hfq_vocab_from_dir_as(const char *dir, hfq_vocab_spm_rules rules, hfq_error *err) {
+    hf_dir d = {.dir = dir, .rules = rules};
     hfq_vocab *v = NULL;
     char *spm_path = join(dir, "tokenizer.model");
     d.tok_path = join(dir, "tokenizer.json");
@@ -616,7 +642,7 @@ hfq_vocab *hfq_vocab_from_dir(const char *dir, hfq_error *err) {
     }
     if (load_json(d.cfg_path, &d.cfg, err) || load_json(d.config_path, &d.config, err)) goto done;
     if (load_json(d.tok_path, &d.tok, err)) goto done;   /* SpecialVocab reads it for both */
-    if (is_file(spm_path)) {
+    if (is_file(spm_path) && !(rules == HFQ_VOCAB_SPM_PHI3 && d.tok && gpt2_class(&d))) {
         v = from_spm(&d, spm_path, err);
     } else if (d.tok) {
         v = from_tokenizer_json(&d, err);

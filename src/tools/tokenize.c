@@ -8,6 +8,7 @@
 #include "formats/gguf.h"
 #include "src/cli/cli.h"
 #include "src/common/read_file.h"
+#include "src/hf/arch.h"
 #include "src/tokenizer/tokenizer.h"
 #include "src/tokenizer/unicode.h"
 #include "src/tokenizer/vocab.h"
@@ -260,7 +261,7 @@ int main(int argc, char **argv) {
     }
     hfq_vocab *v = NULL;
     if (data && o.dir) {
-        v = hfq_vocab_from_dir(o.dir, &err);
+        v = hfq_vocab_from_dir_as(o.dir, hf_arch_vocab_rules(o.dir), &err);   /* as hfconv reads it */
     } else if (data) {
         gguf_file *f = gguf_open(o.gguf_path, &err);
         v = f ? hfq_vocab_from_gguf(f, &err) : NULL;
