@@ -12,6 +12,7 @@
 #include "quant/half.h"
 #include "src/hf/arch.h"
 #include "src/hf/config.h"
+#include "src/hf/experts.h"
 #include "src/hf/lora.h"
 #include "src/tokenizer/vocab.h"
 
@@ -43,6 +44,10 @@ typedef struct plan_entry {
     const st_tensor *scale;
     int64_t scale_rows, scale_cols;
     int64_t block_rows, block_cols;
+    /* Stacked experts (rows per-expert row counts, src the first expert's):
+     * the sources of each expert_rows rows in turn; NULL otherwise. */
+    hf_expert_stack *experts;
+    int64_t expert_rows;
 } plan_entry;
 
 typedef struct plan {
@@ -70,6 +75,8 @@ static int64_t dim_size(const hf_config *c, hf_dim d) {
     case HF_DIM_Q: return c->n_heads * c->head_dim;
     case HF_DIM_KV: return c->n_kv_heads * c->head_dim;
     case HF_DIM_HEAD: return c->head_dim;
+    case HF_DIM_EXPERTS: return c->n_experts;
+    case HF_DIM_FF_EXP: return c->expert_ff;
     }
     return 0;
 }
@@ -165,6 +172,8 @@ static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const s
     e->cols = cols ? cols : rows;
     /* 1-D tensors and norms stay F32, as llama.cpp's converter keeps them */
     e->out_type = cols ? matrix_type : GT_F32;
+    /* the router too, as llama.cpp's converter keeps ffn_gate_inp */
+    if (map.row->role == ROLE_FFN_GATE_INP) e->out_type = GT_F32;
     if (arch->permute_qk && map.row->role == ROLE_ATTN_Q) e->permute_heads = cfg->n_heads;
     if (arch->permute_qk && map.row->role == ROLE_ATTN_K) e->permute_heads = cfg->n_kv_heads;
     if (is_fp8_dtype(t->dtype) && attach_fp8_scale(e, cfg, st, err)) return -1;
@@ -198,6 +207,32 @@ static const hf_tensor_row *layer_row_for(const hf_arch *arch, hf_role role) {
     return NULL;
 }
 
+static void plan_free(plan *p) {
+    for (int64_t i = 0; p->entries && i < p->n; i++) hf_experts_free(p->entries[i].experts);
+    free(p->entries);
+}
+
+/* Expert `map.expert` of a stacked tensor: the stack's entry is made by its
+ * first expert found (the shape checked as any tensor's), the others join it. */
+static int add_expert(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st, const st_tensor *t,
+                      hf_tensor_map map, uint32_t matrix_type, hfq_error *err) {
+    const char *file = st_shard_path(st, t->shard);
+    if (is_fp8_dtype(t->dtype)) return hfq_fail(err, file, "tensor '%s': FP8 experts are not supported", t->name);
+    plan_entry *e = NULL;
+    for (int64_t i = 0; i < p->n && !e; i++)
+        if (p->entries[i].experts && p->entries[i].map.layer == map.layer && p->entries[i].map.row == map.row)
+            e = &p->entries[i];
+    if (!e) {
+        if (add_entry(p, cfg, arch, st, t, map, matrix_type, err)) return -1;
+        e = &p->entries[p->n - 1];
+        if (!(e->experts = hf_experts_new(cfg->n_experts))) return hfq_fail(err, NULL, "out of memory");
+        e->expert_rows = e->rows;
+        e->rows *= cfg->n_experts;
+        e->n_dims = 3;
+    }
+    return hf_experts_add(e->experts, map.expert, t, file, err);
+}
+
 static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st,
                       uint32_t matrix_type, hfq_error *err) {
     int64_t n = st_n_tensors(st);
@@ -208,13 +243,15 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         const st_tensor *t = st_tensor_at(st, i);
         hf_tensor_map map;
         if (is_fp8_side_tensor(t->name)) continue;  /* consumed with its weight */
-        if (hf_map_tensor(arch, t->name, (int)cfg->n_layers, &map) != 0)
+        if (hf_map_tensor(arch, t->name, (int)cfg->n_layers, (int)cfg->n_experts, &map) != 0)
             return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s' is not part of a %s model",
                             t->name, cfg->architecture);
         if (map.row->role == ROLE_SKIP) continue;
         if (map.row->role == ROLE_TOKEN_EMBD) { embd = t; continue; }
         if (map.row->role == ROLE_OUTPUT) { lm_head = t; continue; }
-        if (add_entry(p, cfg, arch, st, t, map, matrix_type, err)) return -1;
+        if (map.expert >= 0 ? add_expert(p, cfg, arch, st, t, map, matrix_type, err)
+                            : add_entry(p, cfg, arch, st, t, map, matrix_type, err))
+            return -1;
     }
     /* Tied embeddings: one matrix serves both; llama.cpp then has no output
      * tensor. Some checkpoints store only lm_head (with __metadata__ aliasing
@@ -223,24 +260,30 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
     const st_tensor *embd_src = embd ? embd : (tied ? lm_head : NULL);
     if (!embd_src)
         return hfq_fail(err, st_shard_path(st, 0), "checkpoint has no model.embed_tokens.weight");
-    hf_tensor_map m = {hf_arch_global_row(ROLE_TOKEN_EMBD), -1};
+    hf_tensor_map m = {hf_arch_global_row(ROLE_TOKEN_EMBD), -1, -1};
     if (add_entry(p, cfg, arch, st, embd_src, m, matrix_type, err)) return -1;
     if (!tied) {
-        hf_tensor_map mo = {hf_arch_global_row(ROLE_OUTPUT), -1};
+        hf_tensor_map mo = {hf_arch_global_row(ROLE_OUTPUT), -1, -1};
         if (add_entry(p, cfg, arch, st, lm_head, mo, matrix_type, err)) return -1;
     }
     qsort(p->entries, (size_t)p->n, sizeof *p->entries, entry_order);
-    /* every block must be complete: each of the family's layer rows, the
-     * first missing in tensor order named */
+    /* every block must be complete: each of the family's layer rows (with
+     * experts, the experts instead of the dense SwiGLU), the first missing
+     * in tensor order named */
+    bool moe = hf_arch_has_experts(arch);
+    for (int64_t i = 0; i < p->n; i++)
+        if (p->entries[i].experts && hf_experts_check(p->entries[i].experts, p->entries[i].name, st_shard_path(st, 0), err))
+            return -1;
     for (int layer = 0; layer < cfg->n_layers; layer++) {
         for (int r = 0; r < ROLE_COUNT; r++) {
             const hf_tensor_row *row = layer_row_for(arch, (hf_role)r);
             if (!row || !row->gguf_name) continue;
+            if (moe && (r == ROLE_FFN_GATE || r == ROLE_FFN_UP || r == ROLE_FFN_DOWN)) continue;
             bool found = false;
             for (int64_t i = 0; i < p->n && !found; i++)
                 found = p->entries[i].map.layer == layer && p->entries[i].map.row == row;
             if (!found) {
-                hf_tensor_map want = {row, layer};
+                hf_tensor_map want = {row, layer, -1};
                 char name[80];
                 hf_gguf_name(&want, name, sizeof name);
                 return hfq_fail(err, st_shard_path(st, 0), "checkpoint lacks the tensor for '%s'", name);
@@ -273,6 +316,10 @@ static int write_hparams(gguf_writer *w, const hf_config *c, const hf_arch *arch
         rc |= gguf_set_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
     }
     rc |= gguf_set_u32(w, "general.file_type", ftype);
+    if (c->n_experts > 0) {
+        rc |= gguf_set_u32(w, KEY("expert_count"), (uint32_t)c->n_experts);
+        rc |= gguf_set_u32(w, KEY("expert_used_count"), (uint32_t)c->n_experts_used);
+    }
     if (arch->write_keys) rc |= arch->write_keys(w, c, arch);
     if (c->rope_scaling == HF_ROPE_LINEAR) {
         rc |= gguf_set_str(w, KEY("rope.scaling.type"), "linear");
@@ -382,8 +429,9 @@ static int64_t permuted_source_row(int64_t r, int64_t rows, int64_t n_heads) {
 static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, const hf_lora_set *loras,
                        float *fbuf, void *obuf, int64_t chunk_rows, uint64_t *done, uint64_t total,
                        const hfq_convert_opts *opts, hfq_error *err) {
-    hf_lora_edit *edit;
-    if (hf_lora_edit_for(loras, e->src, e->rows, e->cols, &edit, err)) return -1;
+    hf_lora_edit *edit = NULL;
+    /* adapters of experts are refused where they are matched (lora.c) */
+    if (!e->experts && hf_lora_edit_for(loras, e->src, e->rows, e->cols, &edit, err)) return -1;
     /* a tensor an adapter stores whole is read from there instead */
     plan_entry from = *e;
     const st_model *from_st = st;
@@ -410,10 +458,17 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
         *err = scale_err;
         rc = -1;
     }
-    for (int64_t r0 = 0; r0 < e->rows && rc == 0; r0 += chunk_rows) {
-        int64_t nr = e->rows - r0 < chunk_rows ? e->rows - r0 : chunk_rows;
+    for (int64_t r0 = 0, nr = 0; r0 < e->rows && rc == 0; r0 += nr) {
+        nr = e->rows - r0 < chunk_rows ? e->rows - r0 : chunk_rows;
+        int64_t first = r0;   /* the chunk's first row in its source */
+        if (e->experts) {     /* a chunk stays within one expert */
+            int64_t run;
+            from.src = hf_experts_row(e->experts, e->expert_rows, r0, &first, &run);
+            base = st_data(from_st, from.src);
+            if (nr > run) nr = run;
+        }
         for (int64_t r = r0; r < r0 + nr; r++) {
-            int64_t sr = e->permute_heads ? permuted_source_row(r, e->rows, e->permute_heads) : r;
+            int64_t sr = e->permute_heads ? permuted_source_row(r, e->rows, e->permute_heads) : r - r0 + first;
             float *row = fbuf + (r - r0) * e->cols;
             if (decode_row(&from, scales, sr, base + (size_t)sr * in_row_bytes, row, e->cols)) {
                 rc = hfq_fail(err, file, "tensor '%s': row %lld holds NaN or Inf", from.src->name, (long long)sr);
@@ -428,7 +483,7 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
             encode_row(e->out_type, row, (unsigned char *)obuf + (size_t)(r - r0) * (size_t)e->cols * out_es, e->cols);
         }
         if (rc == 0) rc = gguf_writer_write_data(w, obuf, (uint64_t)nr * (uint64_t)e->cols * out_es, err);
-        st_release_range(from_st, from.src, (uint64_t)r0 * in_row_bytes, (uint64_t)nr * in_row_bytes);
+        st_release_range(from_st, from.src, (uint64_t)first * in_row_bytes, (uint64_t)nr * in_row_bytes);
         *done += (uint64_t)nr * (uint64_t)e->cols * out_es;
         if (opts->progress) opts->progress(opts->progress_ctx, *done, total, e->name);
     }
@@ -465,7 +520,11 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
     uint64_t total = 0;
     for (int64_t i = 0; i < p.n; i++) {
         const plan_entry *e = &p.entries[i];
-        int64_t ne[2] = {e->cols, e->rows};
+        int64_t ne[3] = {e->cols, e->rows, 1};
+        if (e->experts) {
+            ne[1] = e->expert_rows;
+            ne[2] = cfg->n_experts;
+        }
         if (gguf_add_tensor(w, e->name, e->out_type, e->n_dims, ne, err) < 0) goto done;
         if (e->cols > max_cols) max_cols = e->cols;
         total += gguf_tensor_nbytes(w, i);
@@ -502,7 +561,7 @@ done:
     free(rope);
     free(fbuf);
     free(obuf);
-    free(p.entries);
+    plan_free(&p);
     hf_lora_close(loras);
     st_close(st);
     return rc;
@@ -620,7 +679,7 @@ static int convert_adapter(const hfq_convert_opts *opts, gguf_writer *w, const h
     rc = 0;
 done:
     hf_lora_edit_free(edit);
-    free(p.entries);
+    plan_free(&p);
     hf_lora_close(loras);
     st_close(st);
     return rc;
@@ -638,6 +697,13 @@ static int check_family_keys(const hf_config *c, const hf_arch *arch, const char
     for (size_t i = 0; (row = hf_arch_layer_row(arch, i)); i++) has_bias_rows |= row->role == ROLE_ATTN_Q_BIAS;
     if (c->attention_bias && !has_bias_rows)
         return hfq_fail(err, path, "field 'attention_bias' = true: %s has no attention biases", arch->gguf_arch);
+    bool moe = hf_arch_has_experts(arch);
+    if (c->n_experts > 0 && !moe)
+        return hfq_fail(err, path, "config.json gives %lld experts: %s has none", (long long)c->n_experts,
+                        c->architecture);
+    if (moe && c->n_experts == 0)
+        return hfq_fail(err, path, "missing required field 'num_local_experts' (or 'num_experts') for %s",
+                        c->architecture);
     return 0;
 }
 

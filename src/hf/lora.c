@@ -240,7 +240,7 @@ static int check_tensor(const hf_lora_set *set, const adapter *ad, const st_tens
         return hfq_fail(err, file, "tensor '%s' is no LoRA tensor this converter knows", name);
     const st_tensor *b = st_find(set->base, base_name);
     hf_tensor_map map;
-    if (!b || hf_map_tensor(set->arch, base_name, (int)set->cfg->n_layers, &map) != 0 ||
+    if (!b || hf_map_tensor(set->arch, base_name, (int)set->cfg->n_layers, (int)set->cfg->n_experts, &map) != 0 ||
         map.row->role == ROLE_SKIP)
         return hfq_fail(err, file, "tensor '%s' targets '%s', which the base model does not have (an adapter for "
                         "another base?)", name, target);
@@ -456,7 +456,7 @@ int hf_lora_edit_for(const hf_lora_set *set, const st_tensor *base, int64_t rows
     bool is_weight = has_suffix(base->name, ".weight");
     if (is_weight) snprintf(module, sizeof module, "%.*s", (int)(strlen(base->name) - strlen(".weight")), base->name);
     hf_tensor_map map;
-    bool embedding = hf_map_tensor(set->arch, base->name, (int)set->cfg->n_layers, &map) == 0 &&
+    bool embedding = hf_map_tensor(set->arch, base->name, (int)set->cfg->n_layers, (int)set->cfg->n_experts, &map) == 0 &&
                      map.row->role == ROLE_TOKEN_EMBD;
     for (int i = 0; i < set->n; i++) {
         const adapter *ad = &set->ads[i];
