@@ -9,6 +9,7 @@ static const hfq_arch_desc *const families[] = {
     [HFQ_ARCH_LLAMA] = &hfq_arch_llama,
     [HFQ_ARCH_QWEN2] = &hfq_arch_qwen2,
     [HFQ_ARCH_QWEN3] = &hfq_arch_qwen3,
+    [HFQ_ARCH_QWEN3MOE] = &hfq_arch_qwen3moe,
 };
 _Static_assert(sizeof families / sizeof families[0] == HFQ_ARCH_COUNT, "one row per hfq_arch id");
 

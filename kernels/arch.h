@@ -27,6 +27,7 @@
 #ifndef HFQ_KERNELS_ARCH_H
 #define HFQ_KERNELS_ARCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "formats/error.h"
@@ -35,6 +36,7 @@ typedef enum hfq_arch {
     HFQ_ARCH_LLAMA,
     HFQ_ARCH_QWEN2,
     HFQ_ARCH_QWEN3,
+    HFQ_ARCH_QWEN3MOE,
     HFQ_ARCH_COUNT
 } hfq_arch;
 
@@ -62,12 +64,17 @@ typedef struct hfq_arch_desc {
     hfq_rope_mode rope_mode;
     const hfq_arch_tensor *layer_tensors;  /* needs other than the defaults */
     size_t n_layer_tensors;
+    /* Every layer's feed-forward is a mixture of experts: expert_count must
+     * be positive (otherwise experts are there when expert_count says so,
+     * as llama.cpp's llama has them for Mixtral). */
+    bool moe_only;
 } hfq_arch_desc;
 
 /* The families, one file each. */
 extern const hfq_arch_desc hfq_arch_llama;  /* arch_llama.c */
 extern const hfq_arch_desc hfq_arch_qwen2;  /* arch_qwen2.c */
 extern const hfq_arch_desc hfq_arch_qwen3;  /* arch_qwen3.c */
+extern const hfq_arch_desc hfq_arch_qwen3moe;  /* arch_qwen3.c too: qwen3 with experts */
 
 /* The descriptor of a family, or NULL for an id outside the table. */
 const hfq_arch_desc *hfq_arch_get(hfq_arch id);

@@ -73,6 +73,12 @@ typedef struct hfq_hparams {
     int64_t yarn_orig_ctx;
     float yarn_beta_fast, yarn_beta_slow, yarn_mscale;
     hfq_rope_mode rope_mode;  /* loading takes the family's */
+    /* Mixture of experts (expert_count > 0): each layer's feed-forward is
+     * n_expert_used of n_expert SwiGLU experts of width n_ff_exp, chosen per
+     * token by the router (kernels/moe_route.h); expert_weights_norm: the
+     * chosen weights are renormalised to sum to 1. n_expert 0: dense. */
+    int64_t n_expert, n_expert_used, n_ff_exp;
+    bool expert_weights_norm;
 } hfq_hparams;
 
 typedef struct hfq_layer {
@@ -86,7 +92,18 @@ typedef struct hfq_layer {
     hfq_tensor ffn_norm;                    /* [n_embd] F32 */
     hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] */
     hfq_tensor w_down;                      /* [n_ff] -> [n_embd] */
+    /* Mixture of experts (data NULL when dense): the router, and the
+     * experts' projections, each 3-D tensor of the file seen as one matrix
+     * of n_expert stacked experts (expert e: rows e*n .. (e+1)*n - 1, see
+     * hfq_expert_slice). */
+    hfq_tensor ffn_gate_inp;                /* [n_embd] -> [n_expert] */
+    hfq_tensor gate_exps, up_exps;          /* [n_embd] -> [n_expert * n_ff_exp] */
+    hfq_tensor down_exps;                   /* [n_ff_exp] -> [n_expert * n_embd] */
 } hfq_layer;
+
+/* Expert e of a stacked expert tensor as a matrix of its own (n_expert of
+ * them): the same rows, no copy. */
+hfq_tensor hfq_expert_slice(const hfq_tensor *stacked, int64_t n_expert, int64_t e);
 
 typedef struct hfq_model hfq_model;
 
