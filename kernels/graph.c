@@ -20,6 +20,8 @@ struct hfq_context {
     int64_t n_ctx, n_batch, n_outputs, n_past;
     hfq_observer_fn observer;
     void *observer_user;
+    hfq_expert_observer_fn expert_observer;
+    void *expert_observer_user;
     hfq_rope rope;
     hfq_attn attn;
 
@@ -275,6 +277,19 @@ void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user) {
     c->observer_user = user;
 }
 
+void hfq_context_set_expert_observer(hfq_context *c, hfq_expert_observer_fn fn, void *user) {
+    c->expert_observer = fn;
+    c->expert_observer_user = user;
+}
+
+/* y = W_e x for expert e's slice of a stacked W, telling the expert observer about x first. */
+static void expert_linear(hfq_context *c, float *y, const hfq_tensor *stacked, int64_t e, const float *x, int64_t n) {
+    const int64_t X = c->hp->n_expert;
+    if (c->expert_observer) c->expert_observer(c->expert_observer_user, stacked->name, e, X, x, n, stacked->ne0);
+    const hfq_tensor w = hfq_expert_slice(stacked, X, e);
+    c->ops->matmul(c->be, y, &w, NULL, x, n);
+}
+
 /* y = W x, telling the observer about x first.   x: [T][W.ne0] -> y: [T][W.ne1] */
 static void linear(hfq_context *c, float *y, const hfq_tensor *w, const hfq_tensor *bias, const float *x,
                    int64_t T) {
@@ -337,13 +352,11 @@ static void moe_block(hfq_context *c, const hfq_layer *l, int64_t T) {
         const int64_t at = c->routes.offset[e], n = c->routes.offset[e + 1] - at;
         if (n == 0) continue;
         const int32_t *rows = c->routes.token + at;
-        const hfq_tensor gate = hfq_expert_slice(&l->gate_exps, X, e), up = hfq_expert_slice(&l->up_exps, X, e),
-                         down = hfq_expert_slice(&l->down_exps, X, e);
         ops->gather_rows(be, c->xg, c->xn, rows, n, E);                  /* xg: [n][E] */
-        ops->matmul(be, c->gate, &gate, NULL, c->xg, n);                 /* gate: [n][F] */
-        ops->matmul(be, c->up, &up, NULL, c->xg, n);                     /* up: [n][F] */
+        expert_linear(c, c->gate, &l->gate_exps, e, c->xg, n);           /* gate: [n][F] */
+        expert_linear(c, c->up, &l->up_exps, e, c->xg, n);               /* up: [n][F] */
         ops->swiglu(be, c->gate, c->up, (size_t)(n * hp->n_ff_exp));
-        ops->matmul(be, c->xg, &down, NULL, c->gate, n);                 /* xg: [n][E] */
+        expert_linear(c, c->xg, &l->down_exps, e, c->gate, n);           /* xg: [n][E] */
         ops->add_rows_scaled(be, c->proj, c->xg, rows, c->routes.weight + at, n, E);
     }
     ops->add(be, c->x, c->proj, (size_t)(T * E));
@@ -396,7 +409,7 @@ int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t
             return hfq_fail(err, path, "token id %d at %lld is outside the vocabulary [0, %lld)", (int)tokens[i],
                             (long long)i, (long long)n_vocab);
     if (n_logits > 0 && !logits) return hfq_fail(err, path, "no buffer for the logits");
-    if (c->observer && !c->ops->host_visible)
+    if ((c->observer || c->expert_observer) && !c->ops->host_visible)
         return hfq_fail(err, path, "the %s backend cannot show activations to an observer", c->ops->name);
     const int64_t first_out = n_tokens - n_logits;  /* first token whose logits are asked for */
     for (int64_t done = 0; done < n_tokens; done += c->n_batch) {

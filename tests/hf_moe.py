@@ -14,7 +14,9 @@ converter on the same checkpoints (tensors byte-identical, keys equal; Qwen3-MoE
 without renormalisation is compared but for our key qwen3moe.expert_weights_norm,
 docs/hfconv.md), llama-perplexity vs our ppl-eval on our file (1e-3; only where
 llama.cpp computes the same model: it always renormalises), llama-quantize's
-Q4_K_M and Q8_0 bytes vs ours.
+Q4_K_M and Q8_0 bytes vs ours, and our calibration statistics vs
+llama-imatrix's per expert (sums and counts; against_llama_imatrix) with
+llama-quantize --imatrix on our statistics giving our Q4_K_M bytes.
 
 usage: hf_moe.py HFCONV TEST_RUNNER_LOGITS MKMODEL [PPL_EVAL LLAMA_PERPLEXITY QUANTIZE LLAMA_QUANTIZE]
 """
@@ -46,6 +48,60 @@ CASES = {
                  moe(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, head_dim=32,
                      norm_topk_prob=False, tie_word_embeddings=True), False),
 }
+
+
+LLAMA_IMATRIX = os.path.join(os.path.dirname(H.LLAMA_PPL or ""), "llama-imatrix")
+# A token near a routing tie may go to another expert under llama.cpp's other
+# rounding (measured: up to 1.1 % of an expert's tokens), and then every later
+# layer sees a different hidden state for it: sums 2.8e-3 apart measured.
+ROUTE_FLIPS, SUM_TOL = 0.02, 1e-2
+
+
+def imatrix_arrays(path):
+    from gguf import GGUFReader
+    return {t.name: np.array(t.data, dtype=np.float64).ravel() for t in GGUFReader(path).tensors}
+
+
+def against_llama_imatrix(label, gguf, tmp):
+    """Our --save-stats and llama-imatrix on the same text: every entry, the
+    experts' per-expert counts and sums included. Routing is discrete: a token
+    near a tie may go to another expert under llama.cpp's rounding, so counts
+    may differ by ROUTE_FLIPS; where they are equal the sums agree to SUM_TOL.
+    Then llama-quantize --imatrix OURS and our quantize --stats OURS: the same
+    Q4_K_M bytes (the per-expert importance rows used alike)."""
+    ours, theirs = os.path.join(tmp, label + ".ours.imatrix"), os.path.join(tmp, label + ".llama.imatrix")
+    q = H.subprocess.run([H.QUANTIZE, gguf, "--calibration-file", H.PPL_TEXT, "--save-stats", ours, "--calib-ctx",
+                          "128", "--calib-chunks", "4"], capture_output=True, text=True)
+    r = H.run_llama([LLAMA_IMATRIX, "-m", gguf, "-f", H.PPL_TEXT, "-o", theirs, "-c", "128", "--chunks", "4",
+                     "-t", "2"], "")
+    check(q.returncode == 0 and r.returncode == 0, f"{label}: calibration failed: {q.stderr[-300:]} {r.stderr[-300:]}")
+    if q.returncode or r.returncode:
+        return
+    a, b = imatrix_arrays(ours), imatrix_arrays(theirs)
+    check(set(b) <= set(a), f"{label}: llama-imatrix entries missing from ours: {sorted(set(b) - set(a))[:4]}")
+    worst, flips, n_exp_entries = 0.0, 0.0, 0
+    for k in (k for k in b if k.endswith(".in_sum2") and k in a):
+        ca, cb = a[k.replace("in_sum2", "counts")], b[k.replace("in_sum2", "counts")]
+        n_in = len(b[k]) // len(cb)
+        n_exp_entries += "_exps" in k
+        for m in range(len(cb)):
+            flips = max(flips, abs(ca[m] - cb[m]) / max(cb[m], 1.0))
+            if ca[m] == cb[m]:
+                x, y = a[k][m * n_in:(m + 1) * n_in], b[k][m * n_in:(m + 1) * n_in]
+                worst = max(worst, float(np.max(np.abs(x - y) / (np.abs(y) + 1e-6))))
+    print(f"{label}: vs llama-imatrix: {n_exp_entries} expert entries, counts at most {100 * flips:.2f} % apart, "
+          f"sums where the counts agree {worst:.2e} apart")
+    check(n_exp_entries > 0 and flips <= ROUTE_FLIPS and worst < SUM_TOL, f"{label}: statistics differ from llama-imatrix's")
+    mine, ref = os.path.join(tmp, label + "-imx-ours.gguf"), os.path.join(tmp, label + "-imx-llama.gguf")
+    q = H.subprocess.run([H.QUANTIZE, gguf, mine, "Q4_K_M", "--stats", ours, "--quiet"], capture_output=True, text=True)
+    r = H.run_llama([H.LLAMA_QUANTIZE, "--imatrix", ours, gguf, ref, "Q4_K_M", "2"], "")
+    check(q.returncode == 0 and r.returncode == 0, f"{label}: quantize with statistics: {q.stderr[-300:]} {r.stderr[-300:]}")
+    if q.returncode == 0 and r.returncode == 0:
+        from gguf import GGUFReader
+        ta = {t.name: t.data.tobytes() for t in GGUFReader(mine).tensors}
+        tb = {t.name: t.data.tobytes() for t in GGUFReader(ref).tensors}
+        print(f"{label} Q4_K_M with our statistics: {'byte-identical to' if ta == tb else 'DIFFERENT from'} llama-quantize's")
+        check(ta == tb, f"{label}: Q4_K_M with our statistics differs from llama-quantize --imatrix")
 
 
 def main():
@@ -82,6 +138,8 @@ def main():
                 H.against_llama_runtime(label, ours)
             if have_quantize:
                 H.against_llama_quantize(label, ours, tmp)
+            if have_quantize and have_runtime and same_in_llama and os.access(LLAMA_IMATRIX, os.X_OK):
+                against_llama_imatrix(label, ours, tmp)
     if not have_converter:
         print(f"SKIP (part): llama.cpp's converter is not installed in {H.CONVERTER_DIR}")
     if not have_quantize or not have_runtime:
