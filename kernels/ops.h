@@ -110,16 +110,6 @@ typedef struct hfq_ops {
     /* x += y, elementwise over n values; y must not overlap x. */
     void (*add)(hfq_backend *b, float *x, const float *y, size_t n);
 
-    /* Mixtures of experts (NULL: the backend does not run them; the graph
-     * refuses such models). rows: host memory, n_rows distinct row indices.
-     * gather_rows: y[i] = x[rows[i]];  x: [*][width], y: [n_rows][width].
-     * add_rows_scaled: x[rows[i]] += w[i] * y[i] (the product rounded to
-     * float first);  w: host [n_rows]. */
-    void (*gather_rows)(hfq_backend *b, float *y, const float *x, const int32_t *rows, int64_t n_rows,
-                        int64_t width);
-    void (*add_rows_scaled)(hfq_backend *b, float *x, const float *y, const int32_t *rows, const float *w,
-                            int64_t n_rows, int64_t width);
-
     /* Optional (NULL: operations cannot fail). Waits for the work queued so
      * far; -1 with err (one line) when any operation since the backend was
      * created failed (a device backend's operations run asynchronously). */
@@ -132,6 +122,17 @@ typedef struct hfq_ops {
      * own scratch (beyond the buffers the graph asks for) with these
      * parameters; -1 with err when create would fail. */
     int64_t (*scratch_bytes)(const hfq_model *m, const hfq_backend_params *p, hfq_error *err);
+
+    /* Last, so tables written positionally (the CUDA backend's) stay valid.
+     * Mixtures of experts (NULL: the backend does not run them; the graph
+     * refuses such models). rows: host memory, n_rows distinct row indices.
+     * gather_rows: y[i] = x[rows[i]];  x: [*][width], y: [n_rows][width].
+     * add_rows_scaled: x[rows[i]] += w[i] * y[i] (the product rounded to
+     * float first);  w: host [n_rows]. */
+    void (*gather_rows)(hfq_backend *b, float *y, const float *x, const int32_t *rows, int64_t n_rows,
+                        int64_t width);
+    void (*add_rows_scaled)(hfq_backend *b, float *x, const float *y, const int32_t *rows, const float *w,
+                            int64_t n_rows, int64_t width);
 } hfq_ops;
 
 #endif

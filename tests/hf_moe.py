@@ -104,6 +104,23 @@ def against_llama_imatrix(label, gguf, tmp):
         check(ta == tb, f"{label}: Q4_K_M with our statistics differs from llama-quantize --imatrix")
 
 
+def sparse_experts(label, gguf, tmp):
+    """Calibration on 8 tokens: every expert sees fewer than 16 (HFQ_CALIB_MIN_EXPERT_TOKENS),
+    each expert tensor is named in a warning with its experts' counts, the
+    statistics are finite and the model still quantizes."""
+    stats = os.path.join(tmp, label + ".sparse.imatrix")
+    out = os.path.join(tmp, label + "-sparse.gguf")
+    q = H.subprocess.run([H.QUANTIZE, gguf, out, "Q4_K_M", "--calibration-file", H.PPL_TEXT, "--calib-ctx", "8",
+                          "--calib-chunks", "1", "--save-stats", stats, "--quiet"], capture_output=True, text=True)
+    check(q.returncode == 0, f"{label}: quantize on 8 calibration tokens: {q.stderr[-300:]}")
+    warned = [ln for ln in q.stderr.splitlines() if "neutral importance" in ln]
+    a = imatrix_arrays(stats) if q.returncode == 0 else {}
+    exps = [k for k in a if k.endswith("_exps.weight.in_sum2")]
+    check(len(warned) == len(exps) > 0 and all(np.isfinite(a[k]).all() for k in a),
+          f"{label}: {len(warned)} warnings for {len(exps)} expert tensors: {q.stderr[-400:]}")
+    print(f"{label}: 8 calibration tokens: {len(warned)} expert tensors named, e.g. {warned[0] if warned else ''}")
+
+
 def main():
     rng = np.random.default_rng(18)
     ids = [1] + [int(i) for i in rng.integers(3, H.VOCAB, H.N_POS - 1)]
@@ -140,6 +157,8 @@ def main():
                 H.against_llama_quantize(label, ours, tmp)
             if have_quantize and have_runtime and same_in_llama and os.access(LLAMA_IMATRIX, os.X_OK):
                 against_llama_imatrix(label, ours, tmp)
+            if have_quantize:
+                sparse_experts(label, ours, tmp)
     if not have_converter:
         print(f"SKIP (part): llama.cpp's converter is not installed in {H.CONVERTER_DIR}")
     if not have_quantize or not have_runtime:

@@ -592,6 +592,11 @@ static void calib_progress(void *ctx, int64_t done, int64_t n) {
     hfq_progress_report(ctx, done, n, "calibrating");
 }
 
+static void calib_warn(void *ctx, const char *msg) {
+    (void)ctx;
+    fprintf(stderr, "quantize: warning: %s\n", msg);
+}
+
 /* ---- what calibration cannot change, said once each (docs/calibration.md) ---- */
 
 /* used: the uses as the session settled them; folds_known: prepare ran (the
@@ -874,6 +879,7 @@ static int run(args *a) {
     a->calib.n_threads = a->q.n_threads;
     a->calib.progress = calib_progress;
     a->calib.progress_ctx = &a->progress;
+    a->calib.warn = calib_warn;
     gguf_file *f = gguf_open(a->in, &err);
     if (!f) {
         fprintf(stderr, "quantize: %s\n", err.msg);
