@@ -165,7 +165,7 @@ int hfq_calibrate(const hfq_model *m, const hfq_calib_seqs *seqs, const hfq_cali
     }
     observe_ctx oc = {.stats = stats};
     hfq_context_set_observer(c, observe, &oc);
-    hfq_context_set_expert_observer(c, observe_expert, &oc);
+    hfq_context_set_expert_observer(c, observe_expert, &oc, p->all_experts);
     int rc = 0;
     for (int64_t i = 0; rc == 0 && i < seqs->n; i++) {
         hfq_context_reset(c);

@@ -22,6 +22,7 @@ struct hfq_context {
     void *observer_user;
     hfq_expert_observer_fn expert_observer;
     void *expert_observer_user;
+    bool experts_all_tokens;   /* every expert sees every token (calibration) */
     hfq_rope rope;
     hfq_attn attn;
 
@@ -43,6 +44,9 @@ struct hfq_context {
     float *router, *xg;
     float *router_host, *zeros_host;
     hfq_moe_routes routes;
+    /* experts_all_tokens: rows 0..T-1, and each expert's weight per token (0: not routed) */
+    int32_t *all_rows;
+    float *all_weights;
 };
 
 /* YaRN's pair index that turns `rotations` times in the original context. */
@@ -139,7 +143,8 @@ static int alloc_moe(hfq_context *c, hfq_error *err) {
         !(c->xg = c->ops->alloc(c->be, T * (size_t)hp->n_embd)) ||
         !(c->router_host = malloc(T * (size_t)hp->n_expert * sizeof(float))) ||
         !(c->zeros_host = calloc(T * (size_t)hp->n_embd, sizeof(float))) ||
-        hfq_moe_routes_init(&c->routes, hp->n_expert, hp->n_expert_used, c->n_batch))
+        hfq_moe_routes_init(&c->routes, hp->n_expert, hp->n_expert_used, c->n_batch) ||
+        !(c->all_rows = malloc(T * sizeof *c->all_rows)) || !(c->all_weights = malloc(T * sizeof(float))))
         return hfq_fail(err, hfq_model_path(c->model), "out of memory for the experts' buffers");
     return 0;
 }
@@ -261,6 +266,8 @@ void hfq_context_free(hfq_context *c) {
     free(c->v_cache);
     free(c->router_host);
     free(c->zeros_host);
+    free(c->all_rows);
+    free(c->all_weights);
     hfq_moe_routes_free(&c->routes);
     free(c);
 }
@@ -277,9 +284,10 @@ void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user) {
     c->observer_user = user;
 }
 
-void hfq_context_set_expert_observer(hfq_context *c, hfq_expert_observer_fn fn, void *user) {
+void hfq_context_set_expert_observer(hfq_context *c, hfq_expert_observer_fn fn, void *user, bool all_tokens) {
     c->expert_observer = fn;
     c->expert_observer_user = user;
+    c->experts_all_tokens = fn && all_tokens;
 }
 
 /* y = W_e x for expert e's slice of a stacked W, telling the expert observer about x first. */
@@ -349,15 +357,23 @@ static void moe_block(hfq_context *c, const hfq_layer *l, int64_t T) {
     hfq_moe_route(&c->routes, c->router_host, T, hp->expert_weights_norm);
     ops->upload(be, c->proj, c->zeros_host, (size_t)(T * E));          /* proj: the experts' sum */
     for (int64_t e = 0; e < X; e++) {
-        const int64_t at = c->routes.offset[e], n = c->routes.offset[e + 1] - at;
-        if (n == 0) continue;
+        int64_t at = c->routes.offset[e], n = c->routes.offset[e + 1] - at;
         const int32_t *rows = c->routes.token + at;
+        const float *weights = c->routes.weight + at;
+        if (c->experts_all_tokens) {   /* adding 0 * y to the others changes no sum */
+            for (int64_t t = 0; t < T; t++) c->all_rows[t] = (int32_t)t, c->all_weights[t] = 0.0f;
+            for (int64_t i = 0; i < n; i++) c->all_weights[rows[i]] = weights[i];
+            rows = c->all_rows;
+            weights = c->all_weights;
+            n = T;
+        }
+        if (n == 0) continue;
         ops->gather_rows(be, c->xg, c->xn, rows, n, E);                  /* xg: [n][E] */
         expert_linear(c, c->gate, &l->gate_exps, e, c->xg, n);           /* gate: [n][F] */
         expert_linear(c, c->up, &l->up_exps, e, c->xg, n);               /* up: [n][F] */
         ops->swiglu(be, c->gate, c->up, (size_t)(n * hp->n_ff_exp));
         expert_linear(c, c->xg, &l->down_exps, e, c->gate, n);           /* xg: [n][E] */
-        ops->add_rows_scaled(be, c->proj, c->xg, rows, c->routes.weight + at, n, E);
+        ops->add_rows_scaled(be, c->proj, c->xg, rows, weights, n, E);
     }
     ops->add(be, c->x, c->proj, (size_t)(T * E));
 }

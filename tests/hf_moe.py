@@ -121,6 +121,37 @@ def sparse_experts(label, gguf, tmp):
     print(f"{label}: 8 calibration tokens: {len(warned)} expert tensors named, e.g. {warned[0] if warned else ''}")
 
 
+def kld_of(label, model, base):
+    q = H.subprocess.run([H.PPL_EVAL, model, "--base", base, "--text", H.PPL_TEXT, "--ctx", "128", "--chunks", "4",
+                          "--json", "--quiet"], capture_output=True, text=True)
+    check(q.returncode == 0, f"{label}: ppl-eval --base: {q.stderr[-300:]}")
+    return H.json.loads(q.stdout)["kl"]["kld"] if q.returncode == 0 else float("nan")
+
+
+def all_experts(label, gguf, tmp):
+    """--calib-all-experts: every expert's count is every token, the other
+    statistics are those of the routed run (the forward pass is the same);
+    the KL divergence of Q4_0 with each set of statistics is reported
+    (docs/calibration.md)."""
+    runs = {}
+    for mode, extra in (("routed", []), ("all", ["--calib-all-experts"])):
+        stats, out = os.path.join(tmp, f"{label}.{mode}.imatrix"), os.path.join(tmp, f"{label}-{mode}-q4_0.gguf")
+        q = H.subprocess.run([H.QUANTIZE, gguf, out, "Q4_0", "--calibration-file", H.PPL_TEXT, "--calib-ctx", "128",
+                              "--calib-chunks", "4", "--save-stats", stats, "--quiet"] + extra,
+                             capture_output=True, text=True)
+        check(q.returncode == 0, f"{label} {mode}: {q.stderr[-300:]}")
+        if q.returncode:
+            return
+        runs[mode] = (imatrix_arrays(stats), kld_of(label, out, gguf))
+    (a, kl_routed), (b, kl_all) = runs["routed"], runs["all"]
+    n_tok = a["blk.0.attn_q.weight.counts"][0]
+    exp_counts = [b[k] for k in b if "_exps" in k and k.endswith(".counts")]
+    check(exp_counts and all((c == n_tok).all() for c in exp_counts), f"{label}: --calib-all-experts counts")
+    dense_same = all(np.array_equal(a[k], b[k]) for k in a if "_exps" not in k)
+    check(dense_same, f"{label}: --calib-all-experts changed the statistics outside the experts")
+    print(f"{label}: Q4_0 KLD with routed statistics {kl_routed:.5f}, with --calib-all-experts {kl_all:.5f}")
+
+
 def main():
     rng = np.random.default_rng(18)
     ids = [1] + [int(i) for i in rng.integers(3, H.VOCAB, H.N_POS - 1)]
@@ -159,6 +190,8 @@ def main():
                 against_llama_imatrix(label, ours, tmp)
             if have_quantize:
                 sparse_experts(label, ours, tmp)
+            if have_quantize and H.PPL_EVAL:
+                all_experts(label, ours, tmp)
     if not have_converter:
         print(f"SKIP (part): llama.cpp's converter is not installed in {H.CONVERTER_DIR}")
     if not have_quantize or not have_runtime:

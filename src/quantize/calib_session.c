@@ -86,7 +86,8 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
     hfq_calib_tokenizer tok = {.encode = encode, .ctx = lm.tok, .bos_id = v->bos_id, .add_bos = v->add_bos,
                                .bos_text = v->bos_id >= 0 ? v->tokens[v->bos_id] : NULL,
                                .chat_template = v->chat_template, .model = model_path};
-    hfq_calib_run_params rp = {.n_threads = o->n_threads, .progress = o->progress, .progress_ctx = o->progress_ctx};
+    hfq_calib_run_params rp = {.n_threads = o->n_threads, .all_experts = o->all_experts, .progress = o->progress,
+                               .progress_ctx = o->progress_ctx};
     int rc = hfq_read_text(o->text_path, MAX_TEXT, &text, &len, err) ||
                      file_xxh3(o->text_path, &s->stats.text_xxh3, err) ||
                      hfq_calib_sequences(text, len, o->text_path, &o->text, &tok, seqs, err) ||

@@ -78,6 +78,7 @@ typedef struct hfq_calib_opts {
     const char *save_path;         /* write the statistics here (may be NULL) */
     hfq_calib_uses uses;
     int n_threads;                 /* <= 0: all */
+    bool all_experts;              /* every expert over every calibration token (calibrate.h) */
     /* called after each calibration sequence (may be NULL) */
     void (*progress)(void *ctx, int64_t done, int64_t n);
     void *progress_ctx;
