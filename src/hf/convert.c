@@ -44,8 +44,9 @@ typedef struct plan_entry {
     const st_tensor *scale;
     int64_t scale_rows, scale_cols;
     int64_t block_rows, block_cols;
-    /* Stacked experts (rows per-expert row counts, src the first expert's):
-     * the sources of each expert_rows rows in turn; NULL otherwise. */
+    /* Stacked experts (NULL otherwise): each expert's expert_rows rows in
+     * turn from its own source; rows counts them all, src is the first
+     * expert found (its shape checked against config.json). */
     hf_expert_stack *experts;
     int64_t expert_rows;
 } plan_entry;
@@ -272,7 +273,8 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
      * in tensor order named */
     bool moe = hf_arch_has_experts(arch);
     for (int64_t i = 0; i < p->n; i++)
-        if (p->entries[i].experts && hf_experts_check(p->entries[i].experts, p->entries[i].name, st_shard_path(st, 0), err))
+        if (p->entries[i].experts &&
+            hf_experts_check(p->entries[i].experts, p->entries[i].name, st_shard_path(st, 0), err))
             return -1;
     for (int layer = 0; layer < cfg->n_layers; layer++) {
         for (int r = 0; r < ROLE_COUNT; r++) {
