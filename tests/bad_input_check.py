@@ -452,6 +452,17 @@ def _(work):
     return moe_model(work, config=lambda c: c.__setitem__("shared_expert_intermediate_size", 64))
 
 
+@case("hfconv/moe-fused-experts", "experts fused into one tensor (transformers 5's save_original_format=False)")
+def _(work):
+    def fuse(t):   # transformers 5's in-memory layout: [experts, 2 * ff, hidden]
+        for layer in (0, 1):
+            pre = f"model.layers.{layer}.block_sparse_moe.experts."
+            parts = [t.pop(f"{pre}{e}.{w}.weight") for e in range(2) for w in ("w1", "w3")]
+            t.update({f"model.layers.{layer}.mlp.experts.gate_up_proj": (
+                parts[0][0], [2, 2 * parts[0][1][0], parts[0][1][1]], b"".join(p[2] for p in parts))})
+    return moe_model(work, change=fuse)
+
+
 @case("hfconv/experts-in-dense-family", "config.json gives 4 experts: LlamaForCausalLM has none")
 def _(work):
     return hfconv_with(work, "config.json", lambda p: edit_json(p, lambda c: c.__setitem__("num_local_experts", 4)))

@@ -244,9 +244,14 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         const st_tensor *t = st_tensor_at(st, i);
         hf_tensor_map map;
         if (is_fp8_side_tensor(t->name)) continue;  /* consumed with its weight */
-        if (hf_map_tensor(arch, t->name, (int)cfg->n_layers, (int)cfg->n_experts, &map) != 0)
+        if (hf_map_tensor(arch, t->name, (int)cfg->n_layers, (int)cfg->n_experts, &map) != 0) {
+            if (has_suffix(t->name, ".experts.gate_up_proj") || has_suffix(t->name, ".experts.down_proj"))
+                return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s': experts fused into one tensor "
+                                "(transformers 5's save_original_format=False) are not supported: save with "
+                                "save_original_format=True", t->name);
             return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s' is not part of a %s model",
                             t->name, cfg->architecture);
+        }
         if (map.row->role == ROLE_SKIP) continue;
         if (map.row->role == ROLE_TOKEN_EMBD) { embd = t; continue; }
         if (map.row->role == ROLE_OUTPUT) { lm_head = t; continue; }
