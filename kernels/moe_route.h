@@ -2,8 +2,10 @@
  * each token of a batch goes to and with which weight, grouped per expert.
  *
  * As transformers' Mixtral and Qwen3-MoE routers compute it: softmax over
- * the router's logits in float, the k experts of highest probability (ties:
- * the lower expert index first, as torch.topk), their probabilities as
+ * the router's logits in float, the k experts of highest probability (exact
+ * ties: the lower expert index first; torch.topk's order among exact ties
+ * is its implementation's, [1,1,1,1] top-2 giving experts 2 and 3 on the
+ * CPU, so a tie may choose other experts than transformers), their probabilities as
  * weights, divided by their sum (taken in that order) when the model
  * renormalises. The grouping lists each expert's tokens in ascending order,
  * so the forward pass reads each expert's weights once per batch and adds
