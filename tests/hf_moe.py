@@ -152,6 +152,25 @@ def all_experts(label, gguf, tmp):
     print(f"{label}: Q4_0 KLD with routed statistics {kl_routed:.5f}, with --calib-all-experts {kl_all:.5f}")
 
 
+# Rows of 256 (hidden and expert width), so the K-quants and IQ4_XS quantize the
+# experts themselves instead of falling back as they do on the rows of 64 above:
+# llama.cpp's expert rules (ffn_down_exps and the rest) on 3-D tensors.
+KQUANT_CASE = (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM,
+               H.base(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_experts=8,
+                      num_experts_per_tok=2, moe_intermediate_size=256, head_dim=64, norm_topk_prob=True,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}))
+KQUANT_PRESETS = ("Q2_K", "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_XS", "Q4_0", "Q8_0")
+
+
+def kquants(tmp):
+    folder, _ = build_checkpoint("qwen3moe-256", *KQUANT_CASE, tmp, H.MKMODEL, H.VOCAB)
+    gguf = os.path.join(tmp, "qwen3moe-256.gguf")
+    r = H.subprocess.run([H.HFCONV, folder, "-o", gguf, "--outtype", "f32", "-q"], capture_output=True, text=True)
+    check(r.returncode == 0, f"qwen3moe-256: hfconv: {r.stderr.strip()}")
+    if r.returncode == 0:
+        H.against_llama_quantize("qwen3moe-256", gguf, tmp, KQUANT_PRESETS)
+
+
 def main():
     rng = np.random.default_rng(18)
     ids = [1] + [int(i) for i in rng.integers(3, H.VOCAB, H.N_POS - 1)]
@@ -192,6 +211,8 @@ def main():
                 sparse_experts(label, ours, tmp)
             if have_quantize and H.PPL_EVAL:
                 all_experts(label, ours, tmp)
+        if have_quantize:
+            kquants(tmp)
     if not have_converter:
         print(f"SKIP (part): llama.cpp's converter is not installed in {H.CONVERTER_DIR}")
     if not have_quantize or not have_runtime:
