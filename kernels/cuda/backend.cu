@@ -355,6 +355,7 @@ static const hfq_ops cuda_ops = {
     cuda_rmsnorm_op, cuda_matmul_op, cuda_rope_op, cuda_attention_op, cuda_swiglu_op, cuda_add_op, cuda_sync,
     1u << HFQ_KV_F32, HFQ_KV_F32,   /* an F32 cache only: the graph refuses the other KV types */
     NULL,                           /* no memory plan: device memory is cudaMalloc's */
+    NULL, NULL,                     /* no mixtures of experts: the graph refuses them */
 };
 
 const hfq_ops *hfq_cuda_module_ops(void) { return &cuda_ops; }
