@@ -463,6 +463,14 @@ def _(work):
     return moe_model(work, change=fuse)
 
 
+@case("quantize/export-moe", "tensor 'blk.0.ffn_gate_inp.weight' has no Hugging Face name in family 'llama'")
+def _(work):
+    argv, outs, _ = moe_model(work)
+    must(argv)
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, outs[0], "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"], [out], None
+
+
 @case("hfconv/experts-in-dense-family", "config.json gives 4 experts: LlamaForCausalLM has none")
 def _(work):
     return hfconv_with(work, "config.json", lambda p: edit_json(p, lambda c: c.__setitem__("num_local_experts", 4)))
