@@ -1,5 +1,5 @@
 /* model.h - a model of one of the runner's families (kernels/arch.h: llama,
- * qwen2, qwen3) bound to its weights.
+ * qwen2, qwen3, qwen3moe; llama with experts for Mixtral) bound to its weights.
  *
  * The weights are never copied: every hfq_tensor points into the GGUF file's
  * read-only mapping (or, for tests, into memory the caller owns). Binding
