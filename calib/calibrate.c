@@ -137,6 +137,15 @@ static void observe(void *user, const char *weight_name, const float *x, int64_t
     if (hfq_calib_stats_add(o->stats, weight_name, 0, 1, x, n_tokens, n_in, &o->err)) o->failed = true;
 }
 
+/* Expert e's rows: matrix e of the stacked weight's entry (llama-imatrix's
+ * layout, each expert's count its routed tokens). */
+static void observe_expert(void *user, const char *weight_name, int64_t expert, int64_t n_expert, const float *x,
+                           int64_t n_tokens, int64_t n_in) {
+    observe_ctx *o = user;
+    if (o->failed) return;
+    if (hfq_calib_stats_add(o->stats, weight_name, expert, n_expert, x, n_tokens, n_in, &o->err)) o->failed = true;
+}
+
 int hfq_calibrate(const hfq_model *m, const hfq_calib_seqs *seqs, const hfq_calib_run_params *p,
                   hfq_calib_stats *stats, hfq_error *err) {
     const hfq_hparams *hp = hfq_model_hparams(m);
@@ -156,6 +165,7 @@ int hfq_calibrate(const hfq_model *m, const hfq_calib_seqs *seqs, const hfq_cali
     }
     observe_ctx oc = {.stats = stats};
     hfq_context_set_observer(c, observe, &oc);
+    hfq_context_set_expert_observer(c, observe_expert, &oc, p->all_experts);
     int rc = 0;
     for (int64_t i = 0; rc == 0 && i < seqs->n; i++) {
         hfq_context_reset(c);

@@ -73,6 +73,9 @@ void hfq_calib_seqs_free(hfq_calib_seqs *s);
 typedef struct hfq_calib_run_params {
     int n_threads;             /* <= 0: all, or 1 for tiny models (2^24 matrix elements at most) */
     int64_t n_batch;           /* tokens per forward call; <= 0: 64 */
+    /* mixtures of experts: every expert's statistics over every token, not
+     * the routed ones only (the forward pass is unchanged; graph.h) */
+    bool all_experts;
     /* called after each sequence (may be NULL) */
     void (*progress)(void *ctx, int64_t done, int64_t n);
     void *progress_ctx;

@@ -247,6 +247,10 @@ void hfq_calib_importance(const hfq_calib_entry *e, int64_t mat, float *out) {
     for (int64_t j = 0; j < e->n_in; j++) out[j] = count > 0.0f ? sum2[j] / count : 1.0f;
 }
 
+bool hfq_calib_expert_sparse(const hfq_calib_entry *e, int64_t mat) {
+    return e->n_mats > 1 && e->counts[mat] < HFQ_CALIB_MIN_EXPERT_TOKENS;
+}
+
 float hfq_calib_mean_abs(const hfq_calib_entry *e, int64_t mat, int64_t j) {
     const float count = (float)e->counts[mat];
     return count > 0.0f ? e->in_sum_abs[mat * e->n_in + j] / count : 0.0f;

@@ -103,6 +103,12 @@ void hfq_calib_stats_sort(hfq_calib_stats *s);
  * float, all 1 when the count is 0. out: n_in floats. */
 void hfq_calib_importance(const hfq_calib_entry *e, int64_t mat, float *out);
 
+/* An expert (a matrix of an entry with n_mats > 1) that saw fewer tokens
+ * than this: its statistics are too few to trust, and quantize uses a
+ * neutral importance row (all 1) for it, naming it in a warning. */
+#define HFQ_CALIB_MIN_EXPERT_TOKENS 16
+bool hfq_calib_expert_sparse(const hfq_calib_entry *e, int64_t mat);
+
 /* Mean |x| of channel j of matrix mat (0 when no tokens); needs in_sum_abs. */
 float hfq_calib_mean_abs(const hfq_calib_entry *e, int64_t mat, int64_t j);
 

@@ -13,6 +13,7 @@ static const hfq_arch_desc *const families[] = {
     [HFQ_ARCH_GEMMA2] = &hfq_arch_gemma2,
     [HFQ_ARCH_GEMMA3] = &hfq_arch_gemma3,
     [HFQ_ARCH_PHI3] = &hfq_arch_phi3,
+    [HFQ_ARCH_QWEN3MOE] = &hfq_arch_qwen3moe,
 };
 _Static_assert(sizeof families / sizeof families[0] == HFQ_ARCH_COUNT, "one row per hfq_arch id");
 

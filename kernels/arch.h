@@ -42,6 +42,7 @@ typedef enum hfq_arch {
     HFQ_ARCH_GEMMA2,
     HFQ_ARCH_GEMMA3,
     HFQ_ARCH_PHI3,
+    HFQ_ARCH_QWEN3MOE,
     HFQ_ARCH_COUNT
 } hfq_arch;
 
@@ -93,6 +94,10 @@ typedef struct hfq_arch_desc {
     /* ffn_up.weight holds 2 n_ff rows, the gate's then the up's (phi3's
      * gate_up_proj), and there is no ffn_gate.weight */
     bool fused_gate_up;
+    /* Every layer's feed-forward is a mixture of experts: expert_count must
+     * be positive (otherwise experts are there when expert_count says so,
+     * as llama.cpp's llama has them for Mixtral). */
+    bool moe_only;
 } hfq_arch_desc;
 
 /* The families, one file each. */
@@ -103,6 +108,7 @@ extern const hfq_arch_desc hfq_arch_gemma;  /* arch_gemma.c */
 extern const hfq_arch_desc hfq_arch_gemma2; /* arch_gemma.c */
 extern const hfq_arch_desc hfq_arch_gemma3; /* arch_gemma.c */
 extern const hfq_arch_desc hfq_arch_phi3;   /* arch_phi3.c */
+extern const hfq_arch_desc hfq_arch_qwen3moe;  /* arch_qwen3.c too: qwen3 with experts */
 
 /* The descriptor of a family, or NULL for an id outside the table. */
 const hfq_arch_desc *hfq_arch_get(hfq_arch id);

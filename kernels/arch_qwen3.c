@@ -18,3 +18,13 @@ const hfq_arch_desc hfq_arch_qwen3 = {
     .layer_tensors = layer_tensors,
     .n_layer_tensors = sizeof layer_tensors / sizeof layer_tensors[0],
 };
+
+/* llama.cpp's "qwen3moe": qwen3's attention, the same tensor needs, and in
+ * every layer a mixture of experts (expert_count required). */
+const hfq_arch_desc hfq_arch_qwen3moe = {
+    .name = "qwen3moe",
+    .rope_mode = HFQ_ROPE_NEOX,
+    .layer_tensors = layer_tensors,
+    .n_layer_tensors = sizeof layer_tensors / sizeof layer_tensors[0],
+    .moe_only = true,
+};

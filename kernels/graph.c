@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/moe_route.h"
 
 struct hfq_context {
     const hfq_model *model;
@@ -19,6 +20,9 @@ struct hfq_context {
     int64_t n_ctx, n_batch, n_outputs, n_past;
     hfq_observer_fn observer;
     void *observer_user;
+    hfq_expert_observer_fn expert_observer;
+    void *expert_observer_user;
+    bool experts_all_tokens;   /* every expert sees every token (calibration) */
     hfq_rope rope, rope_swa;   /* rope_swa: the sliding layers' (cos_sin_swa, or rope's table) */
     hfq_attn attn;
 
@@ -35,6 +39,15 @@ struct hfq_context {
     float *cos_sin_swa;/* as cos_sin, of the sliding layers when their rope differs; else NULL */
     float **k_cache;   /* [n_layer] -> n_ctx rows of KV in attn.k_type, layout the backend's */
     float **v_cache;
+    /* mixtures of experts only (moe_block): backend buffers router [T][X]
+     * (X = n_expert) and xg [T][E] (an expert's tokens), host copies of the
+     * router's logits and zeros [T][E], the routes */
+    float *router, *xg;
+    float *router_host, *zeros_host;
+    hfq_moe_routes routes;
+    /* experts_all_tokens: rows 0..T-1, and each expert's weight per token (0: not routed) */
+    int32_t *all_rows;
+    float *all_weights;
 };
 
 /* YaRN's pair index that turns `rotations` times in the original context. */
@@ -98,7 +111,8 @@ static bool own_swa_rope(const hfq_hparams *hp) {
  * cos_sin_swa); 0: not allocated. */
 static void buffer_sizes(const hfq_hparams *hp, const context_shape *sh, size_t n[N_BUFFERS]) {
     const size_t T = (size_t)sh->n_batch, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
-                 KV = (size_t)(hp->n_head_kv * hp->head_dim), F = (size_t)hp->n_ff, V = (size_t)hp->n_vocab;
+                 KV = (size_t)(hp->n_head_kv * hp->head_dim), V = (size_t)hp->n_vocab;
+    const size_t F = (size_t)(hp->n_ff_exp > hp->n_ff ? hp->n_ff_exp : hp->n_ff);   /* gate, up: an expert's too */
     const size_t sizes[N_BUFFERS] = {T * E, T * E, T * Q, T * KV, T * KV, T * Q, T * F, T * F, T * E,
                                      (size_t)sh->n_outputs * V, (size_t)sh->n_ctx * (size_t)hp->n_rot,
                                      own_swa_rope(hp) ? (size_t)sh->n_ctx * (size_t)hp->n_rot : 0};
@@ -124,6 +138,25 @@ static int alloc_buffers(hfq_context *c, const context_shape *sh, hfq_error *err
 oom:
     return hfq_fail(err, hfq_model_path(c->model), "out of memory for a context of %lld positions",
                     (long long)c->n_ctx);
+}
+
+/* Floats of the buffers only mixtures of experts have: router, xg. */
+static size_t moe_buffer_floats(const hfq_hparams *hp, int64_t n_batch) {
+    return hp->n_expert ? (size_t)n_batch * (size_t)(hp->n_expert + hp->n_embd) : 0;
+}
+
+static int alloc_moe(hfq_context *c, hfq_error *err) {
+    const hfq_hparams *hp = c->hp;
+    if (!hp->n_expert) return 0;
+    const size_t T = (size_t)c->n_batch;
+    if (!(c->router = c->ops->alloc(c->be, T * (size_t)hp->n_expert)) ||
+        !(c->xg = c->ops->alloc(c->be, T * (size_t)hp->n_embd)) ||
+        !(c->router_host = malloc(T * (size_t)hp->n_expert * sizeof(float))) ||
+        !(c->zeros_host = calloc(T * (size_t)hp->n_embd, sizeof(float))) ||
+        hfq_moe_routes_init(&c->routes, hp->n_expert, hp->n_expert_used, c->n_batch) ||
+        !(c->all_rows = malloc(T * sizeof *c->all_rows)) || !(c->all_weights = malloc(T * sizeof(float))))
+        return hfq_fail(err, hfq_model_path(c->model), "out of memory for the experts' buffers");
+    return 0;
 }
 
 static int init_rope(hfq_context *c, hfq_error *err) {
@@ -182,6 +215,8 @@ static int context_shape_of(const hfq_model *m, const hfq_context_params *p, con
     if (p->act_quant < HFQ_ACT_QUANT_AUTO || p->act_quant > HFQ_ACT_QUANT_STATIC)
         return hfq_fail(err, path, "unknown activation quantization mode %d", (int)p->act_quant);
     if (sh->n_batch > sh->n_ctx) sh->n_batch = sh->n_ctx;
+    if (hp->n_expert && (!sh->ops->gather_rows || !sh->ops->add_rows_scaled))
+        return hfq_fail(err, path, "the %s backend does not run mixture-of-experts models", sh->ops->name);
     sh->n_outputs = p->n_outputs > 0 && p->n_outputs < sh->n_batch ? p->n_outputs : sh->n_batch;
     if (kv_type_for(sh->ops, p->kv_k, hp, path, "K", &sh->kv_k, err) ||
         kv_type_for(sh->ops, p->kv_v, hp, path, "V", &sh->kv_v, err))
@@ -213,7 +248,8 @@ hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hf
     c->n_ctx = sh.n_ctx;
     c->n_batch = sh.n_batch;
     c->n_outputs = sh.n_outputs;
-    if (!(c->be = c->ops->create(m, &sh.bp, err)) || alloc_buffers(c, &sh, err) || init_rope(c, err) ||
+    if (!(c->be = c->ops->create(m, &sh.bp, err)) || alloc_buffers(c, &sh, err) || alloc_moe(c, err) ||
+        init_rope(c, err) ||
         (c->ops->sync && c->ops->sync(c->be, err))) {
         hfq_context_free(c);
         return NULL;
@@ -230,7 +266,7 @@ int hfq_context_plan(const hfq_model *m, const hfq_context_params *p, hfq_contex
     if (scratch < 0) return -1;
     size_t n[N_BUFFERS];
     buffer_sizes(hfq_model_hparams(m), &sh, n);
-    int64_t buffers = scratch;
+    int64_t buffers = scratch + (int64_t)(moe_buffer_floats(hfq_model_hparams(m), sh.n_batch) * sizeof(float));
     for (size_t i = 0; i < N_BUFFERS; i++) buffers += (int64_t)(n[i] * sizeof(float));
     *out = (hfq_context_memory){.kv_k = sh.kv_k, .kv_v = sh.kv_v, .n_ctx = sh.n_ctx,
                                 .kv_cache = hfq_model_hparams(m)->n_layer * (sh.k_floats + sh.v_floats) *
@@ -246,6 +282,8 @@ void hfq_context_free(hfq_context *c) {
                          c->cos_sin_swa};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i]) c->ops->release(c->be, bufs[i]);
+        if (c->router) c->ops->release(c->be, c->router);
+        if (c->xg) c->ops->release(c->be, c->xg);
         for (int64_t il = 0; il < c->hp->n_layer; il++) {
             if (c->k_cache && c->k_cache[il]) c->ops->release(c->be, c->k_cache[il]);
             if (c->v_cache && c->v_cache[il]) c->ops->release(c->be, c->v_cache[il]);
@@ -254,6 +292,11 @@ void hfq_context_free(hfq_context *c) {
     }
     free(c->k_cache);
     free(c->v_cache);
+    free(c->router_host);
+    free(c->zeros_host);
+    free(c->all_rows);
+    free(c->all_weights);
+    hfq_moe_routes_free(&c->routes);
     free(c);
 }
 
@@ -267,6 +310,20 @@ void hfq_context_reset(hfq_context *c) { c->n_past = 0; }
 void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user) {
     c->observer = fn;
     c->observer_user = user;
+}
+
+void hfq_context_set_expert_observer(hfq_context *c, hfq_expert_observer_fn fn, void *user, bool all_tokens) {
+    c->expert_observer = fn;
+    c->expert_observer_user = user;
+    c->experts_all_tokens = fn && all_tokens;
+}
+
+/* y = W_e x for expert e's slice of a stacked W, telling the expert observer about x first. */
+static void expert_linear(hfq_context *c, float *y, const hfq_tensor *stacked, int64_t e, const float *x, int64_t n) {
+    const int64_t X = c->hp->n_expert;
+    if (c->expert_observer) c->expert_observer(c->expert_observer_user, stacked->name, e, X, x, n, stacked->ne0);
+    const hfq_tensor w = hfq_expert_slice(stacked, X, e);
+    c->ops->matmul(c->be, y, &w, NULL, x, n);
 }
 
 /* y = W x, telling the observer about x first.   x: [T][W.ne0] -> y: [T][W.ne1] */
@@ -323,6 +380,43 @@ static void ffn_block(hfq_context *c, const hfq_layer *l, int64_t T) {
     ops->add(be, c->x, c->proj, (size_t)(T * hp->n_embd));
 }
 
+/* The mixture-of-experts feed-forward: x += sum over the k experts the
+ * router chose for each token of weight * down_e(silu(gate_e(xn)) * up_e(xn)),
+ * xn = norm(x); each expert multiplies the batch's tokens routed to it at
+ * once, and the experts' sums are accumulated in ascending expert order
+ * before the residual add (as transformers does). */
+static void moe_block(hfq_context *c, const hfq_layer *l, int64_t T) {
+    const hfq_ops *ops = c->ops;
+    hfq_backend *be = c->be;
+    const hfq_hparams *hp = c->hp;
+    const int64_t E = hp->n_embd, X = hp->n_expert;
+    ops->rmsnorm(be, c->xn, c->x, &l->ffn_norm, T, hp->rms_eps);        /* xn: [T][E] */
+    linear(c, c->router, &l->ffn_gate_inp, &no_bias, c->xn, T);        /* router: [T][X] */
+    ops->download(be, c->router_host, c->router, (size_t)(T * X));
+    hfq_moe_route(&c->routes, c->router_host, T, hp->expert_weights_norm);
+    ops->upload(be, c->proj, c->zeros_host, (size_t)(T * E));          /* proj: the experts' sum */
+    for (int64_t e = 0; e < X; e++) {
+        int64_t at = c->routes.offset[e], n = c->routes.offset[e + 1] - at;
+        const int32_t *rows = c->routes.token + at;
+        const float *weights = c->routes.weight + at;
+        if (c->experts_all_tokens) {   /* adding 0 * y to the others changes no sum */
+            for (int64_t t = 0; t < T; t++) c->all_rows[t] = (int32_t)t, c->all_weights[t] = 0.0f;
+            for (int64_t i = 0; i < n; i++) c->all_weights[rows[i]] = weights[i];
+            rows = c->all_rows;
+            weights = c->all_weights;
+            n = T;
+        }
+        if (n == 0) continue;
+        ops->gather_rows(be, c->xg, c->xn, rows, n, E);                  /* xg: [n][E] */
+        expert_linear(c, c->gate, &l->gate_exps, e, c->xg, n);           /* gate: [n][F] */
+        expert_linear(c, c->up, &l->up_exps, e, c->xg, n);               /* up: [n][F] */
+        ops->swiglu(be, c->gate, c->up, (size_t)(n * hp->n_ff_exp));
+        expert_linear(c, c->xg, &l->down_exps, e, c->gate, n);           /* xg: [n][E] */
+        ops->add_rows_scaled(be, c->proj, c->xg, rows, weights, n, E);
+    }
+    ops->add(be, c->x, c->proj, (size_t)(T * E));
+}
+
 /* One batch of T tokens at positions pos0..pos0+T-1; logits of the last
  * n_out tokens go to `logits` ([n_out][V]). */
 static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int64_t pos0, int64_t n_out,
@@ -337,7 +431,8 @@ static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int6
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const hfq_layer *l = hfq_model_layer(c->model, il);
         attention_block(c, l, il, T, pos0);
-        ffn_block(c, l, T);
+        if (hp->n_expert) moe_block(c, l, T);
+        else ffn_block(c, l, T);
     }
     if (n_out == 0) return;
     const float *last = c->x + (T - n_out) * E;                             /* [n_out][E] */
@@ -374,7 +469,7 @@ int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t
             return hfq_fail(err, path, "token id %d at %lld is outside the vocabulary [0, %lld)", (int)tokens[i],
                             (long long)i, (long long)n_vocab);
     if (n_logits > 0 && !logits) return hfq_fail(err, path, "no buffer for the logits");
-    if (c->observer && !c->ops->host_visible)
+    if ((c->observer || c->expert_observer) && !c->ops->host_visible)
         return hfq_fail(err, path, "the %s backend cannot show activations to an observer", c->ops->name);
     const int64_t first_out = n_tokens - n_logits;  /* first token whose logits are asked for */
     for (int64_t done = 0; done < n_tokens; done += c->n_batch) {

@@ -9,6 +9,7 @@
 #ifndef HFQ_KERNELS_GRAPH_H
 #define HFQ_KERNELS_GRAPH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "formats/error.h"
@@ -25,6 +26,17 @@ typedef struct hfq_context hfq_context;
  * sees only the rows whose logits are computed. */
 typedef void (*hfq_observer_fn)(void *user, const char *weight_name, const float *x, int64_t n_tokens,
                                 int64_t n_in);
+
+/* Called at the input of each expert's projections of a mixture of experts
+ * (which the plain observer does not see): weight_name the stacked tensor
+ * ("blk.3.ffn_up_exps.weight"), x the n_tokens rows routed to expert
+ * `expert` of n_expert in this batch (never 0 rows), [n_tokens][n_in]; gate
+ * and up share their input and are reported once each. With all_tokens
+ * (hfq_context_set_expert_observer), every expert computes and reports every
+ * token of the batch, while the output still adds the routed ones only, with
+ * their router weights: the logits are those of the ordinary forward pass. */
+typedef void (*hfq_expert_observer_fn)(void *user, const char *weight_name, int64_t expert, int64_t n_expert,
+                                       const float *x, int64_t n_tokens, int64_t n_in);
 
 typedef struct hfq_context_params {
     int64_t n_ctx;          /* positions; <= 0: the model's context_length */
@@ -66,6 +78,7 @@ hfq_kv_type hfq_context_kv_v(const hfq_context *c);
 void hfq_context_reset(hfq_context *c);
 /* fn NULL: no observer. */
 void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user);
+void hfq_context_set_expert_observer(hfq_context *c, hfq_expert_observer_fn fn, void *user, bool all_tokens);
 
 /* Runs tokens[0..n_tokens) at positions n_past.., then n_past += n_tokens,
  * and writes the logits of the last n_logits tokens (0..n_tokens: 0 only

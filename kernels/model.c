@@ -81,16 +81,22 @@ static int check_hparams(const hfq_hparams *hp, const char *where, hfq_error *er
         return hfq_fail(err, where, "rope attn_factor %g or original context %lld is invalid", hp->rope_attn_factor,
                         (long long)hp->rope_orig_ctx);
     if (!hfq_arch_get(hp->arch)) return hfq_fail(err, where, "unknown architecture %d", (int)hp->arch);
+    if (hp->n_expert < 0 || hp->n_expert > (1 << 16) || (hfq_arch_get(hp->arch)->moe_only && hp->n_expert == 0) ||
+        (hp->n_expert > 0 && (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert || hp->n_ff_exp <= 0 ||
+                              hp->n_ff_exp * hp->n_expert > MAX_DIM || hp->n_embd * hp->n_expert > MAX_DIM)))
+        return hfq_fail(err, where, "expert_count %lld, expert_used_count %lld, expert_feed_forward_length %lld are "
+                        "out of range", (long long)hp->n_expert, (long long)hp->n_expert_used, (long long)hp->n_ff_exp);
     if (hp->rope_mode != HFQ_ROPE_NORMAL && hp->rope_mode != HFQ_ROPE_NEOX)
         return hfq_fail(err, where, "unknown rope mode %d", (int)hp->rope_mode);
     return 0;
 }
 
-/* Looks up `name` and checks it is a [ne0] x ne1 tensor (ne1 = 0: a vector of
- * ne0 elements). Matrices may be of any known type, vectors must be F32.
- * Absent tensors fail unless optional (then out->data stays NULL). */
-static int bind_tensor(const binder *b, hfq_tensor *out, const char *name, int64_t ne0, int64_t ne1,
-                       bool optional) {
+/* Looks up `name` and checks it is a [ne0] x ne1 (x ne2) tensor (ne1 = 0: a
+ * vector of ne0 elements), bound as a matrix of ne1 * ne2 rows. Matrices may
+ * be of any known type, vectors must be F32. Absent tensors fail unless
+ * optional (then out->data stays NULL). */
+static int bind_tensor3(const binder *b, hfq_tensor *out, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                        bool optional) {
     memset(out, 0, sizeof *out);
     const gguf_tensor_info *ti = b->src->find(b->src->source, name);
     if (!ti) {
@@ -99,15 +105,20 @@ static int bind_tensor(const binder *b, hfq_tensor *out, const char *name, int64
     }
     bool vector = ne1 == 0;
     int64_t want1 = vector ? 1 : ne1;
-    if (ti->ne[0] != ne0 || ti->ne[1] != want1 || ti->ne[2] != 1 || ti->ne[3] != 1) {
+    if (ti->ne[0] != ne0 || ti->ne[1] != want1 || ti->ne[2] != ne2 || ti->ne[3] != 1) {
         if (vector)
             return hfq_fail(b->err, b->where, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld]",
                             ti->name, (long long)ti->ne[0], (long long)ti->ne[1], (long long)ti->ne[2],
                             (long long)ti->ne[3], (long long)ne0);
+        if (ne2 != 1)
+            return hfq_fail(b->err, b->where, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                            ti->name, (long long)ti->ne[0], (long long)ti->ne[1], (long long)ti->ne[2],
+                            (long long)ti->ne[3], (long long)ne0, (long long)ne1, (long long)ne2);
         return hfq_fail(b->err, b->where, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
                         ti->name, (long long)ti->ne[0], (long long)ti->ne[1], (long long)ti->ne[2],
                         (long long)ti->ne[3], (long long)ne0, (long long)ne1);
     }
+    want1 *= ne2;
     const ggml_type_info *type = ggml_type_get(ti->type);
     if (!type) return hfq_fail(b->err, b->where, "tensor '%s' has unknown type id %u", ti->name, ti->type);
     if (vector && ti->type != GT_F32)
@@ -122,6 +133,11 @@ static int bind_tensor(const binder *b, hfq_tensor *out, const char *name, int64
     *out = (hfq_tensor){.name = ti->name, .type = ti->type, .ne0 = ne0, .ne1 = want1,
                         .row_bytes = (size_t)row_bytes, .data = ti->data};
     return 0;
+}
+
+static int bind_tensor(const binder *b, hfq_tensor *out, const char *name, int64_t ne0, int64_t ne1,
+                       bool optional) {
+    return bind_tensor3(b, out, name, ne0, ne1, 1, optional);
 }
 
 /* "<base>.<suffix>" of weight "<base>.weight". */
@@ -214,9 +230,10 @@ static int bind_act(const binder *b, hfq_tensor *w) {
     return 0;
 }
 
-/* A weight matrix [ne0] x ne1 with its encoding and scales. */
-static int bind_matrix(const binder *b, hfq_tensor *w, const char *name, int64_t ne0, int64_t ne1, bool optional) {
-    if (bind_tensor(b, w, name, ne0, ne1, optional)) return -1;
+/* A weight matrix [ne0] x ne1 (x ne2 experts) with its encoding and scales. */
+static int bind_matrix3(const binder *b, hfq_tensor *w, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                        bool optional) {
+    if (bind_tensor3(b, w, name, ne0, ne1, ne2, optional)) return -1;
     if (!w->data) return 0;
     return bind_qext(b, w) || bind_scales(b, w) || bind_input_scale(b, w) || bind_act(b, w) ? -1 : 0;
 }
@@ -261,6 +278,10 @@ static int split_fused(const binder *b, const hfq_hparams *hp, const hfq_arch_de
     return 0;
 }
 
+static int bind_matrix(const binder *b, hfq_tensor *w, const char *name, int64_t ne0, int64_t ne1, bool optional) {
+    return bind_matrix3(b, w, name, ne0, ne1, 1, optional);
+}
+
 /* Every layer tensor the runner knows, with its need unless the family
  * says otherwise (kernels/arch.h); rows without a field are tensors
  * llama.cpp may find in a file of these families that the forward pass does
@@ -270,6 +291,10 @@ static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_la
     const int64_t n_q = hp->n_head * hp->head_dim, n_kv = hp->n_head_kv * hp->head_dim;
     const int64_t n_up = arch->fused_gate_up ? 2 * hp->n_ff : hp->n_ff;
     hfq_tensor qkv = {0};   /* stays empty where the family refuses it */
+    /* experts replace the dense SwiGLU */
+    const hfq_need dense = hp->n_expert ? HFQ_NEED_REFUSED : HFQ_NEED_REQUIRED;
+    const hfq_need moe = hp->n_expert ? HFQ_NEED_REQUIRED : HFQ_NEED_REFUSED;
+    const int64_t n_exp = hp->n_expert ? hp->n_expert : 1;
     const struct { hfq_tensor *t; const char *suffix; int64_t ne0, ne1; hfq_need need; } spec[] = {
         {&l->attn_norm, "attn_norm.weight", hp->n_embd, 0, HFQ_NEED_REQUIRED},
         {&qkv, "attn_qkv.weight", hp->n_embd, n_q + 2 * n_kv, HFQ_NEED_REFUSED},
@@ -284,15 +309,22 @@ static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_la
         {&l->wo, "attn_output.weight", n_q, hp->n_embd, HFQ_NEED_REQUIRED},
         {&l->attn_post_norm, "post_attention_norm.weight", hp->n_embd, 0, HFQ_NEED_REFUSED},
         {&l->ffn_norm, "ffn_norm.weight", hp->n_embd, 0, HFQ_NEED_REQUIRED},
-        {&l->w_gate, "ffn_gate.weight", hp->n_embd, hp->n_ff, HFQ_NEED_REQUIRED},
-        {&l->w_up, "ffn_up.weight", hp->n_embd, n_up, HFQ_NEED_REQUIRED},
-        {&l->w_down, "ffn_down.weight", hp->n_ff, hp->n_embd, HFQ_NEED_REQUIRED},
+        {&l->w_gate, "ffn_gate.weight", hp->n_embd, hp->n_ff, dense},
+        {&l->w_up, "ffn_up.weight", hp->n_embd, n_up, dense},
+        {&l->w_down, "ffn_down.weight", hp->n_ff, hp->n_embd, dense},
         {&l->ffn_post_norm, "post_ffw_norm.weight", hp->n_embd, 0, HFQ_NEED_REFUSED},
+        {&l->ffn_gate_inp, "ffn_gate_inp.weight", hp->n_embd, n_exp, moe},
+        {&l->gate_exps, "ffn_gate_exps.weight", hp->n_embd, hp->n_ff_exp, moe},
+        {&l->up_exps, "ffn_up_exps.weight", hp->n_embd, hp->n_ff_exp, moe},
+        {&l->down_exps, "ffn_down_exps.weight", hp->n_ff_exp, hp->n_embd, moe},
         {NULL, "attn_output.bias", 0, 0, HFQ_NEED_REFUSED},
         {NULL, "ffn_gate.bias", 0, 0, HFQ_NEED_REFUSED},
         {NULL, "ffn_up.bias", 0, 0, HFQ_NEED_REFUSED},
         {NULL, "ffn_down.bias", 0, 0, HFQ_NEED_REFUSED},
-        {NULL, "ffn_gate_inp.weight", 0, 0, HFQ_NEED_REFUSED},
+        {NULL, "ffn_gate_shexp.weight", 0, 0, HFQ_NEED_REFUSED},
+        {NULL, "ffn_gate_inp_shexp.weight", 0, 0, HFQ_NEED_REFUSED},
+        {NULL, "ffn_gate_inp.bias", 0, 0, HFQ_NEED_REFUSED},
+        {NULL, "exp_probs_b.bias", 0, 0, HFQ_NEED_REFUSED},
     };
     char name[96];
     for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
@@ -303,9 +335,12 @@ static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_la
                 return hfq_fail(b->err, b->where, "tensor '%s' is not supported by the runner", name);
             continue;
         }
-        int (*bind)(const binder *, hfq_tensor *, const char *, int64_t, int64_t, bool) =
-            spec[i].ne1 ? bind_matrix : bind_tensor;
-        if (bind(b, spec[i].t, name, spec[i].ne0, spec[i].ne1, need == HFQ_NEED_OPTIONAL)) return -1;
+        const bool optional = need == HFQ_NEED_OPTIONAL;
+        const bool stacked = spec[i].t == &l->gate_exps || spec[i].t == &l->up_exps || spec[i].t == &l->down_exps;
+        const int64_t ne2 = stacked ? n_exp : 1;
+        if (spec[i].ne1 ? bind_matrix3(b, spec[i].t, name, spec[i].ne0, spec[i].ne1, ne2, optional)
+                        : bind_tensor(b, spec[i].t, name, spec[i].ne0, 0, optional))
+            return -1;
     }
     return split_fused(b, hp, arch, il, &qkv, l);
 }
@@ -407,11 +442,20 @@ int hfq_model_each_matrix(const hfq_model *m, int (*fn)(void *user, const hfq_te
     if (m->output.data != m->tok_embd.data && (rc = fn(user, &m->output))) return rc;
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const hfq_layer *l = &m->layers[il];
-        const hfq_tensor *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        const hfq_tensor *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down,
+                                    &l->ffn_gate_inp, &l->gate_exps, &l->up_exps, &l->down_exps};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            if ((rc = fn(user, mats[i]))) return rc;
+            if (mats[i]->data && (rc = fn(user, mats[i]))) return rc;
     }
     return 0;
+}
+
+hfq_tensor hfq_expert_slice(const hfq_tensor *stacked, int64_t n_expert, int64_t e) {
+    hfq_tensor t = *stacked;
+    t.ne1 = stacked->ne1 / n_expert;
+    t.data = (const char *)stacked->data + (size_t)e * (size_t)t.ne1 * stacked->row_bytes;
+    if (t.scale && t.scale_groups) t.scale += e * t.ne1 * t.scale_groups;
+    return t;
 }
 
 static int count_elements(void *user, const hfq_tensor *t) {

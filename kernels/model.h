@@ -1,5 +1,5 @@
 /* model.h - a model of one of the runner's families (kernels/arch.h: llama,
- * qwen2, qwen3) bound to its weights.
+ * qwen2, qwen3, qwen3moe; llama with experts for Mixtral) bound to its weights.
  *
  * The weights are never copied: every hfq_tensor points into the GGUF file's
  * read-only mapping (or, for tests, into memory the caller owns). Binding
@@ -99,6 +99,12 @@ typedef struct hfq_hparams {
      * the scale) and of the logits; 0: none. */
     float attn_softcap, final_softcap;
     float attn_scale;         /* on q.k; 0: 1/sqrt(head_dim) */
+    /* Mixture of experts (expert_count > 0): each layer's feed-forward is
+     * n_expert_used of n_expert SwiGLU experts of width n_ff_exp, chosen per
+     * token by the router (kernels/moe_route.h); expert_weights_norm: the
+     * chosen weights are renormalised to sum to 1. n_expert 0: dense. */
+    int64_t n_expert, n_expert_used, n_ff_exp;
+    bool expert_weights_norm;
 } hfq_hparams;
 
 /* Whether layer il attends through the sliding window. */
@@ -120,7 +126,18 @@ typedef struct hfq_layer {
     hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] (phi3: halves of ffn_up) */
     hfq_tensor w_down;                      /* [n_ff] -> [n_embd] */
     hfq_tensor ffn_post_norm;               /* as attn_post_norm, of the feed-forward output */
+    /* Mixture of experts (data NULL when dense): the router, and the
+     * experts' projections, each 3-D tensor of the file seen as one matrix
+     * of n_expert stacked experts (expert e: rows e*n .. (e+1)*n - 1, see
+     * hfq_expert_slice). */
+    hfq_tensor ffn_gate_inp;                /* [n_embd] -> [n_expert] */
+    hfq_tensor gate_exps, up_exps;          /* [n_embd] -> [n_expert * n_ff_exp] */
+    hfq_tensor down_exps;                   /* [n_ff_exp] -> [n_expert * n_embd] */
 } hfq_layer;
+
+/* Expert e of a stacked expert tensor as a matrix of its own (n_expert of
+ * them): the same rows, no copy. */
+hfq_tensor hfq_expert_slice(const hfq_tensor *stacked, int64_t n_expert, int64_t e);
 
 typedef struct hfq_model hfq_model;
 

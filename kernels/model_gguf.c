@@ -147,6 +147,42 @@ static int read_swa(const keys *k, const hfq_arch_desc *arch, hfq_hparams *hp) {
     return 0;
 }
 
+/* A boolean key; def when absent. */
+static int get_bool(const keys *k, const char *suffix, bool def, bool *out) {
+    char key[128];
+    int64_t i = find(k, suffix, key, sizeof key);
+    *out = def;
+    if (i < 0) return 0;
+    return gguf_get_bool(k->f, i, out, k->err);
+}
+
+/* The experts' keys, as llama.cpp reads them: the used count is required,
+ * the width defaults to feed_forward_length, the renormalisation of the
+ * chosen weights to on (llama.cpp's llama and qwen3moe always renormalise;
+ * hfconv writes expert_weights_norm = false for a Qwen3-MoE that does not).
+ * What would change the router's math beyond that is refused. */
+static int read_experts(const keys *k, hfq_hparams *hp) {
+    const char *path = gguf_path(k->f);
+    int64_t gating, shared;
+    float scale;
+    if (get_int(k, "expert_used_count", false, 0, &hp->n_expert_used) ||
+        get_int(k, "expert_feed_forward_length", true, hp->n_ff, &hp->n_ff_exp) ||
+        get_bool(k, "expert_weights_norm", true, &hp->expert_weights_norm) ||
+        get_int(k, "expert_gating_func", true, 1, &gating) ||
+        get_int(k, "expert_shared_count", true, 0, &shared) ||
+        get_float(k, "expert_weights_scale", true, 1.0f, &scale))
+        return -1;
+    if (gating != 1)
+        return hfq_fail(k->err, path, "key '%s.expert_gating_func' = %lld: only softmax routing (1) is supported",
+                        k->arch, (long long)gating);
+    if (shared != 0)
+        return hfq_fail(k->err, path, "key '%s.expert_shared_count' = %lld: shared experts are not supported", k->arch,
+                        (long long)shared);
+    if (scale != 1.0f && scale != 0.0f)
+        return hfq_fail(k->err, path, "key '%s.expert_weights_scale' = %g is not supported", k->arch, scale);
+    return 0;
+}
+
 int hfq_hparams_from_gguf(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
     const char *path = gguf_path(f);
     int64_t ia = gguf_find_key(f, "general.architecture");
@@ -157,19 +193,18 @@ int hfq_hparams_from_gguf(const gguf_file *f, hfq_hparams *hp, hfq_error *err) {
     if (hfq_arch_find(arch, &hp->arch, path, err)) return -1;
     hp->rope_mode = hfq_arch_get(hp->arch)->rope_mode;
     keys k = {f, arch, err};
-    int64_t n_expert, value_length;
+    int64_t value_length;
     if (get_int(&k, "embedding_length", false, 0, &hp->n_embd) ||
         get_int(&k, "feed_forward_length", false, 0, &hp->n_ff) ||
         get_int(&k, "block_count", false, 0, &hp->n_layer) ||
         get_int(&k, "context_length", false, 0, &hp->n_ctx_train) ||
         get_int(&k, "attention.head_count", false, 0, &hp->n_head) ||
         get_int(&k, "attention.head_count_kv", true, hp->n_head, &hp->n_head_kv) ||
-        get_int(&k, "expert_count", true, 0, &n_expert) ||
+        get_int(&k, "expert_count", true, 0, &hp->n_expert) ||
         get_float(&k, "attention.layer_norm_rms_epsilon", false, 0.0f, &hp->rms_eps) ||
         get_float(&k, "rope.freq_base", true, 10000.0f, &hp->rope_freq_base))
         return -1;
-    if (n_expert != 0)
-        return hfq_fail(err, path, "key '%s.expert_count': mixture-of-experts models are not supported", arch);
+    if (hp->n_expert != 0 && read_experts(&k, hp)) return -1;
     if (hp->n_head <= 0)
         return hfq_fail(err, path, "key '%s.attention.head_count' = %lld must be positive", arch,
                         (long long)hp->n_head);

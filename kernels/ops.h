@@ -137,6 +137,15 @@ typedef struct hfq_ops {
     void (*geglu)(hfq_backend *b, float *gate, const float *up, size_t n);
     /* Optional, as geglu. x *= s over n values. */
     void (*scale)(hfq_backend *b, float *x, float s, size_t n);
+    /* Optional, as geglu: mixtures of experts. rows: host memory, n_rows
+     * distinct row indices.
+     * gather_rows: y[i] = x[rows[i]];  x: [*][width], y: [n_rows][width].
+     * add_rows_scaled: x[rows[i]] += w[i] * y[i] (the product rounded to
+     * float first);  w: host [n_rows]. */
+    void (*gather_rows)(hfq_backend *b, float *y, const float *x, const int32_t *rows, int64_t n_rows,
+                        int64_t width);
+    void (*add_rows_scaled)(hfq_backend *b, float *x, const float *y, const int32_t *rows, const float *w,
+                            int64_t n_rows, int64_t width);
 } hfq_ops;
 
 #endif

@@ -17,6 +17,7 @@ are a folder, and usage errors (one line, the nearest option suggested);
 usage: bad_input_check.py [-v] [CASE-SUBSTRING...]   (env: HFQ_BUILD, HFQ_SOURCE)
 """
 import json
+import re
 import os
 import resource
 import shutil
@@ -694,6 +695,122 @@ def _(work):
 @case("quantize/export-phi3-window", "phi3.attention.sliding_window 32: not exported yet")
 def _(work):
     return phi3_export_case(work, lambda c: c.__setitem__("sliding_window", 32))
+# ---------------------------------------------------------------- hfconv: mixtures of experts
+
+def moe_model(work, n_experts=2, change=None, config=None, router_rows=None):
+    """The mkmodel checkpoint as a Mixtral: each layer's SwiGLU copied into
+    n_experts experts (block_sparse_moe.experts.E.w1/w3/w2) and a zero router;
+    change(tensors) edits {name: (dtype, shape, bytes)}, config(c) config.json."""
+    m = B.copy_model(work)
+    path = os.path.join(m, "model.safetensors")
+    header, start, raw = st_read(path)
+    header.pop("__metadata__", None)
+    tensors = {}
+    for name, info in header.items():
+        a, b = info["data_offsets"]
+        mm = re.match(r"model\.layers\.(\d+)\.mlp\.(gate|up|down)_proj\.weight$", name)
+        if not mm:
+            tensors[name] = (info["dtype"], info["shape"], bytes(raw[start + a:start + b]))
+            continue
+        layer, w = mm.group(1), {"gate": "w1", "up": "w3", "down": "w2"}[mm.group(2)]
+        for e in range(n_experts):
+            tensors[f"model.layers.{layer}.block_sparse_moe.experts.{e}.{w}.weight"] = (
+                info["dtype"], info["shape"], bytes(raw[start + a:start + b]))
+        if w == "w1":
+            rows, hidden = router_rows or n_experts, info["shape"][1]
+            tensors[f"model.layers.{layer}.block_sparse_moe.gate.weight"] = ("F32", [rows, hidden],
+                                                                             bytes(4 * rows * hidden))
+    if change:
+        change(tensors)
+    new, data = {}, bytearray()
+    for name, (dtype, shape, blob) in tensors.items():
+        new[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(blob)]}
+        data += blob
+    st_write(path, new, data)
+
+    def cfg(c):
+        c.update(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=n_experts,
+                 num_experts_per_tok=1)
+        if config:
+            config(c)
+    edit_json(os.path.join(m, "config.json"), cfg)
+    return hfconv_case(work, m)
+
+
+EXP = "model.layers.0.block_sparse_moe.experts.1.w1.weight"
+
+
+@case("hfconv/moe-missing-expert", "checkpoint lacks expert 1 of 2 for 'blk.0.ffn_gate_exps.weight'")
+def _(work):
+    return moe_model(work, change=lambda t: t.pop(EXP))
+
+
+@case("hfconv/moe-expert-shape", f"tensor '{EXP}': dtype or shape differs from the other experts'")
+def _(work):
+    def halve(t):
+        dtype, shape, blob = t[EXP]
+        t[EXP] = (dtype, [shape[0] // 2, shape[1]], blob[:len(blob) // 2])
+    return moe_model(work, change=halve)
+
+
+@case("hfconv/moe-more-experts-in-config", "checkpoint lacks expert 2 of 4 for")
+def _(work):
+    return moe_model(work, config=lambda c: c.__setitem__("num_local_experts", 4), router_rows=4)
+
+
+@case("hfconv/moe-fewer-experts-in-config", "experts.1.w2.weight' is not part of a MixtralForCausalLM model")
+def _(work):
+    return moe_model(work, config=lambda c: c.__setitem__("num_local_experts", 1), router_rows=1)
+
+
+@case("hfconv/moe-router-size", "tensor 'model.layers.0.block_sparse_moe.gate.weight': shape [3, 64] does not "
+      "match config.json (expected [2, 64])")
+def _(work):
+    return moe_model(work, router_rows=3)
+
+
+@case("hfconv/moe-no-expert-count", "missing required field 'num_local_experts' (or 'num_experts')")
+def _(work):
+    return moe_model(work, config=lambda c: c.pop("num_local_experts"))
+
+
+@case("hfconv/moe-used-above-count", "field 'num_experts_per_tok' = 3: exceeds the number of experts")
+def _(work):
+    return moe_model(work, config=lambda c: c.__setitem__("num_experts_per_tok", 3))
+
+
+@case("hfconv/moe-dense-layers", "field 'decoder_sparse_step' = 2: dense layers among the expert layers")
+def _(work):
+    return moe_model(work, config=lambda c: c.__setitem__("decoder_sparse_step", 2))
+
+
+@case("hfconv/moe-shared-experts", "field 'shared_expert_intermediate_size' = 64: shared experts are not supported")
+def _(work):
+    return moe_model(work, config=lambda c: c.__setitem__("shared_expert_intermediate_size", 64))
+
+
+@case("hfconv/moe-fused-experts", "experts fused into one tensor (transformers 5's save_original_format=False)")
+def _(work):
+    def fuse(t):   # transformers 5's in-memory layout: [experts, 2 * ff, hidden]
+        for layer in (0, 1):
+            pre = f"model.layers.{layer}.block_sparse_moe.experts."
+            parts = [t.pop(f"{pre}{e}.{w}.weight") for e in range(2) for w in ("w1", "w3")]
+            t.update({f"model.layers.{layer}.mlp.experts.gate_up_proj": (
+                parts[0][0], [2, 2 * parts[0][1][0], parts[0][1][1]], b"".join(p[2] for p in parts))})
+    return moe_model(work, change=fuse)
+
+
+@case("quantize/export-moe", "tensor 'blk.0.ffn_gate_inp.weight' has no Hugging Face name in family 'llama'")
+def _(work):
+    argv, outs, _ = moe_model(work)
+    must(argv)
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, outs[0], "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"], [out], None
+
+
+@case("hfconv/experts-in-dense-family", "config.json gives 4 experts: LlamaForCausalLM has none")
+def _(work):
+    return hfconv_with(work, "config.json", lambda p: edit_json(p, lambda c: c.__setitem__("num_local_experts", 4)))
 
 
 # ---------------------------------------------------------------- hfconv --lora: PEFT adapters

@@ -309,9 +309,9 @@ def against_llama_runtime(label, gguf):
     check(abs(ours - theirs) <= PPL_TOL * theirs, f"{label}: PPL {ours} vs llama-perplexity's {theirs}")
 
 
-def against_llama_quantize(label, gguf, tmp):
+def against_llama_quantize(label, gguf, tmp, presets=("Q4_K_M", "Q8_0")):
     """llama-quantize and our quantize on our file: the same tensors."""
-    for preset in ("Q4_K_M", "Q8_0"):
+    for preset in presets:
         theirs, ours = (os.path.join(tmp, f"{label}-{preset}-{who}.gguf") for who in ("llama", "ours"))
         r = run_llama([LLAMA_QUANTIZE, gguf, theirs, preset, "2"], "")
         q = subprocess.run([QUANTIZE, gguf, ours, preset, "--quiet"], capture_output=True, text=True)

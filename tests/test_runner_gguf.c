@@ -130,6 +130,18 @@ static void gemma2_negative_cap(gguf_writer *w) { gguf_set_f32(w, "gemma2.final_
 static void gemma2_window_str(gguf_writer *w) { gguf_set_str(w, "gemma2.attention.sliding_window", "64"); }
 static void yarn(gguf_writer *w) { gguf_set_str(w, "llama.rope.scaling.type", "yarn"); }
 static void moe(gguf_writer *w) { gguf_set_u32(w, "llama.expert_count", 8); }
+static void moe_dense(gguf_writer *w) {
+    gguf_set_u32(w, "llama.expert_count", 8);
+    gguf_set_u32(w, "llama.expert_used_count", 2);
+}
+static void moe_sigmoid(gguf_writer *w) {
+    moe_dense(w);
+    gguf_set_u32(w, "llama.expert_gating_func", 2);
+}
+static void moe_used(gguf_writer *w) {
+    gguf_set_u32(w, "llama.expert_count", 2);
+    gguf_set_u32(w, "llama.expert_used_count", 3);
+}
 static void heads_str(gguf_writer *w) { gguf_set_str(w, "llama.attention.head_count", "4"); }
 static void value_len(gguf_writer *w) { gguf_set_u32(w, "llama.attention.value_length", 12); }
 static void attn_factor(gguf_writer *w) { gguf_set_f32(w, "llama.rope.scaling.attn_factor", 0.0f); }
@@ -206,7 +218,11 @@ static void test_bad_metadata(void) {
     expect_load_error(no_blocks, "key 'llama.block_count' is missing");
     expect_load_error(no_eps, "key 'llama.attention.layer_norm_rms_epsilon' is missing");
     expect_load_error(yarn, "rope scaling type 'yarn' is not supported");
-    expect_load_error(moe, "mixture-of-experts models are not supported");
+    expect_load_error(moe, "key 'llama.expert_used_count' is missing");
+    /* experts replace the dense feed-forward: its tensors are refused */
+    expect_load_error(moe_dense, "tensor 'blk.0.ffn_gate.weight' is not supported by the runner");
+    expect_load_error(moe_sigmoid, "expert_gating_func' = 2: only softmax routing (1) is supported");
+    expect_load_error(moe_used, "expert_count 2, expert_used_count 3");
     expect_load_error(heads_str, "llama.attention.head_count");
     expect_load_error(value_len, "value_length' = 12 differs from key_length 10");
     expect_load_error(attn_factor, "attn_factor' = 0 must be positive");

@@ -301,6 +301,22 @@ static void cpu_add(hfq_backend *b, float *x, const float *y, size_t n) {
     FOR_RANGES(b, n, add_range(x + lo, y + lo, hi - lo));
 }
 
+static void cpu_gather_rows(hfq_backend *b, float *y, const float *x, const int32_t *rows, int64_t n_rows,
+                            int64_t width) {
+    (void)b;
+    for (int64_t i = 0; i < n_rows; i++) memcpy(y + i * width, x + rows[i] * width, (size_t)width * sizeof *y);
+}
+
+static void cpu_add_rows_scaled(hfq_backend *b, float *x, const float *y, const int32_t *rows, const float *w,
+                                int64_t n_rows, int64_t width) {
+    (void)b;
+    for (int64_t i = 0; i < n_rows; i++) {
+        float *xr = x + rows[i] * width;
+        const float *yr = y + i * width;
+        for (int64_t j = 0; j < width; j++) xr[j] += w[i] * yr[j];
+    }
+}
+
 static const hfq_ops cpu_ops = {
     .name = "cpu",
     .host_visible = true,
@@ -317,6 +333,8 @@ static const hfq_ops cpu_ops = {
     .attention = cpu_attention,
     .swiglu = cpu_swiglu,
     .add = cpu_add,
+    .gather_rows = cpu_gather_rows,
+    .add_rows_scaled = cpu_add_rows_scaled,
     .kv_types = (1u << HFQ_KV_COUNT) - 2,   /* all but HFQ_KV_DEFAULT */
     .kv_default = HFQ_KV_F16,
     .scratch_bytes = cpu_scratch_bytes,

@@ -369,6 +369,7 @@ static const hfq_ops cuda_ops = {
     1u << HFQ_KV_F32, HFQ_KV_F32,   /* an F32 cache only: the graph refuses the other KV types */
     NULL,                           /* no memory plan: device memory is cudaMalloc's */
     cuda_geglu_op, cuda_scale_op,
+    NULL, NULL,                     /* no mixtures of experts: the graph refuses them */
 };
 
 const hfq_ops *hfq_cuda_module_ops(void) { return &cuda_ops; }

@@ -360,6 +360,8 @@ static int plan_tensor(const gguf_file *f, const hf_arch *arch, const gguf_tenso
             return hfq_fail(err, where, "tensor '%s' (longrope scaling): not exported yet", t->name);
         return hfq_fail(err, where, "tensor '%s' has no Hugging Face name in family '%s'", t->name, arch->gguf_arch);
     }
+    if (row->role == ROLE_FFN_GATE_INP || strchr(row->hf_name, '*'))
+        return hfq_fail(err, where, "tensor '%s': mixtures of experts are not exported", t->name);
     const bool linear = row->cols != HF_DIM_NONE && row->role != ROLE_TOKEN_EMBD;
     int64_t heads = 0;
     if (arch->permute_qk && (row->role == ROLE_ATTN_Q || row->role == ROLE_ATTN_K)) {

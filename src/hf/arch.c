@@ -8,7 +8,8 @@
 
 /* In the order of the error message that lists what is supported. */
 static const hf_arch *const families[] = {&hf_arch_llama, &hf_arch_qwen2, &hf_arch_qwen3, &hf_arch_phi3,
-                                           &hf_arch_gemma, &hf_arch_gemma2, &hf_arch_gemma3};
+                                           &hf_arch_gemma, &hf_arch_gemma2, &hf_arch_gemma3, &hf_arch_mixtral,
+                                           &hf_arch_qwen3moe};
 
 const char *hf_arch_supported(char *buf, size_t cap) {
     size_t used = 0;
@@ -108,25 +109,53 @@ const hf_tensor_row *hf_arch_global_row(hf_role role) {
     return NULL;
 }
 
-int hf_map_tensor(const hf_arch *arch, const char *hf_name, int n_layers, hf_tensor_map *out) {
+bool hf_arch_has_experts(const hf_arch *arch) {
+    for (size_t i = 0; i < arch->n_layer_rows; i++)
+        if (arch->layer_rows[i].hf_name && strchr(arch->layer_rows[i].hf_name, '*')) return true;
+    return false;
+}
+
+/* A decimal index below `bound` at *p, without leading zeros; its end in *end. */
+static long parse_index(const char *p, long bound, const char **end) {
+    if (*p < '0' || *p > '9') return -1;
+    char *e;
+    long v = strtol(p, &e, 10);
+    *end = e;
+    return v < 0 || v >= bound || (p[0] == '0' && e - p > 1) ? -1 : v;
+}
+
+/* Whether name matches pattern, a '*' in it an expert index below n_experts (in *expert). */
+static bool match_row(const char *pattern, const char *name, int n_experts, int *expert) {
+    const char *star = strchr(pattern, '*');
+    *expert = -1;
+    if (!star) return strcmp(pattern, name) == 0;
+    size_t head = (size_t)(star - pattern);
+    if (strncmp(pattern, name, head) != 0) return false;
+    const char *end;
+    long e = parse_index(name + head, n_experts, &end);
+    if (e < 0 || strcmp(end, star + 1) != 0) return false;
+    *expert = (int)e;
+    return true;
+}
+
+int hf_map_tensor(const hf_arch *arch, const char *hf_name, int n_layers, int n_experts, hf_tensor_map *out) {
     for (size_t i = 0; i < sizeof global_rows / sizeof global_rows[0]; i++) {
         if (strcmp(hf_name, global_rows[i].hf_name) == 0) {
             out->row = &global_rows[i];
             out->layer = -1;
+            out->expert = -1;
             return 0;
         }
     }
     static const char prefix[] = "model.layers.";
     if (strncmp(hf_name, prefix, sizeof prefix - 1) != 0) return -1;
-    const char *p = hf_name + sizeof prefix - 1;
-    if (*p < '0' || *p > '9') return -1;
-    char *end;
-    long layer = strtol(p, &end, 10);
-    if (*end != '.' || layer < 0 || layer >= n_layers || (p[0] == '0' && end - p > 1)) return -1;
+    const char *end;
+    long layer = parse_index(hf_name + sizeof prefix - 1, n_layers, &end);
+    if (layer < 0 || *end != '.') return -1;
     const char *suffix = end + 1;
     const hf_tensor_row *row;
     for (size_t i = 0; (row = hf_arch_layer_row(arch, i)); i++) {
-        if (strcmp(suffix, row->hf_name) != 0) continue;
+        if (!match_row(row->hf_name, suffix, n_experts, &out->expert)) continue;
         out->row = row;
         out->layer = (int)layer;
         return 0;

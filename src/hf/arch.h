@@ -40,7 +40,11 @@
 typedef enum hf_role {
     ROLE_TOKEN_EMBD, ROLE_ATTN_NORM, ROLE_ATTN_QKV, ROLE_ATTN_Q, ROLE_ATTN_Q_BIAS, ROLE_ATTN_Q_NORM, ROLE_ATTN_K,
     ROLE_ATTN_K_BIAS, ROLE_ATTN_K_NORM, ROLE_ATTN_V, ROLE_ATTN_V_BIAS, ROLE_ATTN_OUT, ROLE_ATTN_POST_NORM,
-    ROLE_FFN_NORM, ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_FFN_POST_NORM, ROLE_OUTPUT_NORM, ROLE_OUTPUT,
+    ROLE_FFN_NORM, ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_FFN_POST_NORM,
+    /* mixture of experts: the router, and each expert's SwiGLU projections
+     * stacked into one 3-D tensor (experts.c) */
+    ROLE_FFN_GATE_INP, ROLE_FFN_GATE_EXPS, ROLE_FFN_UP_EXPS, ROLE_FFN_DOWN_EXPS,
+    ROLE_OUTPUT_NORM, ROLE_OUTPUT,
     ROLE_SKIP,                /* present in checkpoints, not needed (rotary inv_freq) */
     ROLE_COUNT
 } hf_role;
@@ -54,12 +58,17 @@ typedef enum hf_dim {
     HF_DIM_HEAD,              /* head_dim (per-head norms) */
     HF_DIM_QKV,               /* Q + 2 KV: fused q, k, v rows (Phi-3's qkv_proj) */
     HF_DIM_FF2,               /* 2 * intermediate_size: fused gate, up rows (gate_up_proj) */
+    HF_DIM_EXPERTS,           /* the number of experts (the router's rows) */
+    HF_DIM_FF_EXP,            /* one expert's feed-forward width */
 } hf_dim;
 
 /* One kind of tensor. Layer rows name what follows "model.layers.N." and
  * "blk.N."; the others name whole tensors. A family's layer row with the
  * role of a shared one replaces it; with hf_name NULL it removes it (Phi-3's
- * fused projections have no separate q/k/v or gate). */
+ * fused projections have no separate q/k/v or gate). A '*' in hf_name
+ * stands for an expert's index ("block_sparse_moe.experts.*.w1.weight"):
+ * each expert is one [rows, cols] tensor, and GGUF has them stacked as one
+ * 3-D tensor (ne = {cols, rows, experts}). */
 typedef struct hf_tensor_row {
     const char *hf_name;
     const char *gguf_name;    /* NULL for ROLE_SKIP */
@@ -140,6 +149,8 @@ extern const hf_arch hf_arch_gemma;   /* arch_gemma.c */
 extern const hf_arch hf_arch_gemma2;  /* arch_gemma.c */
 extern const hf_arch hf_arch_gemma3;  /* arch_gemma.c */
 extern const hf_arch hf_arch_phi3;    /* arch_phi3.c */
+extern const hf_arch hf_arch_mixtral; /* arch_mixtral.c */
+extern const hf_arch hf_arch_qwen3moe;/* arch_qwen3moe.c */
 
 /* The architecture names of every family, ", "-separated, in buf (for
  * --help and errors); returns buf. */
@@ -174,11 +185,16 @@ const hf_tensor_row *hf_arch_global_row(hf_role role);
 typedef struct hf_tensor_map {
     const hf_tensor_row *row;
     int layer;                /* -1 for tensors outside the blocks */
+    int expert;               /* the '*' of a per-expert row; -1 otherwise */
 } hf_tensor_map;
 
+/* Whether a family has experts (rows with '*' in their names). */
+bool hf_arch_has_experts(const hf_arch *arch);
+
 /* Maps a Hugging Face tensor name. Returns 0 and fills out, or -1 when the
- * name is not one this family has. n_layers bounds the layer index. */
-int hf_map_tensor(const hf_arch *arch, const char *hf_name, int n_layers, hf_tensor_map *out);
+ * name is not one this family has. n_layers bounds the layer index,
+ * n_experts the expert index. */
+int hf_map_tensor(const hf_arch *arch, const char *hf_name, int n_layers, int n_experts, hf_tensor_map *out);
 
 /* The GGUF name ("blk.3.attn_q.weight") for a mapped tensor (not ROLE_SKIP). */
 void hf_gguf_name(const hf_tensor_map *m, char *buf, size_t cap);

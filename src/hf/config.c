@@ -548,6 +548,34 @@ static int parse_fp8(const doc *d, hf_config *cfg) {
     return 0;
 }
 
+/* The expert counts and widths; what would make a layer dense or add a
+ * shared expert is refused (no family computes it). */
+static int parse_experts(const doc *d, hf_config *cfg) {
+    char name[HF_KEY_MAX];
+    const char *count_key = is_set(field(d, "num_local_experts", name)) ? "num_local_experts" : "num_experts";
+    if (get_int(d, count_key, 0, 1 << 16, 0, false, &cfg->n_experts) ||
+        get_int(d, "num_experts_per_tok", 1, 1 << 16, 1, false, &cfg->n_experts_used) ||
+        get_int(d, "moe_intermediate_size", 1, MAX_DIM, cfg->intermediate_size, false, &cfg->expert_ff))
+        return -1;
+    const cJSON *v = field(d, "norm_topk_prob", name);
+    cfg->has_norm_topk_prob = is_set(v);
+    if (cfg->has_norm_topk_prob && !cJSON_IsBool(v)) return refuse(d, name, v, "must be true or false");
+    cfg->norm_topk_prob = cJSON_IsTrue(v);
+    if (cfg->n_experts == 0) return 0;
+    if (cfg->n_experts_used > cfg->n_experts)
+        return refuse(d, "num_experts_per_tok", field(d, "num_experts_per_tok", name), "exceeds the number of experts");
+    v = field(d, "mlp_only_layers", name);
+    if (is_set(v) && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
+        return refuse(d, name, v, "dense layers among the expert layers are not supported");
+    if (refuse_unless(d, field(d, "decoder_sparse_step", name), name, 1.0,
+                      "dense layers among the expert layers are not supported"))
+        return -1;
+    static const char *const shared[] = {"shared_expert_intermediate_size", "n_shared_experts"};
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
+        if (refuse_unless(d, field(d, shared[i], name), name, 0.0, "shared experts are not supported")) return -1;
+    return 0;
+}
+
 int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err) {
     return hf_config_load_defaults(cfg, dir, NULL, err);
 }
@@ -591,7 +619,7 @@ int hf_config_load_defaults(hf_config *cfg, const char *dir, const char *(*defau
     cfg->bos_token_id = first_id(field(&d, "bos_token_id", name));
     cfg->eos_token_id = first_id(field(&d, "eos_token_id", name));
     if (parse_dims(&d, cfg) || parse_ropes(&d, cfg) || parse_layer_types(&d, cfg) || refuse_unsupported(&d, cfg) ||
-        parse_fp8(&d, cfg))
+        parse_fp8(&d, cfg) || parse_experts(&d, cfg))
         goto done;
     rc = 0;
 done:

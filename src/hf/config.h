@@ -116,6 +116,13 @@ typedef struct hf_config {
     double query_pre_attn_scalar;
     bool has_query_pre_attn_scalar;
 
+    /* Mixtures of experts: num_local_experts (or num_experts), 0 if absent;
+     * num_experts_per_tok; one expert's width (moe_intermediate_size, else
+     * intermediate_size); norm_topk_prob when given. Layers made dense
+     * (mlp_only_layers, decoder_sparse_step) and shared experts are refused. */
+    int64_t n_experts, n_experts_used, expert_ff;
+    bool norm_topk_prob, has_norm_topk_prob;
+
     int64_t bos_token_id, eos_token_id;   /* -1 if absent */
     /* FP8 checkpoints: quantization_config.weight_block_size, or 0 */
     int64_t fp8_block_rows, fp8_block_cols;

@@ -13,6 +13,7 @@
 #include "src/hf/arch.h"
 #include "src/hf/config.h"
 #include "src/hf/ct_read.h"
+#include "src/hf/experts.h"
 #include "src/hf/lora.h"
 #include "src/tokenizer/vocab.h"
 
@@ -46,6 +47,11 @@ typedef struct plan_entry {
     int64_t scale_rows, scale_cols;
     int64_t block_rows, block_cols;
     hf_ct_weight *ct;             /* a compressed-tensors weight (src: its codes), or NULL */
+    /* Stacked experts (NULL otherwise): each expert's expert_rows rows in
+     * turn from its own source; rows counts them all, src is the first
+     * expert found (its shape checked against config.json). */
+    hf_expert_stack *experts;
+    int64_t expert_rows;
 } plan_entry;
 
 typedef struct plan {
@@ -55,7 +61,10 @@ typedef struct plan {
 } plan;
 
 static void plan_free(plan *p) {
-    for (int64_t i = 0; p->entries && i < p->n; i++) hf_ct_weight_close(p->entries[i].ct);
+    for (int64_t i = 0; p->entries && i < p->n; i++) {
+        hf_ct_weight_close(p->entries[i].ct);
+        hf_experts_free(p->entries[i].experts);
+    }
     free(p->entries);
 }
 
@@ -81,6 +90,8 @@ static int64_t dim_size(const hf_config *c, hf_dim d) {
     case HF_DIM_HEAD: return c->head_dim;
     case HF_DIM_QKV: return (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
     case HF_DIM_FF2: return 2 * c->intermediate_size;
+    case HF_DIM_EXPERTS: return c->n_experts;
+    case HF_DIM_FF_EXP: return c->expert_ff;
     }
     return 0;
 }
@@ -210,6 +221,8 @@ static int add_entry(plan *p, const hf_config *cfg, const hf_arch *arch, const s
     set_permute(e, arch, cfg);
     /* llama.cpp's Gemma converters add the one to every "*norm.weight" */
     e->plus_one = arch->norm_plus_one && !cols && has_suffix(map.row->hf_name, "norm.weight");
+    /* the router too, as llama.cpp's converter keeps ffn_gate_inp */
+    if (map.row->role == ROLE_FFN_GATE_INP) e->out_type = GT_F32;
     if (is_fp8_dtype(t->dtype) && attach_fp8_scale(e, cfg, st, err)) return -1;
     p->n++;
     return 0;
@@ -252,6 +265,28 @@ static const char *text_model_name(const char *name, char *buf, size_t cap) {
     return buf;
 }
 
+/* Expert `map.expert` of a stacked tensor: the stack's entry is made by its
+ * first expert found (the shape checked as any tensor's), the others join it. */
+static int add_expert(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st, const st_tensor *t,
+                      hf_tensor_map map, uint32_t matrix_type, hfq_error *err) {
+    const char *file = st_shard_path(st, t->shard);
+    if (is_fp8_dtype(t->dtype)) return hfq_fail(err, file, "tensor '%s': FP8 experts are not supported", t->name);
+    if (p->ct) return hfq_fail(err, file, "tensor '%s': compressed-tensors experts are not supported", t->name);
+    plan_entry *e = NULL;
+    for (int64_t i = 0; i < p->n && !e; i++)
+        if (p->entries[i].experts && p->entries[i].map.layer == map.layer && p->entries[i].map.row == map.row)
+            e = &p->entries[i];
+    if (!e) {
+        if (add_entry(p, cfg, arch, st, t, map, matrix_type, err)) return -1;
+        e = &p->entries[p->n - 1];
+        if (!(e->experts = hf_experts_new(cfg->n_experts))) return hfq_fail(err, NULL, "out of memory");
+        e->expert_rows = e->rows;
+        e->rows *= cfg->n_experts;
+        e->n_dims = 3;
+    }
+    return hf_experts_add(e->experts, map.expert, t, file, err);
+}
+
 static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st,
                       uint32_t matrix_type, hfq_error *err) {
     int64_t n = st_n_tensors(st);
@@ -268,16 +303,23 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         char packed[1024];
         const bool is_packed = p->ct && hf_ct_packed_weight_name(name, packed, sizeof packed);
         if (p->ct && !is_packed && hf_ct_side_tensor(name)) continue;
-        if (hf_map_tensor(arch, is_packed ? packed : name, (int)cfg->n_layers, &map) != 0)
+        if (hf_map_tensor(arch, is_packed ? packed : name, (int)cfg->n_layers, (int)cfg->n_experts, &map) != 0) {
+            if (has_suffix(t->name, ".experts.gate_up_proj") || has_suffix(t->name, ".experts.down_proj"))
+                return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s': experts fused into one tensor "
+                                "(transformers 5's save_original_format=False) are not supported: save with "
+                                "save_original_format=True", t->name);
             return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s' is not part of a %s model",
                             t->name, cfg->architecture);
+        }
         if (map.row->role == ROLE_SKIP) continue;
         if (map.row->role == ROLE_TOKEN_EMBD) { embd = t; continue; }
         if (map.row->role == ROLE_OUTPUT) {
             if (!arch->drop_lm_head) lm_head = t;
             continue;
         }
-        if (add_entry(p, cfg, arch, st, t, map, matrix_type, err)) return -1;
+        if (map.expert >= 0 ? add_expert(p, cfg, arch, st, t, map, matrix_type, err)
+                            : add_entry(p, cfg, arch, st, t, map, matrix_type, err))
+            return -1;
     }
     /* Tied embeddings: one matrix serves both; llama.cpp then has no output
      * tensor. Some checkpoints store only lm_head (with __metadata__ aliasing
@@ -286,24 +328,31 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
     const st_tensor *embd_src = embd ? embd : (tied ? lm_head : NULL);
     if (!embd_src)
         return hfq_fail(err, st_shard_path(st, 0), "checkpoint has no model.embed_tokens.weight");
-    hf_tensor_map m = {hf_arch_global_row(ROLE_TOKEN_EMBD), -1};
+    hf_tensor_map m = {hf_arch_global_row(ROLE_TOKEN_EMBD), -1, -1};
     if (add_entry(p, cfg, arch, st, embd_src, m, matrix_type, err)) return -1;
     if (!tied) {
-        hf_tensor_map mo = {hf_arch_global_row(ROLE_OUTPUT), -1};
+        hf_tensor_map mo = {hf_arch_global_row(ROLE_OUTPUT), -1, -1};
         if (add_entry(p, cfg, arch, st, lm_head, mo, matrix_type, err)) return -1;
     }
     qsort(p->entries, (size_t)p->n, sizeof *p->entries, entry_order);
-    /* every block must be complete: each of the family's layer rows, the
-     * first missing in tensor order named */
+    /* every block must be complete: each of the family's layer rows (with
+     * experts, the experts instead of the dense SwiGLU), the first missing
+     * in tensor order named */
+    bool moe = hf_arch_has_experts(arch);
+    for (int64_t i = 0; i < p->n; i++)
+        if (p->entries[i].experts &&
+            hf_experts_check(p->entries[i].experts, p->entries[i].name, st_shard_path(st, 0), err))
+            return -1;
     for (int layer = 0; layer < cfg->n_layers; layer++) {
         for (int r = 0; r < ROLE_COUNT; r++) {
             const hf_tensor_row *row = layer_row_for(arch, (hf_role)r);
             if (!row || !row->gguf_name) continue;
+            if (moe && (r == ROLE_FFN_GATE || r == ROLE_FFN_UP || r == ROLE_FFN_DOWN)) continue;
             bool found = false;
             for (int64_t i = 0; i < p->n && !found; i++)
                 found = p->entries[i].map.layer == layer && p->entries[i].map.row == row;
             if (!found) {
-                hf_tensor_map want = {row, layer};
+                hf_tensor_map want = {row, layer, -1};
                 char name[80];
                 hf_gguf_name(&want, name, sizeof name);
                 return hfq_fail(err, st_shard_path(st, 0), "checkpoint lacks the tensor for '%s'", name);
@@ -336,6 +385,10 @@ static int write_hparams(gguf_writer *w, const hf_config *c, const hf_arch *arch
         rc |= gguf_set_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
     }
     rc |= gguf_set_u32(w, "general.file_type", ftype);
+    if (c->n_experts > 0) {
+        rc |= gguf_set_u32(w, KEY("expert_count"), (uint32_t)c->n_experts);
+        rc |= gguf_set_u32(w, KEY("expert_used_count"), (uint32_t)c->n_experts_used);
+    }
     if (arch->write_keys) rc |= arch->write_keys(w, c, arch);
     if (c->rope_scaling == HF_ROPE_LINEAR) {
         rc |= gguf_set_str(w, KEY("rope.scaling.type"), "linear");
@@ -562,8 +615,9 @@ static int ct_write_sides(gguf_writer *w, const plan_entry *e, uint64_t *done, h
 static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, const hf_lora_set *loras,
                        float *fbuf, void *obuf, int64_t chunk_rows, uint64_t *done, uint64_t total,
                        const hfq_convert_opts *opts, hfq_error *err) {
-    hf_lora_edit *edit;
-    if (hf_lora_edit_for(loras, e->src, e->rows, e->cols, &edit, err)) return -1;
+    hf_lora_edit *edit = NULL;
+    /* adapters of experts are refused where they are matched (lora.c) */
+    if (!e->experts && hf_lora_edit_for(loras, e->src, e->rows, e->cols, &edit, err)) return -1;
     /* a tensor an adapter stores whole is read from there instead */
     plan_entry from = *e;
     const st_model *from_st = st;
@@ -591,10 +645,17 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
         *err = scale_err;
         rc = -1;
     }
-    for (int64_t r0 = 0; r0 < e->rows && rc == 0; r0 += chunk_rows) {
-        int64_t nr = e->rows - r0 < chunk_rows ? e->rows - r0 : chunk_rows;
+    for (int64_t r0 = 0, nr = 0; r0 < e->rows && rc == 0; r0 += nr) {
+        nr = e->rows - r0 < chunk_rows ? e->rows - r0 : chunk_rows;
+        int64_t first = r0;   /* the chunk's first row in its source */
+        if (e->experts) {     /* a chunk stays within one expert */
+            int64_t run;
+            from.src = hf_experts_row(e->experts, e->expert_rows, r0, &first, &run);
+            base = st_data(from_st, from.src);
+            if (nr > run) nr = run;
+        }
         for (int64_t r = r0; r < r0 + nr; r++) {
-            int64_t sr = e->permute_heads ? permuted_source_row(r, e->rows, e->permute_heads) : r;
+            int64_t sr = e->permute_heads ? permuted_source_row(r, e->rows, e->permute_heads) : r - r0 + first;
             float *row = fbuf + (r - r0) * e->cols;
             if (raw) {
                 hf_ct_weight_raw_row(e->ct, sr, (unsigned char *)obuf + (size_t)(r - r0) * out_row);
@@ -616,7 +677,7 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
         }
         if (rc == 0) rc = gguf_writer_write_data(w, obuf, (uint64_t)nr * out_row, err);
         /* a permuted chunk's source rows are its own rows (whole heads) */
-        st_release_range(from_st, from.src, (uint64_t)r0 * in_row_bytes, (uint64_t)nr * in_row_bytes);
+        st_release_range(from_st, from.src, (uint64_t)first * in_row_bytes, (uint64_t)nr * in_row_bytes);
         *done += (uint64_t)nr * out_row;
         if (opts->progress) opts->progress(opts->progress_ctx, *done, total, e->name);
     }
@@ -670,7 +731,11 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
     uint64_t total = 0;
     for (int64_t i = 0; i < p.n; i++) {
         const plan_entry *e = &p.entries[i];
-        int64_t ne[2] = {e->cols, e->rows};
+        int64_t ne[3] = {e->cols, e->rows, 1};
+        if (e->experts) {
+            ne[1] = e->expert_rows;
+            ne[2] = cfg->n_experts;
+        }
         if (gguf_add_tensor(w, e->name, e->out_type, e->n_dims, ne, err) < 0) goto done;
         if (e->cols > max_cols) max_cols = e->cols;
         total += (uint64_t)ggml_row_size(e->out_type, e->cols) * (uint64_t)e->rows;
@@ -848,7 +913,7 @@ static int convert_adapter(const hfq_convert_opts *opts, gguf_writer *w, const h
     rc = 0;
 done:
     hf_lora_edit_free(edit);
-    free(p.entries);
+    plan_free(&p);
     hf_lora_close(loras);
     st_close(st);
     return rc;
@@ -916,6 +981,13 @@ static int check_family_keys(const hf_config *c, const hf_arch *arch, const char
         return hfq_fail(err, path, "field '%s' = %g: partial rotary embeddings are not supported for %s",
                         c->partial_rotary_key, c->partial_rotary_factor, arch->gguf_arch);
     if (check_graph_keys(c, arch, path, err)) return -1;
+    bool moe = hf_arch_has_experts(arch);
+    if (c->n_experts > 0 && !moe)
+        return hfq_fail(err, path, "config.json gives %lld experts: %s has none", (long long)c->n_experts,
+                        c->architecture);
+    if (moe && c->n_experts == 0)
+        return hfq_fail(err, path, "missing required field 'num_local_experts' (or 'num_experts') for %s",
+                        c->architecture);
     return arch->check_config ? arch->check_config(c, path, err) : 0;
 }
 

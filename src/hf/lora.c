@@ -229,10 +229,13 @@ static int check_tensor(const hf_lora_set *set, const adapter *ad, const st_tens
         return hfq_fail(err, file, "tensor '%s' is no LoRA tensor this converter knows", name);
     const st_tensor *b = st_find(set->base, base_name);
     hf_tensor_map map;
-    if (!b || hf_map_tensor(set->arch, base_name, (int)set->cfg->n_layers, &map) != 0 ||
+    if (!b || hf_map_tensor(set->arch, base_name, (int)set->cfg->n_layers, (int)set->cfg->n_experts, &map) != 0 ||
         map.row->role == ROLE_SKIP)
         return hfq_fail(err, file, "tensor '%s' targets '%s', which the base model does not have (an adapter for "
                         "another base?)", name, target);
+    if (map.expert >= 0)   /* the experts are written stacked, without edits */
+        return hfq_fail(err, file, "tensor '%s' changes expert '%s': adapters of experts are not supported", name,
+                        target);
     bool embedding = map.row->role == ROLE_TOKEN_EMBD;
     if (map.row->role == ROLE_OUTPUT && set->cfg->tie_word_embeddings)
         return hfq_fail(err, file, "tensor '%s' changes lm_head, which this base ties to the embeddings", name);
@@ -445,8 +448,9 @@ int hf_lora_edit_for(const hf_lora_set *set, const st_tensor *base, int64_t rows
     bool is_weight = has_suffix(base->name, ".weight");
     if (is_weight) snprintf(module, sizeof module, "%.*s", (int)(strlen(base->name) - strlen(".weight")), base->name);
     hf_tensor_map map;
-    bool embedding = hf_map_tensor(set->arch, base->name, (int)set->cfg->n_layers, &map) == 0 &&
-                     map.row->role == ROLE_TOKEN_EMBD;
+    bool embedding =
+        hf_map_tensor(set->arch, base->name, (int)set->cfg->n_layers, (int)set->cfg->n_experts, &map) == 0 &&
+        map.row->role == ROLE_TOKEN_EMBD;
     for (int i = 0; i < set->n; i++) {
         const adapter *ad = &set->ads[i];
         const char *file = st_shard_path(ad->st, 0);

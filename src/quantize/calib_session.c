@@ -86,7 +86,8 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
     hfq_calib_tokenizer tok = {.encode = encode, .ctx = lm.tok, .bos_id = v->bos_id, .add_bos = v->add_bos,
                                .bos_text = v->bos_id >= 0 ? v->tokens[v->bos_id] : NULL,
                                .chat_template = v->chat_template, .model = model_path};
-    hfq_calib_run_params rp = {.n_threads = o->n_threads, .progress = o->progress, .progress_ctx = o->progress_ctx};
+    hfq_calib_run_params rp = {.n_threads = o->n_threads, .all_experts = o->all_experts, .progress = o->progress,
+                               .progress_ctx = o->progress_ctx};
     int rc = hfq_read_text(o->text_path, MAX_TEXT, &text, &len, err) ||
                      file_xxh3(o->text_path, &s->stats.text_xxh3, err) ||
                      hfq_calib_sequences(text, len, o->text_path, &o->text, &tok, seqs, err) ||
@@ -129,6 +130,27 @@ static bool can_fold(const hfq_calib_stats *st, const hfq_calib_uses *u) {
     return st->n > 0 && (!searched || sample);
 }
 
+/* One warning line per expert tensor with experts of too few tokens. */
+static void warn_sparse_experts(const hfq_calib_session *s) {
+    for (int64_t i = 0; s->o.warn && i < s->stats.n; i++) {
+        const hfq_calib_entry *e = &s->stats.entries[i];
+        char msg[512];
+        int used = snprintf(msg, sizeof msg, "%s: experts with fewer than %d calibration tokens get neutral "
+                            "importance:", e->name, HFQ_CALIB_MIN_EXPERT_TOKENS);
+        int n = 0;
+        for (int64_t m = 0; m < e->n_mats; m++) {
+            if (!hfq_calib_expert_sparse(e, m)) continue;
+            if (used > 0 && (size_t)used < sizeof msg - 40)
+                used += snprintf(msg + used, sizeof msg - (size_t)used, "%s expert %lld (%lld tokens)", n ? "," : "",
+                                 (long long)m, (long long)e->counts[m]);
+            else if (used > 0 && (size_t)used < sizeof msg - 5)
+                used += snprintf(msg + used, sizeof msg - (size_t)used, " ...");
+            n++;
+        }
+        if (n) s->o.warn(s->o.warn_ctx, msg);
+    }
+}
+
 hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib_opts *o, hfq_error *err) {
     hfq_calib_session *s = calloc(1, sizeof *s);
     if (!s) {
@@ -146,6 +168,7 @@ hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib
         rc = hfq_fail(err, model_path, "calibration needs a text or a statistics file");
     }
     if (rc == 0 && o->save_path) rc = hfq_calib_stats_save(&s->stats, o->save_path, err);
+    if (rc == 0) warn_sparse_experts(s);
     hfq_calib_uses *u = &s->o.uses;
     if (u->fold_if_possible != HFQ_CALIB_FOLD_NONE && !u->awq && !u->smoothquant && can_fold(&s->stats, u))
         *(u->fold_if_possible == HFQ_CALIB_FOLD_AWQ ? &u->awq : &u->smoothquant) = true;
@@ -300,6 +323,9 @@ static const float *get_importance(void *ctx, const char *name, int64_t n_per_ro
     for (int64_t m = 0; m < n_mats; m++) {
         float *row = s->imp + m * n_per_row;
         hfq_calib_importance(e, m, row);
+        /* an expert of too few tokens: neutral, as one of none (llama-quantize
+         * takes the few tokens' row as it is) */
+        for (int64_t j = 0; hfq_calib_expert_sparse(e, m) && j < n_per_row; j++) row[j] = 1.0f;
         for (int64_t j = 0; t && t->col && j < n_per_row; j++) row[j] /= t->col[j] * t->col[j];
     }
     return s->imp;

@@ -78,9 +78,15 @@ typedef struct hfq_calib_opts {
     const char *save_path;         /* write the statistics here (may be NULL) */
     hfq_calib_uses uses;
     int n_threads;                 /* <= 0: all */
+    bool all_experts;              /* every expert over every calibration token (calibrate.h) */
     /* called after each calibration sequence (may be NULL) */
     void (*progress)(void *ctx, int64_t done, int64_t n);
     void *progress_ctx;
+    /* called with one line per expert tensor whose experts saw fewer than
+     * HFQ_CALIB_MIN_EXPERT_TOKENS tokens, naming them with their counts
+     * (they get neutral importance); may be NULL */
+    void (*warn)(void *ctx, const char *msg);
+    void *warn_ctx;
 } hfq_calib_opts;
 
 typedef struct hfq_calib_session hfq_calib_session;

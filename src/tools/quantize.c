@@ -60,6 +60,8 @@ static void usage(FILE *out) {
         "  --calib-chunks N           use at most N chunks (lines); default all\n"
         "  --calib-lines              one sample per line, each its own sequence with BOS\n"
         "  --calib-chat               with --calib-lines: each line as a user turn of the chat template\n"
+        "  --calib-all-experts        mixtures of experts: every expert's statistics over every token (the\n"
+        "                             router still combines the routed ones: the same model)\n"
         "  --calib-samples N          activation rows kept per layer input (--awq, --smoothquant-alpha auto; default 64)\n"
         "  --save-stats FILE          write the statistics (llama.cpp's imatrix GGUF plus our tensors)\n"
         "  --stats FILE               read statistics written before (ours or llama-imatrix's)\n"
@@ -140,7 +142,8 @@ typedef struct args {
 static const char *const known_options[] = {
     "--dry-run", "--json", "--threads", "--tensor-type", "--token-embedding-type", "--output-tensor-type", "--pure",
     "--leave-output-tensor", "--allow-requantize", "--quiet", "--help", "--version", "--calibration-file",
-    "--calib-ctx", "--calib-chunks", "--calib-lines", "--calib-chat", "--calib-samples", "--save-stats", "--stats",
+    "--calib-ctx", "--calib-chunks", "--calib-lines", "--calib-chat", "--calib-all-experts", "--calib-samples",
+    "--save-stats", "--stats",
     "--importance", "--no-importance", "--act-scales", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
     "--awq", "--awq-grid", "--awq-format", "--recipe", "--target-bpw", "--target-size", "--measurements",
     "--save-measurements", "--measure-kl-chunks", "--candidates", "--measure-text", "--measure-stats",
@@ -312,6 +315,7 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
     int rc = 0;
     if (strcmp(s, "--calib-lines") == 0) return c->text.lines = true, 0;
     if (strcmp(s, "--calib-chat") == 0) return c->text.chat = true, 0;
+    if (strcmp(s, "--calib-all-experts") == 0) return c->all_experts = true, 0;
     if (strcmp(s, "--importance") == 0) return u->importance = true, 0;
     if (strcmp(s, "--no-importance") == 0) return a->no_importance = true, 0;
     if (strcmp(s, "--act-scales") == 0) return u->act_scales = true, 0;
@@ -590,6 +594,11 @@ static void measure_progress(void *ctx, int64_t i, int64_t n, const char *name) 
 
 static void calib_progress(void *ctx, int64_t done, int64_t n) {
     hfq_progress_report(ctx, done, n, "calibrating");
+}
+
+static void calib_warn(void *ctx, const char *msg) {
+    (void)ctx;
+    fprintf(stderr, "quantize: warning: %s\n", msg);
 }
 
 /* ---- what calibration cannot change, said once each (docs/calibration.md) ---- */
@@ -874,6 +883,7 @@ static int run(args *a) {
     a->calib.n_threads = a->q.n_threads;
     a->calib.progress = calib_progress;
     a->calib.progress_ctx = &a->progress;
+    a->calib.warn = calib_warn;
     gguf_file *f = gguf_open(a->in, &err);
     if (!f) {
         fprintf(stderr, "quantize: %s\n", err.msg);

@@ -1,0 +1,224 @@
+"""Mixtures of experts (Mixtral, Qwen3-MoE) proven against transformers and llama.cpp.
+
+Small checkpoints built and saved by transformers 5 (4 or 8 experts, top-2, 3
+layers; Qwen3-MoE with norm_topk_prob true and false; weights from the
+initializer scaled up so the routing is decisive and each expert counts) are
+converted with `hfconv --outtype f32` and run by our runner on the same token
+ids as transformers: KL(transformers || ours) <= 1e-5 on average and the top
+tokens agree at >= 99.9 % of the positions. transformers 5 saves the experts
+one tensor each, as transformers 4 did (model.layers.L.mlp.experts.E.*); the
+transformers 4 config layout (rope_theta) converts to the same tensors.
+
+Then, as hf_transformers.py does for the dense families (its helpers): llama.cpp's
+converter on the same checkpoints (tensors byte-identical, keys equal; Qwen3-MoE
+without renormalisation is compared but for our key qwen3moe.expert_weights_norm,
+docs/hfconv.md), llama-perplexity vs our ppl-eval on our file (1e-3; only where
+llama.cpp computes the same model: it always renormalises), llama-quantize's
+Q4_K_M and Q8_0 bytes vs ours, and our calibration statistics vs
+llama-imatrix's per expert (sums and counts; against_llama_imatrix) with
+llama-quantize --imatrix on our statistics giving our Q4_K_M bytes.
+
+usage: hf_moe.py HFCONV TEST_RUNNER_LOGITS MKMODEL [PPL_EVAL LLAMA_PERPLEXITY QUANTIZE LLAMA_QUANTIZE]
+"""
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+import hf_transformers as H   # skips (77) without torch / transformers
+from gguf_common import check, finish
+
+import transformers  # noqa: E402 (after the skip)
+from hf_checkpoint import build_checkpoint
+
+
+def moe(**kw):
+    return H.base(intermediate_size=96, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, **kw)
+
+
+# label: (config class, model class, fields, llama.cpp computes the same model)
+CASES = {
+    "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM,
+                moe(num_local_experts=4, num_experts_per_tok=2, sliding_window=None), True),
+    "qwen3moe-norm": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM,
+                      moe(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=48, head_dim=16,
+                          norm_topk_prob=True), True),
+    "qwen3moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM,
+                 moe(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, head_dim=32,
+                     norm_topk_prob=False, tie_word_embeddings=True), False),
+}
+
+
+LLAMA_IMATRIX = os.path.join(os.path.dirname(H.LLAMA_PPL or ""), "llama-imatrix")
+# A token near a routing tie may go to another expert under llama.cpp's other
+# rounding (measured: up to 1.1 % of an expert's tokens), and then every later
+# layer sees a different hidden state for it: sums 2.8e-3 apart measured.
+ROUTE_FLIPS, SUM_TOL = 0.02, 1e-2
+
+
+def imatrix_arrays(path):
+    from gguf import GGUFReader
+    return {t.name: np.array(t.data, dtype=np.float64).ravel() for t in GGUFReader(path).tensors}
+
+
+def against_llama_imatrix(label, gguf, tmp):
+    """Our --save-stats and llama-imatrix on the same text: every entry, the
+    experts' per-expert counts and sums included. Routing is discrete: a token
+    near a tie may go to another expert under llama.cpp's rounding, so counts
+    may differ by ROUTE_FLIPS; where they are equal the sums agree to SUM_TOL.
+    Then llama-quantize --imatrix OURS and our quantize --stats OURS: the same
+    Q4_K_M bytes (the per-expert importance rows used alike)."""
+    ours, theirs = os.path.join(tmp, label + ".ours.imatrix"), os.path.join(tmp, label + ".llama.imatrix")
+    q = H.subprocess.run([H.QUANTIZE, gguf, "--calibration-file", H.PPL_TEXT, "--save-stats", ours, "--calib-ctx",
+                          "128", "--calib-chunks", "4"], capture_output=True, text=True)
+    r = H.run_llama([LLAMA_IMATRIX, "-m", gguf, "-f", H.PPL_TEXT, "-o", theirs, "-c", "128", "--chunks", "4",
+                     "-t", "2"], "")
+    check(q.returncode == 0 and r.returncode == 0, f"{label}: calibration failed: {q.stderr[-300:]} {r.stderr[-300:]}")
+    if q.returncode or r.returncode:
+        return
+    a, b = imatrix_arrays(ours), imatrix_arrays(theirs)
+    check(set(b) <= set(a), f"{label}: llama-imatrix entries missing from ours: {sorted(set(b) - set(a))[:4]}")
+    worst, flips, n_exp_entries = 0.0, 0.0, 0
+    for k in (k for k in b if k.endswith(".in_sum2") and k in a):
+        ca, cb = a[k.replace("in_sum2", "counts")], b[k.replace("in_sum2", "counts")]
+        n_in = len(b[k]) // len(cb)
+        n_exp_entries += "_exps" in k
+        for m in range(len(cb)):
+            flips = max(flips, abs(ca[m] - cb[m]) / max(cb[m], 1.0))
+            if ca[m] == cb[m]:
+                x, y = a[k][m * n_in:(m + 1) * n_in], b[k][m * n_in:(m + 1) * n_in]
+                worst = max(worst, float(np.max(np.abs(x - y) / (np.abs(y) + 1e-6))))
+    print(f"{label}: vs llama-imatrix: {n_exp_entries} expert entries, counts at most {100 * flips:.2f} % apart, "
+          f"sums where the counts agree {worst:.2e} apart")
+    check(n_exp_entries > 0 and flips <= ROUTE_FLIPS and worst < SUM_TOL, f"{label}: statistics differ from llama-imatrix's")
+    mine, ref = os.path.join(tmp, label + "-imx-ours.gguf"), os.path.join(tmp, label + "-imx-llama.gguf")
+    q = H.subprocess.run([H.QUANTIZE, gguf, mine, "Q4_K_M", "--stats", ours, "--quiet"], capture_output=True, text=True)
+    r = H.run_llama([H.LLAMA_QUANTIZE, "--imatrix", ours, gguf, ref, "Q4_K_M", "2"], "")
+    check(q.returncode == 0 and r.returncode == 0, f"{label}: quantize with statistics: {q.stderr[-300:]} {r.stderr[-300:]}")
+    if q.returncode == 0 and r.returncode == 0:
+        from gguf import GGUFReader
+        ta = {t.name: t.data.tobytes() for t in GGUFReader(mine).tensors}
+        tb = {t.name: t.data.tobytes() for t in GGUFReader(ref).tensors}
+        print(f"{label} Q4_K_M with our statistics: {'byte-identical to' if ta == tb else 'DIFFERENT from'} llama-quantize's")
+        check(ta == tb, f"{label}: Q4_K_M with our statistics differs from llama-quantize --imatrix")
+
+
+def sparse_experts(label, gguf, tmp):
+    """Calibration on 8 tokens: every expert sees fewer than 16 (HFQ_CALIB_MIN_EXPERT_TOKENS),
+    each expert tensor is named in a warning with its experts' counts, the
+    statistics are finite and the model still quantizes."""
+    stats = os.path.join(tmp, label + ".sparse.imatrix")
+    out = os.path.join(tmp, label + "-sparse.gguf")
+    q = H.subprocess.run([H.QUANTIZE, gguf, out, "Q4_K_M", "--calibration-file", H.PPL_TEXT, "--calib-ctx", "8",
+                          "--calib-chunks", "1", "--save-stats", stats, "--quiet"], capture_output=True, text=True)
+    check(q.returncode == 0, f"{label}: quantize on 8 calibration tokens: {q.stderr[-300:]}")
+    warned = [ln for ln in q.stderr.splitlines() if "neutral importance" in ln]
+    a = imatrix_arrays(stats) if q.returncode == 0 else {}
+    exps = [k for k in a if k.endswith("_exps.weight.in_sum2")]
+    check(len(warned) == len(exps) > 0 and all(np.isfinite(a[k]).all() for k in a),
+          f"{label}: {len(warned)} warnings for {len(exps)} expert tensors: {q.stderr[-400:]}")
+    print(f"{label}: 8 calibration tokens: {len(warned)} expert tensors named, e.g. {warned[0] if warned else ''}")
+
+
+def kld_of(label, model, base):
+    q = H.subprocess.run([H.PPL_EVAL, model, "--base", base, "--text", H.PPL_TEXT, "--ctx", "128", "--chunks", "4",
+                          "--json", "--quiet"], capture_output=True, text=True)
+    check(q.returncode == 0, f"{label}: ppl-eval --base: {q.stderr[-300:]}")
+    return H.json.loads(q.stdout)["kl"]["kld"] if q.returncode == 0 else float("nan")
+
+
+def all_experts(label, gguf, tmp):
+    """--calib-all-experts: every expert's count is every token, the other
+    statistics are those of the routed run (the forward pass is the same);
+    the KL divergence of Q4_0 with each set of statistics is reported
+    (docs/calibration.md)."""
+    runs = {}
+    for mode, extra in (("routed", []), ("all", ["--calib-all-experts"])):
+        stats, out = os.path.join(tmp, f"{label}.{mode}.imatrix"), os.path.join(tmp, f"{label}-{mode}-q4_0.gguf")
+        q = H.subprocess.run([H.QUANTIZE, gguf, out, "Q4_0", "--calibration-file", H.PPL_TEXT, "--calib-ctx", "128",
+                              "--calib-chunks", "4", "--save-stats", stats, "--quiet"] + extra,
+                             capture_output=True, text=True)
+        check(q.returncode == 0, f"{label} {mode}: {q.stderr[-300:]}")
+        if q.returncode:
+            return
+        runs[mode] = (imatrix_arrays(stats), kld_of(label, out, gguf))
+    (a, kl_routed), (b, kl_all) = runs["routed"], runs["all"]
+    n_tok = a["blk.0.attn_q.weight.counts"][0]
+    exp_counts = [b[k] for k in b if "_exps" in k and k.endswith(".counts")]
+    check(exp_counts and all((c == n_tok).all() for c in exp_counts), f"{label}: --calib-all-experts counts")
+    dense_same = all(np.array_equal(a[k], b[k]) for k in a if "_exps" not in k)
+    check(dense_same, f"{label}: --calib-all-experts changed the statistics outside the experts")
+    print(f"{label}: Q4_0 KLD with routed statistics {kl_routed:.5f}, with --calib-all-experts {kl_all:.5f}")
+
+
+# Rows of 256 (hidden and expert width), so the K-quants and IQ4_XS quantize the
+# experts themselves instead of falling back as they do on the rows of 64 above:
+# llama.cpp's expert rules (ffn_down_exps and the rest) on 3-D tensors.
+KQUANT_CASE = (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM,
+               H.base(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_experts=8,
+                      num_experts_per_tok=2, moe_intermediate_size=256, head_dim=64, norm_topk_prob=True,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}))
+KQUANT_PRESETS = ("Q2_K", "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_XS", "Q4_0", "Q8_0")
+
+
+def kquants(tmp):
+    folder, _ = build_checkpoint("qwen3moe-256", *KQUANT_CASE, tmp, H.MKMODEL, H.VOCAB)
+    gguf = os.path.join(tmp, "qwen3moe-256.gguf")
+    r = H.subprocess.run([H.HFCONV, folder, "-o", gguf, "--outtype", "f32", "-q"], capture_output=True, text=True)
+    check(r.returncode == 0, f"qwen3moe-256: hfconv: {r.stderr.strip()}")
+    if r.returncode == 0:
+        H.against_llama_quantize("qwen3moe-256", gguf, tmp, KQUANT_PRESETS)
+
+
+def main():
+    rng = np.random.default_rng(18)
+    ids = [1] + [int(i) for i in rng.integers(3, H.VOCAB, H.N_POS - 1)]
+    have_converter = os.path.isfile(os.path.join(H.CONVERTER_DIR, "convert_hf_to_gguf.py"))
+    have_runtime = bool(H.PPL_EVAL and H.LLAMA_PPL and os.access(H.LLAMA_PPL, os.X_OK))
+    have_quantize = bool(H.QUANTIZE and H.LLAMA_QUANTIZE and os.access(H.LLAMA_QUANTIZE, os.X_OK))
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, (cfg_cls, model_cls, fields, same_in_llama) in CASES.items():
+            v5, model = build_checkpoint(label, cfg_cls, model_cls, fields, tmp, H.MKMODEL, H.VOCAB)
+            ref = H.hf_logits(model, ids)
+            v4 = os.path.join(tmp, label + "-v4")
+            H.to_v4(v5, v4)
+            for layout, folder in (("v5", v5), ("v4", v4)):
+                got = H.our_logits(folder, ids, tmp, f"{label}-{layout}")
+                if got is not None:
+                    H.compare(f"{label} ({layout} config)", ref, got)
+            ours = os.path.join(tmp, label + "-v5.gguf")
+            if not os.path.isfile(ours):
+                continue
+            if os.path.isfile(os.path.join(tmp, label + "-v4.gguf")):
+                a, b = H.gguf_contents(ours)[0], H.gguf_contents(os.path.join(tmp, label + "-v4.gguf"))[0]
+                check(a == b, f"{label}: the transformers 4 layout converts to other tensors")
+            if have_converter:
+                # our one key llama.cpp's converter does not write (docs/hfconv.md)
+                keys = H.gguf_contents(ours)[1]
+                extra = () if fields.get("norm_topk_prob") is not False else ("qwen3moe.expert_weights_norm",)
+                check(not extra or keys.get(extra[0]) is False, f"{label}: no expert_weights_norm = false")
+                apart, H.KEYS_APART = H.KEYS_APART, H.KEYS_APART + extra
+                H.against_llama_cpp(label, v5, tmp)
+                H.KEYS_APART = apart
+            if have_runtime and same_in_llama:
+                H.against_llama_runtime(label, ours)
+            if have_quantize:
+                H.against_llama_quantize(label, ours, tmp)
+            if have_quantize and have_runtime and same_in_llama and os.access(LLAMA_IMATRIX, os.X_OK):
+                against_llama_imatrix(label, ours, tmp)
+            if have_quantize:
+                sparse_experts(label, ours, tmp)
+            if have_quantize and H.PPL_EVAL:
+                all_experts(label, ours, tmp)
+        if have_quantize:
+            kquants(tmp)
+    if not have_converter:
+        print(f"SKIP (part): llama.cpp's converter is not installed in {H.CONVERTER_DIR}")
+    if not have_quantize or not have_runtime:
+        print("SKIP (part): llama-quantize / llama-perplexity not built (scripts/build_reference.sh)")
+    sys.exit(finish())
+
+
+if __name__ == "__main__":
+    main()
