@@ -7,6 +7,7 @@
 #include "formats/ggml_type.h"
 #include "quant/blocks.h"
 #include "quant/fp4.h"
+#include "quant/iq3.h"
 #include "quant/iq4.h"
 #include "quant/plain.h"
 #include "quant/q_k.h"
@@ -72,6 +73,10 @@ static const hfq_qtype_traits traits[HFQ_QT_COUNT] = {
         HFQ_QT_FP8_E4M3),
     ROW(HFQ_QT_FP8_E5M2, "fp8_e5m2", HFQ_NO_GGML_TYPE, false, false, false, 1, 1, NULL, NULL, NULL, NULL,
         HFQ_QT_FP8_E5M2),
+    ROW(HFQ_QT_IQ3_XXS, "iq3_xxs", GT_IQ3_XXS, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq3_xxs),
+        hfq_quantize_iq3_xxs, NULL, hfq_dequantize_iq3_xxs, hfq_vec_dot_iq3_xxs, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ3_S, "iq3_s", GT_IQ3_S, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq3_s), hfq_quantize_iq3_s,
+        NULL, hfq_dequantize_iq3_s, hfq_vec_dot_iq3_s, HFQ_QT_Q8_K),
 };
 
 const hfq_qtype_traits *hfq_qtype_get(hfq_qtype t) {

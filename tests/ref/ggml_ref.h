@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #define GGML_REF_FORMATS(X)                                                                                   \
-    X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q2_K) X(q3_K) X(q4_K) X(q5_K) X(q6_K) X(iq4_nl) X(iq4_xs)
+    X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q2_K) X(q3_K) X(q4_K) X(q5_K) X(q6_K) X(iq4_nl) X(iq4_xs)  \
+        X(iq3_xxs) X(iq3_s)
 
 #define GGML_REF_DECLARE(t)                                                              \
     void quantize_row_##t##_ref(const float *x, void *y, int64_t k);                      \
@@ -39,5 +40,19 @@ void ggml_vec_dot_iq4_nl_q8_0(int n, float *s, size_t bs, const void *vx, size_t
                               int nrc);
 void ggml_vec_dot_iq4_xs_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
                               int nrc);
+
+/* ggml_quantize_init's codebook searches, needed before the grid i-quants */
+void iq3xs_init_impl(int grid_size);
+void iq2xs_init_impl(int ggml_type);
+
+void ggml_vec_dot_iq3_xxs_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                               int nrc);
+void ggml_vec_dot_iq3_s_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                             int nrc);
+
+/* ggml-common.h's table `name` ("iq3s_grid", "ksigns_iq2xs", ...): its
+ * elements and their size in bytes, or NULL when there is none of that name
+ * (tests/ref/ggml_ref_tables.c). */
+const void *ggml_ref_table(const char *name, size_t *n, size_t *elem_size);
 
 #endif

@@ -1,0 +1,36 @@
+/* blocks_iq.h - the on-disk blocks of ggml's grid i-quants (IQ3, IQ2, IQ1)
+ * and ternary formats (TQ1_0, TQ2_0): byte for byte ggml-common.h's, so a
+ * row of them is what a GGUF tensor of that type holds (see quant/blocks.h
+ * for the conventions: fp16 as raw bits, little-endian). Shared by C and
+ * CUDA. */
+#ifndef HFQ_QUANT_BLOCKS_IQ_H
+#define HFQ_QUANT_BLOCKS_IQ_H
+
+#include "quant/blocks.h"
+
+/* IQ3_XXS: eight sub-blocks of 32, each eight codebook indices (qs[0..63],
+ * hfq_iq3xxs_grid, 4 magnitudes each) and one 32-bit word after them
+ * (qs[64 + 4 j ..]): bits 7 k .. 7 k + 6 the signs of 8 weights k (the
+ * eighth sign makes the count of negatives even), bits 28..31 the scale s:
+ * x = d * (0.5 + s) * 0.5 * grid * sign. */
+typedef struct hfq_block_iq3_xxs {
+    uint16_t d;
+    uint8_t qs[3 * HFQ_QK_K / 8];
+} hfq_block_iq3_xxs;
+
+/* IQ3_S: eight sub-blocks of 32; 9-bit indices into hfq_iq3s_grid (low 8
+ * in qs, bit 8 of index 8 j + k in bit k of qh[j]), one sign bit per weight,
+ * 4-bit scales s (nibble j % 2 of scales[j / 2]): x = d * (1 + 2 s) * grid
+ * * sign. */
+typedef struct hfq_block_iq3_s {
+    uint16_t d;
+    uint8_t qs[HFQ_QK_K / 4];
+    uint8_t qh[HFQ_QK_K / 32];
+    uint8_t signs[HFQ_QK_K / 8];
+    uint8_t scales[HFQ_QK_K / 64];
+} hfq_block_iq3_s;
+
+HFQ_STATIC_ASSERT(sizeof(hfq_block_iq3_xxs) == 98, "iq3_xxs block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_iq3_s) == 110, "iq3_s block size");
+
+#endif
