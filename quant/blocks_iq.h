@@ -30,6 +30,38 @@ typedef struct hfq_block_iq3_s {
     uint8_t scales[HFQ_QK_K / 64];
 } hfq_block_iq3_s;
 
+/* IQ2_XXS: eight sub-blocks of 32, two 32-bit words each (qs[4 j ..]):
+ * the first the codebook indices (hfq_iq2xxs_grid, 8 magnitudes each) of
+ * its four groups of 8, one byte each; the second their signs, 7 bits a
+ * group (the eighth the parity), and the scale s in bits 28..31:
+ * x = d * (0.5 + s) * 0.25 * grid * sign. */
+typedef struct hfq_block_iq2_xxs {
+    uint16_t d;
+    uint16_t qs[HFQ_QK_K / 8];
+} hfq_block_iq2_xxs;
+
+/* IQ2_XS: one 16-bit word per group of 8 (9-bit index into
+ * hfq_iq2xs_grid, 7 sign bits above), a 4-bit scale per 16 weights (nibble
+ * h % 2 of scales[h / 2]): x = d * (0.5 + s) * 0.25 * grid * sign. */
+typedef struct hfq_block_iq2_xs {
+    uint16_t d;
+    uint16_t qs[HFQ_QK_K / 8];
+    uint8_t scales[HFQ_QK_K / 32];
+} hfq_block_iq2_xs;
+
+/* IQ2_S: 10-bit indices into hfq_iq2s_grid (low 8 in qs[g], the top 2 in
+ * bits 2 (g % 4) of qh[g / 4]), 8 sign bits per group in qs[32 + g], 4-bit
+ * scales per 16 weights as IQ2_XS. */
+typedef struct hfq_block_iq2_s {
+    uint16_t d;
+    uint8_t qs[HFQ_QK_K / 4];
+    uint8_t qh[HFQ_QK_K / 32];
+    uint8_t scales[HFQ_QK_K / 32];
+} hfq_block_iq2_s;
+
+HFQ_STATIC_ASSERT(sizeof(hfq_block_iq2_xxs) == 66, "iq2_xxs block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_iq2_xs) == 74, "iq2_xs block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_iq2_s) == 82, "iq2_s block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_iq3_xxs) == 98, "iq3_xxs block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_iq3_s) == 110, "iq3_s block size");
 

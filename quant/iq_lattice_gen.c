@@ -25,6 +25,9 @@ typedef struct lattice_def {
 static const lattice_def defs[] = {
     {"iq3xxs", 4, 3, 256, 4096, 2, hfq_iq3xxs_grid, {4, 12, 20, 28, 36, 44, 52, 62}, 8},
     {"iq3s", 4, 3, 512, 4096, 3, hfq_iq3s_grid, {1, 3, 5, 7, 9, 11, 13, 15}, 8},
+    {"iq2xxs", 8, 2, 256, MAP_2BIT, 2, hfq_iq2xxs_grid, {8, 25, 43}, 3},
+    {"iq2xs", 8, 2, 512, MAP_2BIT, 2, hfq_iq2xs_grid, {8, 25, 43}, 3},
+    {"iq2s", 8, 2, 1024, MAP_2BIT, 1, hfq_iq2s_grid, {8, 25, 43}, 3},
 };
 
 static int level_of(const lattice_def *d, uint8_t byte) {

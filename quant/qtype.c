@@ -7,6 +7,7 @@
 #include "formats/ggml_type.h"
 #include "quant/blocks.h"
 #include "quant/fp4.h"
+#include "quant/iq2.h"
 #include "quant/iq3.h"
 #include "quant/iq4.h"
 #include "quant/plain.h"
@@ -77,6 +78,12 @@ static const hfq_qtype_traits traits[HFQ_QT_COUNT] = {
         hfq_quantize_iq3_xxs, NULL, hfq_dequantize_iq3_xxs, hfq_vec_dot_iq3_xxs, HFQ_QT_Q8_K),
     ROW(HFQ_QT_IQ3_S, "iq3_s", GT_IQ3_S, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq3_s), hfq_quantize_iq3_s,
         NULL, hfq_dequantize_iq3_s, hfq_vec_dot_iq3_s, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ2_XXS, "iq2_xxs", GT_IQ2_XXS, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq2_xxs),
+        hfq_quantize_iq2_xxs, NULL, hfq_dequantize_iq2_xxs, hfq_vec_dot_iq2_xxs, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ2_XS, "iq2_xs", GT_IQ2_XS, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq2_xs),
+        hfq_quantize_iq2_xs, NULL, hfq_dequantize_iq2_xs, hfq_vec_dot_iq2_xs, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ2_S, "iq2_s", GT_IQ2_S, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq2_s), hfq_quantize_iq2_s,
+        NULL, hfq_dequantize_iq2_s, hfq_vec_dot_iq2_s, HFQ_QT_Q8_K),
 };
 
 const hfq_qtype_traits *hfq_qtype_get(hfq_qtype t) {

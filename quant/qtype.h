@@ -55,6 +55,9 @@ typedef enum hfq_qtype {
     HFQ_QT_FP8_E5M2,
     HFQ_QT_IQ3_XXS, /* ggml's grid i-quants (quant/iq3.h) */
     HFQ_QT_IQ3_S,
+    HFQ_QT_IQ2_XXS, /* quant/iq2.h */
+    HFQ_QT_IQ2_XS,
+    HFQ_QT_IQ2_S,
     HFQ_QT_COUNT
 } hfq_qtype;
 
