@@ -59,6 +59,48 @@ typedef struct hfq_block_iq2_s {
     uint8_t scales[HFQ_QK_K / 32];
 } hfq_block_iq2_s;
 
+/* IQ1_S: eight sub-blocks of 32, each four 11-bit indices into
+ * hfq_iq1s_grid (8 values -1/0/+1 each; low 8 bits in qs[4 j + l], the
+ * top 3 in bits 3 l of qh[j]) and in qh[j] bits 12..14 the scale s, bit 15
+ * the sign of the shift: x = d * (2 s + 1) * (grid +- 0.125). */
+typedef struct hfq_block_iq1_s {
+    uint16_t d;
+    uint8_t qs[HFQ_QK_K / 8];
+    uint16_t qh[HFQ_QK_K / 32];
+} hfq_block_iq1_s;
+
+/* IQ1_M: sixteen sub-blocks of 16, indices as IQ1_S (the top 3 bits of
+ * group g in nibble g % 2 of qh[g / 2], whose bit 3 is the group's shift
+ * sign), 3-bit scales (sub-block k in bits 3 (k % 4) of the 16-bit word
+ * k / 4 of scales) and the fp16 scale d in the words' top nibbles:
+ * x = d * (2 s + 1) * (grid +- 0.125). No d field. */
+typedef struct hfq_block_iq1_m {
+    uint8_t qs[HFQ_QK_K / 8];
+    uint8_t qh[HFQ_QK_K / 16];
+    uint8_t scales[HFQ_QK_K / 32];
+} hfq_block_iq1_m;
+
+/* TQ1_0: ternary x = d * (t - 1), t in 0..2, five trits a byte stored as
+ * ceil(value * 256 / 243) so the n-th trit is the top of byte * 3^n * 3:
+ * qs[m] of the first 32 holds elements m + 32 n (n = 0..4), qs[32 + m]
+ * elements 160 + m + 16 n, qh[j] four elements 240 + j + 4 n. */
+typedef struct hfq_block_tq1_0 {
+    uint8_t qs[(HFQ_QK_K - 4 * HFQ_QK_K / 64) / 5];
+    uint8_t qh[HFQ_QK_K / 64];
+    uint16_t d;
+} hfq_block_tq1_0;
+
+/* TQ2_0: x = d * (t - 1), 2 bits a trit: bits 2 l of qs[32 j + m] hold
+ * element 128 j + 32 l + m. */
+typedef struct hfq_block_tq2_0 {
+    uint8_t qs[HFQ_QK_K / 4];
+    uint16_t d;
+} hfq_block_tq2_0;
+
+HFQ_STATIC_ASSERT(sizeof(hfq_block_tq1_0) == 54, "tq1_0 block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_tq2_0) == 66, "tq2_0 block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_iq1_s) == 50, "iq1_s block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_iq1_m) == 56, "iq1_m block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_iq2_xxs) == 66, "iq2_xxs block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_iq2_xs) == 74, "iq2_xs block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_iq2_s) == 82, "iq2_s block size");

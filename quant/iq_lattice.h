@@ -37,6 +37,7 @@ extern const hfq_iq_lattice hfq_iq_lattice_iq3s;   /* nwant 3 */
 extern const hfq_iq_lattice hfq_iq_lattice_iq2xxs; /* nwant 2 */
 extern const hfq_iq_lattice hfq_iq_lattice_iq2xs;  /* nwant 2 */
 extern const hfq_iq_lattice hfq_iq_lattice_iq2s;   /* nwant 1 */
+extern const hfq_iq_lattice hfq_iq_lattice_iq1s;   /* nwant 3; IQ1_S and IQ1_M */
 
 /* The neighbour list of the off-codebook point whose map entry is m (< 0). */
 static inline const uint16_t *hfq_iq_neighbours(const hfq_iq_lattice *lat, int32_t m) {

@@ -28,6 +28,7 @@ static const lattice_def defs[] = {
     {"iq2xxs", 8, 2, 256, MAP_2BIT, 2, hfq_iq2xxs_grid, {8, 25, 43}, 3},
     {"iq2xs", 8, 2, 512, MAP_2BIT, 2, hfq_iq2xs_grid, {8, 25, 43}, 3},
     {"iq2s", 8, 2, 1024, MAP_2BIT, 1, hfq_iq2s_grid, {8, 25, 43}, 3},
+    {"iq1s", 8, 2, 2048, MAP_2BIT, 3, hfq_iq1s_grid, {0xff, 0x00, 0x01}, 3},
 };
 
 static int level_of(const lattice_def *d, uint8_t byte) {

@@ -7,6 +7,7 @@
 #include "formats/ggml_type.h"
 #include "quant/blocks.h"
 #include "quant/fp4.h"
+#include "quant/iq1.h"
 #include "quant/iq2.h"
 #include "quant/iq3.h"
 #include "quant/iq4.h"
@@ -14,6 +15,7 @@
 #include "quant/q_k.h"
 #include "quant/q_k_low.h"
 #include "quant/q_legacy.h"
+#include "quant/tq.h"
 
 #define ROW(t, nm, gt, native, act_only, imp, bs, ts, q, qr, dq, dot, dot_t)                                   \
     [t] = {.type = t, .name = nm, .ggml_type = gt, .is_ggml_native = native, .is_activation_only = act_only, \
@@ -84,6 +86,14 @@ static const hfq_qtype_traits traits[HFQ_QT_COUNT] = {
         hfq_quantize_iq2_xs, NULL, hfq_dequantize_iq2_xs, hfq_vec_dot_iq2_xs, HFQ_QT_Q8_K),
     ROW(HFQ_QT_IQ2_S, "iq2_s", GT_IQ2_S, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq2_s), hfq_quantize_iq2_s,
         NULL, hfq_dequantize_iq2_s, hfq_vec_dot_iq2_s, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ1_S, "iq1_s", GT_IQ1_S, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq1_s), hfq_quantize_iq1_s,
+        NULL, hfq_dequantize_iq1_s, hfq_vec_dot_iq1_s, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ1_M, "iq1_m", GT_IQ1_M, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq1_m), hfq_quantize_iq1_m,
+        NULL, hfq_dequantize_iq1_m, hfq_vec_dot_iq1_m, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_TQ1_0, "tq1_0", GT_TQ1_0, true, false, false, HFQ_QK_K, sizeof(hfq_block_tq1_0), hfq_quantize_tq1_0,
+        NULL, hfq_dequantize_tq1_0, hfq_vec_dot_tq1_0, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_TQ2_0, "tq2_0", GT_TQ2_0, true, false, false, HFQ_QK_K, sizeof(hfq_block_tq2_0), hfq_quantize_tq2_0,
+        NULL, hfq_dequantize_tq2_0, hfq_vec_dot_tq2_0, HFQ_QT_Q8_K),
 };
 
 const hfq_qtype_traits *hfq_qtype_get(hfq_qtype t) {

@@ -67,6 +67,10 @@ static const ref_case cases[] = {
     {HFQ_QT_IQ2_XS, quantize_iq2_xs, dequantize_row_iq2_xs, ggml_vec_dot_iq2_xs_q8_K, quantize_row_q8_K_ref, true,
      true},
     {HFQ_QT_IQ2_S, quantize_iq2_s, dequantize_row_iq2_s, ggml_vec_dot_iq2_s_q8_K, quantize_row_q8_K_ref, true, false},
+    {HFQ_QT_IQ1_S, quantize_iq1_s, dequantize_row_iq1_s, ggml_vec_dot_iq1_s_q8_K, quantize_row_q8_K_ref, true, true},
+    {HFQ_QT_IQ1_M, quantize_iq1_m, dequantize_row_iq1_m, ggml_vec_dot_iq1_m_q8_K, quantize_row_q8_K_ref, true, false},
+    {HFQ_QT_TQ1_0, quantize_tq1_0, dequantize_row_tq1_0, ggml_vec_dot_tq1_0_q8_K, quantize_row_q8_K_ref, true, false},
+    {HFQ_QT_TQ2_0, quantize_tq2_0, dequantize_row_tq2_0, ggml_vec_dot_tq2_0_q8_K, quantize_row_q8_K_ref, true, false},
 };
 
 enum { MAX_N = 4096, NROWS = 6 };
@@ -247,6 +251,7 @@ int main(void) {
     iq2xs_init_impl(GGML_REF_TYPE_IQ2_XXS);
     iq2xs_init_impl(GGML_REF_TYPE_IQ2_XS);
     iq2xs_init_impl(GGML_REF_TYPE_IQ2_S);
+    iq2xs_init_impl(GGML_REF_TYPE_IQ1_S); /* IQ1_M shares it */
     check_tables();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &rng);
     return check_exit();
