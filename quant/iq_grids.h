@@ -6,15 +6,15 @@
  * iq3xxs_grid, iq3s_grid, iq1s_grid; IQ1's bytes are int8 -1/0/+1), and
  * tests/test_quant_ref.c checks them element by element against it.
  *
- * Header-only so CUDA sees them as device tables (HFQ_TABLE); a C file that
- * includes this but uses few of them pays nothing (unused static consts are
- * dropped). */
+ * Header-only so the HFQ_HD decoders read them on the CPU and, as device
+ * tables (HFQ_TABLE), on CUDA devices; a file that includes this but uses
+ * few of them pays nothing (unused static consts are dropped). */
 #ifndef HFQ_QUANT_IQ_GRIDS_H
 #define HFQ_QUANT_IQ_GRIDS_H
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
+#ifdef __CUDA_ARCH__ /* nvcc's device pass: a device table; its host pass and C compilers: a host one */
 #define HFQ_TABLE(type, name, size) static const __device__ type name[size]
 #else
 #define HFQ_TABLE(type, name, size) static const type name[size] __attribute__((unused))
