@@ -206,6 +206,7 @@ static const preset_info presets[HFQ_PRESET_COUNT] = {
     [HFQ_PRESET_IQ1_M] = {"IQ1_M", 31, GT_IQ1_M, FAM_LLAMA},
     [HFQ_PRESET_TQ1_0] = {"TQ1_0", 36, GT_TQ1_0, FAM_LLAMA},
     [HFQ_PRESET_TQ2_0] = {"TQ2_0", 37, GT_TQ2_0, FAM_LLAMA},
+    [HFQ_PRESET_Q2_K_S] = {"Q2_K_S", 21, GT_Q2_K, FAM_LLAMA},
 };
 
 int hfq_preset_from_name(const char *name) {
@@ -344,7 +345,7 @@ enum {
     FT_Q3_K_L = 13, FT_Q4_K_S = 14, FT_Q4_K_M = 15, FT_Q5_K_M = 17, FT_IQ4_NL = 25,
     FT_IQ4_XS = 30, FT_MXFP4_MOE = 38, FT_IQ2_XXS = 19, FT_IQ2_XS = 20, FT_IQ3_XS = 22, FT_IQ3_XXS = 23,
     FT_IQ1_S = 24, FT_IQ3_S = 26, FT_IQ3_M = 27, FT_IQ2_S = 28, FT_IQ2_M = 29, FT_IQ1_M = 31, FT_TQ1_0 = 36,
-    FT_TQ2_0 = 37,
+    FT_TQ2_0 = 37, FT_Q2_K_S = 21,
 };
 
 typedef struct state {
@@ -471,6 +472,7 @@ static int llama_rule(state *qs, uint32_t t, const hfq_plan_tensor *tensor, enum
     } else if (cat_is_attn_v(cat)) {
         static const uint32_t more_bits[] = {FT_Q4_K_M, FT_Q5_K_M};
         if (ft == FT_Q2_K) t = qs->n_gqa >= 4 ? GT_Q4_K : GT_Q3_K;
+        else if (ft == FT_Q2_K_S && qs->n_gqa >= 4) t = GT_Q4_K;
         else if (ft == FT_IQ3_XXS) t = qs->n_gqa >= 4 ? GT_Q4_K : !qs->opts->has_imatrix ? GT_IQ3_S : GT_IQ3_XXS;
         else if ((ft == FT_IQ3_XS || ft == FT_IQ3_S) && qs->n_gqa >= 4) t = GT_Q4_K;
         else if (ft == FT_IQ3_M) t = GT_Q4_K;
@@ -494,6 +496,7 @@ static int llama_rule(state *qs, uint32_t t, const hfq_plan_tensor *tensor, enum
         if (layer_of(qs, tensor->name, qs->i_ffn_down, &il, err) < 0) return -1;
         bool more = use_more_bits(il, nl);
         if (ft == FT_Q2_K) t = GT_Q3_K;
+        else if (ft == FT_Q2_K_S) t = il < nl / 8 ? GT_Q4_K : t;
         else if (ft == FT_IQ3_XXS && !qs->opts->has_imatrix) t = il < nl / 8 ? GT_Q4_K : GT_Q3_K;
         else if (ft == FT_Q3_K_M) t = il < nl / 16 ? GT_Q5_K : !qs->falcon || more ? GT_Q4_K : GT_Q3_K;
         else if (ft == FT_IQ3_M && (il < nl / 8 || (n_expert == 8 && more))) t = GT_Q4_K;

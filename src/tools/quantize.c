@@ -34,7 +34,7 @@ static void usage(FILE *out) {
         "Converts the tensors of IN.gguf to PRESET, choosing each tensor's format\n"
         "exactly as llama.cpp's llama-quantize does for its presets.\n"
         "\n"
-        "presets: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M (Q3_K) Q3_K_L\n"
+        "presets: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M (Q3_K) Q3_K_L\n"
         "         Q4_K_S Q4_K_M (Q4_K) Q5_K_S Q5_K_M (Q5_K) Q6_K IQ4_NL IQ4_XS MXFP4_MOE\n"
         "         MXFP4 NVFP4 INT8 FP8_E4M3 FP8_E5M2 IQ3_S IQ3_M IQ3_XS IQ3_XXS IQ2_XXS IQ2_XS\n"
         "         IQ2_S IQ2_M IQ1_S IQ1_M TQ1_0 TQ2_0 (see docs/quantize-tool.md; IQ3_XXS and below\n"

@@ -55,7 +55,7 @@ FIXTURE_MODELS = {
 PRESETS = ["Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q2_K",
            "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "MXFP4_MOE", "F16", "BF16", "F32",
            "IQ3_S", "IQ3_M", "IQ3_XS", "IQ3_XXS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M",
-           "TQ1_0", "TQ2_0"]
+           "TQ1_0", "TQ2_0", "Q2_K_S"]
 
 # presets compared again with importance data (every format they use honours it); of the
 # i-quant presets (whose very low-bit formats llama-quantize refuses without importance, as
@@ -63,7 +63,8 @@ PRESETS = ["Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q3_K_S", "Q3_K_M", "
 # importance-weighted i-quant: IQ3_XXS (iq3_xxs, iq3_s, iq2_s), IQ2_S (iq2_xs), IQ1_S (iq1_s,
 # iq2_xxs), IQ1_M
 IMATRIX_PRESETS = ["Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q2_K",
-                   "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "IQ3_XXS", "IQ2_S", "IQ1_S", "IQ1_M"]
+                   "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "IQ3_XXS", "IQ2_S", "IQ1_S", "IQ1_M",
+                   "Q2_K_S"]
 
 # tensor types whose quantizers take no importance
 NO_IMPORTANCE = {"f32", "f16", "bf16", "q8_0", "mxfp4"}
