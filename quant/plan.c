@@ -29,6 +29,7 @@ static const ext_fmt ext_fmts[] = {
 static const uint32_t ggml_targets[] = {
     GT_F32, GT_F16, GT_BF16, GT_Q4_0, GT_Q4_1, GT_Q5_0, GT_Q5_1, GT_Q8_0,
     GT_Q2_K, GT_Q3_K, GT_Q4_K, GT_Q5_K, GT_Q6_K, GT_IQ4_NL, GT_IQ4_XS, GT_MXFP4, GT_NVFP4,
+    GT_IQ3_XXS, GT_IQ3_S, GT_IQ2_XXS, GT_IQ2_XS, GT_IQ2_S, GT_IQ1_S, GT_IQ1_M, GT_TQ1_0, GT_TQ2_0,
 };
 
 static bool is_ext(uint32_t fmt) { return fmt >= HFQ_FMT_INT8 && fmt <= HFQ_FMT_FP8_E5M2; }
@@ -193,6 +194,19 @@ static const preset_info presets[HFQ_PRESET_COUNT] = {
     [HFQ_PRESET_INT8] = {"INT8", FT_HFQ_INT8, HFQ_FMT_INT8, FAM_HFQ},
     [HFQ_PRESET_FP8_E4M3] = {"FP8_E4M3", FT_HFQ_FP8_E4M3, HFQ_FMT_FP8_E4M3, FAM_HFQ},
     [HFQ_PRESET_FP8_E5M2] = {"FP8_E5M2", FT_HFQ_FP8_E5M2, HFQ_FMT_FP8_E5M2, FAM_HFQ},
+    [HFQ_PRESET_IQ3_S] = {"IQ3_S", 26, GT_IQ3_S, FAM_LLAMA},
+    [HFQ_PRESET_IQ3_M] = {"IQ3_M", 27, GT_IQ3_S, FAM_LLAMA},
+    [HFQ_PRESET_IQ3_XS] = {"IQ3_XS", 22, GT_IQ3_S, FAM_LLAMA},
+    [HFQ_PRESET_IQ3_XXS] = {"IQ3_XXS", 23, GT_IQ3_XXS, FAM_LLAMA},
+    [HFQ_PRESET_IQ2_XXS] = {"IQ2_XXS", 19, GT_IQ2_XXS, FAM_LLAMA},
+    [HFQ_PRESET_IQ2_XS] = {"IQ2_XS", 20, GT_IQ2_XS, FAM_LLAMA},
+    [HFQ_PRESET_IQ2_S] = {"IQ2_S", 28, GT_IQ2_XS, FAM_LLAMA},
+    [HFQ_PRESET_IQ2_M] = {"IQ2_M", 29, GT_IQ2_S, FAM_LLAMA},
+    [HFQ_PRESET_IQ1_S] = {"IQ1_S", 24, GT_IQ1_S, FAM_LLAMA},
+    [HFQ_PRESET_IQ1_M] = {"IQ1_M", 31, GT_IQ1_M, FAM_LLAMA},
+    [HFQ_PRESET_TQ1_0] = {"TQ1_0", 36, GT_TQ1_0, FAM_LLAMA},
+    [HFQ_PRESET_TQ2_0] = {"TQ2_0", 37, GT_TQ2_0, FAM_LLAMA},
+    [HFQ_PRESET_Q2_K_S] = {"Q2_K_S", 21, GT_Q2_K, FAM_LLAMA},
 };
 
 int hfq_preset_from_name(const char *name) {
@@ -329,7 +343,9 @@ static bool allows_quantization(const char *name, const int64_t ne[4], const cha
 enum {
     FT_Q4_0 = 2, FT_Q8_0 = 7, FT_Q5_0 = 8, FT_Q2_K = 10, FT_Q3_K_S = 11, FT_Q3_K_M = 12,
     FT_Q3_K_L = 13, FT_Q4_K_S = 14, FT_Q4_K_M = 15, FT_Q5_K_M = 17, FT_IQ4_NL = 25,
-    FT_IQ4_XS = 30, FT_MXFP4_MOE = 38,
+    FT_IQ4_XS = 30, FT_MXFP4_MOE = 38, FT_IQ2_XXS = 19, FT_IQ2_XS = 20, FT_IQ3_XS = 22, FT_IQ3_XXS = 23,
+    FT_IQ1_S = 24, FT_IQ3_S = 26, FT_IQ3_M = 27, FT_IQ2_S = 28, FT_IQ2_M = 29, FT_IQ1_M = 31, FT_TQ1_0 = 36,
+    FT_TQ2_0 = 37, FT_Q2_K_S = 21,
 };
 
 typedef struct state {
@@ -342,6 +358,7 @@ typedef struct state {
     int64_t n_gqa;
     int64_t n_attention_wv, i_attention_wv;
     int64_t n_ffn_down, i_ffn_down;
+    int64_t i_ffn_gate, i_ffn_up;  /* n_ffn_gate = n_ffn_up = n_ffn_down */
 } state;
 
 /* use_more_bits: the first and last eighth of the layers and every third in between */
@@ -382,6 +399,49 @@ static int layer_of(const state *qs, const char *name, int64_t counter, int64_t 
     return 0;
 }
 
+/* The ftypes of llama.cpp's 1- and 2-bit branch (IQ1_S/M, IQ2_XXS/XS/S/M). */
+static bool ftype_iq12(uint32_t ft) {
+    static const uint32_t list[] = {FT_IQ2_XXS, FT_IQ2_XS, FT_IQ1_S, FT_IQ2_S, FT_IQ2_M, FT_IQ1_M};
+    return ftype_in(ft, list, sizeof list / sizeof list[0]);
+}
+
+/* That branch, taken before the category rules: a handful of tensors get
+ * more bits (IQ3_S for IQ2_S/M, else Q2_K; Q4_K for attn_v of GQA / MoE). */
+static int llama_rule_iq12(state *qs, uint32_t t, const hfq_plan_tensor *tensor, enum category cat, uint32_t *out,
+                           hfq_error *err) {
+    const uint32_t ft = qs->ftype;
+    const int64_t n_expert = qs->model->n_expert;
+    const uint32_t bump = ft == FT_IQ2_S || ft == FT_IQ2_M ? GT_IQ3_S : GT_Q2_K;
+    (void)tensor;
+    (void)err;
+    if (cat_is_attn_v(cat)) {
+        t = qs->n_gqa >= 4 || n_expert >= 4 ? GT_Q4_K : bump;
+        qs->i_attention_wv++;
+    } else if (n_expert == 8 && cat == CAT_ATTN_K) {
+        t = GT_Q4_K;
+    } else if (cat == CAT_FFN_DOWN) {
+        if (qs->i_ffn_down < qs->n_ffn_down / 8) t = bump;
+        qs->i_ffn_down++;
+    } else if (cat == CAT_ATTN_OUTPUT) {
+        if (n_expert == 8) t = GT_Q5_K;
+        else if (ft == FT_IQ1_S || ft == FT_IQ1_M) t = GT_IQ2_XXS;
+        else if (ft == FT_IQ2_S || ft == FT_IQ2_M) t = GT_IQ3_S;
+    }
+    *out = t;
+    return 0;
+}
+
+/* ffn_gate / ffn_up: IQ3_XS takes IQ3_XXS for the middle three quarters of the layers. */
+static int llama_rule_gate_up(state *qs, uint32_t t, const hfq_plan_tensor *tensor, int64_t *counter, uint32_t *out,
+                              hfq_error *err) {
+    int64_t il, nl = qs->n_ffn_down;
+    if (layer_of(qs, tensor->name, *counter, &il, err) < 0) return -1;
+    if (qs->ftype == FT_IQ3_XS && il >= nl / 8 && il < 7 * nl / 8) t = GT_IQ3_XXS;
+    (*counter)++;
+    *out = t;
+    return 0;
+}
+
 static int llama_rule(state *qs, uint32_t t, const hfq_plan_tensor *tensor, enum category cat,
                       uint32_t *out, hfq_error *err) {
     const uint32_t ft = qs->ftype;
@@ -393,6 +453,8 @@ static int llama_rule(state *qs, uint32_t t, const hfq_plan_tensor *tensor, enum
             t = GT_Q8_0;
         } else if (qs->falcon || tensor->ne[0] % hfq_fmt_block_size(t) != 0) {
             t = GT_Q8_0;
+        } else if (ftype_iq12(ft) || ft == FT_IQ3_XXS) {
+            t = GT_Q5_K;
         } else if (t != GT_Q8_0) {
             t = GT_Q6_K;
         }
@@ -401,10 +463,19 @@ static int llama_rule(state *qs, uint32_t t, const hfq_plan_tensor *tensor, enum
         bool expert = cat == CAT_FFN_UP || cat == CAT_FFN_GATE || cat == CAT_FFN_DOWN;
         t = tensor->ne[2] > 1 && (strcmp(qs->model->arch, "bailingmoe3") != 0 || expert) ? GT_MXFP4 : GT_Q8_0;
     } else if (cat == CAT_TOKEN_EMBD) {
-        /* only the IQ1/IQ2/IQ3/TQ ftypes change an untied token_embd */
+        /* (--token-embedding-type was taken before the rules) */
+        if (ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ1_M) t = GT_Q2_K;
+        else if (ft == FT_IQ2_S || ft == FT_IQ2_M || ft == FT_IQ3_XXS) t = GT_IQ3_S;
+        else if (ft == FT_TQ1_0 || ft == FT_TQ2_0) t = GT_Q4_K;
+    } else if (ftype_iq12(ft)) {
+        return llama_rule_iq12(qs, t, tensor, cat, out, err);
     } else if (cat_is_attn_v(cat)) {
         static const uint32_t more_bits[] = {FT_Q4_K_M, FT_Q5_K_M};
         if (ft == FT_Q2_K) t = qs->n_gqa >= 4 ? GT_Q4_K : GT_Q3_K;
+        else if (ft == FT_Q2_K_S && qs->n_gqa >= 4) t = GT_Q4_K;
+        else if (ft == FT_IQ3_XXS) t = qs->n_gqa >= 4 ? GT_Q4_K : !qs->opts->has_imatrix ? GT_IQ3_S : GT_IQ3_XXS;
+        else if ((ft == FT_IQ3_XS || ft == FT_IQ3_S) && qs->n_gqa >= 4) t = GT_Q4_K;
+        else if (ft == FT_IQ3_M) t = GT_Q4_K;
         else if (ft == FT_Q3_K_M) t = qs->i_attention_wv < 2 ? GT_Q5_K : GT_Q4_K;
         else if (ft == FT_Q3_K_L) t = GT_Q5_K;
         else if ((ft == FT_IQ4_NL || ft == FT_IQ4_XS) && qs->n_gqa >= 4) t = GT_Q5_K;
@@ -416,14 +487,19 @@ static int llama_rule(state *qs, uint32_t t, const hfq_plan_tensor *tensor, enum
         qs->i_attention_wv++;
         /* (llama.cpp's separate ATTENTION_QKV branch is never reached: attn_qkv
          * is attn_v-like and taken here first) */
-    } else if (cat == CAT_ATTN_K) {
-        if (n_expert == 8) t = GT_Q8_0;
+    } else if (cat == CAT_ATTN_K || cat == CAT_ATTN_Q) {
+        if (cat == CAT_ATTN_K && n_expert == 8) t = GT_Q8_0;
+        else if (ft == FT_IQ3_XS) t = GT_IQ3_XXS;
+        else if (ft == FT_IQ3_XXS) t = GT_IQ2_S;
     } else if (cat == CAT_FFN_DOWN) {
         int64_t il, nl = qs->n_ffn_down;
         if (layer_of(qs, tensor->name, qs->i_ffn_down, &il, err) < 0) return -1;
         bool more = use_more_bits(il, nl);
         if (ft == FT_Q2_K) t = GT_Q3_K;
+        else if (ft == FT_Q2_K_S) t = il < nl / 8 ? GT_Q4_K : t;
+        else if (ft == FT_IQ3_XXS && !qs->opts->has_imatrix) t = il < nl / 8 ? GT_Q4_K : GT_Q3_K;
         else if (ft == FT_Q3_K_M) t = il < nl / 16 ? GT_Q5_K : !qs->falcon || more ? GT_Q4_K : GT_Q3_K;
+        else if (ft == FT_IQ3_M && (il < nl / 8 || (n_expert == 8 && more))) t = GT_Q4_K;
         else if (ft == FT_Q3_K_L) t = qs->falcon ? GT_Q4_K : GT_Q5_K;
         else if (ft == FT_Q4_K_M) {
             if (qs->falcon) t = il < nl / 16 ? GT_Q6_K : more ? GT_Q5_K : GT_Q4_K;
@@ -435,18 +511,24 @@ static int llama_rule(state *qs, uint32_t t, const hfq_plan_tensor *tensor, enum
             t = ft == FT_Q4_0 ? GT_Q4_1 : GT_Q5_1;
         qs->i_ffn_down++;
     } else if (cat == CAT_ATTN_OUTPUT) {
-        static const uint32_t moe8[] = {FT_Q2_K, FT_Q3_K_S, FT_Q3_K_M, FT_IQ4_NL, FT_Q4_K_S, FT_Q4_K_M, FT_IQ4_XS};
+        static const uint32_t moe8[] = {FT_Q2_K, FT_IQ3_XS, FT_IQ3_XXS, FT_Q3_K_S, FT_Q3_K_M, FT_IQ4_NL,
+                                        FT_Q4_K_S, FT_Q4_K_M, FT_IQ3_S, FT_IQ3_M, FT_IQ4_XS};
         if (!qs->falcon) {
             if (n_expert == 8) {
                 if (ftype_in(ft, moe8, sizeof moe8 / sizeof moe8[0])) t = GT_Q5_K;
             } else if (ft == FT_Q2_K) t = GT_Q3_K;
+            else if (ft == FT_IQ3_XXS) t = GT_IQ3_S;
             else if (ft == FT_Q3_K_M) t = GT_Q4_K;
             else if (ft == FT_Q3_K_L) t = GT_Q5_K;
+            else if (ft == FT_IQ3_M) t = GT_Q4_K;
         } else if (ft == FT_Q3_K_L) {
             t = GT_Q4_K;
         }
+    } else if (cat == CAT_FFN_GATE) {
+        return llama_rule_gate_up(qs, t, tensor, &qs->i_ffn_gate, out, err);
+    } else if (cat == CAT_FFN_UP) {
+        return llama_rule_gate_up(qs, t, tensor, &qs->i_ffn_up, out, err);
     }
-    /* ffn_gate / ffn_up change only for IQ3_XS */
     *out = t;
     return 0;
 }
@@ -471,8 +553,9 @@ static uint32_t fallback(const hfq_plan_tensor *tensor, uint32_t t, hfq_plan_ent
     if (ncols % qk == 0) return t;
     uint32_t r;
     switch (t) {
+    case GT_IQ1_S: case GT_IQ1_M: case GT_IQ2_XXS: case GT_IQ2_XS: case GT_IQ2_S: case GT_IQ3_XXS: case GT_IQ3_S:
     case GT_IQ4_XS: r = GT_IQ4_NL; break;
-    case GT_Q2_K: case GT_Q3_K: r = GT_Q4_0; break;
+    case GT_Q2_K: case GT_Q3_K: case GT_TQ1_0: case GT_TQ2_0: r = GT_Q4_0; break;
     case GT_Q4_K: r = GT_Q5_0; break;
     case GT_Q5_K: r = GT_Q5_1; break;
     case GT_Q6_K: r = GT_Q8_0; break;

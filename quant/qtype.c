@@ -7,11 +7,15 @@
 #include "formats/ggml_type.h"
 #include "quant/blocks.h"
 #include "quant/fp4.h"
+#include "quant/iq1.h"
+#include "quant/iq2.h"
+#include "quant/iq3.h"
 #include "quant/iq4.h"
 #include "quant/plain.h"
 #include "quant/q_k.h"
 #include "quant/q_k_low.h"
 #include "quant/q_legacy.h"
+#include "quant/tq.h"
 
 #define ROW(t, nm, gt, native, act_only, imp, bs, ts, q, qr, dq, dot, dot_t)                                   \
     [t] = {.type = t, .name = nm, .ggml_type = gt, .is_ggml_native = native, .is_activation_only = act_only, \
@@ -72,6 +76,24 @@ static const hfq_qtype_traits traits[HFQ_QT_COUNT] = {
         HFQ_QT_FP8_E4M3),
     ROW(HFQ_QT_FP8_E5M2, "fp8_e5m2", HFQ_NO_GGML_TYPE, false, false, false, 1, 1, NULL, NULL, NULL, NULL,
         HFQ_QT_FP8_E5M2),
+    ROW(HFQ_QT_IQ3_XXS, "iq3_xxs", GT_IQ3_XXS, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq3_xxs),
+        hfq_quantize_iq3_xxs, NULL, hfq_dequantize_iq3_xxs, hfq_vec_dot_iq3_xxs, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ3_S, "iq3_s", GT_IQ3_S, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq3_s), hfq_quantize_iq3_s,
+        NULL, hfq_dequantize_iq3_s, hfq_vec_dot_iq3_s, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ2_XXS, "iq2_xxs", GT_IQ2_XXS, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq2_xxs),
+        hfq_quantize_iq2_xxs, NULL, hfq_dequantize_iq2_xxs, hfq_vec_dot_iq2_xxs, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ2_XS, "iq2_xs", GT_IQ2_XS, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq2_xs),
+        hfq_quantize_iq2_xs, NULL, hfq_dequantize_iq2_xs, hfq_vec_dot_iq2_xs, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ2_S, "iq2_s", GT_IQ2_S, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq2_s), hfq_quantize_iq2_s,
+        NULL, hfq_dequantize_iq2_s, hfq_vec_dot_iq2_s, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ1_S, "iq1_s", GT_IQ1_S, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq1_s), hfq_quantize_iq1_s,
+        NULL, hfq_dequantize_iq1_s, hfq_vec_dot_iq1_s, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_IQ1_M, "iq1_m", GT_IQ1_M, true, false, true, HFQ_QK_K, sizeof(hfq_block_iq1_m), hfq_quantize_iq1_m,
+        NULL, hfq_dequantize_iq1_m, hfq_vec_dot_iq1_m, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_TQ1_0, "tq1_0", GT_TQ1_0, true, false, false, HFQ_QK_K, sizeof(hfq_block_tq1_0), hfq_quantize_tq1_0,
+        NULL, hfq_dequantize_tq1_0, hfq_vec_dot_tq1_0, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_TQ2_0, "tq2_0", GT_TQ2_0, true, false, false, HFQ_QK_K, sizeof(hfq_block_tq2_0), hfq_quantize_tq2_0,
+        NULL, hfq_dequantize_tq2_0, hfq_vec_dot_tq2_0, HFQ_QT_Q8_K),
 };
 
 const hfq_qtype_traits *hfq_qtype_get(hfq_qtype t) {

@@ -6,7 +6,7 @@
  * weighted), dequantize, and vec_dot against activations quantized to the
  * row's vec_dot_type by that format's own quantize_row. The pairing follows
  * ggml's CPU backend: Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/NVFP4 with Q8_0, Q4_1/Q5_1
- * with Q8_1, K-quants and IQ4_XS with Q8_K, plain types with themselves. To multiply a weight row
+ * with Q8_1, K-quants, IQ4_XS, the grid i-quants and TQ with Q8_K, plain types with themselves. To multiply a weight row
  * w of format t by float activations x:
  *
  *     const hfq_qtype_traits *wt = hfq_qtype_get(t);
@@ -53,6 +53,15 @@ typedef enum hfq_qtype {
     HFQ_QT_INT8,
     HFQ_QT_FP8_E4M3,
     HFQ_QT_FP8_E5M2,
+    HFQ_QT_IQ3_XXS, /* ggml's grid i-quants (quant/iq3.h) */
+    HFQ_QT_IQ3_S,
+    HFQ_QT_IQ2_XXS, /* quant/iq2.h */
+    HFQ_QT_IQ2_XS,
+    HFQ_QT_IQ2_S,
+    HFQ_QT_IQ1_S, /* quant/iq1.h */
+    HFQ_QT_IQ1_M,
+    HFQ_QT_TQ1_0, /* ternary, quant/tq.h */
+    HFQ_QT_TQ2_0,
     HFQ_QT_COUNT
 } hfq_qtype;
 

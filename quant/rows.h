@@ -39,6 +39,20 @@ static inline size_t hfq_quantize_rows(hfq_isa isa, const float *src, void *dst,
         return fn##_isa(hfq_isa_best(), src, dst, nrows, n_per_row, importance);                                \
     }
 
+/* size_t fn(src, dst, nrows, n_per_row, importance) over a scalar
+ * per-block quantizer block_fn(x, importance of the block or NULL, block *) */
+#define HFQ_DEFINE_QUANTIZE_BLOCKS(fn, block_t, block_size, block_fn)                                           \
+    static void fn##_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {            \
+        (void)isa;                                                                                              \
+        block_t *b = (block_t *)y;                                                                              \
+        for (int64_t i = 0; i < n / (block_size); i++)                                                          \
+            block_fn(x + i * (block_size), importance ? importance + i * (block_size) : NULL, &b[i]);           \
+    }                                                                                                           \
+    size_t fn(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance) {          \
+        return hfq_quantize_rows(HFQ_ISA_SCALAR, src, dst, nrows, n_per_row, importance, block_size,             \
+                                 sizeof(block_t), fn##_row);                                                    \
+    }
+
 /* void fn(const void *src, float *dst, int64_t n) */
 #define HFQ_DEFINE_DEQUANTIZE_ROW(fn, block_t, block_size, decode_block)        \
     void fn(const void *src, float *dst, int64_t n) {                           \

@@ -1216,6 +1216,18 @@ def _(work):
     return quantize_case(work, B.gguf, "Q8_0", "--tensor-type", "(attn=q4_0")
 
 
+# llama-quantize refuses these very low-bit formats (and Q2_K_S's Q2_K) without an imatrix (rows of
+# 256, so no fallback)
+for _preset, _fmt in (("IQ2_XXS", "iq2_xxs"), ("IQ1_S", "iq1_s"), ("IQ3_XXS", "iq2_s"), ("Q2_K_S", "q2_K")):
+    @case(f"quantize/no-importance-{_preset}", f"tensor blk.0.attn_q.weight: format {_fmt} needs importance data")
+    def _(work, preset=_preset):
+        model = os.path.join(work, "wide")
+        gguf = os.path.join(work, "wide.gguf")
+        must([MKMODEL, model, "--hidden", "256", "--ffn", "256", "--layers", "1"])
+        must([HFCONV, model, "-o", gguf, "-q"])
+        return quantize_case(work, gguf, preset)
+
+
 
 # ---------------------------------------------------------------- tokenize
 

@@ -7,9 +7,11 @@ tinystories-valid.txt: the file must load, and the perplexity must be that of
 a working model (MXFP4 and NVFP4, plain and --pure, too). The fixtures' rows (64, 128, 172, 384) are too short for the
 256-element formats, which fall back there, so a synthetic checkpoint with
 rows of 256 and 512 (mkmodel; untrained, its perplexity is near its
-vocabulary size) carries the K-quants and IQ4_XS themselves. For the presets
-of the low-bit and FP4 formats (Q4_1, Q2_K, Q3_K_*, IQ4_*, MXFP4, NVFP4) ppl-eval
-must also score each file as llama-perplexity does. Skips when the reference build or the
+vocabulary size) carries the K-quants and IQ4_XS themselves, and the grid
+i-quants and ternary formats (IQ3_XXS, IQ2_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0
+presets; the very low-bit ones with importance computed from the text). For the presets of the low-bit and FP4 formats (Q4_1, Q2_K, Q3_K_*,
+IQ4_*, MXFP4, NVFP4, and those) ppl-eval must also score each file as
+llama-perplexity does. Skips when the reference build or the
 fixtures are absent.
 """
 import json
@@ -32,6 +34,15 @@ PRESETS = (("F16",), ("Q8_0",), ("Q4_K_M",))
 # .scale tensors only where llama.cpp loads them, so --pure loads as well)
 COMPARED = (("Q4_1",), ("Q2_K",), ("Q3_K_S",), ("Q3_K_M",), ("Q3_K_L",), ("IQ4_NL",), ("IQ4_XS",), ("MXFP4",),
             ("NVFP4",), ("NVFP4", "--pure"))
+# the grid i-quants and ternary formats, on syn256 only (the fixtures' rows
+# fall back to IQ4_NL / Q4_0): presets that between them hold every one of
+# iq3_xxs iq3_s iq2_xxs iq2_xs iq2_s iq1_s iq1_m tq1_0 tq2_0. The very
+# low-bit ones need importance data (llama-quantize refuses without):
+# CALIB stands for statistics computed from the text by quantize itself.
+CALIB = "--calibration-file"
+# (IQ3_XXS holds iq3_xxs, iq2_s for attn_q/k and iq3_s for attn_output and the
+# embedding; IQ2_S iq2_xs; IQ1_S and IQ1_M their own and iq2_xxs)
+COMPARED_SYN = (("IQ3_XXS", CALIB), ("IQ2_S", CALIB), ("IQ1_S", CALIB), ("IQ1_M", CALIB), ("TQ1_0",), ("TQ2_0",))
 # Relative PPL tolerance against llama-perplexity, both with an F32 KV cache
 # (and llama.cpp without flash attention). Both tools quantize the
 # activations (Q8_0, Q8_1, Q8_K) but sum in their own orders, and llama.cpp's
@@ -100,12 +111,14 @@ def main():
             f32 = os.path.join(tmp, model + "-f32.gguf")
             subprocess.run([os.path.join(TOOLS, "hfconv"), src, "-o", f32, "--outtype", "f32", "-q"], check=True)
             variants = {"f32": f32}
-            for args in PRESETS + COMPARED:
-                name = " ".join(args)
-                out = os.path.join(tmp, f"{model}-{'_'.join(args)}.gguf")
-                subprocess.run([os.path.join(TOOLS, "quantize"), f32, out, *args], check=True, capture_output=True)
+            runs = PRESETS + COMPARED + (COMPARED_SYN if model == "syn256" else ())
+            for args in runs:
+                name = " ".join(a for a in args if a != CALIB) + (" (importance)" if CALIB in args else "")
+                out = os.path.join(tmp, f"{model}-{'_'.join(a.strip('-') for a in args)}.gguf")
+                argv = [a for arg in args for a in ([CALIB, text] if arg == CALIB else [arg])]
+                subprocess.run([os.path.join(TOOLS, "quantize"), f32, out, *argv], check=True, capture_output=True)
                 variants[name] = out
-            compared = {" ".join(args) for args in COMPARED}
+            compared = set(variants) - {" ".join(args) for args in PRESETS} - {"f32"}
             for name, path in variants.items():
                 try:
                     ppl = llama_ppl(path, text, 256, 8)

@@ -36,11 +36,13 @@ static void test_table(void) {
     CHECK(hfq_qtype_from_name("Q4_K") == HFQ_QT_Q4_K);
     CHECK(hfq_qtype_from_name("FP8_E4M3") == HFQ_QT_FP8_E4M3);
     CHECK(hfq_qtype_from_name("iq4_xs") == HFQ_QT_IQ4_XS);
-    CHECK(hfq_qtype_from_name("iq2_xxs") == -1);
+    CHECK(hfq_qtype_from_name("iq2_xxs") == HFQ_QT_IQ2_XXS);
+    CHECK(hfq_qtype_from_name("q2_kk") == -1);
     CHECK(hfq_qtype_from_name("") == -1);
     CHECK(hfq_qtype_from_name(NULL) == -1);
     CHECK(hfq_qtype_from_ggml(GT_Q4_1) == HFQ_QT_Q4_1);
-    CHECK(hfq_qtype_from_ggml(GT_IQ2_XXS) == -1);
+    CHECK(hfq_qtype_from_ggml(GT_IQ2_XXS) == HFQ_QT_IQ2_XXS);
+    CHECK(hfq_qtype_from_ggml(GT_Q1_0) == -1);
     CHECK(hfq_qtype_from_ggml(12345) == -1);
     /* ggml's CPU pairings (ggml-cpu.c type_traits vec_dot_type) */
     CHECK(hfq_qtype_get(HFQ_QT_Q4_0)->vec_dot_type == HFQ_QT_Q8_0);

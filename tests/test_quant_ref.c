@@ -8,7 +8,8 @@
  *   - activation quantizers == quantize_row_q8_0/q8_1/q8_K_ref,
  *   - vec_dot == ggml's generic vec_dot and a double-precision dot of the
  *     decoded rows, within float rounding; bit for bit with ggml's where our
- *     headers promise it (Q4_1, Q2_K, IQ4_NL, IQ4_XS).
+ *     headers promise it (Q4_1, Q2_K, IQ4_NL, IQ4_XS, the grid i-quants),
+ *   - the i-quants' codebooks (quant/iq_grids.h) == ggml-common.h's.
  * Rows of 32-element formats also come in lengths that are not multiples of
  * 256.
  * Skips when the llama.cpp sources were not there at configure time. */
@@ -22,6 +23,8 @@
 #include "quant/block_math.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
+#include "quant/iq3.h"
+#include "quant/iq_grids.h"
 #include "quant/qtype.h"
 #include "quant_rows.h"
 
@@ -40,21 +43,34 @@ typedef struct ref_case {
     ggml_ref_vec_dot vec_dot;
     void (*act_ref)(const float *x, void *y, int64_t k);
     bool dot_exact; /* vec_dot gives ggml's float bits */
+    bool needs_importance; /* ggml asserts an imatrix: ours writes zeros and returns 0 without one */
 } ref_case;
 
 static const ref_case cases[] = {
-    {HFQ_QT_Q8_0, quantize_q8_0, dequantize_row_q8_0, ggml_vec_dot_q8_0_q8_0, quantize_row_q8_0_ref, false},
-    {HFQ_QT_Q4_0, quantize_q4_0, dequantize_row_q4_0, ggml_vec_dot_q4_0_q8_0, quantize_row_q8_0_ref, false},
-    {HFQ_QT_Q4_1, quantize_q4_1, dequantize_row_q4_1, ggml_vec_dot_q4_1_q8_1, quantize_row_q8_1_ref, true},
-    {HFQ_QT_Q5_0, quantize_q5_0, dequantize_row_q5_0, ggml_vec_dot_q5_0_q8_0, quantize_row_q8_0_ref, false},
-    {HFQ_QT_Q5_1, quantize_q5_1, dequantize_row_q5_1, ggml_vec_dot_q5_1_q8_1, quantize_row_q8_1_ref, false},
-    {HFQ_QT_Q2_K, quantize_q2_K, dequantize_row_q2_K, ggml_vec_dot_q2_K_q8_K, quantize_row_q8_K_ref, true},
-    {HFQ_QT_Q3_K, quantize_q3_K, dequantize_row_q3_K, ggml_vec_dot_q3_K_q8_K, quantize_row_q8_K_ref, false},
-    {HFQ_QT_Q4_K, quantize_q4_K, dequantize_row_q4_K, ggml_vec_dot_q4_K_q8_K, quantize_row_q8_K_ref, false},
-    {HFQ_QT_Q5_K, quantize_q5_K, dequantize_row_q5_K, ggml_vec_dot_q5_K_q8_K, quantize_row_q8_K_ref, false},
-    {HFQ_QT_Q6_K, quantize_q6_K, dequantize_row_q6_K, ggml_vec_dot_q6_K_q8_K, quantize_row_q8_K_ref, false},
-    {HFQ_QT_IQ4_NL, quantize_iq4_nl, dequantize_row_iq4_nl, ggml_vec_dot_iq4_nl_q8_0, quantize_row_q8_0_ref, true},
-    {HFQ_QT_IQ4_XS, quantize_iq4_xs, dequantize_row_iq4_xs, ggml_vec_dot_iq4_xs_q8_K, quantize_row_q8_K_ref, true},
+    {HFQ_QT_Q8_0, quantize_q8_0, dequantize_row_q8_0, ggml_vec_dot_q8_0_q8_0, quantize_row_q8_0_ref, false, false},
+    {HFQ_QT_Q4_0, quantize_q4_0, dequantize_row_q4_0, ggml_vec_dot_q4_0_q8_0, quantize_row_q8_0_ref, false, false},
+    {HFQ_QT_Q4_1, quantize_q4_1, dequantize_row_q4_1, ggml_vec_dot_q4_1_q8_1, quantize_row_q8_1_ref, true, false},
+    {HFQ_QT_Q5_0, quantize_q5_0, dequantize_row_q5_0, ggml_vec_dot_q5_0_q8_0, quantize_row_q8_0_ref, false, false},
+    {HFQ_QT_Q5_1, quantize_q5_1, dequantize_row_q5_1, ggml_vec_dot_q5_1_q8_1, quantize_row_q8_1_ref, false, false},
+    {HFQ_QT_Q2_K, quantize_q2_K, dequantize_row_q2_K, ggml_vec_dot_q2_K_q8_K, quantize_row_q8_K_ref, true, false},
+    {HFQ_QT_Q3_K, quantize_q3_K, dequantize_row_q3_K, ggml_vec_dot_q3_K_q8_K, quantize_row_q8_K_ref, false, false},
+    {HFQ_QT_Q4_K, quantize_q4_K, dequantize_row_q4_K, ggml_vec_dot_q4_K_q8_K, quantize_row_q8_K_ref, false, false},
+    {HFQ_QT_Q5_K, quantize_q5_K, dequantize_row_q5_K, ggml_vec_dot_q5_K_q8_K, quantize_row_q8_K_ref, false, false},
+    {HFQ_QT_Q6_K, quantize_q6_K, dequantize_row_q6_K, ggml_vec_dot_q6_K_q8_K, quantize_row_q8_K_ref, false, false},
+    {HFQ_QT_IQ4_NL, quantize_iq4_nl, dequantize_row_iq4_nl, ggml_vec_dot_iq4_nl_q8_0, quantize_row_q8_0_ref, true, false},
+    {HFQ_QT_IQ4_XS, quantize_iq4_xs, dequantize_row_iq4_xs, ggml_vec_dot_iq4_xs_q8_K, quantize_row_q8_K_ref, true, false},
+    {HFQ_QT_IQ3_XXS, quantize_iq3_xxs, dequantize_row_iq3_xxs, ggml_vec_dot_iq3_xxs_q8_K, quantize_row_q8_K_ref,
+     true, false},
+    {HFQ_QT_IQ3_S, quantize_iq3_s, dequantize_row_iq3_s, ggml_vec_dot_iq3_s_q8_K, quantize_row_q8_K_ref, true, false},
+    {HFQ_QT_IQ2_XXS, quantize_iq2_xxs, dequantize_row_iq2_xxs, ggml_vec_dot_iq2_xxs_q8_K, quantize_row_q8_K_ref, true,
+     true},
+    {HFQ_QT_IQ2_XS, quantize_iq2_xs, dequantize_row_iq2_xs, ggml_vec_dot_iq2_xs_q8_K, quantize_row_q8_K_ref, true,
+     true},
+    {HFQ_QT_IQ2_S, quantize_iq2_s, dequantize_row_iq2_s, ggml_vec_dot_iq2_s_q8_K, quantize_row_q8_K_ref, true, false},
+    {HFQ_QT_IQ1_S, quantize_iq1_s, dequantize_row_iq1_s, ggml_vec_dot_iq1_s_q8_K, quantize_row_q8_K_ref, true, true},
+    {HFQ_QT_IQ1_M, quantize_iq1_m, dequantize_row_iq1_m, ggml_vec_dot_iq1_m_q8_K, quantize_row_q8_K_ref, true, false},
+    {HFQ_QT_TQ1_0, quantize_tq1_0, dequantize_row_tq1_0, ggml_vec_dot_tq1_0_q8_K, quantize_row_q8_K_ref, true, false},
+    {HFQ_QT_TQ2_0, quantize_tq2_0, dequantize_row_tq2_0, ggml_vec_dot_tq2_0_q8_K, quantize_row_q8_K_ref, true, false},
 };
 
 enum { MAX_N = 4096, NROWS = 6 };
@@ -164,6 +180,31 @@ static void check_dots(const ref_case *c, const hfq_qtype_traits *t, int kind, i
                   row_kind_name(kind), (long long)n, got, want);
 }
 
+/* Our codebooks (quant/iq_grids.h) and sign table are ggml-common.h's. */
+static void check_table(const char *name, const void *ours, size_t n, size_t elem_size) {
+    size_t their_n = 0, their_size = 0;
+    const void *theirs = ggml_ref_table(name, &their_n, &their_size);
+    CHECK_MSG(theirs && their_n == n && their_size == elem_size, "table %s: %zu x %zu bytes in ggml", name,
+              their_n, their_size);
+    if (!theirs || their_n != n || their_size != elem_size) return;
+    int64_t at = first_diff(ours, theirs, n * elem_size);
+    CHECK_MSG(at < 0, "table %s differs from ggml's at element %lld", name, (long long)(at / (int64_t)elem_size));
+}
+
+static void check_tables(void) {
+#define OUR_TABLE(t) check_table(#t, hfq_##t, sizeof hfq_##t / sizeof hfq_##t[0], sizeof hfq_##t[0])
+    OUR_TABLE(iq2xxs_grid);
+    OUR_TABLE(iq2xs_grid);
+    OUR_TABLE(iq2s_grid);
+    OUR_TABLE(iq3xxs_grid);
+    OUR_TABLE(iq3s_grid);
+    OUR_TABLE(iq1s_grid);
+#undef OUR_TABLE
+    uint8_t signs[128];
+    for (uint32_t i = 0; i < 128; i++) signs[i] = hfq_iq_signs7(i);
+    check_table("ksigns_iq2xs", signs, 128, 1);
+}
+
 static void check_case(const ref_case *c, test_rng *rng) {
     const hfq_qtype_traits *t = hfq_qtype_get(c->type);
     static float src[NROWS * MAX_N], imp[MAX_N], deq_ours[NROWS * MAX_N], deq_theirs[NROWS * MAX_N];
@@ -183,6 +224,12 @@ static void check_case(const ref_case *c, test_rng *rng) {
                 }
                 memset(ours, 0xA5, bytes);
                 memset(theirs, 0x5A, bytes);
+                if (c->needs_importance && !weighted) {
+                    CHECK(t->quantize(src, ours, NROWS, n, NULL) == 0);
+                    memset(theirs, 0, bytes);
+                    expect_same("quantize(no importance: zeros)", t, kind, n, ours, theirs, bytes);
+                    continue;
+                }
                 size_t got = t->quantize(src, ours, NROWS, n, importance);
                 size_t want = c->quantize(src, theirs, NROWS, n, importance);
                 CHECK(got == bytes && want == bytes);
@@ -199,6 +246,13 @@ static void check_case(const ref_case *c, test_rng *rng) {
 
 int main(void) {
     test_rng rng = {20240611};
+    iq3xs_init_impl(256); /* ggml's quantizers need their searches built first */
+    iq3xs_init_impl(512);
+    iq2xs_init_impl(GGML_REF_TYPE_IQ2_XXS);
+    iq2xs_init_impl(GGML_REF_TYPE_IQ2_XS);
+    iq2xs_init_impl(GGML_REF_TYPE_IQ2_S);
+    iq2xs_init_impl(GGML_REF_TYPE_IQ1_S); /* IQ1_M shares it */
+    check_tables();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &rng);
     return check_exit();
 }

@@ -205,6 +205,32 @@ static hfq_companion step_companion(const step *st, const char *name) {
     return hfq_codec_companion(&st->spec);
 }
 
+/* llama-quant.cpp's tensor_requires_imatrix: the formats whose rounding
+ * without importance is too poor to use (and Q2_K in a Q2_K_S file),
+ * except on the embedding and the LM head (llama-quantize refuses; so do
+ * we). */
+static bool requires_importance(const char *name, uint32_t fmt, hfq_preset preset) {
+    if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "per_layer_token_embd.weight") == 0 ||
+        strcmp(name, "output.weight") == 0)
+        return false;
+    return fmt == GT_IQ3_XXS || fmt == GT_IQ2_XXS || fmt == GT_IQ2_XS || fmt == GT_IQ2_S || fmt == GT_IQ1_M ||
+           fmt == GT_IQ1_S || (fmt == GT_Q2_K && preset == HFQ_PRESET_Q2_K_S);
+}
+
+/* At write time, once the importance source is known: refuses those
+ * formats on tensors it has no rows for. */
+static int check_importance(const gguf_file *f, const hfq_plan *plan, const step *steps, hfq_preset preset,
+                            hfq_error *err) {
+    for (int64_t i = 0; i < plan->n; i++) {
+        const gguf_tensor_info *t = gguf_tensor_at(f, i);
+        if (plan->entries[i].convert && !steps[i].rows && requires_importance(t->name, steps[i].spec.fmt, preset))
+            return hfq_fail(err, gguf_path(f),
+                            "tensor %s: format %s needs importance data (--stats or --calibration-file), "
+                            "as in llama-quantize", t->name, hfq_fmt_name(steps[i].spec.fmt));
+    }
+    return 0;
+}
+
 /* Refuses, before anything is written, what cannot be converted. */
 static int check_plan(const gguf_file *f, const hfq_plan *plan, const step *steps, const hfq_quantize_opts *o,
                       bool need_encode, hfq_error *err) {
@@ -407,7 +433,7 @@ static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *p
 int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out_path,
                        const hfq_quantize_opts *o, hfq_error *err) {
     step *steps = plan_steps(f, plan, o, err);
-    if (!steps || check_plan(f, plan, steps, o, true, err) < 0) {
+    if (!steps || check_plan(f, plan, steps, o, true, err) < 0 || check_importance(f, plan, steps, o->plan.preset, err) < 0) {
         free(steps);
         return -1;
     }

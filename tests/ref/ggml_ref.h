@@ -9,7 +9,9 @@
 #include <stdint.h>
 
 #define GGML_REF_FORMATS(X)                                                                                   \
-    X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q2_K) X(q3_K) X(q4_K) X(q5_K) X(q6_K) X(iq4_nl) X(iq4_xs)
+    X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q2_K) X(q3_K) X(q4_K) X(q5_K) X(q6_K) X(iq4_nl) X(iq4_xs)  \
+        X(iq3_xxs) X(iq3_s) X(iq2_xxs) X(iq2_xs) X(iq2_s)  \
+        X(iq1_s) X(iq1_m) X(tq1_0) X(tq2_0)
 
 #define GGML_REF_DECLARE(t)                                                              \
     void quantize_row_##t##_ref(const float *x, void *y, int64_t k);                      \
@@ -39,5 +41,36 @@ void ggml_vec_dot_iq4_nl_q8_0(int n, float *s, size_t bs, const void *vx, size_t
                               int nrc);
 void ggml_vec_dot_iq4_xs_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
                               int nrc);
+
+/* ggml_quantize_init's codebook searches, needed before the grid i-quants */
+void iq3xs_init_impl(int grid_size);
+void iq2xs_init_impl(int ggml_type);
+/* ggml_type values iq2xs_init_impl takes (formats/ggml_type.h has the same) */
+enum { GGML_REF_TYPE_IQ2_XXS = 16, GGML_REF_TYPE_IQ2_XS = 17, GGML_REF_TYPE_IQ1_S = 19, GGML_REF_TYPE_IQ2_S = 22,
+       GGML_REF_TYPE_IQ1_M = 29 };
+
+void ggml_vec_dot_iq3_xxs_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                               int nrc);
+void ggml_vec_dot_iq2_xxs_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                               int nrc);
+void ggml_vec_dot_iq2_xs_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                              int nrc);
+void ggml_vec_dot_iq2_s_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                             int nrc);
+void ggml_vec_dot_iq1_s_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                             int nrc);
+void ggml_vec_dot_iq1_m_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                             int nrc);
+void ggml_vec_dot_tq1_0_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                             int nrc);
+void ggml_vec_dot_tq2_0_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                             int nrc);
+void ggml_vec_dot_iq3_s_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
+                             int nrc);
+
+/* ggml-common.h's table `name` ("iq3s_grid", "ksigns_iq2xs", ...): its
+ * elements and their size in bytes, or NULL when there is none of that name
+ * (tests/ref/ggml_ref_tables.c). */
+const void *ggml_ref_table(const char *name, size_t *n, size_t *elem_size);
 
 #endif

@@ -1,0 +1,137 @@
+/* iq_lattice_gen - writes the constant tables of quant/iq_lattice.h as C.
+ * Run at build time: `iq_lattice_gen OUT.c`. Each lattice is derived from
+ * its codebook in quant/iq_grids.h: a byte value of an entry maps to its
+ * level l (the table below), the entry's point index packs the levels, and
+ * every other point gets the entries at its `nwant` smallest squared
+ * distances, in (distance, position) order. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/iq_grids.h"
+
+typedef struct lattice_def {
+    const char *name;
+    int dim, bits, grid_size, map_size, nwant;
+    const void *grid;  /* uint32_t (dim 4) or uint64_t (dim 8) entries */
+    uint8_t levels[8]; /* the byte value of level l, l = 0.. */
+    int n_levels;
+} lattice_def;
+
+/* ggml's kmap_size: every 8 x 2-bit index up to 0xAAAA (levels 0..2) and two more */
+#define MAP_2BIT 43692
+
+static const lattice_def defs[] = {
+    {"iq3xxs", 4, 3, 256, 4096, 2, hfq_iq3xxs_grid, {4, 12, 20, 28, 36, 44, 52, 62}, 8},
+    {"iq3s", 4, 3, 512, 4096, 3, hfq_iq3s_grid, {1, 3, 5, 7, 9, 11, 13, 15}, 8},
+    {"iq2xxs", 8, 2, 256, MAP_2BIT, 2, hfq_iq2xxs_grid, {8, 25, 43}, 3},
+    {"iq2xs", 8, 2, 512, MAP_2BIT, 2, hfq_iq2xs_grid, {8, 25, 43}, 3},
+    {"iq2s", 8, 2, 1024, MAP_2BIT, 1, hfq_iq2s_grid, {8, 25, 43}, 3},
+    {"iq1s", 8, 2, 2048, MAP_2BIT, 3, hfq_iq1s_grid, {0xff, 0x00, 0x01}, 3},
+};
+
+static int level_of(const lattice_def *d, uint8_t byte) {
+    for (int l = 0; l < d->n_levels; l++)
+        if (d->levels[l] == byte) return l;
+    return -1;
+}
+
+static uint8_t entry_byte(const lattice_def *d, int k, int i) {
+    uint64_t v = d->dim == 4 ? ((const uint32_t *)d->grid)[k] : ((const uint64_t *)d->grid)[k];
+    return (uint8_t)(v >> (8 * i));
+}
+
+static int emit(FILE *f, const lattice_def *d) {
+    const int dim = d->dim, gs = d->grid_size, ms = d->map_size;
+    int8_t *coords = malloc((size_t)gs * dim);
+    int32_t *map = malloc((size_t)ms * sizeof *map);
+    int *dist = malloc((size_t)gs * sizeof *dist);
+    size_t cap = (size_t)ms * 8, n_nb = 0;
+    uint16_t *nb = malloc(cap * sizeof *nb);
+    if (!coords || !map || !dist || !nb) return -1;
+    for (int i = 0; i < ms; i++) map[i] = -1;
+    for (int k = 0; k < gs; k++) {
+        int index = 0;
+        for (int i = 0; i < dim; i++) {
+            int l = level_of(d, entry_byte(d, k, i));
+            if (l < 0) return -1;
+            coords[k * dim + i] = (int8_t)(2 * l + 1);
+            index |= l << (d->bits * i);
+        }
+        if (index >= ms || map[index] >= 0) return -1;
+        map[index] = k;
+    }
+    for (int p = 0; p < ms; p++) {
+        if (map[p] >= 0) continue;
+        if (cap - n_nb < (size_t)gs + 1) { /* room for the longest list */
+            cap *= 2;
+            uint16_t *grown = realloc(nb, cap * sizeof *nb);
+            if (!grown) return -1;
+            nb = grown;
+        }
+        int pos[8];
+        for (int i = 0; i < dim; i++) pos[i] = 2 * ((p >> (d->bits * i)) & ((1 << d->bits) - 1)) + 1;
+        for (int k = 0; k < gs; k++) {
+            int d2 = 0;
+            for (int i = 0; i < dim; i++) d2 += (coords[k * dim + i] - pos[i]) * (coords[k * dim + i] - pos[i]);
+            dist[k] = d2;
+        }
+        map[p] = -(int32_t)(n_nb + 1);
+        size_t head = n_nb++;
+        int last = -1, count = 0;
+        for (int have = 0; have < d->nwant; have++) {
+            int next = -1; /* the smallest distance above the last one taken */
+            for (int k = 0; k < gs; k++)
+                if (dist[k] > last && (next < 0 || dist[k] < next)) next = dist[k];
+            if (next < 0) break;
+            for (int k = 0; k < gs; k++)
+                if (dist[k] == next) {
+                    nb[n_nb++] = (uint16_t)k;
+                    count++;
+                }
+            last = next;
+        }
+        nb[head] = (uint16_t)count;
+    }
+    fprintf(f, "\nstatic const int8_t coords_%s[%d] = {", d->name, gs * dim);
+    for (int i = 0; i < gs * dim; i++) fprintf(f, "%s%d,", i % 32 ? "" : "\n", coords[i]);
+    fprintf(f, "\n};\nstatic const int32_t map_%s[%d] = {", d->name, ms);
+    for (int i = 0; i < ms; i++) fprintf(f, "%s%d,", i % 16 ? "" : "\n", map[i]);
+    fprintf(f, "\n};\nstatic const uint16_t neighbours_%s[%zu] = {", d->name, n_nb);
+    for (size_t i = 0; i < n_nb; i++) fprintf(f, "%s%u,", i % 20 ? "" : "\n", nb[i]);
+    fprintf(f, "\n};\nconst hfq_iq_lattice hfq_iq_lattice_%s = {%d, %d, %d, %d, coords_%s, map_%s, neighbours_%s};\n",
+            d->name, dim, d->bits, gs, ms, d->name, d->name, d->name);
+    free(coords);
+    free(map);
+    free(dist);
+    free(nb);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: iq_lattice_gen OUT.c\n");
+        return 2;
+    }
+    FILE *f = fopen(argv[1], "w");
+    if (!f) {
+        perror(argv[1]);
+        return 1;
+    }
+    fprintf(f, "/* generated by quant/iq_lattice_gen.c from quant/iq_grids.h; do not edit */\n"
+               "#include \"quant/iq_lattice.h\"\n");
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+        if (emit(f, &defs[i]) < 0) {
+            fprintf(stderr, "iq_lattice_gen: %s: bad codebook or out of memory\n", defs[i].name);
+            fclose(f);
+            remove(argv[1]);
+            return 1;
+        }
+    if (fclose(f) != 0) {
+        perror(argv[1]);
+        remove(argv[1]);
+        return 1;
+    }
+    return 0;
+}
