@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -96,16 +97,31 @@ static void reg_unlock(const sigset_t *old) {
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-/* Called with the registry locked. */
-static int reg_add(char *path) {
-    if (reg_n == reg_cap) {
-        size_t cap = reg_cap ? 2 * reg_cap : 8;
-        char **p = realloc(reg_paths, cap * sizeof *p);
-        if (!p) return -1;
-        reg_paths = p;
-        reg_cap = cap;
+/* Room for one more entry, grown outside the lock: the handler may land on a
+ * thread inside malloc, and a critical section that waits for the allocator
+ * would then never end (the handler spins for it). Returns -1 when out of
+ * memory. */
+static int reg_grow(void) {
+    sigset_t old;
+    reg_lock(&old);
+    char **cur = reg_paths;
+    size_t cap = reg_cap;
+    bool full = reg_n == reg_cap;
+    reg_unlock(&old);
+    if (!full) return 0;
+    size_t new_cap = cap ? 2 * cap : 8;
+    char **grown = malloc(new_cap * sizeof *grown);
+    if (!grown) return -1;
+    reg_lock(&old);
+    char **unused = grown;
+    if (reg_paths == cur && reg_cap == cap) {   /* no other thread grew it meanwhile */
+        if (reg_n) memcpy(grown, reg_paths, reg_n * sizeof *grown);
+        unused = reg_paths;
+        reg_paths = grown;
+        reg_cap = new_cap;
     }
-    reg_paths[reg_n++] = path;
+    reg_unlock(&old);
+    free(unused);
     return 0;
 }
 
@@ -122,20 +138,20 @@ static void reg_remove(const char *path) {
  * the handler cannot come between. */
 typedef enum { TMP_CREATE, TMP_RENAME, TMP_UNLINK, TMP_FORGET } tmp_step;
 
-/* TMP_CREATE returns the new descriptor; the others 0, or -1 with errno. */
+/* TMP_CREATE returns the new descriptor (-2: the list has no room, see
+ * reg_grow); the others 0, or -1 with errno. */
 static int tmp_do(hfq_atomic_file *af, tmp_step step) {
     sigset_t old;
     reg_lock(&old);
     int rc = 0, e = 0;
     switch (step) {
     case TMP_CREATE:
-        rc = mkstemp(af->tmp_path);
-        if (rc >= 0 && reg_add(af->tmp_path) != 0) {
-            unlink(af->tmp_path);
-            close(rc);
-            rc = -1;
-            errno = ENOMEM;
+        if (reg_n == reg_cap) {   /* no room: the caller grows the list and comes back */
+            rc = -2;
+            break;
         }
+        rc = mkstemp(af->tmp_path);
+        if (rc >= 0) reg_paths[reg_n++] = af->tmp_path;
         break;
     case TMP_RENAME: rc = rename(af->tmp_path, af->path); break;
     case TMP_UNLINK: rc = unlink(af->tmp_path); break;
@@ -201,7 +217,12 @@ static void atomic_free(hfq_atomic_file *af) {
 static int create_locked(hfq_atomic_file *af, size_t len) {
     for (int tries = 0; tries < CREATE_TRIES; tries++) {
         memcpy(af->tmp_path + len, TMP_SUFFIX "XXXXXX", strlen(TMP_SUFFIX) + TMP_RANDOM + 1);
-        int fd = tmp_do(af, TMP_CREATE);
+        int fd;
+        while ((fd = tmp_do(af, TMP_CREATE)) == -2)
+            if (reg_grow()) {
+                errno = ENOMEM;
+                return -1;
+            }
         if (fd < 0) return -1;
         /* not inherited by programs a tool may run: their lock would keep a
          * dead writer's temporary looking alive */

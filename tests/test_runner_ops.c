@@ -473,7 +473,7 @@ static void expect_refused(uint32_t type, hfq_qext qext, hfq_act_quant aq, int64
 static void test_refused(void) {
     expect_refused(GT_I32, 0, 0, 64, "m.gguf: tensor 'blk.0.ffn_up.weight': type i32 is not supported by the cpu backend");
     expect_refused(GT_Q8_K, 0, 0, 256, "type q8_K is not supported");     /* an activation format */
-    expect_refused(GT_IQ2_XXS, 0, 0, 256, "type iq2_xxs is not supported");
+    expect_refused(GT_Q8_1, 0, 0, 64, "type q8_1 is not supported");      /* Q4_1/Q5_1's activations */
     const char *no_scale = "m.gguf: tensor 'blk.0.ffn_up.weight' has no input_scale for static activation quantization";
     expect_refused(GT_I8, HFQ_QEXT_INT8, HFQ_ACT_QUANT_STATIC, 64, no_scale);
     expect_refused(GT_I8, HFQ_QEXT_FP8_E4M3, HFQ_ACT_QUANT_STATIC, 64, no_scale);
