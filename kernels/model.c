@@ -217,14 +217,16 @@ static int bind_qext(const binder *b, hfq_tensor *w) {
     return hfq_fail(b->err, b->where, "tensor '%s': unknown hfq.qext encoding '%s'", w->name, enc);
 }
 
-/* hfq.act_quant.<name>: "none" on an I8 weight without an input scale. */
+/* hfq.act_quant.<name>: "none" on an I8, NVFP4 or MXFP4 weight without an
+ * input scale (an input scale says its activations are quantized). */
 static int bind_act(const binder *b, hfq_tensor *w) {
     const char *v = b->src->act ? b->src->act(b->src->source, w->name) : NULL;
     if (!v) return 0;
     if (strcmp(v, "none"))
         return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\"", w->name, v);
-    if (!w->qext || w->input_scale)
-        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant 'none' needs an I8 weight without input_scale",
+    if ((!w->qext && w->type != GT_NVFP4 && w->type != GT_MXFP4) || w->input_scale)
+        return hfq_fail(b->err, b->where,
+                        "tensor '%s': hfq.act_quant 'none' needs an I8, NVFP4 or MXFP4 weight without input_scale",
                         w->name);
     w->act_none = true;
     return 0;

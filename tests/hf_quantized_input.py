@@ -12,7 +12,8 @@ mxfp4-pack-quantized); config.json carries its QuantizationConfig. Then:
   Face's order); `--outtype` forces floats, so no kept type is left;
 - `hfconv` without --outtype: the formats our GGUF holds are kept (GGUF
   type I8 with hfq.qext, NVFP4, MXFP4; expected per case), the rest are BF16
-  (compressed-tensors' decompression dtype) and named on stderr;
+  (compressed-tensors' decompression dtype) and named on stderr; the kept
+  weights of weight-only schemes carry hfq.act_quant = none;
 - our runner on that GGUF (its activation scheme as the file records it)
   against transformers running the checkpoint with compressed-tensors'
   fake quantization of the activations: mean KL <= 1e-4, same top token at
@@ -71,12 +72,10 @@ def custom(weights, inputs=None):
 
 
 # label: (scheme, format, GGUF type name when kept (None: BF16), (max KL, min same top) against
-# transformers, or None where compressed-tensors cannot load its own layout). NVFP4A16 /
-# MXFP4A16 get a wider top limit: our runner pairs FP4 weights with ggml's Q8_0 activations
-# (llama.cpp's pairing; no float-activation FP4 path), compressed-tensors keeps them float.
+# transformers, or None where compressed-tensors cannot load its own layout).
 # Dynamic activations: the limits widen to the reference's own noise, measured each run
 # (transformers again on embeddings perturbed by 1e-7 relative; see control()).
-STRICT, Q8_ACTS = (MAX_KL, MIN_TOP), (MAX_KL, 0.95)
+STRICT = (MAX_KL, MIN_TOP)
 CASES = [
     ("fp8-static", preset_name_to_scheme("FP8", ["Linear"]), "float-quantized", "I8", STRICT),
     ("fp8-dynamic", preset_name_to_scheme("FP8_DYNAMIC", ["Linear"]), "float-quantized", "I8", STRICT),
@@ -91,9 +90,9 @@ CASES = [
     ("w4a16-asym", preset_name_to_scheme("W4A16_ASYM", ["Linear"]), "pack-quantized", None, STRICT),
     ("w4-channel-asym", custom(dict(num_bits=4, type="int", strategy="channel", symmetric=False)),
      "pack-quantized", None, STRICT),
-    ("nvfp4a16", preset_name_to_scheme("NVFP4A16", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", Q8_ACTS),
+    ("nvfp4a16", preset_name_to_scheme("NVFP4A16", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", STRICT),
     ("nvfp4", preset_name_to_scheme("NVFP4", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", STRICT),
-    ("mxfp4a16", preset_name_to_scheme("MXFP4A16", ["Linear"]), "mxfp4-pack-quantized", "MXFP4", Q8_ACTS),
+    ("mxfp4a16", preset_name_to_scheme("MXFP4A16", ["Linear"]), "mxfp4-pack-quantized", "MXFP4", STRICT),
 ]
 
 
@@ -235,9 +234,14 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
     r = run([HFCONV, folder, "-o", gguf])
     if not ok(r.returncode == 0, f"{label}: hfconv failed: {r.stderr.strip()}"):
         return
-    types = {t.tensor_type.name for t in GGUFReader(gguf).tensors
+    reader = GGUFReader(gguf)
+    types = {t.tensor_type.name for t in reader.tensors
              if is_proj(t.name)}
     check(types == {kept or "BF16"}, f"{label}: weight types {types}, expected {kept or 'BF16'}")
+    # weight-only schemes (W8A16, NVFP4A16, MXFP4A16) mark their kept weights float-activation
+    act_none = [k for k in reader.fields if k.startswith("hfq.act_quant.")]
+    want_none = 14 if kept and scheme.input_activations is None else 0
+    check(len(act_none) == want_none, f"{label}: {len(act_none)} hfq.act_quant keys, expected {want_none}")
     notes = [ln for ln in r.stderr.splitlines() if "dequantized exactly" in ln]
     check(len(notes) == (0 if kept else 14), f"{label}: {len(notes)} dequantization notes on stderr")
     if limits is None:

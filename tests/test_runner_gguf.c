@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cuda/plan.h"
 #include "kernels/graph.h"
 #include "test_runner_synth.h"
 
@@ -186,13 +188,53 @@ static void test_bad_qext(void) {
     expect_load_error_spec(&s, qext_no_tensor, "key 'hfq.qext.blk.9.ffn_up.weight' names no i8 tensor");
     expect_load_error_spec(&s, qext_not_str, "key 'hfq.qext.blk.0.ffn_up.weight' is not a string");
     expect_load_error_spec(&s, qext_int4, "tensor 'blk.1.attn_q.weight': unknown hfq.qext encoding 'int4'");
-    /* hfq.act_quant: "none" only, on an I8 weight without an input scale */
+    /* hfq.act_quant: "none" only, on an I8 (NVFP4, MXFP4) weight without an input scale */
     expect_load_error_spec(&s, act_dynamic, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'dynamic' is not \"none\"");
     s.input_scales = true;
-    expect_load_error_spec(&s, act_none, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'none' needs an I8 weight "
-                           "without input_scale");
+    expect_load_error_spec(&s, act_none, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'none' needs an I8, NVFP4 or "
+                           "MXFP4 weight without input_scale");
     synth_spec plain = synth_default_spec();
-    expect_load_error_spec(&plain, act_none, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'none' needs an I8 weight");
+    expect_load_error_spec(&plain, act_none, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'none' needs an I8, NVFP4");
+}
+
+/* Each act_none matrix: its name, and whether the cpu backend gives it float activations under AUTO. */
+static int fp4_act_none_matrix(void *user, const hfq_tensor *w) {
+    int *n = user;
+    if (!w->act_none) return 0;
+    cpu_wkernel k;
+    CHECK(strcmp(w->name, "blk.0.ffn_up.weight") == 0);
+    CHECK(cpu_wkernel_get(w, HFQ_ACT_QUANT_AUTO, &k, NULL, NULL) == 0 && k.act->type == HFQ_QT_F32);
+    ++*n;
+    return 0;
+}
+
+/* hfq.act_quant none on an NVFP4 / MXFP4 weight (weight-only FP4, as hfconv
+ * writes): loaded, float activations on the cpu backend, refused by the cuda
+ * backend's check in one line. */
+static void test_fp4_act_none(void) {
+    static const uint32_t types[] = {GT_NVFP4, GT_MXFP4};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        synth_spec s = synth_default_spec();
+        s.n_embd = 64, s.n_ff = 128, s.head_dim = 16, s.n_rot = 16;
+        s.wtype = types[i];
+        synth_model sm;
+        synth_build(&sm, &s);
+        char path[256];
+        snprintf(path, sizeof path, "%s/fp4.gguf", tmpdir);
+        hfq_error err = {{0}};
+        CHECK_MSG(write_model(&sm, path, act_none, &err) == 0, "%s", err.msg);
+        hfq_model *m = hfq_model_load(path, &err);
+        CHECK_MSG(m != NULL, "%s", err.msg);
+        int n = 0;
+        if (m) hfq_model_each_matrix(m, fp4_act_none_matrix, &n);
+        CHECK_MSG(n == 1, "%d act_none matrices", n);
+        CHECK(m && cuda_act_quant_check(m, HFQ_ACT_QUANT_AUTO, &err) == -1);
+        CHECK_STR_CONTAINS(err.msg, "tensor 'blk.0.ffn_up.weight': float activations of nvfp4/mxfp4 weights are "
+                           "not supported by the cuda backend");
+        hfq_model_free(m);
+        synth_free(&sm);
+        unlink(path);
+    }
 }
 
 static void expect_load_error_spec(const synth_spec *spec, edit_fn edit, const char *want) {
@@ -255,6 +297,7 @@ int main(void) {
     test_load();
     test_bad_metadata();
     test_bad_qext();
+    test_fp4_act_none();
     rmdir(tmpdir);
     return check_exit();
 }

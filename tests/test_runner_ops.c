@@ -6,6 +6,9 @@
  * portable float kernels agree with the SIMD ones, the SIMD quant tiles equal
  * the reference vec_dots bit for bit; unsupported formats are
  * refused by name. */
+#include <float.h>
+#include <math.h>
+
 #include "check.h"
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
@@ -325,6 +328,56 @@ static void test_nvfp4_w4a4(void) {
     synth_free(&sm);
 }
 
+/* Weight-only NVFP4 / MXFP4 (act_none): under AUTO and NONE the products
+ * take the float activations, and equal a double-precision dot of the
+ * dequantized weights (times NVFP4's global scale) within float rounding;
+ * one token alone and one thread give the same bits as the batch. */
+static void test_fp4_float_acts(void) {
+    static const uint32_t types[] = {GT_NVFP4, GT_MXFP4};
+    static const hfq_act_quant modes[] = {HFQ_ACT_QUANT_AUTO, HFQ_ACT_QUANT_NONE};
+    const int64_t n_in = 192, n_out = 9, T = 5;
+    for (size_t ty = 0; ty < 2; ty++)
+        for (size_t m = 0; m < 2; m++) {
+            synth_model sm;
+            memset(&sm, 0, sizeof sm);
+            uint64_t rng = 77 + ty;
+            synth_add(&sm, "w.weight", types[ty], n_in, n_out, 0.0f, 1.0f, &rng);
+            const float g_w = 0.75f;
+            const bool nvfp4 = types[ty] == GT_NVFP4;
+            hfq_tensor w = {.name = "w.weight", .type = types[ty], .ne0 = n_in, .ne1 = n_out,
+                            .row_bytes = (size_t)ggml_row_size(types[ty], n_in), .data = sm.data[0],
+                            .scale = nvfp4 ? &g_w : NULL, .act_none = true};
+            cpu_wkernel k;
+            hfq_error err;
+            CHECK_MSG(cpu_wkernel_get(&w, modes[m], &k, "test", &err) == 0, "%s", err.msg);
+            CHECK(k.act_kind == CPU_ACT_FORMAT && k.act->type == HFQ_QT_F32 && !k.tile);
+            CHECK(cpu_matmul_act_bytes(&w, modes[m], T) == 0);
+            float x[5 * 192], y[5 * 9], y1[9], deq[192];
+            for (int64_t i = 0; i < T * n_in; i++) x[i] = 3.0f * synth_uniform(&rng);
+            cpu_matmul(2, modes[m], NULL, y, &w, NULL, x, T);
+            for (int64_t o = 0; o < n_out; o++) {
+                const char *wr = (const char *)sm.data[0] + o * w.row_bytes;
+                if (nvfp4) hfq_dequantize_row_nvfp4(wr, deq, n_in);
+                else hfq_dequantize_row_mxfp4(wr, deq, n_in);
+                for (int64_t t = 0; t < T; t++) {
+                    double want = 0.0, mag = 0.0;
+                    for (int64_t i = 0; i < n_in; i++) {
+                        want += (double)deq[i] * x[t * n_in + i];
+                        mag += fabs((double)deq[i] * x[t * n_in + i]);
+                    }
+                    if (nvfp4) want *= g_w, mag *= g_w;
+                    /* float sums of n terms: within n + 2 roundings of the magnitude */
+                    const double tol = (double)(n_in + 2) * FLT_EPSILON * mag;
+                    CHECK_MSG(fabs(y[t * n_out + o] - want) <= tol, "%s mode %zu [%lld][%lld]: %.9g vs %.9g",
+                              ggml_type_get(types[ty])->name, m, (long long)t, (long long)o, y[t * n_out + o], want);
+                }
+            }
+            cpu_matmul(1, modes[m], NULL, y1, &w, NULL, x + 3 * n_in, 1);
+            CHECK(memcmp(y1, y + 3 * n_out, sizeof y1) == 0);
+            synth_free(&sm);
+        }
+}
+
 /* The SIMD int8 dot is exact, past its 32-bit flush interval and at the extremes. */
 static void test_dot_i8(void) {
     const int64_t n = ((int64_t)32 << 14) * 2 + 77;
@@ -490,6 +543,7 @@ int main(void) {
     test_refused();
     test_qext_products();
     test_nvfp4_w4a4();
+    test_fp4_float_acts();
     test_dot_i8();
     test_attention_kernels();
     test_quant_simd_dots();

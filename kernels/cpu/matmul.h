@@ -10,7 +10,9 @@
  * activations quantized per token (or with a static input scale) to their
  * encoding, W8A8, and the dots of quant/int8.h and quant/fp8.h; NVFP4
  * weights take Q8_0 activations as ggml, or NVFP4 blocks (W4A4) with a
- * global scale per token or static. hfq_act_quant (ops.h) chooses. A
+ * global scale per token or static; NVFP4 / MXFP4 weights marked
+ * hfq.act_quant "none" (weight-only checkpoints) take the float rows,
+ * dotted with their decoded blocks. hfq_act_quant (ops.h) chooses. A
  * result never depends on the tile it was computed in: batched and
  * single-token products agree bit for bit, whatever the thread count.
  */

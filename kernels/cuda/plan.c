@@ -234,6 +234,8 @@ static int check_act(void *user, const hfq_tensor *w) {
     const char *what = NULL;
     if (w->qext && (aq == HFQ_ACT_QUANT_NONE || (aq == HFQ_ACT_QUANT_AUTO && w->act_none)))
         what = "float activations of int8/fp8 weights";
+    else if (!w->qext && w->act_none && (aq == HFQ_ACT_QUANT_NONE || aq == HFQ_ACT_QUANT_AUTO))
+        what = "float activations of nvfp4/mxfp4 weights";
     else if (w->qext && aq == HFQ_ACT_QUANT_DYNAMIC && w->input_scale) what = "per-token activation scales in place of input_scale";
     else if (!w->qext && w->type == GT_NVFP4 && (aq == HFQ_ACT_QUANT_DYNAMIC || aq == HFQ_ACT_QUANT_STATIC ||
                                                  (aq == HFQ_ACT_QUANT_AUTO && w->input_scale)))

@@ -546,7 +546,7 @@ static void ct_side_name(char *buf, size_t cap, const char *weight, const char *
 /* The kept weight's side tensors and keys (docs/format-quant-ext.md):
  * .scale (I8: per tensor [1], else [groups, rows]; NVFP4: the global [1])
  * and .input_scale [1]; hfq.qext.<name> for I8, and hfq.act_quant.<name> =
- * "none" when its checkpoint quantizes no activations. */
+ * "none" (I8, NVFP4, MXFP4) when its checkpoint quantizes no activations. */
 static int ct_add_sides(gguf_writer *w, const plan_entry *e, int64_t *n_added, uint64_t *bytes, hfq_error *err) {
     if (is_float_type(e->out_type)) return 0;
     char name[GGUF_MAX_NAME + 16];
@@ -555,10 +555,6 @@ static int ct_add_sides(gguf_writer *w, const plan_entry *e, int64_t *n_added, u
         snprintf(name, sizeof name, "hfq.qext.%s", e->name);
         if (gguf_set_str(w, name, hf_ct_weight_keep(e->ct) == HF_CT_KEEP_FP8 ? "fp8_e4m3" : "int8") ||
             gguf_set_u32(w, "hfq.qext.version", 1))
-            return hfq_fail(err, NULL, "cannot set metadata");
-        /* weight-only (W8A16): the runner's default then keeps float activations */
-        snprintf(name, sizeof name, "hfq.act_quant.%s", e->name);
-        if (hf_ct_weight_float_acts(e->ct) && gguf_set_str(w, name, "none"))
             return hfq_fail(err, NULL, "cannot set metadata");
         int64_t ne0;
         hf_ct_weight_scales(e->ct, &ne0);
@@ -572,6 +568,10 @@ static int ct_add_sides(gguf_writer *w, const plan_entry *e, int64_t *n_added, u
         if ((idx = gguf_add_tensor(w, name, GT_F32, 1, ne, err)) < 0) return -1;
         *bytes += gguf_tensor_nbytes(w, idx), ++*n_added;
     }
+    /* weight-only (W8A16, NVFP4A16, MXFP4A16): the runner's default then keeps float activations */
+    snprintf(name, sizeof name, "hfq.act_quant.%s", e->name);
+    if (hf_ct_weight_float_acts(e->ct) && gguf_set_str(w, name, "none"))
+        return hfq_fail(err, NULL, "cannot set metadata");
     float s;
     if (hf_ct_weight_input_scale(e->ct, &s)) {
         int64_t ne[1] = {1};
