@@ -104,8 +104,8 @@ void hfq_calib_stats_sort(hfq_calib_stats *s);
 void hfq_calib_importance(const hfq_calib_entry *e, int64_t mat, float *out);
 
 /* An expert (a matrix of an entry with n_mats > 1) that saw fewer tokens
- * than this: its statistics are too few to trust, and quantize uses a
- * neutral importance row (all 1) for it, naming it in a warning. */
+ * than this: its statistics rest on few tokens, and quantize names it in a
+ * warning (its importance stays llama-quantize's: the mean, all 1 for none). */
 #define HFQ_CALIB_MIN_EXPERT_TOKENS 16
 bool hfq_calib_expert_sparse(const hfq_calib_entry *e, int64_t mat);
 

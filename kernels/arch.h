@@ -94,10 +94,11 @@ typedef struct hfq_arch_desc {
     /* ffn_up.weight holds 2 n_ff rows, the gate's then the up's (phi3's
      * gate_up_proj), and there is no ffn_gate.weight */
     bool fused_gate_up;
-    /* Every layer's feed-forward is a mixture of experts: expert_count must
-     * be positive (otherwise experts are there when expert_count says so,
-     * as llama.cpp's llama has them for Mixtral). */
-    bool moe_only;
+    /* Mixtures of experts (moe_block: SwiGLU experts, no post-FFN norm):
+     * experts, the family may have them when expert_count says so (llama.cpp's
+     * llama for Mixtral); moe_only, every layer's feed-forward is one
+     * (expert_count must be positive). Elsewhere expert_count > 0 is refused. */
+    bool experts, moe_only;
 } hfq_arch_desc;
 
 /* The families, one file each. */

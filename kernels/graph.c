@@ -101,9 +101,11 @@ typedef struct context_shape {
 
 #define N_BUFFERS 12
 
-/* Whether the sliding layers have a rope of their own (Gemma 3's local base). */
+/* Whether the sliding layers have a rope of their own (Gemma 3's local base);
+ * never where every layer slides (swa_pattern 0, Phi-3): their rope is the
+ * file's one, with its factors and scaling. */
 static bool own_swa_rope(const hfq_hparams *hp) {
-    return hp->n_swa > 0 && (hp->rope_freq_base_swa != hp->rope_freq_base ||
+    return hp->n_swa > 0 && hp->swa_pattern > 0 && (hp->rope_freq_base_swa != hp->rope_freq_base ||
                              hp->rope_freq_scale_swa != hp->rope_freq_scale || hp->yarn_orig_ctx > 0);
 }
 

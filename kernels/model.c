@@ -81,7 +81,11 @@ static int check_hparams(const hfq_hparams *hp, const char *where, hfq_error *er
         return hfq_fail(err, where, "rope attn_factor %g or original context %lld is invalid", hp->rope_attn_factor,
                         (long long)hp->rope_orig_ctx);
     if (!hfq_arch_get(hp->arch)) return hfq_fail(err, where, "unknown architecture %d", (int)hp->arch);
-    if (hp->n_expert < 0 || hp->n_expert > (1 << 16) || (hfq_arch_get(hp->arch)->moe_only && hp->n_expert == 0) ||
+    const hfq_arch_desc *desc = hfq_arch_get(hp->arch);
+    if (hp->n_expert > 0 && !desc->experts && !desc->moe_only)
+        return hfq_fail(err, where, "expert_count %lld: the runner computes no experts for %s", (long long)hp->n_expert,
+                        desc->name);
+    if (hp->n_expert < 0 || hp->n_expert > (1 << 16) || (desc->moe_only && hp->n_expert == 0) ||
         (hp->n_expert > 0 && (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert || hp->n_ff_exp <= 0 ||
                               hp->n_ff_exp * hp->n_expert > MAX_DIM || hp->n_embd * hp->n_expert > MAX_DIM)))
         return hfq_fail(err, where, "expert_count %lld, expert_used_count %lld, expert_feed_forward_length %lld are "

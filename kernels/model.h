@@ -1,5 +1,6 @@
 /* model.h - a model of one of the runner's families (kernels/arch.h: llama,
- * qwen2, qwen3, qwen3moe; llama with experts for Mixtral) bound to its weights.
+ * qwen2, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3; llama with experts for
+ * Mixtral) bound to its weights.
  *
  * The weights are never copied: every hfq_tensor points into the GGUF file's
  * read-only mapping (or, for tests, into memory the caller owns). Binding
@@ -49,8 +50,9 @@ typedef struct hfq_tensor {
      * static scale of their activation quantization (I8: the activation
      * codes' scale; NVFP4: the activation blocks' global scale); NULL: absent. */
     const float *input_scale;
-    /* hfq.act_quant.<name> = "none" (I8): the checkpoint computes this weight
-     * with float activations (weight-only W8A16), which act_quant AUTO keeps. */
+    /* hfq.act_quant.<name> = "none" (I8, NVFP4, MXFP4): the checkpoint computes
+     * this weight with float activations (weight-only W8A16, NVFP4A16,
+     * MXFP4A16), which act_quant AUTO keeps. */
     bool act_none;
     /* A range of rows of a fused matrix (phi3's attn_qkv, ffn_up) other than
      * its first: `name` is the fused matrix's, whose input the observer

@@ -1,7 +1,7 @@
 /* arch.h - Hugging Face model families and how their checkpoints map to GGUF.
  *
  * A family is one const hf_arch in its own file (arch_llama.c, arch_qwen2.c,
- * arch_qwen3.c, arch_gemma.c):
+ * arch_qwen3.c, arch_phi3.c, arch_gemma.c, arch_mixtral.c, arch_qwen3moe.c):
  * the `architectures[0]` names it accepts, its GGUF architecture string, the
  * tensor rows it has beyond the shared ones (embedding, norms, attention and
  * SwiGLU projections, as every supported family names them), whether q/k rows
@@ -96,7 +96,8 @@ struct hf_arch {
      * multiplies by 1 + w; llama.cpp's converter adds the one), lm_head is
      * dropped (the output is token_embd), GeGLU with tanh GELU, sliding
      * windows on the layers of llama.cpp's pattern (layer i slides when
-     * i % swa_pattern < swa_pattern - 1; 0: no window computed), and which
+     * i % swa_pattern < swa_pattern - 1; 0: none, unless sliding_window below
+     * puts one on every layer), and which
      * soft-capping keys the family computes. */
     bool norm_plus_one, drop_lm_head, gelu_tanh;
     /* hidden_act "gelu" means the tanh GELU (GemmaConfig's legacy value);
@@ -135,8 +136,9 @@ struct hf_arch {
     int64_t (*n_extra_tensors)(const hf_config *c);
     void (*extra_tensor)(const hf_config *c, int64_t i, const char **name, int64_t *n, const float **values);
     /* Whether the family's runner takes partial rotary embeddings
-     * (partial_rotary_factor < 1) and narrow sliding windows (the family
-     * writes attention.sliding_window and its runner bounds contexts by it). */
+     * (partial_rotary_factor < 1), and a narrow sliding window on every layer
+     * (sliding_window, with swa_pattern 0: Phi-3 writes attention.sliding_window
+     * and its runner masks every layer by it). */
     bool partial_rotary, sliding_window;
     hfq_vocab_spm_rules vocab_rules;  /* how a SentencePiece vocabulary takes added tokens */
 };

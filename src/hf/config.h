@@ -87,7 +87,8 @@ typedef struct hf_config {
     /* Layers of another type than full attention: their count (layer_types,
      * or use_sliding_window / max_window_layers as transformers derives them)
      * and their own rope base (rope_parameters.sliding_attention.rope_theta,
-     * llama.cpp's rope.freq_base_swa). No family computes them yet. */
+     * llama.cpp's rope.freq_base_swa). The families with windows (Phi-3, the
+     * Gemmas) compute them; the converter refuses them elsewhere. */
     int64_t n_sliding_layers;
     int64_t sliding_window;      /* 0 if absent */
     double rope_theta_swa;

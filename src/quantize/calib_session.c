@@ -135,8 +135,9 @@ static void warn_sparse_experts(const hfq_calib_session *s) {
     for (int64_t i = 0; s->o.warn && i < s->stats.n; i++) {
         const hfq_calib_entry *e = &s->stats.entries[i];
         char msg[512];
-        int used = snprintf(msg, sizeof msg, "%s: experts with fewer than %d calibration tokens get neutral "
-                            "importance:", e->name, HFQ_CALIB_MIN_EXPERT_TOKENS);
+        int used = snprintf(msg, sizeof msg, "%s: experts with fewer than %d calibration tokens (their importance "
+                            "rests on those tokens; none: neutral, as llama-quantize):", e->name,
+                            HFQ_CALIB_MIN_EXPERT_TOKENS);
         int n = 0;
         for (int64_t m = 0; m < e->n_mats; m++) {
             if (!hfq_calib_expert_sparse(e, m)) continue;
@@ -323,9 +324,6 @@ static const float *get_importance(void *ctx, const char *name, int64_t n_per_ro
     for (int64_t m = 0; m < n_mats; m++) {
         float *row = s->imp + m * n_per_row;
         hfq_calib_importance(e, m, row);
-        /* an expert of too few tokens: neutral, as one of none (llama-quantize
-         * takes the few tokens' row as it is) */
-        for (int64_t j = 0; hfq_calib_expert_sparse(e, m) && j < n_per_row; j++) row[j] = 1.0f;
         for (int64_t j = 0; t && t->col && j < n_per_row; j++) row[j] /= t->col[j] * t->col[j];
     }
     return s->imp;

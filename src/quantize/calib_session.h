@@ -84,7 +84,7 @@ typedef struct hfq_calib_opts {
     void *progress_ctx;
     /* called with one line per expert tensor whose experts saw fewer than
      * HFQ_CALIB_MIN_EXPERT_TOKENS tokens, naming them with their counts
-     * (they get neutral importance); may be NULL */
+     * (their importance stays llama-quantize's); may be NULL */
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
 } hfq_calib_opts;
