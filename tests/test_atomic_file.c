@@ -122,8 +122,11 @@ static void stale(const char *dir) {
     int ready[2], go[2];
     CHECK(pipe(ready) == 0 && pipe(go) == 0);
     pid_t live = writer_child(path, ready[1], go[0]);
+    /* the child's ends closed here: a child that fails reads as EOF, not a hang */
+    close(ready[1]);
+    close(go[0]);
     char c;
-    CHECK(read(ready[0], &c, 1) == 1);
+    CHECK_MSG(read(ready[0], &c, 1) == 1, "the live writer failed: status %#x", wait_child(live));
     int status = wait_child(writer_child(path, -1, -1));
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     /* a crash leaves its temporary; its open left the live writer's alone */
@@ -154,7 +157,8 @@ static void stale(const char *dir) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     /* the live writer's temporary stayed until it aborted */
     CHECK(count_entries(dir, "out.bin.tmp.") == 3 + 1);
-    for (int i = 0; i < 2; i++) close(ready[i]), close(go[i]);
+    close(ready[0]);
+    close(go[1]);
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
         char p[512];
         snprintf(p, sizeof p, "%s/%s", dir, keep[i]);
@@ -191,8 +195,15 @@ static void signals(const char *dir) {
             if (read(go[0], &x, 1) != 1) _exit(5);
             _exit(6);
         }
+        close(ready[1]);   /* as in stale(): a failed child reads as EOF */
+        close(go[0]);
         char x;
-        CHECK(read(ready[0], &x, 1) == 1);
+        if (read(ready[0], &x, 1) != 1) {
+            CHECK_MSG(false, "signal %d: the child failed before it was ready: status %#x", sigs[s], wait_child(pid));
+            close(ready[0]);
+            close(go[1]);
+            continue;
+        }
         CHECK(count_entries(dir, ".tmp.") == 2);
         kill(pid, sigs[s]);
         int status = wait_child(pid);
@@ -200,7 +211,8 @@ static void signals(const char *dir) {
         CHECK_MSG(count_entries(dir, ".tmp.") == 0, "signal %d left a temporary", sigs[s]);
         CHECK(exists_in(dir, "done.bin"));
         unlink(done);
-        for (int i = 0; i < 2; i++) close(ready[i]), close(go[i]);
+        close(ready[0]);
+        close(go[1]);
     }
 
     /* a forked child's signal leaves the parent's temporaries alone */
@@ -303,10 +315,15 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--nohup-child") == 0) return nohup_child(argv[2]);
     char dir[] = "/tmp/hfq_atomic_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
+    /* each phase named on stderr: a hang (the suite's timeout) shows where */
+    fprintf(stderr, "basics\n");
     basics(dir);
     temp_names();
+    fprintf(stderr, "stale\n");
     stale(dir);
+    fprintf(stderr, "signals\n");
     signals(dir);
+    fprintf(stderr, "threads\n");
     threads(dir);
     CHECK(count_entries(dir, "") == 0);
     rmdir(dir);
