@@ -313,6 +313,12 @@ static void threads(const char *dir) {
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--nohup-child") == 0) return nohup_child(argv[2]);
+    /* The handler is installed only for signals not ignored (nohup, below):
+     * start from the default dispositions, whatever this test inherited (a
+     * shell's background job ignores SIGINT and SIGQUIT, and the signalled
+     * children then never ended: the suite's hangs). */
+    const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGXFSZ};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], SIG_DFL);
     char dir[] = "/tmp/hfq_atomic_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     /* each phase named on stderr: a hang (the suite's timeout) shows where */
