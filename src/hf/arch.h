@@ -115,9 +115,6 @@ struct hf_arch {
      * scale is refused. */
     int64_t attn_scale_embd_layers;
     bool query_pre_attn_scalar;
-    /* A SentencePiece vocabulary gets add_space_prefix false (Gemma's
-     * set_vocab), whatever tokenizer.model says. */
-    bool spm_no_space_prefix;
     /* The transformers config class's defaults (JSON text) for the keys that
      * change the math, for configs that leave them out (Gemma 3's multimodal
      * checkpoints give a few text_config keys only); NULL: none. */
@@ -140,7 +137,7 @@ struct hf_arch {
      * (sliding_window, with swa_pattern 0: Phi-3 writes attention.sliding_window
      * and its runner masks every layer by it). */
     bool partial_rotary, sliding_window;
-    hfq_vocab_spm_rules vocab_rules;  /* how a SentencePiece vocabulary takes added tokens */
+    hfq_vocab_spm_rules vocab_rules;  /* how a SentencePiece vocabulary reads (added tokens, space prefix) */
 };
 
 /* The families, one file each. */

@@ -82,7 +82,7 @@ const hf_arch hf_arch_gemma = {
     .drop_lm_head = true,
     .gelu_tanh = true,
     .gelu_legacy = true,
-    .spm_no_space_prefix = true,
+    .vocab_rules = HFQ_VOCAB_SPM_GEMMA,
 };
 
 const hf_arch hf_arch_gemma2 = {
@@ -100,7 +100,7 @@ const hf_arch hf_arch_gemma2 = {
     .final_softcap = true,
     .attn_scale_embd_layers = 46,
     .query_pre_attn_scalar = true,
-    .spm_no_space_prefix = true,
+    .vocab_rules = HFQ_VOCAB_SPM_GEMMA,
     .write_keys = write_keys,
 };
 
@@ -118,7 +118,7 @@ const hf_arch hf_arch_gemma3 = {
     .text_model_only = true,
     .attn_scale_embd_layers = 62,
     .query_pre_attn_scalar = true,
-    .spm_no_space_prefix = true,
+    .vocab_rules = HFQ_VOCAB_SPM_GEMMA,
     .write_keys = write_keys,
     .check_config = check_gemma3,
     .config_defaults = gemma3_defaults,

@@ -1014,8 +1014,6 @@ int hfq_convert(const hfq_convert_opts *opts, hfq_convert_report *rep, hfq_error
     if (!opts->adapter_only &&
         !(vocab = hfq_vocab_from_dir_as(opts->model_dir, arch ? arch->vocab_rules : HFQ_VOCAB_SPM_LLAMA, err)))
         goto done;
-    if (vocab && arch && arch->spm_no_space_prefix && strcmp(vocab->model, "llama") == 0)
-        vocab->add_space_prefix = false;
     if (opts->vocab_only) {
         if (want_config ? write_hparams(w, &cfg, arch, FTYPE_ALL_F32)
                         : gguf_set_str(w, "general.architecture", "llama")) {

@@ -75,8 +75,10 @@ typedef struct hfq_vocab {
  *     added_tokens_decoder, then tokenizer.json's added_tokens, each taken as
  *     written, CONTROL exactly when "special"; and a tokenizer_config.json
  *     naming tokenizer_class "GPT2Tokenizer" (Phi-4) means tokenizer.json's
- *     byte-level BPE even beside a tokenizer.model. */
-typedef enum hfq_vocab_spm_rules { HFQ_VOCAB_SPM_LLAMA, HFQ_VOCAB_SPM_PHI3 } hfq_vocab_spm_rules;
+ *     byte-level BPE even beside a tokenizer.model;
+ *   GEMMA (Gemma*Model.set_vocab): LLAMA's, and add_space_prefix false
+ *     whatever tokenizer.model says. */
+typedef enum hfq_vocab_spm_rules { HFQ_VOCAB_SPM_LLAMA, HFQ_VOCAB_SPM_PHI3, HFQ_VOCAB_SPM_GEMMA } hfq_vocab_spm_rules;
 
 /* hfq_vocab_from_dir_as with the LLAMA rules. */
 hfq_vocab *hfq_vocab_from_dir(const char *dir, hfq_error *err);

@@ -312,7 +312,7 @@ static hfq_vocab *from_spm(hf_dir *d, const char *path, hfq_error *err) {
     }
     if (fill_pad_tokens(v, -10000.0f, err) || spm_added_tokens(d, v, err)) goto fail;
     v->add_bos = true;
-    v->add_space_prefix = m.add_dummy_prefix;
+    v->add_space_prefix = m.add_dummy_prefix && d->rules != HFQ_VOCAB_SPM_GEMMA;
     if (special_vocab(d, v, &v->add_bos, &v->add_eos, err)) goto fail;
     set_special(v, "unk", m.unk_id);
     set_special(v, "bos", m.bos_id);
