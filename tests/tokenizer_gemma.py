@@ -120,7 +120,38 @@ def main():
             compare("llama-tokenize", llama_tokenize(gguf, few), [sp.encode(t) for t in few], few)
         else:
             print(f"SKIP (part): no llama-tokenize at {LLAMA_TOKENIZE} (scripts/build_reference.sh builds it)")
+        dummy_prefix_rule(tmp, folder, texts)
     sys.exit(finish())
+
+
+def dummy_prefix_rule(tmp, folder, texts):
+    """A tokenizer.model that asks for a dummy prefix (stories260K's) beside a
+    Gemma config: llama.cpp's Gemma converters write add_space_prefix false
+    whatever it says, and tokenize --tokenizer-dir reads the folder as hfconv
+    does (the same ids as the GGUF's, none of the prefix)."""
+    model = os.path.join(os.environ.get("HFQ_FIXTURES", ""), "models", "stories260K", "tokenizer.model")
+    if not os.path.isfile(model):
+        print(f"SKIP (part): no {model} (the fixtures)")
+        return
+    d = os.path.join(tmp, "gemma-dummy-prefix")
+    os.makedirs(d)
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    json.dump(dict(cfg, vocab_size=512, bos_token_id=1, eos_token_id=2, pad_token_id=None),
+              open(os.path.join(d, "config.json"), "w"))
+    import shutil
+    shutil.copy(model, d)
+    gguf = os.path.join(tmp, "dummy.gguf")
+    r = subprocess.run([HFCONV, d, "-o", gguf, "--vocab-only", "-q"], capture_output=True, text=True)
+    check(r.returncode == 0, f"hfconv --vocab-only (dummy prefix): {r.stderr.strip()}")
+    if r.returncode != 0:
+        return
+    got = GGUFReader(gguf).fields["tokenizer.ggml.add_space_prefix"].contents()
+    check(got is False, f"dummy-prefix tokenizer.model under Gemma: add_space_prefix {got!r}, want False")
+    few = [t for t in texts[:200] if t.strip()]
+    from_gguf = ours([gguf], few, ["--no-bos"])
+    compare("dummy prefix: dir vs gguf", ours(["--tokenizer-dir", d], few, ["--no-bos"]), from_gguf, few)
+    sp = spm.SentencePieceProcessor(model_file=model)   # adds the prefix: the rule must change something
+    check(sum(a != sp.encode(t) for a, t in zip(from_gguf, few)) > 0, "the no-prefix rule changed no ids")
 
 
 if __name__ == "__main__":
