@@ -130,6 +130,10 @@ static void gemma2_pattern_array(gguf_writer *w) {
 }
 static void gemma2_negative_cap(gguf_writer *w) { gguf_set_f32(w, "gemma2.final_logit_softcapping", -30.0f); }
 static void gemma2_window_str(gguf_writer *w) { gguf_set_str(w, "gemma2.attention.sliding_window", "64"); }
+static void gemma2_experts(gguf_writer *w) {
+    gguf_set_u32(w, "gemma2.expert_count", 8);
+    gguf_set_u32(w, "gemma2.expert_used_count", 2);
+}
 static void yarn(gguf_writer *w) { gguf_set_str(w, "llama.rope.scaling.type", "yarn"); }
 static void moe(gguf_writer *w) { gguf_set_u32(w, "llama.expert_count", 8); }
 static void moe_dense(gguf_writer *w) {
@@ -282,6 +286,8 @@ static void test_bad_metadata(void) {
                            "pattern is not supported");
     expect_load_error_spec(&g, gemma2_negative_cap, "final_logit_softcapping -30 must be a non-negative number");
     expect_load_error_spec(&g, gemma2_window_str, "gemma2.attention.sliding_window");
+    /* experts only where moe_block computes the family's feed-forward */
+    expect_load_error_spec(&g, gemma2_experts, "expert_count 8: the runner computes no experts for gemma2");
     /* Gemma's tensors: the post-block norms are required */
     expect_load_error_spec(&g, NULL, "tensor 'blk.0.post_attention_norm.weight' is missing");
 
