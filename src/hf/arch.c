@@ -28,10 +28,17 @@ const hf_arch *hf_arch_find_gguf(const char *gguf_arch) {
     return NULL;
 }
 
-const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err) {
+/* The family accepting an architecture name, or NULL. */
+static const hf_arch *family_named(const char *hf_name) {
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         for (const char *const *n = families[i]->hf_names; *n; n++)
             if (strcmp(*n, hf_name) == 0) return families[i];
+    return NULL;
+}
+
+const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_error *err) {
+    const hf_arch *arch = family_named(hf_name);
+    if (arch) return arch;
     char supported[512];
     hfq_fail(err, config_path, "architecture '%s' is not supported (supported: %s)", hf_name,
              hf_arch_supported(supported, sizeof supported));
@@ -39,10 +46,8 @@ const hf_arch *hf_arch_find(const char *hf_name, const char *config_path, hfq_er
 }
 
 const char *hf_arch_config_defaults(const char *hf_name) {
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-        for (const char *const *n = families[i]->hf_names; *n; n++)
-            if (strcmp(*n, hf_name) == 0) return families[i]->config_defaults;
-    return NULL;
+    const hf_arch *arch = family_named(hf_name);
+    return arch ? arch->config_defaults : NULL;
 }
 
 hfq_vocab_spm_rules hf_arch_vocab_rules(const char *dir) {
@@ -52,7 +57,7 @@ hfq_vocab_spm_rules hf_arch_vocab_rules(const char *dir) {
     cJSON *root = hfq_json_load(path, &err);
     const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
     const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
-    const hf_arch *arch = cJSON_IsString(a0) ? hf_arch_find(a0->valuestring, path, &err) : NULL;
+    const hf_arch *arch = cJSON_IsString(a0) ? family_named(a0->valuestring) : NULL;
     cJSON_Delete(root);
     return arch ? arch->vocab_rules : HFQ_VOCAB_SPM_LLAMA;
 }
