@@ -45,7 +45,8 @@ int main(int argc, char **argv) {
     const int64_t n = argc > 1 ? atoll(argv[1]) : 2048, rows = argc > 2 ? atoll(argv[2]) : 8192;
     const int reps = argc > 3 ? atoi(argv[3]) : 5, n_prompt = 64;
     static const char *const isa_names[] = {"none", "avx2", "avx-vnni", "avx512-vnni"};
-    static const hfq_qtype formats[] = {HFQ_QT_Q8_0, HFQ_QT_Q4_0, HFQ_QT_Q4_K, HFQ_QT_Q6_K};
+    hfq_qtype formats[HFQ_QT_COUNT];
+    const size_t n_formats = cpu_quant_tile_formats(formats, HFQ_QT_COUNT);
     if (n <= 0 || n % 256 || rows <= 0 || rows % CPU_TILE_ROWS || reps <= 0) {
         fprintf(stderr, "usage: bench_kernels [N (a multiple of 256) [ROWS (a multiple of %d) [REPS]]]\n", CPU_TILE_ROWS);
         return 2;
@@ -58,7 +59,7 @@ int main(int argc, char **argv) {
     }
     printf("| format | set | decode GB/s | decode GMAC/s | prompt GMAC/s |\n|---|---|---:|---:|---:|\n");
     uint64_t rng = 1;
-    for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+    for (size_t f = 0; f < n_formats; f++) {
         const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]), *at = hfq_qtype_get(wt->vec_dot_type);
         const size_t ws = (size_t)hfq_qtype_row_size(wt->type, n), as = (size_t)hfq_qtype_row_size(at->type, n);
         for (int64_t r = 0; r < rows; r++) {

@@ -457,7 +457,8 @@ static void test_attention_kernels(void) {
  * different sizes; tiles of every width up to the kernel's and every row
  * count up to CPU_TILE_ROWS (the rows past nr left alone). */
 static void test_quant_simd_dots(void) {
-    static const hfq_qtype formats[] = {HFQ_QT_Q8_0, HFQ_QT_Q4_0, HFQ_QT_Q4_K, HFQ_QT_Q6_K};
+    hfq_qtype formats[HFQ_QT_COUNT];
+    const size_t n_formats = cpu_quant_tile_formats(formats, HFQ_QT_COUNT);
     enum { N = 1024, ROWS = CPU_TILE_ROWS, COLS = 19 };
     static float x[N], v[N];
     static char w[ROWS][2 * N], a[COLS][2 * N];   /* wider than any row of these formats */
@@ -467,7 +468,7 @@ static void test_quant_simd_dots(void) {
     for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++) {
         if (!cpu_quant_isa_runs((cpu_quant_isa)isa)) continue;
         isas++;
-        for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+        for (size_t f = 0; f < n_formats; f++) {
             hfq_vec_dot_fn simd = cpu_quant_vec_dot_isa(formats[f], (cpu_quant_isa)isa);
             int cols = 0;
             cpu_tile_fn tile = cpu_quant_tile_isa(formats[f], (cpu_quant_isa)isa, &cols);

@@ -99,10 +99,12 @@ static const hfq_block_q6_k zero_q6_k;
         return out;                                                         \
     }
 
+/* Each instruction set's functions: kernels/cpu/quant_tiles_set.inc
+ * includes every format family's tiles once per set. */
 #define TILE_TARGET AVX2
 #define TILE_NAME(x) x##_avx2
 #define TILE_VNNI 0
-#include "kernels/cpu/quant_tiles.inc"
+#include "kernels/cpu/quant_tiles_set.inc"
 #undef TILE_TARGET
 #undef TILE_NAME
 #undef TILE_VNNI
@@ -110,7 +112,7 @@ static const hfq_block_q6_k zero_q6_k;
 #define TILE_TARGET __attribute__((target("avx2,f16c,avxvnni")))
 #define TILE_NAME(x) x##_avxvnni
 #define TILE_VNNI 1
-#include "kernels/cpu/quant_tiles.inc"
+#include "kernels/cpu/quant_tiles_set.inc"
 #undef TILE_TARGET
 #undef TILE_NAME
 #undef TILE_VNNI
@@ -118,7 +120,7 @@ static const hfq_block_q6_k zero_q6_k;
 #define TILE_TARGET __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 #define TILE_NAME(x) x##_avx512vnni
 #define TILE_VNNI 2
-#include "kernels/cpu/quant_tiles.inc"
+#include "kernels/cpu/quant_tiles_set.inc"
 #undef TILE_TARGET
 #undef TILE_NAME
 #undef TILE_VNNI
@@ -143,41 +145,60 @@ cpu_quant_isa cpu_quant_isa_best(void) {
 
 bool cpu_quant_isa_runs(cpu_quant_isa isa) { return isa_bits() >> isa & 1; }
 
-/* One set's functions, indexed by format: tile and vec_dot. */
-#define ISA_FNS(sfx)                                                                    \
-    {                                                                                   \
-        {tile_q8_0_##sfx, tile_q4_0_##sfx, tile_q4_k_##sfx, tile_q6_k_##sfx},           \
-        {vec_dot_q8_0_##sfx, vec_dot_q4_0_##sfx, vec_dot_q4_k_##sfx, vec_dot_q6_k_##sfx} \
-    }
-static const struct {
-    cpu_tile_fn tile[4];
-    hfq_vec_dot_fn dot[4];
-} isa_fns[] = {[CPU_QUANT_ISA_AVX2] = ISA_FNS(avx2), [CPU_QUANT_ISA_AVXVNNI] = ISA_FNS(avxvnni),
-               [CPU_QUANT_ISA_AVX512VNNI] = ISA_FNS(avx512vnni)};
+/* A format's tile and vec_dot in every set, and the activation rows its
+ * tile takes per call in AVX2 and in the VNNI sets. Adding a format's
+ * kernels: its tiles in a file of kernels/cpu (included by
+ * quant_tiles_set.inc) and a row here. */
+typedef struct tile_row {
+    hfq_qtype type;
+    int cols_avx2, cols_vnni;
+    cpu_tile_fn tile[CPU_QUANT_ISA_AVX512VNNI + 1];
+    hfq_vec_dot_fn dot[CPU_QUANT_ISA_AVX512VNNI + 1];
+} tile_row;
 
-/* The index of format t in isa_fns, or -1. */
-static int format_index(hfq_qtype t) {
-    switch (t) {
-    case HFQ_QT_Q8_0: return 0;
-    case HFQ_QT_Q4_0: return 1;
-    case HFQ_QT_Q4_K: return 2;
-    case HFQ_QT_Q6_K: return 3;
-    default: return -1;
-    }
+#define TILE_ROW(T, name, cols_avx2, cols_vnni)                                                                    \
+    {HFQ_QT_##T,                                                                                                   \
+     cols_avx2,                                                                                                    \
+     cols_vnni,                                                                                                    \
+     {[CPU_QUANT_ISA_AVX2] = tile_##name##_avx2, [CPU_QUANT_ISA_AVXVNNI] = tile_##name##_avxvnni,                  \
+      [CPU_QUANT_ISA_AVX512VNNI] = tile_##name##_avx512vnni},                                                      \
+     {[CPU_QUANT_ISA_AVX2] = vec_dot_##name##_avx2, [CPU_QUANT_ISA_AVXVNNI] = vec_dot_##name##_avxvnni,            \
+      [CPU_QUANT_ISA_AVX512VNNI] = vec_dot_##name##_avx512vnni}}
+
+static const tile_row tile_rows[] = {
+    /* AVX2's Q8_0/Q4_0 tile keeps its sums in registers: NC of them */
+    TILE_ROW(Q8_0, q8_0, NC, NCK),
+    TILE_ROW(Q4_0, q4_0, NC, NCK),
+    TILE_ROW(Q4_K, q4_k, NCK, NCK),
+    TILE_ROW(Q6_K, q6_k, NCK, NCK),
+};
+
+enum { N_TILE_ROWS = sizeof tile_rows / sizeof tile_rows[0] };
+
+/* Format t's row in a set this CPU runs, or NULL. */
+static const tile_row *tile_row_of(hfq_qtype t, cpu_quant_isa isa) {
+    if (isa == CPU_QUANT_ISA_NONE || !cpu_quant_isa_runs(isa)) return NULL;
+    for (size_t i = 0; i < N_TILE_ROWS; i++)
+        if (tile_rows[i].type == t) return &tile_rows[i];
+    return NULL;
 }
 
 cpu_tile_fn cpu_quant_tile_isa(hfq_qtype t, cpu_quant_isa isa, int *cols) {
-    const int f = format_index(t);
-    if (f < 0 || isa == CPU_QUANT_ISA_NONE || !cpu_quant_isa_runs(isa)) return NULL;
-    /* AVX2's Q8_0/Q4_0 tile keeps its sums in registers: NC of them */
-    *cols = t == HFQ_QT_Q4_K || t == HFQ_QT_Q6_K || isa != CPU_QUANT_ISA_AVX2 ? NCK : NC;
-    return isa_fns[isa].tile[f];
+    const tile_row *row = tile_row_of(t, isa);
+    if (!row) return NULL;
+    *cols = isa == CPU_QUANT_ISA_AVX2 ? row->cols_avx2 : row->cols_vnni;
+    return row->tile[isa];
 }
 
 hfq_vec_dot_fn cpu_quant_vec_dot_isa(hfq_qtype t, cpu_quant_isa isa) {
-    const int f = format_index(t);
-    if (f < 0 || isa == CPU_QUANT_ISA_NONE || !cpu_quant_isa_runs(isa)) return NULL;
-    return isa_fns[isa].dot[f];
+    const tile_row *row = tile_row_of(t, isa);
+    return row ? row->dot[isa] : NULL;
+}
+
+size_t cpu_quant_tile_formats(hfq_qtype *types, size_t max) {
+    size_t n = 0;
+    for (size_t i = 0; i < N_TILE_ROWS && n < max; i++) types[n++] = tile_rows[i].type;
+    return n;
 }
 #else
 cpu_quant_isa cpu_quant_isa_best(void) { return CPU_QUANT_ISA_NONE; }
@@ -195,6 +216,12 @@ hfq_vec_dot_fn cpu_quant_vec_dot_isa(hfq_qtype t, cpu_quant_isa isa) {
     (void)t;
     (void)isa;
     return NULL;
+}
+
+size_t cpu_quant_tile_formats(hfq_qtype *types, size_t max) {
+    (void)types;
+    (void)max;
+    return 0;
 }
 #endif
 

@@ -28,12 +28,12 @@ cpu_quant_isa cpu_quant_isa_best(void);
 /* Whether this CPU runs the kernels of set isa. */
 bool cpu_quant_isa_runs(cpu_quant_isa isa);
 
-/* The SIMD vec_dot for weights of format t (Q8_0, Q4_0, Q4_K, Q6_K) in
- * set cpu_quant_isa_best(), or NULL (use the traits' own). */
+/* The SIMD vec_dot for weights of format t in set cpu_quant_isa_best(), or
+ * NULL (use the traits' own). */
 hfq_vec_dot_fn cpu_quant_vec_dot(hfq_qtype t);
 
-/* The tile (matmul.h) for weights of format t (Q8_0, Q4_0, Q4_K, Q6_K) times
- * their vec_dot_type activations in set cpu_quant_isa_best(), or NULL;
+/* The tile (matmul.h) for weights of format t times their vec_dot_type
+ * activations in set cpu_quant_isa_best(), or NULL;
  * *cols: the activation rows it takes per call. Each of its results equals
  * the vec_dot's, bit for bit. */
 cpu_tile_fn cpu_quant_tile(hfq_qtype t, int *cols);
@@ -41,5 +41,9 @@ cpu_tile_fn cpu_quant_tile(hfq_qtype t, int *cols);
 /* The same in a given set (for tests): NULL when this CPU does not run it. */
 hfq_vec_dot_fn cpu_quant_vec_dot_isa(hfq_qtype t, cpu_quant_isa isa);
 cpu_tile_fn cpu_quant_tile_isa(hfq_qtype t, cpu_quant_isa isa, int *cols);
+
+/* The formats that have SIMD kernels (on x86-64 builds), at most max of
+ * them into types; returns how many (for tests and benchmarks). */
+size_t cpu_quant_tile_formats(hfq_qtype *types, size_t max);
 
 #endif
