@@ -1,11 +1,13 @@
 #include "kernels/cpu/quant_kernels.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "quant/cpu_features.h"
 #include "quant/block_math.h"
 #include "quant/blocks.h"
+#include "quant/iq4.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -171,6 +173,11 @@ static const tile_row tile_rows[] = {
     TILE_ROW(Q4_0, q4_0, NC, NCK),
     TILE_ROW(Q4_K, q4_k, NCK, NCK),
     TILE_ROW(Q6_K, q6_k, NCK, NCK),
+    /* kernels/cpu/quant_tiles_k_low.inc */
+    TILE_ROW(Q5_K, q5_k, NCK, NCK),
+    TILE_ROW(Q3_K, q3_k, NCK, NCK),
+    TILE_ROW(Q2_K, q2_k, NCK, NCK),
+    TILE_ROW(IQ4_XS, iq4_xs, NCK, NCK),
 };
 
 enum { N_TILE_ROWS = sizeof tile_rows / sizeof tile_rows[0] };
