@@ -844,6 +844,27 @@ def _(work):
     return moe_model(work, change=fuse_gate_up(keep=True))
 
 
+def ct_moe_config(targets):
+    return lambda c: c.__setitem__("quantization_config", {
+        "quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
+        "config_groups": {"group_0": dict(CT_GROUP, targets=targets)}, "ignore": ["lm_head"]})
+
+
+@case("hfconv/moe-ct-expert-scale", "experts.0.w1.weight_scale' is missing")
+def _(work):
+    def fp8(t):
+        name = "model.layers.0.block_sparse_moe.experts.0.w1.weight"
+        _, shape, _ = t[name]
+        t[name] = ("F8_E4M3", shape, b"\x38" * (shape[0] * shape[1]))
+    return moe_model(work, change=fp8, config=ct_moe_config(["model.layers.0.block_sparse_moe.experts.0.w1"]))
+
+
+@case("hfconv/moe-ct-fused", "mlp.experts.gate_up_proj': fused experts of dtype F32 under compressed-tensors are "
+      "not supported")
+def _(work):
+    return moe_model(work, change=fuse_gate_up(), config=ct_moe_config(["re:.*never$"]))
+
+
 @case("quantize/export-moe", "tensor 'blk.0.ffn_gate_inp.weight' has no Hugging Face name in family 'llama'")
 def _(work):
     argv, outs, _ = moe_model(work)
