@@ -228,6 +228,88 @@ def kquants(tmp):
     check(r.returncode == 0, f"qwen3moe-256: hfconv: {r.stderr.strip()}")
     if r.returncode == 0:
         H.against_llama_quantize("qwen3moe-256", gguf, tmp, KQUANT_PRESETS)
+        mixed(gguf, tmp)
+
+
+def mixed(gguf, tmp):
+    """Mixed precision (docs/mixed.md) on the 3-D expert tensors: with
+    per-expert statistics in llama.cpp's imatrix layout (in_sum2 [experts,
+    cols], counts [experts]), each measured error is
+    sum_experts sum_rows sum_j (W - Q(W))^2 in_sum2[e][j] / count[e] (numpy,
+    Q8_0 and F16); under a budget each 3-D tensor is one choice among the
+    candidates and the written bytes are the predicted ones; a recipe rule
+    gives the experts their own format."""
+    from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter, quants
+    rng = np.random.default_rng(5)
+    weights = {t.name: np.array(t.data, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])
+               for t in GGUFReader(gguf).tensors}
+    stats = os.path.join(tmp, "moe-stats.gguf")
+    w = GGUFWriter(stats, "imatrix")
+    w.add_type("imatrix")
+    moments = {}
+    for name, a in weights.items():
+        if a.ndim < 2 or name == "token_embd.weight" or "ffn_gate_inp" in name:
+            continue
+        n_mat = a.shape[0] if a.ndim == 3 else 1
+        sum2 = rng.uniform(0.1, 3.0, size=(n_mat, a.shape[-1])).astype(np.float32)
+        count = rng.integers(5, 500, size=(n_mat, 1)).astype(np.float32)
+        moments[name] = sum2.astype(np.float64) / count.astype(np.float64)
+        w.add_tensor(name + ".in_sum2", sum2)
+        w.add_tensor(name + ".counts", count)
+    for name in (n for n in weights if "ffn_gate_inp" in n):   # the router: its input is ffn_gate_exps'
+        w.add_tensor(name + ".in_sum2", np.ones((1, weights[name].shape[-1]), dtype=np.float32))
+        w.add_tensor(name + ".counts", np.ones((1, 1), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    meas = os.path.join(tmp, "moe-meas.json")
+    p = H.subprocess.run([H.QUANTIZE, gguf, "--stats", stats, "--candidates", "q8_0,f16", "--save-measurements", meas],
+                         capture_output=True, text=True)
+    check(p.returncode == 0, f"mixed: measuring: {p.stderr[-300:]}")
+    if p.returncode:
+        return
+    with open(meas) as f:
+        got = {t["name"]: t for t in H.json.load(f)["tensors"]}
+    worst, n_exps = 0.0, 0
+    for name, t in got.items():
+        if name not in moments:
+            continue
+        a = weights[name].astype(np.float32)
+        back = {"q8_0": quants.dequantize(quants.quantize(a, GGMLQuantizationType.Q8_0), GGMLQuantizationType.Q8_0),
+                "f16": a.astype(np.float16).astype(np.float32)}
+        mom = moments[name] if a.ndim == 3 else moments[name][0]
+        for k, fmt in enumerate(("q8_0", "f16")):
+            d2 = (a.astype(np.float64) - back[fmt].astype(np.float64)) ** 2
+            want = (d2 * (mom[:, None, :] if a.ndim == 3 else mom)).sum()
+            worst = max(worst, abs(t["errors"][k] - want) / want)
+        n_exps += a.ndim == 3
+    check(n_exps == 6, f"mixed: {n_exps} expert tensors measured")
+    check(worst < 1e-9, f"mixed: measured errors vs numpy: {worst}")
+    print(f"mixed: {len(got)} tensors measured ({n_exps} of 3-D experts, per-expert statistics), errors equal "
+          f"numpy's to {worst:.2e}")
+    out = os.path.join(tmp, "moe-mixed.gguf")
+    p = H.subprocess.run([H.QUANTIZE, gguf, out, "--measurements", meas, "--target-bpw", "12", "--json"],
+                         capture_output=True, text=True)
+    check(p.returncode == 0, f"mixed: allocation: {p.stderr[-300:]}")
+    if p.returncode == 0:
+        res = H.json.loads(p.stdout)
+        exps = [t for t in res["tensors"] if "_exps" in t["name"]]
+        chosen = {t["to"] for t in exps}
+        check(len(exps) == 6 and all("measured: 2 options" in t.get("note", "") for t in exps),
+              f"mixed: the expert tensors are not each one choice: {exps[:2]}")
+        check(res["written_tensor_bytes"] == res["allocation"]["predicted_bytes"], "mixed: written = predicted")
+        print(f"mixed: budget 12 bpw: the 6 expert tensors one choice each ({sorted(chosen)}), written "
+              f"{res['written_tensor_bytes']} bytes = predicted")
+    recipe = os.path.join(tmp, "moe-recipe.json")
+    with open(recipe, "w") as f:
+        H.json.dump({"name": "experts", "rules": [{"match": "_exps", "format": "q4_K"}],
+                     "default": {"format": "q8_0"}}, f)
+    p = H.subprocess.run([H.QUANTIZE, gguf, out, "--recipe", recipe, "--quiet"], capture_output=True, text=True)
+    check(p.returncode == 0, f"mixed: recipe: {p.stderr[-300:]}")
+    if p.returncode == 0:
+        types = {t.name: t.tensor_type.name for t in GGUFReader(out).tensors}
+        check(all(v == "Q4_K" for k, v in types.items() if "_exps" in k), f"mixed: recipe types {types}")
 
 
 def main():
