@@ -833,6 +833,24 @@ def fuse_gate_up(keep=False, rows=2):
     return fuse
 
 
+@case("hfconv/moe-mlp-only-layers-type", "field 'mlp_only_layers' = '0': must be a list of layer indices")
+def _(work):
+    return moe_model(work, qwen3=True, config=lambda c: c.__setitem__("mlp_only_layers", "0"))
+
+
+@case("hfconv/moe-dense-many-layers", "dense layers among more than 1024 layers are not supported")
+def _(work):
+    return moe_model(work, qwen3=True, config=lambda c: c.update(num_hidden_layers=2000, decoder_sparse_step=2))
+
+
+@case("hfconv/moe-fused-layer", "tensor 'model.layers.7.mlp.experts.gate_up_proj': layer 7 of 2")
+def _(work):
+    def far(t):
+        fuse_gate_up()(t)
+        t["model.layers.7.mlp.experts.gate_up_proj"] = t.pop("model.layers.1.mlp.experts.gate_up_proj")
+    return moe_model(work, change=far)
+
+
 @case("hfconv/moe-fused-shape", "tensor 'model.layers.0.mlp.experts.gate_up_proj': shape does not match "
       "config.json (expected [2, ")
 def _(work):
