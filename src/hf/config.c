@@ -425,7 +425,7 @@ static int parse_layer_types(const doc *d, hf_config *cfg) {
         for (int64_t i = 0; i < cfg->n_layers; i++) cfg->n_sliding_layers += (i + 1) % cfg->sliding_window_pattern != 0;
     } else if (is_set(use)) {
         if (!cJSON_IsBool(use)) return hfq_fail(d->err, d->path, "field '%s' is not a boolean", uname);
-        int64_t max_window_layers;   /* absent: 28, transformers' Qwen2/Qwen3 default */
+        int64_t max_window_layers = 28;   /* absent: 28, transformers' Qwen2/Qwen3 default */
         if (get_int(d, "max_window_layers", 0, 100000, 28, false, &max_window_layers)) return -1;
         if (cJSON_IsTrue(use) && cfg->n_layers > max_window_layers)
             cfg->n_sliding_layers = cfg->n_layers - max_window_layers;

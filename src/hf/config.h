@@ -133,6 +133,11 @@ typedef struct hf_config {
     int64_t fp8_block_rows, fp8_block_cols;
 } hf_config;
 
+/* Whether layer `layer` (< n_layers) of a model with experts is dense. */
+static inline bool hf_config_layer_dense(const hf_config *c, int64_t layer) {
+    return c->n_dense_layers > 0 && c->layer_dense[layer];   /* then n_layers <= HF_MAX_LAYER_TYPES */
+}
+
 /* Parses DIR/config.json. Errors name the file and the field. */
 int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err);
 

@@ -265,8 +265,6 @@ static const char *text_model_name(const char *name, char *buf, size_t cap) {
     return buf;
 }
 
-/* Expert `map.expert` of a stacked tensor: the stack's entry is made by its
- * first expert found (the shape checked as any tensor's), the others join it. */
 /* A new stacked entry of n_experts experts of rows x cols each, sources
  * to come (src: the first, for messages). */
 static plan_entry *stack_entry(plan *p, hf_tensor_map map, const st_tensor *src, int64_t rows, int64_t cols,
@@ -328,7 +326,7 @@ static bool is_dense_ffn_role(hf_role r) { return r == ROLE_FFN_GATE || r == ROL
 static int misplaced_ffn(const hf_config *cfg, const hf_arch *arch, const hf_tensor_map *map, const st_tensor *t,
                          const char *file, hfq_error *err) {
     if (map->layer < 0 || !hf_arch_has_experts(arch)) return 0;
-    const bool dense = cfg->layer_dense[map->layer];
+    const bool dense = hf_config_layer_dense(cfg, map->layer);
     if (dense && is_expert_role(map->row->role))
         return hfq_fail(err, file, "tensor '%s': layer %d has no experts (mlp_only_layers / decoder_sparse_step "
                         "in config.json)", t->name, map->layer);
@@ -437,7 +435,7 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         for (int r = 0; r < ROLE_COUNT; r++) {
             const hf_tensor_row *row = layer_row_for(arch, (hf_role)r);
             if (!row || !row->gguf_name) continue;
-            if (moe && (cfg->layer_dense[layer] ? is_expert_role((hf_role)r) : is_dense_ffn_role((hf_role)r)))
+            if (moe && (hf_config_layer_dense(cfg, layer) ? is_expert_role((hf_role)r) : is_dense_ffn_role((hf_role)r)))
                 continue;
             bool found = false;
             for (int64_t i = 0; i < p->n && !found; i++)
@@ -600,16 +598,16 @@ static bool is_float_type(uint32_t t) { return t == GT_F32 || t == GT_F16 || t =
 
 /* ---- compressed-tensors weights (src/hf/ct_read.h) ---- */
 
-/* Kept where a GGUF format of ours holds the same numbers, unless --outtype
- * asks for floats or adapters are merged; the embedding always as floats
- * (llama.cpp takes no .scale there). Else the exact float of compressed-
- * tensors' decompression. */
 /* The float type compressed-tensors decompresses w to. */
 static uint32_t ct_float_type(const hf_ct_weight *w) {
     st_dtype dt = hf_ct_weight_dtype(w);
     return dt == ST_F32 ? GT_F32 : dt == ST_F16 ? GT_F16 : GT_BF16;
 }
 
+/* Kept where a GGUF format of ours holds the same numbers, unless --outtype
+ * asks for floats or adapters are merged; the embedding always as floats
+ * (llama.cpp takes no .scale there). Else the exact float of compressed-
+ * tensors' decompression. */
 static uint32_t ct_out_type(const plan_entry *e, const hfq_convert_opts *opts, uint32_t matrix_type) {
     if (opts->outtype_given) return matrix_type;
     if (e->map.row->role != ROLE_TOKEN_EMBD && opts->n_loras == 0) {
