@@ -97,8 +97,11 @@ typedef struct hfq_arch_desc {
     /* Mixtures of experts (moe_block: SwiGLU experts, no post-FFN norm):
      * experts, the family may have them when expert_count says so (llama.cpp's
      * llama for Mixtral); moe_only, every layer's feed-forward is one
-     * (expert_count must be positive). Elsewhere expert_count > 0 is refused. */
-    bool experts, moe_only;
+     * (expert_count must be positive). Elsewhere expert_count > 0 is refused.
+     * dense_layers: a layer without the router ffn_gate_inp is a dense
+     * SwiGLU (transformers' Qwen3-MoE mlp_only_layers / decoder_sparse_step);
+     * otherwise every layer of a file with experts has them. */
+    bool experts, moe_only, dense_layers;
 } hfq_arch_desc;
 
 /* The families, one file each. */

@@ -20,11 +20,14 @@ const hfq_arch_desc hfq_arch_qwen3 = {
 };
 
 /* llama.cpp's "qwen3moe": qwen3's attention, the same tensor needs, and in
- * every layer a mixture of experts (expert_count required). */
+ * each layer a mixture of experts (expert_count required), or a dense SwiGLU
+ * where transformers' config makes the layer dense (ours only: llama.cpp's
+ * qwen3moe wants experts in every layer). */
 const hfq_arch_desc hfq_arch_qwen3moe = {
     .name = "qwen3moe",
     .rope_mode = HFQ_ROPE_NEOX,
     .layer_tensors = layer_tensors,
     .n_layer_tensors = sizeof layer_tensors / sizeof layer_tensors[0],
     .moe_only = true,
+    .dense_layers = true,
 };

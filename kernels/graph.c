@@ -433,7 +433,7 @@ static void forward_batch(hfq_context *c, const int32_t *tokens, int64_t T, int6
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const hfq_layer *l = hfq_model_layer(c->model, il);
         attention_block(c, l, il, T, pos0);
-        if (hp->n_expert) moe_block(c, l, T);
+        if (l->ffn_gate_inp.data) moe_block(c, l, T);
         else ffn_block(c, l, T);
     }
     if (n_out == 0) return;

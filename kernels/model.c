@@ -297,9 +297,13 @@ static int bind_layer(const binder *b, const hfq_hparams *hp, int64_t il, hfq_la
     const int64_t n_q = hp->n_head * hp->head_dim, n_kv = hp->n_head_kv * hp->head_dim;
     const int64_t n_up = arch->fused_gate_up ? 2 * hp->n_ff : hp->n_ff;
     hfq_tensor qkv = {0};   /* stays empty where the family refuses it */
-    /* experts replace the dense SwiGLU */
-    const hfq_need dense = hp->n_expert ? HFQ_NEED_REFUSED : HFQ_NEED_REQUIRED;
-    const hfq_need moe = hp->n_expert ? HFQ_NEED_REQUIRED : HFQ_NEED_REFUSED;
+    /* experts replace the dense SwiGLU (where the family has dense layers,
+     * in the layers with a router) */
+    char router[96];
+    snprintf(router, sizeof router, "blk.%lld.ffn_gate_inp.weight", (long long)il);
+    const bool experts = hp->n_expert && (!arch->dense_layers || b->src->find(b->src->source, router));
+    const hfq_need dense = experts ? HFQ_NEED_REFUSED : HFQ_NEED_REQUIRED;
+    const hfq_need moe = experts ? HFQ_NEED_REQUIRED : HFQ_NEED_REFUSED;
     const int64_t n_exp = hp->n_expert ? hp->n_expert : 1;
     const struct { hfq_tensor *t; const char *suffix; int64_t ne0, ne1; hfq_need need; } spec[] = {
         {&l->attn_norm, "attn_norm.weight", hp->n_embd, 0, HFQ_NEED_REQUIRED},

@@ -128,7 +128,8 @@ typedef struct hfq_layer {
     hfq_tensor w_gate, w_up;                /* [n_embd] -> [n_ff] (phi3: halves of ffn_up) */
     hfq_tensor w_down;                      /* [n_ff] -> [n_embd] */
     hfq_tensor ffn_post_norm;               /* as attn_post_norm, of the feed-forward output */
-    /* Mixture of experts (data NULL when dense): the router, and the
+    /* Mixture of experts (data NULL in a dense layer, and in every layer of
+     * a dense model): the router, and the
      * experts' projections, each 3-D tensor of the file seen as one matrix
      * of n_expert stacked experts (expert e: rows e*n .. (e+1)*n - 1, see
      * hfq_expert_slice). */

@@ -697,10 +697,13 @@ def _(work):
     return phi3_export_case(work, lambda c: c.__setitem__("sliding_window", 32))
 # ---------------------------------------------------------------- hfconv: mixtures of experts
 
-def moe_model(work, n_experts=2, change=None, config=None, router_rows=None):
+def moe_model(work, n_experts=2, change=None, config=None, router_rows=None, qwen3=False):
     """The mkmodel checkpoint as a Mixtral: each layer's SwiGLU copied into
     n_experts experts (block_sparse_moe.experts.E.w1/w3/w2) and a zero router;
-    change(tensors) edits {name: (dtype, shape, bytes)}, config(c) config.json."""
+    change(tensors) edits {name: (dtype, shape, bytes)}, config(c) config.json.
+    qwen3: as a Qwen3-MoE's names (mlp.experts.E.gate_proj/up_proj/down_proj,
+    mlp.gate) and config, without its q/k norms (for the refusals made before
+    a missing tensor is looked for)."""
     m = B.copy_model(work)
     path = os.path.join(m, "model.safetensors")
     header, start, raw = st_read(path)
@@ -713,13 +716,13 @@ def moe_model(work, n_experts=2, change=None, config=None, router_rows=None):
             tensors[name] = (info["dtype"], info["shape"], bytes(raw[start + a:start + b]))
             continue
         layer, w = mm.group(1), {"gate": "w1", "up": "w3", "down": "w2"}[mm.group(2)]
+        pre = f"model.layers.{layer}." + ("mlp." if qwen3 else "block_sparse_moe.")
         for e in range(n_experts):
-            tensors[f"model.layers.{layer}.block_sparse_moe.experts.{e}.{w}.weight"] = (
+            tensors[f"{pre}experts.{e}." + (f"{mm.group(2)}_proj" if qwen3 else w) + ".weight"] = (
                 info["dtype"], info["shape"], bytes(raw[start + a:start + b]))
         if w == "w1":
             rows, hidden = router_rows or n_experts, info["shape"][1]
-            tensors[f"model.layers.{layer}.block_sparse_moe.gate.weight"] = ("F32", [rows, hidden],
-                                                                             bytes(4 * rows * hidden))
+            tensors[f"{pre}gate.weight"] = ("F32", [rows, hidden], bytes(4 * rows * hidden))
     if change:
         change(tensors)
     new, data = {}, bytearray()
@@ -729,8 +732,12 @@ def moe_model(work, n_experts=2, change=None, config=None, router_rows=None):
     st_write(path, new, data)
 
     def cfg(c):
-        c.update(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=n_experts,
-                 num_experts_per_tok=1)
+        if qwen3:
+            c.update(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", num_experts=n_experts,
+                     num_experts_per_tok=1, moe_intermediate_size=c["intermediate_size"])
+        else:
+            c.update(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=n_experts,
+                     num_experts_per_tok=1)
         if config:
             config(c)
     edit_json(os.path.join(m, "config.json"), cfg)
@@ -779,9 +786,34 @@ def _(work):
     return moe_model(work, config=lambda c: c.__setitem__("num_experts_per_tok", 3))
 
 
-@case("hfconv/moe-dense-layers", "field 'decoder_sparse_step' = 2: dense layers among the expert layers")
+@case("hfconv/moe-dense-layers-mixtral", "mlp_only_layers / decoder_sparse_step make 1 of 2 layers dense: "
+      "MixtralForCausalLM has no dense layers")
 def _(work):
     return moe_model(work, config=lambda c: c.__setitem__("decoder_sparse_step", 2))
+
+
+@case("hfconv/moe-experts-in-dense-layer", "layer 0 has no experts (mlp_only_layers / decoder_sparse_step in "
+      "config.json)")
+def _(work):
+    return moe_model(work, qwen3=True, config=lambda c: c.__setitem__("decoder_sparse_step", 2))
+
+
+@case("hfconv/moe-dense-in-expert-layer", "tensor 'model.layers.1.mlp.gate_proj.weight': layer 1 has experts, not a "
+      "dense feed-forward")
+def _(work):
+    def dense(t):
+        t["model.layers.1.mlp.gate_proj.weight"] = t["model.layers.1.mlp.experts.0.gate_proj.weight"]
+    return moe_model(work, qwen3=True, change=dense)
+
+
+@case("hfconv/moe-sparse-step-zero", "field 'decoder_sparse_step' = 0 is out of range")
+def _(work):
+    return moe_model(work, config=lambda c: c.__setitem__("decoder_sparse_step", 0))
+
+
+@case("hfconv/moe-mlp-only-layer-range", "field 'mlp_only_layers' = 7: not a layer index below num_hidden_layers")
+def _(work):
+    return moe_model(work, qwen3=True, config=lambda c: c.__setitem__("mlp_only_layers", [0, 7]))
 
 
 @case("hfconv/moe-shared-experts", "field 'shared_expert_intermediate_size' = 64: shared experts are not supported")
@@ -789,15 +821,66 @@ def _(work):
     return moe_model(work, config=lambda c: c.__setitem__("shared_expert_intermediate_size", 64))
 
 
-@case("hfconv/moe-fused-experts", "experts fused into one tensor (transformers 5's save_original_format=False)")
-def _(work):
-    def fuse(t):   # transformers 5's in-memory layout: [experts, 2 * ff, hidden]
+def fuse_gate_up(keep=False, rows=2):
+    """transformers 5's fused layout: [experts, 2 * ff, hidden] (rows=1: half of it)."""
+    def fuse(t):
         for layer in (0, 1):
             pre = f"model.layers.{layer}.block_sparse_moe.experts."
-            parts = [t.pop(f"{pre}{e}.{w}.weight") for e in range(2) for w in ("w1", "w3")]
-            t.update({f"model.layers.{layer}.mlp.experts.gate_up_proj": (
-                parts[0][0], [2, 2 * parts[0][1][0], parts[0][1][1]], b"".join(p[2] for p in parts))})
-    return moe_model(work, change=fuse)
+            parts = [(t.get if keep else t.pop)(f"{pre}{e}.{w}.weight") for e in range(2) for w in ("w1", "w3")]
+            blob = b"".join(p[2] for p in parts)
+            t[f"model.layers.{layer}.mlp.experts.gate_up_proj"] = (
+                parts[0][0], [2, rows * parts[0][1][0], parts[0][1][1]], blob[:len(blob) * rows // 2])
+    return fuse
+
+
+@case("hfconv/moe-mlp-only-layers-type", "field 'mlp_only_layers' = '0': must be a list of layer indices")
+def _(work):
+    return moe_model(work, qwen3=True, config=lambda c: c.__setitem__("mlp_only_layers", "0"))
+
+
+@case("hfconv/moe-dense-many-layers", "dense layers among more than 1024 layers are not supported")
+def _(work):
+    return moe_model(work, qwen3=True, config=lambda c: c.update(num_hidden_layers=2000, decoder_sparse_step=2))
+
+
+@case("hfconv/moe-fused-layer", "tensor 'model.layers.7.mlp.experts.gate_up_proj': layer 7 of 2")
+def _(work):
+    def far(t):
+        fuse_gate_up()(t)
+        t["model.layers.7.mlp.experts.gate_up_proj"] = t.pop("model.layers.1.mlp.experts.gate_up_proj")
+    return moe_model(work, change=far)
+
+
+@case("hfconv/moe-fused-shape", "tensor 'model.layers.0.mlp.experts.gate_up_proj': shape does not match "
+      "config.json (expected [2, ")
+def _(work):
+    return moe_model(work, change=fuse_gate_up(rows=1))
+
+
+@case("hfconv/moe-fused-twice", "are both 'blk.0.ffn_gate_exps.weight'")
+def _(work):
+    return moe_model(work, change=fuse_gate_up(keep=True))
+
+
+def ct_moe_config(targets):
+    return lambda c: c.__setitem__("quantization_config", {
+        "quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
+        "config_groups": {"group_0": dict(CT_GROUP, targets=targets)}, "ignore": ["lm_head"]})
+
+
+@case("hfconv/moe-ct-expert-scale", "experts.0.w1.weight_scale' is missing")
+def _(work):
+    def fp8(t):
+        name = "model.layers.0.block_sparse_moe.experts.0.w1.weight"
+        _, shape, _ = t[name]
+        t[name] = ("F8_E4M3", shape, b"\x38" * (shape[0] * shape[1]))
+    return moe_model(work, change=fp8, config=ct_moe_config(["model.layers.0.block_sparse_moe.experts.0.w1"]))
+
+
+@case("hfconv/moe-ct-fused", "mlp.experts.gate_up_proj': fused experts of dtype F32 under compressed-tensors are "
+      "not supported")
+def _(work):
+    return moe_model(work, change=fuse_gate_up(), config=ct_moe_config(["re:.*never$"]))
 
 
 @case("quantize/export-moe", "tensor 'blk.0.ffn_gate_inp.weight' has no Hugging Face name in family 'llama'")

@@ -7,7 +7,10 @@ converted with `hfconv --outtype f32` and run by our runner on the same token
 ids as transformers: KL(transformers || ours) <= 1e-5 on average and the top
 tokens agree at >= 99.9 % of the positions. transformers 5 saves the experts
 one tensor each, as transformers 4 did (model.layers.L.mlp.experts.E.*); the
-transformers 4 config layout (rope_theta) converts to the same tensors.
+transformers 4 config layout (rope_theta) converts to the same tensors. Saved
+with save_original_format=False (experts fused into 3-D tensors), the same
+models convert to the same bytes (fused_layout). A Qwen3-MoE with dense layers
+(decoder_sparse_step 2 and mlp_only_layers) runs against transformers too.
 
 Then, as hf_transformers.py does for the dense families (its helpers): llama.cpp's
 converter on the same checkpoints (tensors byte-identical, keys equal; Qwen3-MoE
@@ -47,7 +50,63 @@ CASES = {
     "qwen3moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM,
                  moe(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, head_dim=32,
                      norm_topk_prob=False, tie_word_embeddings=True), False),
+    # layers 0 and 2 dense by decoder_sparse_step, 3 by mlp_only_layers: only
+    # layer 1 has experts; llama.cpp has no dense feed-forward in qwen3moe
+    # (its converter cannot name one, its loader wants experts in every layer:
+    # docs/hfconv.md), so our file is compared with transformers only
+    "qwen3moe-dense": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM,
+                       moe(num_hidden_layers=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
+                           head_dim=16, norm_topk_prob=True, decoder_sparse_step=2, mlp_only_layers=[3]), False),
 }
+# saved again with save_original_format=False: transformers 5's fused experts
+FUSED = ("mixtral", "qwen3moe-norm")
+# llama.cpp's converter refuses these checkpoints (checked, so that a llama.cpp
+# that learns them is noticed)
+CONVERTER_REFUSES = {"qwen3moe-dense": "Can not map tensor 'model.layers.0.mlp.down_proj.weight'"}
+
+
+def converter_refuses(label, folder, tmp):
+    r = H.subprocess.run([sys.executable, "-c", H.RUN_CONVERTER, H.CONVERTER_DIR, folder, "--outtype", "f32",
+                          "--outfile", os.path.join(tmp, label + "-llama-cpp.gguf")], capture_output=True, text=True)
+    check(r.returncode != 0 and CONVERTER_REFUSES[label] in r.stderr,
+          f"{label}: llama.cpp's converter no longer refuses it: {r.stderr.strip()[-300:]}")
+    print(f"{label}: llama.cpp's converter refuses it ({CONVERTER_REFUSES[label]})")
+
+
+def fused_layout(label, model, folder, ref, ids, tmp, have_converter):
+    """The same model saved in transformers 5's own layout (experts fused into
+    3-D gate_up_proj / down_proj, Mixtral's router under mlp.): our runner
+    against transformers, our tensors byte-identical to those of the
+    per-expert checkpoint, and (Qwen3-MoE, whose converter class reads the
+    fused form; LlamaModel does not) to llama.cpp's converter's."""
+    fused = os.path.join(tmp, label + "-fused")
+    model.save_pretrained(fused, save_original_format=False)
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        H.shutil.copy(os.path.join(folder, f), fused)
+    from safetensors import safe_open
+    with safe_open(os.path.join(fused, "model.safetensors"), "pt") as f:
+        names = list(f.keys())
+    check(any(n.endswith("experts.gate_up_proj") for n in names), f"{label}: transformers did not fuse the experts")
+    got = H.our_logits(fused, ids, tmp, label + "-fused")
+    if got is None:
+        return
+    H.compare(f"{label} (fused experts)", ref, got)
+    a = H.gguf_contents(os.path.join(tmp, label + "-fused.gguf"))[0]
+    b = H.gguf_contents(os.path.join(tmp, label + "-v5.gguf"))[0]
+    check(a == b, f"{label}: fused experts convert to other tensors than per-expert ones: "
+          f"{sorted(n for n in a if a[n] != b.get(n))[:4]}")
+    print(f"{label}: fused experts: {len(a)} tensors {'byte-identical to' if a == b else 'DIFFERENT from'} "
+          "the per-expert checkpoint's")
+    if have_converter and label.startswith("qwen3moe"):
+        theirs = os.path.join(tmp, label + "-fused-llama-cpp.gguf")
+        r = H.subprocess.run([sys.executable, "-c", H.RUN_CONVERTER, H.CONVERTER_DIR, fused, "--outtype", "f32",
+                              "--outfile", theirs], capture_output=True, text=True)
+        check(r.returncode == 0, f"{label}: convert_hf_to_gguf.py on fused experts: {r.stderr.strip()[-300:]}")
+        if r.returncode == 0:
+            c = H.gguf_contents(theirs)[0]
+            check(a == c, f"{label}: fused experts differ from llama.cpp's converter: "
+                  f"{sorted(n for n in a if a[n] != c.get(n))[:4]}")
+            print(f"{label}: fused experts: {'byte-identical to' if a == c else 'DIFFERENT from'} llama.cpp's converter")
 
 
 LLAMA_IMATRIX = os.path.join(os.path.dirname(H.LLAMA_PPL or ""), "llama-imatrix")
@@ -169,6 +228,88 @@ def kquants(tmp):
     check(r.returncode == 0, f"qwen3moe-256: hfconv: {r.stderr.strip()}")
     if r.returncode == 0:
         H.against_llama_quantize("qwen3moe-256", gguf, tmp, KQUANT_PRESETS)
+        mixed(gguf, tmp)
+
+
+def mixed(gguf, tmp):
+    """Mixed precision (docs/mixed.md) on the 3-D expert tensors: with
+    per-expert statistics in llama.cpp's imatrix layout (in_sum2 [experts,
+    cols], counts [experts]), each measured error is
+    sum_experts sum_rows sum_j (W - Q(W))^2 in_sum2[e][j] / count[e] (numpy,
+    Q8_0 and F16); under a budget each 3-D tensor is one choice among the
+    candidates and the written bytes are the predicted ones; a recipe rule
+    gives the experts their own format."""
+    from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter, quants
+    rng = np.random.default_rng(5)
+    weights = {t.name: np.array(t.data, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])
+               for t in GGUFReader(gguf).tensors}
+    stats = os.path.join(tmp, "moe-stats.gguf")
+    w = GGUFWriter(stats, "imatrix")
+    w.add_type("imatrix")
+    moments = {}
+    for name, a in weights.items():
+        if a.ndim < 2 or name == "token_embd.weight" or "ffn_gate_inp" in name:
+            continue
+        n_mat = a.shape[0] if a.ndim == 3 else 1
+        sum2 = rng.uniform(0.1, 3.0, size=(n_mat, a.shape[-1])).astype(np.float32)
+        count = rng.integers(5, 500, size=(n_mat, 1)).astype(np.float32)
+        moments[name] = sum2.astype(np.float64) / count.astype(np.float64)
+        w.add_tensor(name + ".in_sum2", sum2)
+        w.add_tensor(name + ".counts", count)
+    for name in (n for n in weights if "ffn_gate_inp" in n):   # the router: its input is ffn_gate_exps'
+        w.add_tensor(name + ".in_sum2", np.ones((1, weights[name].shape[-1]), dtype=np.float32))
+        w.add_tensor(name + ".counts", np.ones((1, 1), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    meas = os.path.join(tmp, "moe-meas.json")
+    p = H.subprocess.run([H.QUANTIZE, gguf, "--stats", stats, "--candidates", "q8_0,f16", "--save-measurements", meas],
+                         capture_output=True, text=True)
+    check(p.returncode == 0, f"mixed: measuring: {p.stderr[-300:]}")
+    if p.returncode:
+        return
+    with open(meas) as f:
+        got = {t["name"]: t for t in H.json.load(f)["tensors"]}
+    worst, n_exps = 0.0, 0
+    for name, t in got.items():
+        if name not in moments:
+            continue
+        a = weights[name].astype(np.float32)
+        back = {"q8_0": quants.dequantize(quants.quantize(a, GGMLQuantizationType.Q8_0), GGMLQuantizationType.Q8_0),
+                "f16": a.astype(np.float16).astype(np.float32)}
+        mom = moments[name] if a.ndim == 3 else moments[name][0]
+        for k, fmt in enumerate(("q8_0", "f16")):
+            d2 = (a.astype(np.float64) - back[fmt].astype(np.float64)) ** 2
+            want = (d2 * (mom[:, None, :] if a.ndim == 3 else mom)).sum()
+            worst = max(worst, abs(t["errors"][k] - want) / want)
+        n_exps += a.ndim == 3
+    check(n_exps == 6, f"mixed: {n_exps} expert tensors measured")
+    check(worst < 1e-9, f"mixed: measured errors vs numpy: {worst}")
+    print(f"mixed: {len(got)} tensors measured ({n_exps} of 3-D experts, per-expert statistics), errors equal "
+          f"numpy's to {worst:.2e}")
+    out = os.path.join(tmp, "moe-mixed.gguf")
+    p = H.subprocess.run([H.QUANTIZE, gguf, out, "--measurements", meas, "--target-bpw", "12", "--json"],
+                         capture_output=True, text=True)
+    check(p.returncode == 0, f"mixed: allocation: {p.stderr[-300:]}")
+    if p.returncode == 0:
+        res = H.json.loads(p.stdout)
+        exps = [t for t in res["tensors"] if "_exps" in t["name"]]
+        chosen = {t["to"] for t in exps}
+        check(len(exps) == 6 and all("measured: 2 options" in t.get("note", "") for t in exps),
+              f"mixed: the expert tensors are not each one choice: {exps[:2]}")
+        check(res["written_tensor_bytes"] == res["allocation"]["predicted_bytes"], "mixed: written = predicted")
+        print(f"mixed: budget 12 bpw: the 6 expert tensors one choice each ({sorted(chosen)}), written "
+              f"{res['written_tensor_bytes']} bytes = predicted")
+    recipe = os.path.join(tmp, "moe-recipe.json")
+    with open(recipe, "w") as f:
+        H.json.dump({"name": "experts", "rules": [{"match": "_exps", "format": "q4_K"}],
+                     "default": {"format": "q8_0"}}, f)
+    p = H.subprocess.run([H.QUANTIZE, gguf, out, "--recipe", recipe, "--quiet"], capture_output=True, text=True)
+    check(p.returncode == 0, f"mixed: recipe: {p.stderr[-300:]}")
+    if p.returncode == 0:
+        types = {t.name: t.tensor_type.name for t in GGUFReader(out).tensors}
+        check(all(v == "Q4_K" for k, v in types.items() if "_exps" in k), f"mixed: recipe types {types}")
 
 
 def main():
@@ -190,10 +331,14 @@ def main():
             ours = os.path.join(tmp, label + "-v5.gguf")
             if not os.path.isfile(ours):
                 continue
+            if label in FUSED:
+                fused_layout(label, model, v5, ref, ids, tmp, have_converter)
             if os.path.isfile(os.path.join(tmp, label + "-v4.gguf")):
                 a, b = H.gguf_contents(ours)[0], H.gguf_contents(os.path.join(tmp, label + "-v4.gguf"))[0]
                 check(a == b, f"{label}: the transformers 4 layout converts to other tensors")
-            if have_converter:
+            if have_converter and label in CONVERTER_REFUSES:
+                converter_refuses(label, v5, tmp)
+            elif have_converter:
                 # our one key llama.cpp's converter does not write (docs/hfconv.md)
                 keys = H.gguf_contents(ours)[1]
                 extra = () if fields.get("norm_topk_prob") is not False else ("qwen3moe.expert_weights_norm",)

@@ -1,6 +1,6 @@
 /* test_cuda_backend.c - the CUDA backend against the CPU backend on small
  * random models (tests/test_runner_synth.h) for every weight format, llama
- * and qwen2 variants: logits of a prompt run in one batch (cuBLAS), token by
+ * and qwen2 variants, and with experts: logits of a prompt run in one batch (cuBLAS), token by
  * token and in batches of 5 (matrix-vector kernels), and a long prompt
  * split over batches then decoded. Bound: the one test_runner.c derives for
  * each format against its double reference (a few steps of the activation
@@ -213,6 +213,22 @@ static void test_long_sequence(void) {
     synth_free(&sm);
 }
 
+/* Mixtures of experts (gather_rows, add_rows_scaled, each expert's slice
+ * of the stacked tensors, through the matrix-vector kernels and cuBLAS):
+ * 4 experts, top 2, in F32, Q8_0 and Q4_K. */
+static void test_experts(void) {
+    synth_spec s = synth_default_spec();
+    s.n_expert = 4, s.n_expert_used = 2, s.n_ff_exp = 24;
+    check_case(&s, 1e-4, "llama 4 experts f32");
+    s.n_embd = 64, s.n_ff = 96, s.n_head = 4, s.n_head_kv = 2, s.head_dim = 16, s.n_rot = 16, s.n_ff_exp = 64;
+    s.wtype = GT_Q8_0;
+    check_case(&s, 12.0 / 127, "llama 4 experts q8_0");
+    s.n_embd = 256, s.n_ff = 512, s.n_head = 8, s.n_head_kv = 4, s.head_dim = 32, s.n_rot = 32, s.n_vocab = 64;
+    s.n_ff_exp = 256;
+    s.wtype = GT_Q4_K;
+    check_case(&s, 12.0 / 127, "llama 4 experts q4_K");
+}
+
 int main(void) {
     hfq_cuda_probe p;
     hfq_cuda_probe_get(&p);
@@ -223,5 +239,6 @@ int main(void) {
     test_formats();
     test_i8_formats();
     test_long_sequence();
+    test_experts();
     return check_exit();
 }

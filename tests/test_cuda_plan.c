@@ -111,7 +111,8 @@ static void check_layout(const hfq_model *m, const cuda_layout *l, const char *l
     for (int64_t il = 0; il < hfq_model_hparams(m)->n_layer; il++) {
         const hfq_layer *ly = hfq_model_layer(m, il);
         const hfq_tensor *t[] = {&ly->attn_norm, &ly->wq, &ly->wk, &ly->wv, &ly->bq, &ly->bk, &ly->bv,
-                                 &ly->wo, &ly->ffn_norm, &ly->w_gate, &ly->w_up, &ly->w_down};
+                                 &ly->wo, &ly->ffn_norm, &ly->w_gate, &ly->w_up, &ly->w_down,
+                                 &ly->ffn_gate_inp, &ly->gate_exps, &ly->up_exps, &ly->down_exps};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
             if (t[i]->data) tensors[n++] = t[i];
     }
@@ -150,7 +151,9 @@ static void check_scratch(const hfq_model *m, const cuda_layout *l, int64_t max_
     for (size_t i = 0; i < l->n_slots; i++) {
         const cuda_slot *s = &l->slots[i];
         if (!s->matrix) continue;
-        const size_t ne0 = (size_t)s->t.ne0, ne1 = (size_t)s->t.ne1;
+        /* stacked experts are multiplied one expert's rows at a time */
+        const int64_t n_exp = strstr(s->t.name, "_exps.") ? hfq_model_hparams(m)->n_expert : 1;
+        const size_t ne0 = (size_t)s->t.ne0, ne1 = (size_t)(s->t.ne1 / n_exp);
         if (s->plan.act_row_bytes * (size_t)max_tokens > act) act = s->plan.act_row_bytes * (size_t)max_tokens;
         if (s->plan.gemm != CUDA_GEMM_F32 && ne0 * (size_t)max_tokens * 2 > half) half = ne0 * (size_t)max_tokens * 2;
         if (s->plan.gemm >= CUDA_GEMM_DEQUANT && ne0 * ne1 * 2 > wscratch) wscratch = ne0 * ne1 * 2;
@@ -162,7 +165,38 @@ static void check_scratch(const hfq_model *m, const cuda_layout *l, int64_t max_
     CHECK_MSG(gemm ? l->wscratch_bytes >= wscratch && l->wscratch_bytes < wscratch + CUDA_ALIGN
                    : l->wscratch_bytes == 0,
               "%s: wscratch %zu for %zu", label, l->wscratch_bytes, wscratch);
-    (void)m;
+}
+
+/* Each expert's slice (hfq_expert_slice) is found as rows of its stacked
+ * tensor's slot, with that slot's per-expert plan; a descriptor between
+ * rows, or past the tensor, is not. */
+static void check_expert_slices(const hfq_model *m, const cuda_layout *l, const char *label) {
+    const hfq_hparams *hp = hfq_model_hparams(m);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const hfq_layer *ly = hfq_model_layer(m, il);
+        const hfq_tensor *stacked[] = {&ly->gate_exps, &ly->up_exps, &ly->down_exps};
+        for (size_t i = 0; i < 3; i++) {
+            const cuda_slot *whole = cuda_layout_find(l, stacked[i]);
+            CHECK_MSG(whole != NULL, "%s: no slot for %s", label, stacked[i]->name);
+            if (!whole) continue;
+            const int64_t rows = stacked[i]->ne1 / hp->n_expert;
+            CHECK(whole->plan.scratch_bytes == (whole->plan.gemm >= CUDA_GEMM_DEQUANT
+                                                ? (size_t)(stacked[i]->ne0 * rows * 2) : 0));
+            for (int64_t e = 0; e < hp->n_expert; e++) {
+                const hfq_tensor slice = hfq_expert_slice(stacked[i], hp->n_expert, e);
+                int64_t row0 = -1;
+                CHECK_MSG(cuda_layout_find_rows(l, &slice, &row0) == whole && row0 == e * rows,
+                          "%s: %s expert %lld at row %lld", label, stacked[i]->name, (long long)e, (long long)row0);
+            }
+            hfq_tensor off = hfq_expert_slice(stacked[i], hp->n_expert, 1);
+            off.data = (const char *)off.data + 1;
+            int64_t row0;
+            CHECK(cuda_layout_find_rows(l, &off, &row0) == NULL);
+            off = hfq_expert_slice(stacked[i], hp->n_expert, hp->n_expert - 1);
+            off.ne1 += 1;
+            CHECK(cuda_layout_find_rows(l, &off, &row0) == NULL);
+        }
+    }
 }
 
 static void layout_case(synth_spec s, const cuda_caps *caps, const char *label, bool want_fp8_gemm) {
@@ -180,6 +214,7 @@ static void layout_case(synth_spec s, const cuda_caps *caps, const char *label, 
         CHECK_MSG(cuda_layout_build(m, caps, max_tokens, &l, &err) == 0, "%s: %s", label, err.msg);
         check_layout(m, &l, label);
         check_scratch(m, &l, max_tokens, label);
+        if (s.n_expert) check_expert_slices(m, &l, label);
         CHECK_MSG(l.any_fp8_gemm == (want_fp8_gemm && max_tokens > CUDA_MATVEC_MAX_TOKENS), "%s: fp8 gemm", label);
         /* the tied output is the embedding's copy */
         CHECK(cuda_layout_find(&l, hfq_model_output(m)) == cuda_layout_find(&l, hfq_model_tok_embd(m)) || !s.tied);
@@ -219,6 +254,27 @@ static void test_layouts(void) {
     f8.wqext = HFQ_QEXT_FP8_E4M3;
     layout_case(f8, &fp8, "fp8 e4m3", true);
     layout_case(f8, &no_fp8, "fp8 e4m3 before sm_89", false);
+
+    synth_spec moe = k;
+    moe.scales = false;
+    moe.n_expert = 4, moe.n_expert_used = 2, moe.n_ff_exp = 256;
+    layout_case(moe, &fp8, "q4_K 4 experts", false);
+    moe.wtype = GT_F32;
+    layout_case(moe, &fp8, "f32 4 experts", false);
+}
+
+/* Products of fewer rows: the FP8 GEMM wants a multiple of 16 rows, the
+ * scratch holds only those rows. */
+static void test_plan_rows(void) {
+    cuda_wplan p = {.fmt = CUDA_WF_FP8_E4M3, .gemm = CUDA_GEMM_FP8, .scratch_bytes = 256 * 64 * 2};
+    cuda_wplan r = cuda_wplan_rows(&p, 256, 16);
+    CHECK(r.gemm == CUDA_GEMM_FP8 && r.scratch_bytes == 256 * 16 * 2);
+    r = cuda_wplan_rows(&p, 256, 8);
+    CHECK(r.gemm == CUDA_GEMM_DEQUANT && r.scratch_bytes == 256 * 8 * 2);
+    p.gemm = CUDA_GEMM_BF16;
+    p.scratch_bytes = 0;
+    r = cuda_wplan_rows(&p, 256, 8);
+    CHECK(r.gemm == CUDA_GEMM_BF16 && r.scratch_bytes == 0);
 }
 
 int main(void) {
@@ -226,5 +282,6 @@ int main(void) {
     test_i8_formats();
     test_refused();
     test_layouts();
+    test_plan_rows();
     return check_exit();
 }

@@ -34,6 +34,10 @@ typedef struct synth_spec {
     int64_t qext_group;                    /* values per INT8 scale along a row; 0: one scale per row */
     bool input_scales;                     /* I8 and NVFP4 matrices: a static activation scale each */
     hfq_act_quant act_quant;               /* how I8/NVFP4 matrices quantize activations (ops.h) */
+    /* n_expert > 0: each layer's feed-forward is n_expert SwiGLU experts of
+     * n_ff_exp (wtype, stacked 3-D tensors, no .scale), n_expert_used chosen
+     * by an F32 router; the double reference below computes dense layers only. */
+    int64_t n_expert, n_expert_used, n_ff_exp;
     uint64_t seed;
 } synth_spec;
 
@@ -164,6 +168,14 @@ static inline const gguf_tensor_info *synth_lookup(const void *source, const cha
     return NULL;
 }
 
+/* The tensor added last as n_expert stacked experts: ne {ne0, ne1 / n_expert, n_expert}. */
+static inline void synth_stack_experts(synth_model *m, int64_t n_expert) {
+    gguf_tensor_info *t = &m->info[m->n - 1];
+    t->n_dims = 3;
+    t->ne[1] /= n_expert;
+    t->ne[2] = n_expert;
+}
+
 /* The exact values of a tensor (NULL when absent). */
 static inline const double *synth_values(const synth_model *m, const char *name) {
     for (int i = 0; i < m->n; i++)
@@ -204,11 +216,21 @@ static inline void synth_build(synth_model *m, const synth_spec *s) {
         }
         SYNTH_MATRIX("attn_output.weight", Q, E, 0.0f, aQ);
         SYNTH_LAYER("ffn_norm.weight", GT_F32, E, 1, 1.0f, 0.2f);
-        SYNTH_MATRIX("ffn_gate.weight", E, F, 0.0f, 2.0f * aE);
-        SYNTH_MATRIX("ffn_up.weight", E, F, 0.0f, 2.0f * aE);
-        SYNTH_MATRIX("ffn_down.weight", F, E, 0.0f, aF);
+        if (s->n_expert) {
+            const int64_t X = s->n_expert, FX = s->n_ff_exp;
+            SYNTH_LAYER("ffn_gate_inp.weight", GT_F32, E, X, 0.0f, 4.0f * aE);
+            SYNTH_LAYER("ffn_gate_exps.weight", s->wtype, E, FX * X, 0.0f, 2.0f * aE), synth_stack_experts(m, X);
+            SYNTH_LAYER("ffn_up_exps.weight", s->wtype, E, FX * X, 0.0f, 2.0f * aE), synth_stack_experts(m, X);
+            SYNTH_LAYER("ffn_down_exps.weight", s->wtype, FX, E * X, 0.0f, 1.0f / sqrtf((float)FX)),
+                synth_stack_experts(m, X);
+        } else {
+            SYNTH_MATRIX("ffn_gate.weight", E, F, 0.0f, 2.0f * aE);
+            SYNTH_MATRIX("ffn_up.weight", E, F, 0.0f, 2.0f * aE);
+            SYNTH_MATRIX("ffn_down.weight", F, E, 0.0f, aF);
+        }
         static const char *const matrices[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
-        for (size_t j = 0; s->scales && j < sizeof matrices / sizeof matrices[0]; j++) {
+        const size_t n_scaled = s->n_expert ? 4 : sizeof matrices / sizeof matrices[0];
+        for (size_t j = 0; s->scales && j < n_scaled; j++) {
             snprintf(name, sizeof name, "blk.%lld.%s.scale", (long long)il, matrices[j]);
             synth_add(m, name, GT_F32, 1, 1, 1.0f, 0.75f, &rng);
         }
@@ -219,7 +241,9 @@ static inline void synth_build(synth_model *m, const synth_spec *s) {
                           .n_head_kv = s->n_head_kv, .head_dim = s->head_dim, .n_rot = s->n_rot,
                           .n_ctx_train = s->n_ctx_train, .rms_eps = s->rms_eps, .rope_freq_base = s->rope_base,
                           .rope_freq_scale = s->rope_scale,
-                          .rope_mode = s->arch == HFQ_ARCH_QWEN2 ? HFQ_ROPE_NEOX : HFQ_ROPE_NORMAL};
+                          .rope_mode = s->arch == HFQ_ARCH_QWEN2 ? HFQ_ROPE_NEOX : HFQ_ROPE_NORMAL,
+                          .n_expert = s->n_expert, .n_expert_used = s->n_expert_used, .n_ff_exp = s->n_ff_exp,
+                          .expert_weights_norm = s->n_expert > 0};
 }
 
 static inline void synth_free(synth_model *m) {

@@ -23,6 +23,7 @@
 #include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/vec_kernels.h"
+#include "kernels/moe_rows.h"
 
 /* Elementwise work below this many values, and attention below this many
  * multiply-adds, stays on one thread (see PARALLEL_MIN_MACS in matmul.c). */
@@ -304,17 +305,13 @@ static void cpu_add(hfq_backend *b, float *x, const float *y, size_t n) {
 static void cpu_gather_rows(hfq_backend *b, float *y, const float *x, const int32_t *rows, int64_t n_rows,
                             int64_t width) {
     (void)b;
-    for (int64_t i = 0; i < n_rows; i++) memcpy(y + i * width, x + rows[i] * width, (size_t)width * sizeof *y);
+    for (int64_t i = 0; i < n_rows * width; i++) hfq_gather_value(y, x, rows, width, i);
 }
 
 static void cpu_add_rows_scaled(hfq_backend *b, float *x, const float *y, const int32_t *rows, const float *w,
                                 int64_t n_rows, int64_t width) {
     (void)b;
-    for (int64_t i = 0; i < n_rows; i++) {
-        float *xr = x + rows[i] * width;
-        const float *yr = y + i * width;
-        for (int64_t j = 0; j < width; j++) xr[j] += w[i] * yr[j];
-    }
+    for (int64_t i = 0; i < n_rows * width; i++) hfq_add_scaled_value(x, y, rows, w, width, i);
 }
 
 static const hfq_ops cpu_ops = {

@@ -25,6 +25,8 @@ struct hfq_backend {
     uint16_t *half;          /* F16/BF16 activation rows of a GEMM */
     uint16_t *wscratch;      /* BF16 weights of a GEMM */
     int32_t *tokens;         /* [max_tokens] ids for embed */
+    int32_t *moe_rows;       /* mixtures of experts: [max_tokens] rows of gather_rows / add_rows_scaled */
+    float *moe_weights;      /* [max_tokens] weights of add_rows_scaled */
     struct cuda_blas *blas;  /* batches above CUDA_MATVEC_MAX_TOKENS only */
     int64_t max_tokens;
     bool sync_each;          /* HFQ_CUDA_SYNC: wait after every operation */
@@ -82,7 +84,7 @@ void hfq_cuda_module_probe(hfq_cuda_probe *p) {
 
 static void cuda_destroy(hfq_backend *b) {
     if (!b) return;
-    void *bufs[] = {b->arena, b->act, b->act_scales, b->half, b->wscratch, b->tokens};
+    void *bufs[] = {b->arena, b->act, b->act_scales, b->half, b->wscratch, b->tokens, b->moe_rows, b->moe_weights};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaFree(bufs[i]);
     cuda_blas_free(b->blas);
@@ -150,6 +152,8 @@ static hfq_backend *cuda_create(const hfq_model *m, const hfq_backend_params *p,
         device_alloc(b, (void **)&b->half, l->half_bytes, "16-bit activations") &&
         device_alloc(b, (void **)&b->wscratch, l->wscratch_bytes, "decoded weights") &&
         device_alloc(b, (void **)&b->tokens, n_tok * sizeof(int32_t), "token ids") &&
+        device_alloc(b, (void **)&b->moe_rows, hp->n_expert ? n_tok * sizeof(int32_t) : 0, "expert rows") &&
+        device_alloc(b, (void **)&b->moe_weights, hp->n_expert ? n_tok * sizeof(float) : 0, "expert weights") &&
         ok(b, cudaDeviceSynchronize(), "upload")) {
         const char *why = NULL;
         if (b->max_tokens <= CUDA_MATVEC_MAX_TOKENS || (b->blas = cuda_blas_new(l->any_fp8_gemm, &why))) return b;
@@ -197,15 +201,22 @@ static const float *vector_of(hfq_backend *b, const hfq_tensor *t) {
     return s ? (const float *)(b->arena + s->offset) : NULL;
 }
 
+/* The device view of matrix t: a slot's, or rows of one (an expert of a
+ * stacked tensor, with its rows' scales). */
 static bool weight_of(hfq_backend *b, const hfq_tensor *t, cuda_weight *w) {
-    const cuda_slot *s = slot_of(b, t);
-    if (!s) return false;
+    int64_t row0;
+    const cuda_slot *s = cuda_layout_find_rows(&b->layout, t, &row0);
+    if (!s) {
+        record(b, "tensor '%s' is not on the device", t->name);
+        return false;
+    }
     if (!s->matrix) {
         record(b, "tensor '%s' is not a matrix", t->name);
         return false;
     }
-    *w = cuda_weight{b->arena + s->offset,
-                     s->scales_bytes ? (const float *)(b->arena + s->scales_offset) : NULL,
+    const int64_t scale_row0 = s->t.scale_groups ? row0 * s->t.scale_groups : 0;
+    *w = cuda_weight{b->arena + s->offset + (size_t)row0 * s->t.row_bytes,
+                     s->scales_bytes ? (const float *)(b->arena + s->scales_offset) + scale_row0 : NULL,
                      t->ne0,
                      t->ne1,
                      t->row_bytes,
@@ -355,6 +366,31 @@ static void cuda_add_op(hfq_backend *b, float *x, const float *y, size_t n) {
     ok(b, cudaSuccess, "add");
 }
 
+/* Uploads n_rows row indices (and weights) for the next row move. */
+static bool upload_rows(hfq_backend *b, const int32_t *rows, const float *w, int64_t n_rows) {
+    if (n_rows > b->max_tokens) {
+        record(b, "%lld expert rows exceed the batch of %lld", (long long)n_rows, (long long)b->max_tokens);
+        return false;
+    }
+    return ok(b, cudaMemcpy(b->moe_rows, rows, (size_t)n_rows * sizeof *rows, cudaMemcpyHostToDevice), "expert rows") &&
+           (!w || ok(b, cudaMemcpy(b->moe_weights, w, (size_t)n_rows * sizeof *w, cudaMemcpyHostToDevice),
+                     "expert weights"));
+}
+
+static void cuda_gather_rows_op(hfq_backend *b, float *y, const float *x, const int32_t *rows, int64_t n_rows,
+                                int64_t width) {
+    if (b->failed || !upload_rows(b, rows, NULL, n_rows)) return;
+    cuda_gather_rows(y, x, b->moe_rows, n_rows, width);
+    ok(b, cudaSuccess, "gather_rows");
+}
+
+static void cuda_add_rows_scaled_op(hfq_backend *b, float *x, const float *y, const int32_t *rows, const float *w,
+                                    int64_t n_rows, int64_t width) {
+    if (b->failed || !upload_rows(b, rows, w, n_rows)) return;
+    cuda_add_rows_scaled(x, y, b->moe_rows, b->moe_weights, n_rows, width);
+    ok(b, cudaSuccess, "add_rows_scaled");
+}
+
 static int cuda_sync(hfq_backend *b, hfq_error *err) {
     if (!b->failed) ok(b, cudaDeviceSynchronize(), "device");
     if (!b->failed) return 0;
@@ -369,7 +405,7 @@ static const hfq_ops cuda_ops = {
     1u << HFQ_KV_F32, HFQ_KV_F32,   /* an F32 cache only: the graph refuses the other KV types */
     NULL,                           /* no memory plan: device memory is cudaMalloc's */
     cuda_geglu_op, cuda_scale_op,
-    NULL, NULL,                     /* no mixtures of experts: the graph refuses them */
+    cuda_gather_rows_op, cuda_add_rows_scaled_op,
 };
 
 const hfq_ops *hfq_cuda_module_ops(void) { return &cuda_ops; }

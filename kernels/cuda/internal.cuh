@@ -132,4 +132,10 @@ void cuda_geglu(float *gate, const float *up, int64_t n);
 void cuda_scale(float *x, float s, int64_t n);
 void cuda_add(float *x, const float *y, int64_t n);
 
+/* ---- mixtures of experts (moe.cu): ops.h's gather_rows, add_rows_scaled; rows, w device copies ---- */
+
+void cuda_gather_rows(float *y, const float *x, const int32_t *rows, int64_t n_rows, int64_t width);
+void cuda_add_rows_scaled(float *x, const float *y, const int32_t *rows, const float *w, int64_t n_rows,
+                          int64_t width);
+
 #endif

@@ -73,14 +73,21 @@ int cuda_wplan_get(const hfq_tensor *w, const cuda_caps *caps, cuda_wplan *p, co
         p->act_row_bytes = (size_t)bytes;
     }
     p->raw_codes = w->qext != HFQ_QEXT_NONE && w->scale_groups <= 1;
-    if (p->gemm == CUDA_GEMM_FP8 &&
-        !(caps->fp8_gemm && w->ne0 % FP8_GEMM_MULTIPLE == 0 && w->ne1 % FP8_GEMM_MULTIPLE == 0))
+    if (p->gemm == CUDA_GEMM_FP8 && !(caps->fp8_gemm && w->ne0 % FP8_GEMM_MULTIPLE == 0))
         p->gemm = CUDA_GEMM_DEQUANT;
-    if ((p->gemm == CUDA_GEMM_DEQUANT || p->gemm == CUDA_GEMM_FP8) &&
-        !(mul_size((size_t)w->ne0, (size_t)w->ne1, &p->scratch_bytes) &&
+    if (!(mul_size((size_t)w->ne0, (size_t)w->ne1, &p->scratch_bytes) &&
           mul_size(p->scratch_bytes, 2, &p->scratch_bytes)))
         return hfq_fail(err, where, "tensor '%s': too large", w->name);
+    *p = cuda_wplan_rows(p, w->ne0, w->ne1);
     return 0;
+}
+
+cuda_wplan cuda_wplan_rows(const cuda_wplan *p, int64_t ne0, int64_t n_rows) {
+    cuda_wplan r = *p;
+    if (r.gemm == CUDA_GEMM_FP8 && n_rows % FP8_GEMM_MULTIPLE != 0) r.gemm = CUDA_GEMM_DEQUANT;
+    /* no overflow: n_rows is at most the matrix's rows, checked in cuda_wplan_get */
+    r.scratch_bytes = r.gemm == CUDA_GEMM_DEQUANT || r.gemm == CUDA_GEMM_FP8 ? (size_t)ne0 * (size_t)n_rows * 2 : 0;
+    return r;
 }
 
 /* ---- layout ---- */
@@ -188,6 +195,19 @@ static void dedupe(cuda_layout *l) {
     l->n_slots = kept;
 }
 
+/* Stacked expert tensors are multiplied one expert's rows at a time. */
+static void plan_experts(cuda_layout *l, const hfq_model *m) {
+    const hfq_hparams *hp = hfq_model_hparams(m);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const hfq_layer *ly = hfq_model_layer(m, il);
+        const hfq_tensor *stacked[] = {&ly->gate_exps, &ly->up_exps, &ly->down_exps};
+        for (size_t i = 0; ly->ffn_gate_inp.data && i < sizeof stacked / sizeof stacked[0]; i++) {
+            cuda_slot *s = (cuda_slot *)cuda_layout_find(l, stacked[i]);
+            if (s) s->plan = cuda_wplan_rows(&s->plan, stacked[i]->ne0, stacked[i]->ne1 / hp->n_expert);
+        }
+    }
+}
+
 int cuda_layout_build(const hfq_model *m, const cuda_caps *caps, int64_t max_tokens, cuda_layout *l,
                       hfq_error *err) {
     memset(l, 0, sizeof *l);
@@ -196,6 +216,7 @@ int cuda_layout_build(const hfq_model *m, const cuda_caps *caps, int64_t max_tok
     if (hfq_model_each_matrix(m, add_matrix, &b) || add_vectors(&b, m)) goto fail;
     qsort(l->slots, l->n_slots, sizeof *l->slots, by_data);
     dedupe(l);
+    plan_experts(l, m);
     if (place(l, max_tokens, b.path, err)) goto fail;
     return 0;
 fail:
@@ -217,6 +238,34 @@ const cuda_slot *cuda_layout_find(const cuda_layout *l, const hfq_tensor *t) {
     }
     for (; lo < l->n_slots && l->slots[lo].t.data == t->data; lo++)
         if (same_tensor(&l->slots[lo].t, t)) return &l->slots[lo];
+    return NULL;
+}
+
+const cuda_slot *cuda_layout_find_rows(const cuda_layout *l, const hfq_tensor *t, int64_t *row0) {
+    *row0 = 0;
+    const cuda_slot *s = cuda_layout_find(l, t);
+    if (s) return s;
+    const char *at = t->data;
+    size_t hi = l->n_slots;   /* past the last slot whose data is not above t's */
+    for (size_t lo = 0; lo < hi;) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((const char *)l->slots[mid].t.data <= at) lo = mid + 1;
+        else hi = mid;
+    }
+    for (size_t i = hi; i-- > 0;) {
+        const hfq_tensor *st = &l->slots[i].t;
+        const size_t off = (size_t)(at - (const char *)st->data);
+        if (!l->slots[i].matrix || st->type != t->type || st->qext != t->qext || st->ne0 != t->ne0 ||
+            st->row_bytes != t->row_bytes || st->scale_groups != t->scale_groups || off % st->row_bytes != 0 ||
+            st->input_scale != t->input_scale || st->act_none != t->act_none)
+            continue;
+        const int64_t r = (int64_t)(off / st->row_bytes);
+        const float *scale = st->scale && st->scale_groups ? st->scale + r * st->scale_groups : st->scale;
+        if (r + t->ne1 <= st->ne1 && scale == t->scale) {
+            *row0 = r;
+            return &l->slots[i];
+        }
+    }
     return NULL;
 }
 

@@ -109,7 +109,9 @@ typedef struct cuda_slot {
     size_t offset, bytes;    /* rows: ne1 * row_bytes */
     size_t scales_offset, scales_bytes;   /* I8 matrices: their scales */
     bool matrix;
-    cuda_wplan plan;         /* matrices only */
+    /* Matrices only. A stacked expert tensor's is the plan of one expert's
+     * rows (cuda_wplan_rows): the graph multiplies each expert's slice. */
+    cuda_wplan plan;
 } cuda_slot;
 
 typedef struct cuda_layout {
@@ -132,6 +134,16 @@ void cuda_layout_free(cuda_layout *l);
 /* The slot holding tensor t (one the layout was built from, or a copy of
  * its descriptor), or NULL. */
 const cuda_slot *cuda_layout_find(const cuda_layout *l, const hfq_tensor *t);
+
+/* The slot holding t, or holding t as rows [*row0, *row0 + t->ne1) of the
+ * slot's matrix read the same way (an expert of a stacked tensor:
+ * hfq_expert_slice, its per-row scales following its rows); NULL otherwise. */
+const cuda_slot *cuda_layout_find_rows(const cuda_layout *l, const hfq_tensor *t, int64_t *row0);
+
+/* Plan p (of a matrix of rows of ne0 values) for products of n_rows rows at
+ * a time: the FP8 GEMM wants a multiple of 16 rows, the BF16 scratch holds
+ * n_rows rows. */
+cuda_wplan cuda_wplan_rows(const cuda_wplan *p, int64_t ne0, int64_t n_rows);
 
 /* Scales of an I8 matrix: how many floats it has ([1], [ne1] or [ne1][groups]). */
 int64_t cuda_i8_scale_count(const hfq_tensor *w);

@@ -138,6 +138,15 @@ struct hf_arch {
      * and its runner masks every layer by it). */
     bool partial_rotary, sliding_window;
     hfq_vocab_spm_rules vocab_rules;  /* how a SentencePiece vocabulary reads (added tokens, space prefix) */
+    /* transformers 5's fused experts (save_original_format=False): the layer
+     * prefix of "<prefix>gate_up_proj" ([experts, 2 ff, hidden], each
+     * expert's gate rows then its up rows) and "<prefix>down_proj"
+     * ([experts, hidden, ff]); NULL: the family has none. */
+    const char *fused_experts;
+    /* config.json's mlp_only_layers and decoder_sparse_step make layers
+     * dense (Qwen3-MoE); elsewhere a dense layer they would ask for is
+     * refused (transformers' other classes ignore the keys). */
+    bool dense_layers;
 };
 
 /* The families, one file each. */

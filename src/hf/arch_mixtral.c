@@ -13,6 +13,9 @@ static const hf_tensor_row layer_rows[] = {
     {"block_sparse_moe.experts.*.w1.weight", "ffn_gate_exps.weight", ROLE_FFN_GATE_EXPS, HF_DIM_FF_EXP, HF_DIM_HIDDEN},
     {"block_sparse_moe.experts.*.w3.weight", "ffn_up_exps.weight", ROLE_FFN_UP_EXPS, HF_DIM_FF_EXP, HF_DIM_HIDDEN},
     {"block_sparse_moe.experts.*.w2.weight", "ffn_down_exps.weight", ROLE_FFN_DOWN_EXPS, HF_DIM_HIDDEN, HF_DIM_FF_EXP},
+    /* transformers 5's own names (save_original_format=False): the router
+     * under mlp., the experts fused (arch.h's fused_experts) */
+    {"mlp.gate.weight", "ffn_gate_inp.weight", ROLE_FFN_GATE_INP, HF_DIM_EXPERTS, HF_DIM_HIDDEN},
 };
 
 /* LlamaModel's keys: Mixtral is converted by the same class. */
@@ -28,4 +31,5 @@ const hf_arch hf_arch_mixtral = {
     .layer_rows = layer_rows,
     .n_layer_rows = sizeof layer_rows / sizeof layer_rows[0],
     .write_keys = write_keys,
+    .fused_experts = "mlp.experts.",
 };

@@ -37,4 +37,6 @@ const hf_arch hf_arch_qwen3moe = {
     .layer_rows = layer_rows,
     .n_layer_rows = sizeof layer_rows / sizeof layer_rows[0],
     .write_keys = write_keys,
+    .fused_experts = "mlp.experts.",
+    .dense_layers = true,
 };

@@ -425,7 +425,7 @@ static int parse_layer_types(const doc *d, hf_config *cfg) {
         for (int64_t i = 0; i < cfg->n_layers; i++) cfg->n_sliding_layers += (i + 1) % cfg->sliding_window_pattern != 0;
     } else if (is_set(use)) {
         if (!cJSON_IsBool(use)) return hfq_fail(d->err, d->path, "field '%s' is not a boolean", uname);
-        int64_t max_window_layers;   /* absent: 28, transformers' Qwen2/Qwen3 default */
+        int64_t max_window_layers = 28;   /* absent: 28, transformers' Qwen2/Qwen3 default */
         if (get_int(d, "max_window_layers", 0, 100000, 28, false, &max_window_layers)) return -1;
         if (cJSON_IsTrue(use) && cfg->n_layers > max_window_layers)
             cfg->n_sliding_layers = cfg->n_layers - max_window_layers;
@@ -548,8 +548,33 @@ static int parse_fp8(const doc *d, hf_config *cfg) {
     return 0;
 }
 
-/* The expert counts and widths; what would make a layer dense or add a
- * shared expert is refused (no family computes it). */
+/* Qwen3-MoE's dense layers (transformers' Qwen3MoeDecoderLayer): layer i
+ * has experts unless it is in mlp_only_layers or (i + 1) % decoder_sparse_step
+ * != 0; the others a dense SwiGLU of intermediate_size. */
+static int parse_dense_layers(const doc *d, hf_config *cfg) {
+    char name[HF_KEY_MAX];
+    int64_t step;
+    if (get_int(d, "decoder_sparse_step", 1, 100000, 1, false, &step)) return -1;
+    const cJSON *v = field(d, "mlp_only_layers", name);
+    if (is_set(v) && !cJSON_IsArray(v)) return refuse(d, name, v, "must be a list of layer indices");
+    bool any = step != 1 || (is_set(v) && cJSON_GetArraySize(v) > 0);
+    if (!any) return 0;
+    if (cfg->n_layers > HF_MAX_LAYER_TYPES)
+        return hfq_fail(d->err, d->path, "dense layers among more than %d layers are not supported",
+                        HF_MAX_LAYER_TYPES);
+    for (int64_t i = 0; i < cfg->n_layers; i++) cfg->layer_dense[i] = (i + 1) % step != 0;
+    for (const cJSON *e = is_set(v) ? v->child : NULL; e; e = e->next) {
+        if (!cJSON_IsNumber(e) || e->valuedouble != (double)(int64_t)e->valuedouble || e->valuedouble < 0 ||
+            e->valuedouble >= (double)cfg->n_layers)
+            return refuse(d, name, e, "not a layer index below num_hidden_layers");
+        cfg->layer_dense[(int64_t)e->valuedouble] = 1;
+    }
+    for (int64_t i = 0; i < cfg->n_layers; i++) cfg->n_dense_layers += cfg->layer_dense[i];
+    return 0;
+}
+
+/* The expert counts and widths; a shared expert is refused (no family
+ * computes it). */
 static int parse_experts(const doc *d, hf_config *cfg) {
     char name[HF_KEY_MAX];
     const char *count_key = is_set(field(d, "num_local_experts", name)) ? "num_local_experts" : "num_experts";
@@ -564,12 +589,7 @@ static int parse_experts(const doc *d, hf_config *cfg) {
     if (cfg->n_experts == 0) return 0;
     if (cfg->n_experts_used > cfg->n_experts)
         return refuse(d, "num_experts_per_tok", field(d, "num_experts_per_tok", name), "exceeds the number of experts");
-    v = field(d, "mlp_only_layers", name);
-    if (is_set(v) && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
-        return refuse(d, name, v, "dense layers among the expert layers are not supported");
-    if (refuse_unless(d, field(d, "decoder_sparse_step", name), name, 1.0,
-                      "dense layers among the expert layers are not supported"))
-        return -1;
+    if (parse_dense_layers(d, cfg)) return -1;
     static const char *const shared[] = {"shared_expert_intermediate_size", "n_shared_experts"};
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
         if (refuse_unless(d, field(d, shared[i], name), name, 0.0, "shared experts are not supported")) return -1;

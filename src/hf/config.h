@@ -119,15 +119,24 @@ typedef struct hf_config {
 
     /* Mixtures of experts: num_local_experts (or num_experts), 0 if absent;
      * num_experts_per_tok; one expert's width (moe_intermediate_size, else
-     * intermediate_size); norm_topk_prob when given. Layers made dense
-     * (mlp_only_layers, decoder_sparse_step) and shared experts are refused. */
+     * intermediate_size); norm_topk_prob when given. Shared experts are
+     * refused. Layers without experts (Qwen3-MoE's mlp_only_layers and
+     * decoder_sparse_step): layer_dense[i] is 1 for each, n_dense_layers
+     * their count (0: every layer has experts). */
     int64_t n_experts, n_experts_used, expert_ff;
     bool norm_topk_prob, has_norm_topk_prob;
+    int64_t n_dense_layers;
+    unsigned char layer_dense[HF_MAX_LAYER_TYPES];
 
     int64_t bos_token_id, eos_token_id;   /* -1 if absent */
     /* FP8 checkpoints: quantization_config.weight_block_size, or 0 */
     int64_t fp8_block_rows, fp8_block_cols;
 } hf_config;
+
+/* Whether layer `layer` (< n_layers) of a model with experts is dense. */
+static inline bool hf_config_layer_dense(const hf_config *c, int64_t layer) {
+    return c->n_dense_layers > 0 && c->layer_dense[layer];   /* then n_layers <= HF_MAX_LAYER_TYPES */
+}
 
 /* Parses DIR/config.json. Errors name the file and the field. */
 int hf_config_load(hf_config *cfg, const char *dir, hfq_error *err);

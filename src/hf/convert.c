@@ -265,32 +265,114 @@ static const char *text_model_name(const char *name, char *buf, size_t cap) {
     return buf;
 }
 
+/* A new stacked entry of n_experts experts of rows x cols each, sources
+ * to come (src: the first, for messages). */
+static plan_entry *stack_entry(plan *p, hf_tensor_map map, const st_tensor *src, int64_t rows, int64_t cols,
+                               int64_t n_experts, uint32_t matrix_type) {
+    plan_entry *e = &p->entries[p->n++];
+    memset(e, 0, sizeof *e);
+    e->map = map;
+    e->src = src;
+    hf_gguf_name(&map, e->name, sizeof e->name);
+    e->expert_rows = rows;
+    e->rows = rows * n_experts;
+    e->cols = cols;
+    e->n_dims = 3;
+    e->out_type = matrix_type;
+    return e;
+}
+
 /* Expert `map.expert` of a stacked tensor: the stack's entry is made by its
- * first expert found (the shape checked as any tensor's), the others join it. */
+ * first expert found (the shape checked as any tensor's, or by
+ * compressed-tensors' reader), the others join it. */
 static int add_expert(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st, const st_tensor *t,
                       hf_tensor_map map, uint32_t matrix_type, hfq_error *err) {
     const char *file = st_shard_path(st, t->shard);
-    if (is_fp8_dtype(t->dtype)) return hfq_fail(err, file, "tensor '%s': FP8 experts are not supported", t->name);
-    if (p->ct) return hfq_fail(err, file, "tensor '%s': compressed-tensors experts are not supported", t->name);
+    const int64_t rows = dim_size(cfg, map.row->rows), cols = dim_size(cfg, map.row->cols);
+    hf_ct_weight *w = NULL;
+    if (p->ct) {
+        char module[1024];
+        size_t n = strlen(t->name) - (has_suffix(t->name, ".weight_packed") ? strlen(".weight_packed") : strlen(".weight"));
+        snprintf(module, sizeof module, "%.*s", (int)n, t->name);
+        if (hf_ct_weight_open(p->ct, st, module, false, rows, cols, &w, err)) return -1;
+    }
+    if (is_fp8_dtype(t->dtype) && !w)
+        return hfq_fail(err, file, "tensor '%s': FP8 experts are not supported", t->name);
     plan_entry *e = NULL;
     for (int64_t i = 0; i < p->n && !e; i++)
         if (p->entries[i].experts && p->entries[i].map.layer == map.layer && p->entries[i].map.row == map.row)
             e = &p->entries[i];
-    if (!e) {
+    if (!e && w) {
+        e = stack_entry(p, map, hf_ct_weight_codes(w), rows, cols, cfg->n_experts, matrix_type);
+    } else if (!e) {
         if (add_entry(p, cfg, arch, st, t, map, matrix_type, err)) return -1;
         e = &p->entries[p->n - 1];
-        if (!(e->experts = hf_experts_new(cfg->n_experts))) return hfq_fail(err, NULL, "out of memory");
         e->expert_rows = e->rows;
         e->rows *= cfg->n_experts;
         e->n_dims = 3;
     }
-    return hf_experts_add(e->experts, map.expert, t, file, err);
+    if (!e->experts && !(e->experts = hf_experts_new(cfg->n_experts))) {
+        hf_ct_weight_close(w);
+        return hfq_fail(err, NULL, "out of memory");
+    }
+    return w ? hf_experts_add_ct(e->experts, map.expert, w, file, err) : hf_experts_add(e->experts, map.expert, t, file, err);
+}
+
+static bool is_expert_role(hf_role r) { return r >= ROLE_FFN_GATE_INP && r <= ROLE_FFN_DOWN_EXPS; }
+static bool is_dense_ffn_role(hf_role r) { return r == ROLE_FFN_GATE || r == ROLE_FFN_UP || r == ROLE_FFN_DOWN; }
+
+/* In a family with experts, a layer has either the experts or, where
+ * config.json makes it dense (cfg->layer_dense), the dense SwiGLU. */
+static int misplaced_ffn(const hf_config *cfg, const hf_arch *arch, const hf_tensor_map *map, const st_tensor *t,
+                         const char *file, hfq_error *err) {
+    if (map->layer < 0 || !hf_arch_has_experts(arch)) return 0;
+    const bool dense = hf_config_layer_dense(cfg, map->layer);
+    if (dense && is_expert_role(map->row->role))
+        return hfq_fail(err, file, "tensor '%s': layer %d has no experts (mlp_only_layers / decoder_sparse_step "
+                        "in config.json)", t->name, map->layer);
+    if (!dense && is_dense_ffn_role(map->row->role))
+        return hfq_fail(err, file, "tensor '%s': layer %d has experts, not a dense feed-forward", t->name, map->layer);
+    return 0;
+}
+
+/* transformers 5's fused experts (experts.h): "model.layers.L.<fused_experts>
+ * gate_up_proj" is ffn_gate_exps and ffn_up_exps, "...down_proj"
+ * ffn_down_exps. Returns 1 when the name is not one of them. */
+static int add_fused_experts(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st,
+                             const st_tensor *t, const char *name, uint32_t matrix_type, hfq_error *err) {
+    static const char prefix[] = "model.layers.";
+    if (!arch->fused_experts || strncmp(name, prefix, sizeof prefix - 1) != 0) return 1;
+    char *end;
+    long long layer = strtoll(name + sizeof prefix - 1, &end, 10);
+    const size_t n = strlen(arch->fused_experts);
+    if (end == name + sizeof prefix - 1 || *end != '.' || strncmp(end + 1, arch->fused_experts, n) != 0) return 1;
+    const bool gate_up = strcmp(end + 1 + n, "gate_up_proj") == 0;
+    if (!gate_up && strcmp(end + 1 + n, "down_proj") != 0) return 1;
+    const char *file = st_shard_path(st, t->shard);
+    if (layer < 0 || layer >= cfg->n_layers)
+        return hfq_fail(err, file, "tensor '%s': layer %lld of %lld", t->name, layer, (long long)cfg->n_layers);
+    if (p->ct || !is_float_dtype(t->dtype))
+        return hfq_fail(err, file, "tensor '%s': fused experts of dtype %s%s are not supported", t->name,
+                        st_dtype_name(t->dtype), p->ct ? " under compressed-tensors" : "");
+    const int64_t X = cfg->n_experts, F = cfg->expert_ff, H = cfg->hidden_size;
+    const int64_t rows = gate_up ? 2 * F : H, cols = gate_up ? H : F;
+    if (t->n_dims != 3 || t->shape[0] != X || t->shape[1] != rows || t->shape[2] != cols)
+        return hfq_fail(err, file, "tensor '%s': shape does not match config.json (expected [%lld, %lld, %lld])",
+                        t->name, (long long)X, (long long)rows, (long long)cols);
+    for (int half = 0; half < (gate_up ? 2 : 1); half++) {
+        const hf_role role = gate_up ? (half ? ROLE_FFN_UP_EXPS : ROLE_FFN_GATE_EXPS) : ROLE_FFN_DOWN_EXPS;
+        hf_tensor_map map = {layer_row_for(arch, role), (int)layer, -1};
+        if (misplaced_ffn(cfg, arch, &map, t, file, err)) return -1;
+        plan_entry *e = stack_entry(p, map, t, gate_up ? F : H, cols, X, matrix_type);
+        if (!(e->experts = hf_experts_new_fused(X, t, rows, half * F))) return hfq_fail(err, NULL, "out of memory");
+    }
+    return 0;
 }
 
 static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const st_model *st,
                       uint32_t matrix_type, hfq_error *err) {
     int64_t n = st_n_tensors(st);
-    p->entries = calloc((size_t)n + 1, sizeof *p->entries);
+    p->entries = calloc((size_t)n * 2 + 1, sizeof *p->entries);   /* a fused gate_up_proj makes two */
     if (!p->entries) return hfq_fail(err, NULL, "out of memory");
     const st_tensor *embd = NULL, *lm_head = NULL;
     for (int64_t i = 0; i < n; i++) {
@@ -304,14 +386,16 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         const bool is_packed = p->ct && hf_ct_packed_weight_name(name, packed, sizeof packed);
         if (p->ct && !is_packed && hf_ct_side_tensor(name)) continue;
         if (hf_map_tensor(arch, is_packed ? packed : name, (int)cfg->n_layers, (int)cfg->n_experts, &map) != 0) {
-            if (has_suffix(t->name, ".experts.gate_up_proj") || has_suffix(t->name, ".experts.down_proj"))
-                return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s': experts fused into one tensor "
-                                "(transformers 5's save_original_format=False) are not supported: save with "
-                                "save_original_format=True", t->name);
+            int fused = add_fused_experts(p, cfg, arch, st, t, name, matrix_type, err);
+            if (fused <= 0) {
+                if (fused < 0) return -1;
+                continue;
+            }
             return hfq_fail(err, st_shard_path(st, t->shard), "tensor '%s' is not part of a %s model",
                             t->name, cfg->architecture);
         }
         if (map.row->role == ROLE_SKIP) continue;
+        if (misplaced_ffn(cfg, arch, &map, t, st_shard_path(st, t->shard), err)) return -1;
         if (map.row->role == ROLE_TOKEN_EMBD) { embd = t; continue; }
         if (map.row->role == ROLE_OUTPUT) {
             if (!arch->drop_lm_head) lm_head = t;
@@ -335,6 +419,10 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         if (add_entry(p, cfg, arch, st, lm_head, mo, matrix_type, err)) return -1;
     }
     qsort(p->entries, (size_t)p->n, sizeof *p->entries, entry_order);
+    for (int64_t i = 1; i < p->n; i++)   /* two names for one tensor (a fused and a per-expert form) */
+        if (strcmp(p->entries[i].name, p->entries[i - 1].name) == 0)
+            return hfq_fail(err, st_shard_path(st, p->entries[i].src->shard), "tensors '%s' and '%s' are both '%s'",
+                            p->entries[i - 1].src->name, p->entries[i].src->name, p->entries[i].name);
     /* every block must be complete: each of the family's layer rows (with
      * experts, the experts instead of the dense SwiGLU), the first missing
      * in tensor order named */
@@ -347,10 +435,11 @@ static int build_plan(plan *p, const hf_config *cfg, const hf_arch *arch, const 
         for (int r = 0; r < ROLE_COUNT; r++) {
             const hf_tensor_row *row = layer_row_for(arch, (hf_role)r);
             if (!row || !row->gguf_name) continue;
-            if (moe && (r == ROLE_FFN_GATE || r == ROLE_FFN_UP || r == ROLE_FFN_DOWN)) continue;
+            if (moe && (hf_config_layer_dense(cfg, layer) ? is_expert_role((hf_role)r) : is_dense_ffn_role((hf_role)r)))
+                continue;
             bool found = false;
             for (int64_t i = 0; i < p->n && !found; i++)
-                found = p->entries[i].map.layer == layer && p->entries[i].map.row == row;
+                found = p->entries[i].map.layer == layer && p->entries[i].map.row->role == row->role;
             if (!found) {
                 hf_tensor_map want = {row, layer, -1};
                 char name[80];
@@ -509,6 +598,12 @@ static bool is_float_type(uint32_t t) { return t == GT_F32 || t == GT_F16 || t =
 
 /* ---- compressed-tensors weights (src/hf/ct_read.h) ---- */
 
+/* The float type compressed-tensors decompresses w to. */
+static uint32_t ct_float_type(const hf_ct_weight *w) {
+    st_dtype dt = hf_ct_weight_dtype(w);
+    return dt == ST_F32 ? GT_F32 : dt == ST_F16 ? GT_F16 : GT_BF16;
+}
+
 /* Kept where a GGUF format of ours holds the same numbers, unless --outtype
  * asks for floats or adapters are merged; the embedding always as floats
  * (llama.cpp takes no .scale there). Else the exact float of compressed-
@@ -523,17 +618,18 @@ static uint32_t ct_out_type(const plan_entry *e, const hfq_convert_opts *opts, u
         case HF_CT_DEQUANT: break;
         }
     }
-    st_dtype dt = hf_ct_weight_dtype(e->ct);
-    return dt == ST_F32 ? GT_F32 : dt == ST_F16 ? GT_F16 : GT_BF16;
+    return ct_float_type(e->ct);
 }
 
-/* Each matrix not kept is said on stderr (as a warning line). */
-static void ct_note(const hfq_convert_opts *opts, const plan_entry *e) {
+/* Each matrix not kept is said on stderr (as a warning line); ct: its
+ * weight (of stacked experts, the first expert's). */
+static void ct_note(const hfq_convert_opts *opts, const plan_entry *e, const hf_ct_weight *ct) {
     if (!opts->warn || !is_float_type(e->out_type)) return;
     char msg[400];
-    const char *why = opts->outtype_given || hf_ct_weight_keep(e->ct) == HF_CT_DEQUANT ? ""
+    const char *why = opts->outtype_given || hf_ct_weight_keep(ct) == HF_CT_DEQUANT ? ""
+                      : e->experts ? " (experts are stacked as floats)"
                       : opts->n_loras ? " (adapters merged)" : " (the embedding)";
-    snprintf(msg, sizeof msg, "%s (%s): dequantized %s to %s%s", e->name, hf_ct_weight_what(e->ct),
+    snprintf(msg, sizeof msg, "%s (%s): dequantized %s to %s%s", e->name, hf_ct_weight_what(ct),
              opts->outtype_given ? "(--outtype)" : "exactly", ggml_type_get(e->out_type)->name, why);
     opts->warn(opts->warn_ctx, msg);
 }
@@ -648,10 +744,13 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
     for (int64_t r0 = 0, nr = 0; r0 < e->rows && rc == 0; r0 += nr) {
         nr = e->rows - r0 < chunk_rows ? e->rows - r0 : chunk_rows;
         int64_t first = r0;   /* the chunk's first row in its source */
+        const hf_ct_weight *ct = e->ct;
         if (e->experts) {     /* a chunk stays within one expert */
             int64_t run;
             from.src = hf_experts_row(e->experts, e->expert_rows, r0, &first, &run);
             base = st_data(from_st, from.src);
+            if ((ct = hf_experts_ct(e->experts, e->expert_rows, r0)))
+                in_row_bytes = from.src->nbytes / (uint64_t)e->expert_rows;
             if (nr > run) nr = run;
         }
         for (int64_t r = r0; r < r0 + nr; r++) {
@@ -661,7 +760,7 @@ static int write_entry(gguf_writer *w, const st_model *st, const plan_entry *e, 
                 hf_ct_weight_raw_row(e->ct, sr, (unsigned char *)obuf + (size_t)(r - r0) * out_row);
                 continue;
             }
-            if (e->ct ? hf_ct_weight_row(e->ct, sr, row)
+            if (ct ? hf_ct_weight_row(ct, sr, row)
                       : decode_row(&from, scales, sr, base + (size_t)sr * in_row_bytes, row, e->cols)) {
                 rc = hfq_fail(err, file, "tensor '%s': row %lld holds NaN or Inf", from.src->name, (long long)sr);
                 break;
@@ -712,11 +811,13 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
                      p.entries[i].src->name);
             goto done;
         }
-    for (int64_t i = 0; i < p.n; i++)
-        if (p.entries[i].ct) {
-            p.entries[i].out_type = ct_out_type(&p.entries[i], opts, matrix_type);
-            ct_note(opts, &p.entries[i]);
-        }
+    for (int64_t i = 0; i < p.n; i++) {
+        plan_entry *e = &p.entries[i];
+        const hf_ct_weight *first_expert = e->experts ? hf_experts_ct(e->experts, 1, 0) : NULL;
+        if (e->ct) e->out_type = ct_out_type(e, opts, matrix_type);
+        else if (first_expert) e->out_type = opts->outtype_given ? matrix_type : ct_float_type(first_expert);
+        if (e->ct || first_expert) ct_note(opts, e, e->ct ? e->ct : first_expert);
+    }
     if (opts->n_loras > 0 &&
         !(loras = hf_lora_open(opts->loras, opts->n_loras, cfg, arch, st, opts->warn, opts->warn_ctx, err)))
         goto done;
@@ -985,6 +1086,9 @@ static int check_family_keys(const hf_config *c, const hf_arch *arch, const char
     if (c->n_experts > 0 && !moe)
         return hfq_fail(err, path, "config.json gives %lld experts: %s has none", (long long)c->n_experts,
                         c->architecture);
+    if (c->n_dense_layers > 0 && !arch->dense_layers)
+        return hfq_fail(err, path, "mlp_only_layers / decoder_sparse_step make %lld of %lld layers dense: %s has no "
+                        "dense layers", (long long)c->n_dense_layers, (long long)c->n_layers, c->architecture);
     if (moe && c->n_experts == 0)
         return hfq_fail(err, path, "missing required field 'num_local_experts' (or 'num_experts') for %s",
                         c->architecture);
