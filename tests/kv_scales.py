@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 from llama_tools import run_llama
-from ppl_kld_common import FIXTURES, TEXT, check, finish, skip_without_fixtures
+from ppl_kld_common import FIXTURES, TEXT, check, finish, skip_without_fixtures, stories_f32_and_text
 
 QUANTIZE, HFCONV, PPL_EVAL, GGUF_INFO, TOKENIZE, LLAMA_PPL = sys.argv[1:7]
 MODEL = os.path.join(FIXTURES, "models", "stories260K")
@@ -96,11 +96,10 @@ def main():
         print("SKIP: torch / transformers not installed")
         return 77
     with tempfile.TemporaryDirectory() as tmp:
-        f32, out, stats = (os.path.join(tmp, n) for n in ("f32.gguf", "kv.gguf", "stats.gguf"))
-        text = os.path.join(tmp, "calib.txt")
-        with open(TEXT, encoding="utf-8") as f:
-            open(text, "w", encoding="utf-8").write(f.read(20000))
-        must([HFCONV, MODEL, "-o", f32, "--outtype", "f32", "-q"])
+        out, stats = (os.path.join(tmp, n) for n in ("kv.gguf", "stats.gguf"))
+        f32, text = stories_f32_and_text(tmp, HFCONV)
+        if not f32:
+            return finish()
         calib = ["--calibration-file", text, "--calib-ctx", CTX, "--calib-chunks", CHUNKS]
         # an F32 cache, as transformers keeps K and V (the default F16 one rounds what later layers see)
         must([QUANTIZE, f32, out, "F32", *calib, "--calib-kv-type", "f32", "--kv-scales", "--save-stats", stats,
