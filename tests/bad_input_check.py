@@ -451,6 +451,72 @@ def ct_model(work, sides=None, group=None, qc=None, packed=False):
     return hfconv_case(work, m)
 
 
+KV_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
+
+
+def ct_kv_model(work, scheme, scales):
+    """ct_model with quantization_config.kv_cache_scheme = scheme (None: none) and the tensors
+    {name: (dtype, shape, bytes)} added beside the weights (KV-cache scales)."""
+    argv = ct_model(work, qc={"kv_cache_scheme": scheme})
+    path = os.path.join(work, "in", "model.safetensors")
+    header, start, raw = st_read(path)
+    header.pop("__metadata__", None)
+    data = bytes(raw[start:])
+    for name, (dt, shape, b) in scales.items():
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    st_write(path, header, data)
+    return argv
+
+
+def kv_scale_tensors(layers=(0, 1), value=0.01, shape=(1,)):
+    n = 1
+    for d in shape:
+        n *= d
+    return {f"model.layers.{il}.self_attn.{w}_scale": ("F32", list(shape), struct.pack(f"<{n}f", *[value] * n))
+            for il in layers for w in "kv"}
+
+
+@case("hfconv/ct-kv-dynamic", "kv_cache_scheme.dynamic': only static scales (false) are implemented")
+def _(work):
+    return ct_kv_model(work, dict(KV_SCHEME, dynamic=True), {})
+
+
+@case("hfconv/ct-kv-strategy", "kv_cache_scheme.strategy': only \"tensor\" (one scale per layer) is implemented")
+def _(work):
+    return ct_kv_model(work, dict(KV_SCHEME, strategy="attn_head"), kv_scale_tensors())
+
+
+@case("hfconv/ct-kv-int", "kv_cache_scheme': only 8-bit float (FP8 E4M3) KV caches are implemented")
+def _(work):
+    return ct_kv_model(work, dict(KV_SCHEME, type="int"), kv_scale_tensors())
+
+
+@case("hfconv/ct-kv-asymmetric", "kv_cache_scheme.symmetric': asymmetric KV caches are not implemented")
+def _(work):
+    return ct_kv_model(work, dict(KV_SCHEME, symmetric=False), kv_scale_tensors())
+
+
+@case("hfconv/ct-kv-missing-scale", "tensor 'model.layers.1.self_attn.k_scale' is missing (kv_cache_scheme)")
+def _(work):
+    return ct_kv_model(work, KV_SCHEME, kv_scale_tensors(layers=(0,)))
+
+
+@case("hfconv/ct-kv-without-scheme", "self_attn.k_scale' without quantization_config.kv_cache_scheme")
+def _(work):
+    return ct_kv_model(work, None, kv_scale_tensors())
+
+
+@case("hfconv/ct-kv-negative-scale", "k_scale': scale -1 is not a finite number > 0")
+def _(work):
+    return ct_kv_model(work, KV_SCHEME, kv_scale_tensors(value=-1.0))
+
+
+@case("hfconv/ct-kv-scale-shape", "k_scale': 2 values, a static KV scale has 1")
+def _(work):
+    return ct_kv_model(work, KV_SCHEME, kv_scale_tensors(shape=(2,)))
+
+
 @case("hfconv/ct-scale-shape", "weight_scale': shape [64, 2], expected [64, 1]")
 def _(work):
     return ct_model(work, {"weight_scale": ("F32", [64, 2], struct.pack("<128f", *[0.01] * 128))})
