@@ -253,6 +253,13 @@ static int static_kv_scales(hfq_context *c, const hfq_context_params *p, hfq_err
         }
         memcpy(k, p->k_scales, (size_t)n * sizeof *k);
         memcpy(v, p->v_scales, (size_t)n * sizeof *v);
+        for (int64_t il = 0; il < n; il++)
+            if (!(k[il] > 0.0f && v[il] > 0.0f && isfinite(k[il]) && isfinite(v[il]))) {
+                free(k);
+                free(v);
+                return hfq_fail(err, hfq_model_path(c->model), "layer %lld's static KV scales %g, %g are not finite "
+                                "numbers > 0", (long long)il, (double)p->k_scales[il], (double)p->v_scales[il]);
+            }
     } else if (hfq_model_gguf(c->model) && hfq_kv_scales_read(hfq_model_gguf(c->model), n, &k, &v, err)) {
         return -1;
     }

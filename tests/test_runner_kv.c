@@ -344,6 +344,12 @@ static void test_static_scales(void) {
         CHECK(memcmp(logits, dyn, n * sizeof *dyn) != 0);
         CHECK(run(m, p, N_PROMPT, 2, logits, &err) && memcmp(logits, dyn, n * sizeof *dyn) == 0);
     }
+    /* a scale that is not > 0 is refused */
+    const float bad[2] = {k[0], -1.0f};
+    cp = (hfq_context_params){.n_ctx = N_CTX, .kv_k = HFQ_KV_FP8_E4M3, .kv_v = HFQ_KV_FP8_E4M3, .k_scales = bad,
+                              .v_scales = v};
+    CHECK(hfq_context_new(m, &cp, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "layer 1's static KV scales -1");
     /* no FP8 cache: the scales change nothing */
     cp = (hfq_context_params){.n_ctx = N_CTX, .kv_k = HFQ_KV_F16, .kv_v = HFQ_KV_F16, .k_scales = k, .v_scales = v};
     c = hfq_context_new(m, &cp, &err);
