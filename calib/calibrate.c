@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "calib/chat_template.h"
+#include "calib/kv_stats.h"
 #include "kernels/graph.h"
 
 #define DEFAULT_BATCH 64
@@ -127,6 +128,7 @@ int hfq_calib_sequences(const char *text, size_t len, const char *where, const h
 
 typedef struct observe_ctx {
     hfq_calib_stats *stats;
+    int64_t n_layer;
     hfq_error err;
     bool failed;
 } observe_ctx;
@@ -135,6 +137,13 @@ static void observe(void *user, const char *weight_name, const float *x, int64_t
     observe_ctx *o = user;
     if (o->failed) return;
     if (hfq_calib_stats_add(o->stats, weight_name, 0, 1, x, n_tokens, n_in, &o->err)) o->failed = true;
+}
+
+static void observe_kv(void *user, int64_t layer, const float *k, const float *v, int64_t n_tokens, int64_t n_head_kv,
+                       int64_t head_dim) {
+    observe_ctx *o = user;
+    if (o->failed) return;
+    if (hfq_calib_kv_add(o->stats, layer, o->n_layer, k, v, n_tokens, n_head_kv, head_dim, &o->err)) o->failed = true;
 }
 
 /* Expert e's rows: matrix e of the stacked weight's entry (llama-imatrix's
@@ -155,7 +164,8 @@ int hfq_calibrate(const hfq_model *m, const hfq_calib_seqs *seqs, const hfq_cali
      * longer than they share it, and the sequences must run one after the
      * other for the statistics' order: one thread */
     const int n_threads = p->n_threads > 0 ? p->n_threads : hfq_model_is_tiny(m) ? 1 : 0;
-    hfq_context_params cp = {.n_ctx = seqs->max_len, .n_batch = n_batch, .n_threads = n_threads};
+    hfq_context_params cp = {.n_ctx = seqs->max_len, .n_batch = n_batch, .n_threads = n_threads,
+                             .kv_k = p->kv_k, .kv_v = p->kv_v};
     if (seqs->n < 1 || seqs->max_len < 1) return hfq_fail(err, hfq_model_path(m), "nothing to calibrate on");
     hfq_context *c = hfq_context_new(m, &cp, err);
     float *logits = c ? malloc((size_t)(n_batch * n_vocab) * sizeof *logits) : NULL;
@@ -163,8 +173,9 @@ int hfq_calibrate(const hfq_model *m, const hfq_calib_seqs *seqs, const hfq_cali
         hfq_context_free(c);
         return c ? hfq_fail(err, hfq_model_path(m), "out of memory for the logits") : -1;
     }
-    observe_ctx oc = {.stats = stats};
+    observe_ctx oc = {.stats = stats, .n_layer = hp->n_layer};
     hfq_context_set_observer(c, observe, &oc);
+    hfq_context_set_kv_observer(c, observe_kv, &oc);
     hfq_context_set_expert_observer(c, observe_expert, &oc, p->all_experts);
     int rc = 0;
     for (int64_t i = 0; rc == 0 && i < seqs->n; i++) {

@@ -26,6 +26,7 @@
 
 #include "calib/stats.h"
 #include "formats/error.h"
+#include "kernels/kv_type.h"
 #include "kernels/model.h"
 
 /* The model's tokenizer, as calibration needs it. */
@@ -76,13 +77,19 @@ typedef struct hfq_calib_run_params {
     /* mixtures of experts: every expert's statistics over every token, not
      * the routed ones only (the forward pass is unchanged; graph.h) */
     bool all_experts;
+    /* the KV cache formats the run keeps (kernels/kv_type.h; 0: the
+     * backend's default, F16 on the CPU): calibrating under the cache the
+     * model will be served with; an FP8 cache takes the model file's static
+     * scales when it has them (kernels/graph.h) */
+    hfq_kv_type kv_k, kv_v;
     /* called after each sequence (may be NULL) */
     void (*progress)(void *ctx, int64_t done, int64_t n);
     void *progress_ctx;
 } hfq_calib_run_params;
 
 /* Evaluates every sequence from an empty cache, adding the activations to
- * stats (hfq_calib_stats_init'ed), then finishes the statistics and records
+ * stats (hfq_calib_stats_init'ed) and the KV cache's maxima (calib/kv_stats.h)
+ * to its k_amax / v_amax, then finishes the statistics and records
  * the mode, chunk count, chunk size and token count. */
 int hfq_calibrate(const hfq_model *m, const hfq_calib_seqs *seqs, const hfq_calib_run_params *p,
                   hfq_calib_stats *stats, hfq_error *err);

@@ -59,6 +59,8 @@ void hfq_calib_stats_free(hfq_calib_stats *s) {
     free(s->entries);
     for (int64_t i = 0; i < s->n_datasets; i++) free(s->datasets[i]);
     free(s->datasets);
+    free(s->k_amax);
+    free(s->v_amax);
     memset(s, 0, sizeof *s);
 }
 

@@ -71,6 +71,11 @@ typedef struct hfq_calib_stats {
     int64_t chunk_size;          /* tokens per chunk (imatrix.chunk_size) */
     int64_t n_tokens;            /* tokens evaluated; 0 when unknown */
     int64_t cursor;              /* lookup hint: the observer sees weights in the same order every batch */
+    /* KV-cache maxima (calib/kv_stats.h): max |K| (after rope, as the cache
+     * stores it) and max |V| per layer and kv head, [kv_layers][kv_heads];
+     * NULL when not collected (llama-imatrix's files, older files) */
+    float *k_amax, *v_amax;
+    int64_t kv_layers, kv_heads;
 } hfq_calib_stats;
 
 /* An empty set; sample_cap rows are kept per shared input. */

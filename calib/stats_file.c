@@ -16,6 +16,9 @@
 #define KEY_HIST_MIN "hfq.calib.hist.min_log2"
 #define KEY_HIST_MAX "hfq.calib.hist.max_log2"
 #define KEY_HIST_PER_OCTAVE "hfq.calib.hist.per_octave"
+#define KEY_KV_HEADS "hfq.calib.kv.n_head_kv"
+#define KEY_KV_K "hfq.calib.kv.k_amax"
+#define KEY_KV_V "hfq.calib.kv.v_amax"
 
 /* The tensors of one weight, in file order; in_sum2 and counts are llama.cpp's. */
 enum { T_SUM2, T_COUNTS, T_SUM_ABS, T_MAX, T_HIST, T_SAMPLE, T_KINDS };
@@ -74,6 +77,11 @@ static int set_keys(gguf_writer *w, const hfq_calib_stats *s) {
     rc |= gguf_set_i32(w, KEY_HIST_MIN, HFQ_CALIB_HIST_MIN_LOG2);
     rc |= gguf_set_i32(w, KEY_HIST_MAX, HFQ_CALIB_HIST_MAX_LOG2);
     rc |= gguf_set_i32(w, KEY_HIST_PER_OCTAVE, HFQ_CALIB_HIST_PER_OCTAVE);
+    if (s->k_amax) { /* keys, not tensors: llama.cpp reads the tensors and ignores keys it does not know */
+        rc |= gguf_set_u32(w, KEY_KV_HEADS, (uint32_t)s->kv_heads);
+        rc |= gguf_set_arr(w, KEY_KV_K, GGUF_VT_FLOAT32, s->k_amax, s->kv_layers * s->kv_heads);
+        rc |= gguf_set_arr(w, KEY_KV_V, GGUF_VT_FLOAT32, s->v_amax, s->kv_layers * s->kv_heads);
+    }
     return rc ? -1 : 0;
 }
 
@@ -197,6 +205,41 @@ static int get_int_key(const loader *L, const char *key, int64_t *out) {
     return i < 0 ? 0 : gguf_get_int(L->f, i, out, L->err);
 }
 
+/* One of the KV maxima arrays: F32, n values, finite and >= 0. */
+static int kv_array(const loader *L, const char *key, int64_t n, float **out) {
+    const int64_t i = gguf_find_key(L->f, key);
+    if (i < 0) return hfq_fail(L->err, L->path, "key %s is missing beside %s", key, KEY_KV_HEADS);
+    if (gguf_arr_type(L->f, i) != GGUF_VT_FLOAT32 || gguf_arr_n(L->f, i) != n)
+        return hfq_fail(L->err, L->path, "key %s: not an F32 array of %lld values", key, (long long)n);
+    if (!(*out = malloc((size_t)n * sizeof **out))) return hfq_fail(L->err, L->path, "out of memory");
+    memcpy(*out, gguf_arr_data(L->f, i), (size_t)n * sizeof **out);
+    for (int64_t j = 0; j < n; j++)
+        if (!isfinite((*out)[j]) || (*out)[j] < 0.0f)
+            return hfq_fail(L->err, L->path, "key %s: value %g at %lld is not a finite non-negative number", key,
+                            (*out)[j], (long long)j);
+    return 0;
+}
+
+/* The KV-cache maxima (optional: files from llama-imatrix have none). */
+static int load_kv(const loader *L, hfq_calib_stats *s) {
+    const int64_t i = gguf_find_key(L->f, KEY_KV_HEADS);
+    int64_t heads = 0;
+    if (i < 0) {
+        if (gguf_find_key(L->f, KEY_KV_K) >= 0 || gguf_find_key(L->f, KEY_KV_V) >= 0)
+            return hfq_fail(L->err, L->path, "KV maxima without key %s", KEY_KV_HEADS);
+        return 0;
+    }
+    if (gguf_get_int(L->f, i, &heads, L->err)) return -1;
+    const int64_t k = gguf_find_key(L->f, KEY_KV_K);
+    const int64_t n = k < 0 ? 0 : gguf_arr_n(L->f, k);
+    if (heads < 1 || heads > 1 << 20 || n < 1 || n % heads != 0)
+        return hfq_fail(L->err, L->path, "key %s: %lld kv heads do not divide the %lld maxima of %s", KEY_KV_HEADS,
+                        (long long)heads, (long long)n, KEY_KV_K);
+    s->kv_heads = heads;
+    s->kv_layers = n / heads;
+    return kv_array(L, KEY_KV_K, n, &s->k_amax) || kv_array(L, KEY_KV_V, n, &s->v_amax) ? -1 : 0;
+}
+
 static int load_keys(const loader *L, hfq_calib_stats *s) {
     int64_t i = gguf_find_key(L->f, "general.type");
     const char *type = i < 0 ? NULL : gguf_get_str(L->f, i, NULL, L->err);
@@ -227,7 +270,7 @@ static int load_keys(const loader *L, hfq_calib_stats *s) {
         if (len >= sizeof s->mode) return hfq_fail(L->err, L->path, "key %s: value too long", KEY_MODE);
         memcpy(s->mode, mode, len + 1);
     }
-    return 0;
+    return load_kv(L, s);
 }
 
 int hfq_calib_stats_load(hfq_calib_stats *s, const char *path, hfq_error *err) {

@@ -6,7 +6,9 @@
  * calibration texts), imatrix.chunk_count (u32), imatrix.chunk_size (u32);
  * ours: hfq.calib.version (u32 1), hfq.calib.mode, hfq.calib.n_tokens (u64),
  * hfq.calib.text_xxh3 (u64), hfq.calib.hist.min_log2 / max_log2 /
- * per_octave (i32, the histogram's bins).
+ * per_octave (i32, the histogram's bins); with KV-cache maxima (calib/
+ * kv_stats.h) hfq.calib.kv.n_head_kv (u32) and hfq.calib.kv.k_amax /
+ * v_amax (F32 arrays, [n_layer][n_head_kv]): keys, which llama.cpp ignores.
  *
  * Tensors, by weight name in byte order, each weight's in this order (all
  * F32; shapes as ggml writes them: a trailing dimension of 1 is dropped):

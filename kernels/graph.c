@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/moe_route.h"
+#include "quant/kv_scales.h"
 
 struct hfq_context {
     const hfq_model *model;
@@ -23,6 +24,9 @@ struct hfq_context {
     hfq_expert_observer_fn expert_observer;
     void *expert_observer_user;
     bool experts_all_tokens;   /* every expert sees every token (calibration) */
+    hfq_kv_observer_fn kv_observer;
+    void *kv_observer_user;
+    float *kv_scales;          /* [2][n_layer] FP8 caches' static K, V scales in their formats; NULL: dynamic */
     hfq_rope rope, rope_swa;   /* rope_swa: the sliding layers' (cos_sin_swa, or rope's table) */
     hfq_attn attn;
 
@@ -232,6 +236,49 @@ static int context_shape_of(const hfq_model *m, const hfq_context_params *p, con
     return 0;
 }
 
+/* An FP8 cache's format (E4M3 for the others, which take no scale). */
+static hfq_fp8_format kv_fp8(hfq_kv_type t) { return t == HFQ_KV_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3; }
+
+/* The static scales of the context's FP8 caches in their formats (c->kv_scales),
+ * from the parameters or the model's file; none without an FP8 cache. */
+static int static_kv_scales(hfq_context *c, const hfq_context_params *p, hfq_error *err) {
+    const bool k8 = hfq_kv_type_is_fp8(c->attn.k_type), v8 = hfq_kv_type_is_fp8(c->attn.v_type);
+    const int64_t n = c->hp->n_layer;
+    float *k = NULL, *v = NULL;
+    if ((!k8 && !v8) || p->kv_dynamic) return 0;
+    if (p->k_scales && p->v_scales) {
+        if (!(k = malloc((size_t)n * sizeof *k)) || !(v = malloc((size_t)n * sizeof *v))) {
+            free(k);
+            return hfq_fail(err, hfq_model_path(c->model), "out of memory");
+        }
+        memcpy(k, p->k_scales, (size_t)n * sizeof *k);
+        memcpy(v, p->v_scales, (size_t)n * sizeof *v);
+        for (int64_t il = 0; il < n; il++)
+            if (!(k[il] > 0.0f && v[il] > 0.0f && isfinite(k[il]) && isfinite(v[il]))) {
+                free(k);
+                free(v);
+                return hfq_fail(err, hfq_model_path(c->model), "layer %lld's static KV scales %g, %g are not finite "
+                                "numbers > 0", (long long)il, (double)p->k_scales[il], (double)p->v_scales[il]);
+            }
+    } else if (hfq_model_gguf(c->model) && hfq_kv_scales_read(hfq_model_gguf(c->model), n, &k, &v, err)) {
+        return -1;
+    }
+    if (!k) return 0;
+    float *s = realloc(k, (size_t)(2 * n) * sizeof *s);
+    if (!s) {
+        free(k);
+        free(v);
+        return hfq_fail(err, hfq_model_path(c->model), "out of memory");
+    }
+    for (int64_t il = 0; il < n; il++) {
+        s[il] = k8 ? hfq_kv_scale_as(kv_fp8(c->attn.k_type), s[il]) : 0.0f;
+        s[n + il] = v8 ? hfq_kv_scale_as(kv_fp8(c->attn.v_type), v[il]) : 0.0f;
+    }
+    free(v);
+    c->kv_scales = s;
+    return 0;
+}
+
 hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hfq_error *err) {
     const hfq_hparams *hp = hfq_model_hparams(m);
     context_shape sh;
@@ -250,8 +297,8 @@ hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hf
     c->n_ctx = sh.n_ctx;
     c->n_batch = sh.n_batch;
     c->n_outputs = sh.n_outputs;
-    if (!(c->be = c->ops->create(m, &sh.bp, err)) || alloc_buffers(c, &sh, err) || alloc_moe(c, err) ||
-        init_rope(c, err) ||
+    if (static_kv_scales(c, p, err) || !(c->be = c->ops->create(m, &sh.bp, err)) || alloc_buffers(c, &sh, err) ||
+        alloc_moe(c, err) || init_rope(c, err) ||
         (c->ops->sync && c->ops->sync(c->be, err))) {
         hfq_context_free(c);
         return NULL;
@@ -298,6 +345,7 @@ void hfq_context_free(hfq_context *c) {
     free(c->zeros_host);
     free(c->all_rows);
     free(c->all_weights);
+    free(c->kv_scales);
     hfq_moe_routes_free(&c->routes);
     free(c);
 }
@@ -307,6 +355,7 @@ int64_t hfq_context_n_batch(const hfq_context *c) { return c->n_batch; }
 int64_t hfq_context_n_past(const hfq_context *c) { return c->n_past; }
 hfq_kv_type hfq_context_kv_k(const hfq_context *c) { return c->attn.k_type; }
 hfq_kv_type hfq_context_kv_v(const hfq_context *c) { return c->attn.v_type; }
+bool hfq_context_kv_static(const hfq_context *c) { return c->kv_scales != NULL; }
 void hfq_context_reset(hfq_context *c) { c->n_past = 0; }
 
 void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user) {
@@ -318,6 +367,11 @@ void hfq_context_set_expert_observer(hfq_context *c, hfq_expert_observer_fn fn, 
     c->expert_observer = fn;
     c->expert_observer_user = user;
     c->experts_all_tokens = fn && all_tokens;
+}
+
+void hfq_context_set_kv_observer(hfq_context *c, hfq_kv_observer_fn fn, void *user) {
+    c->kv_observer = fn;
+    c->kv_observer_user = user;
 }
 
 /* y = W_e x for expert e's slice of a stacked W, telling the expert observer about x first. */
@@ -355,8 +409,13 @@ static void attention_block(hfq_context *c, const hfq_layer *l, int64_t il, int6
     const hfq_rope *rope = slides ? &c->rope_swa : &c->rope;
     hfq_attn attn = c->attn;
     attn.n_swa = slides ? hp->n_swa : 0;
+    if (c->kv_scales) {
+        attn.k_scale = c->kv_scales[il];
+        attn.v_scale = c->kv_scales[hp->n_layer + il];
+    }
     ops->rope(be, c->q, T, hp->n_head, pos0, rope);
     ops->rope(be, c->k, T, hp->n_head_kv, pos0, rope);
+    if (c->kv_observer) c->kv_observer(c->kv_observer_user, il, c->k, c->v, T, hp->n_head_kv, hp->head_dim);
     ops->attention(be, c->att, c->q, c->k, c->v, c->k_cache[il], c->v_cache[il], pos0, T,
                    &attn);                                                 /* att: [T][Q] */
     linear(c, c->proj, &l->wo, &no_bias, c->att, T);                       /* proj: [T][E] */
@@ -471,7 +530,7 @@ int hfq_forward(hfq_context *c, const int32_t *tokens, int64_t n_tokens, int64_t
             return hfq_fail(err, path, "token id %d at %lld is outside the vocabulary [0, %lld)", (int)tokens[i],
                             (long long)i, (long long)n_vocab);
     if (n_logits > 0 && !logits) return hfq_fail(err, path, "no buffer for the logits");
-    if ((c->observer || c->expert_observer) && !c->ops->host_visible)
+    if ((c->observer || c->expert_observer || c->kv_observer) && !c->ops->host_visible)
         return hfq_fail(err, path, "the %s backend cannot show activations to an observer", c->ops->name);
     const int64_t first_out = n_tokens - n_logits;  /* first token whose logits are asked for */
     for (int64_t done = 0; done < n_tokens; done += c->n_batch) {

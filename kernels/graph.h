@@ -38,6 +38,12 @@ typedef void (*hfq_observer_fn)(void *user, const char *weight_name, const float
 typedef void (*hfq_expert_observer_fn)(void *user, const char *weight_name, int64_t expert, int64_t n_expert,
                                        const float *x, int64_t n_tokens, int64_t n_in);
 
+/* Called in every layer with its k (after rope: as the cache stores it) and
+ * v, before they are stored: [n_tokens][n_head_kv * head_dim] each, host
+ * memory valid during the call (calibration's KV-cache maxima). */
+typedef void (*hfq_kv_observer_fn)(void *user, int64_t layer, const float *k, const float *v, int64_t n_tokens,
+                                   int64_t n_head_kv, int64_t head_dim);
+
 typedef struct hfq_context_params {
     int64_t n_ctx;          /* positions; <= 0: the model's context_length */
     int64_t n_batch;        /* tokens per batch; <= 0: min(n_ctx, 512) */
@@ -49,6 +55,12 @@ typedef struct hfq_context_params {
     /* KV cache formats (kv_type.h), K and V independently; HFQ_KV_DEFAULT:
      * the backend's default (the CPU's F16, llama.cpp's default) */
     hfq_kv_type kv_k, kv_v;
+    /* FP8 caches: static per-layer scales (quant/kv_scales.h, the stored
+     * E4M3 meaning, [n_layer] each), or NULL: the model file's
+     * hfq.kv_cache.k_scale / v_scale when it has them; kv_dynamic: a
+     * dynamic scale per token and head even so */
+    const float *k_scales, *v_scales;
+    bool kv_dynamic;
     const hfq_ops *ops;     /* NULL: the CPU backend */
 } hfq_context_params;
 
@@ -74,11 +86,14 @@ int64_t hfq_context_n_past(const hfq_context *c);   /* tokens in the KV cache */
 /* The KV cache formats in use (HFQ_KV_DEFAULT resolved). */
 hfq_kv_type hfq_context_kv_k(const hfq_context *c);
 hfq_kv_type hfq_context_kv_v(const hfq_context *c);
+/* Whether the context's FP8 cache(s) use static scales (hfq_context_params). */
+bool hfq_context_kv_static(const hfq_context *c);
 /* Forgets the sequence: the next token goes to position 0. */
 void hfq_context_reset(hfq_context *c);
 /* fn NULL: no observer. */
 void hfq_context_set_observer(hfq_context *c, hfq_observer_fn fn, void *user);
 void hfq_context_set_expert_observer(hfq_context *c, hfq_expert_observer_fn fn, void *user, bool all_tokens);
+void hfq_context_set_kv_observer(hfq_context *c, hfq_kv_observer_fn fn, void *user);
 
 /* Runs tokens[0..n_tokens) at positions n_past.., then n_past += n_tokens,
  * and writes the logits of the last n_logits tokens (0..n_tokens: 0 only

@@ -31,13 +31,13 @@ int hfq_kv_type_from_name(const char *s) {
 
 hfq_qtype hfq_kv_type_qtype(hfq_kv_type t) { return kv_types[t].qtype; }
 
-static bool is_fp8(hfq_kv_type t) { return t == HFQ_KV_FP8_E4M3 || t == HFQ_KV_FP8_E5M2; }
+bool hfq_kv_type_is_fp8(hfq_kv_type t) { return t == HFQ_KV_FP8_E4M3 || t == HFQ_KV_FP8_E5M2; }
 
 int64_t hfq_kv_row_bytes(hfq_kv_type t, int64_t head_dim) {
     if (t <= HFQ_KV_DEFAULT || t >= HFQ_KV_COUNT || head_dim <= 0) return -1;
     const int64_t codes = hfq_qtype_row_size(kv_types[t].qtype, head_dim);
     if (codes < 0) return -1;
-    return is_fp8(t) ? codes + (int64_t)sizeof(float) : codes;
+    return hfq_kv_type_is_fp8(t) ? codes + (int64_t)sizeof(float) : codes;
 }
 
 int64_t hfq_kv_cache_floats(hfq_kv_type t, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim) {

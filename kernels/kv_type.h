@@ -11,6 +11,7 @@
 #ifndef HFQ_KERNELS_KV_TYPE_H
 #define HFQ_KERNELS_KV_TYPE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "quant/qtype.h"
@@ -36,6 +37,9 @@ const char *hfq_kv_type_name(hfq_kv_type t);
 /* The type named s (case-insensitive, one of the names above but "default");
  * -1 when none is. */
 int hfq_kv_type_from_name(const char *s);
+
+/* Whether t is FP8 E4M3 or E5M2 (codes with a scale). */
+bool hfq_kv_type_is_fp8(hfq_kv_type t);
 
 /* The number format of a row's values (FP8: the codes, without the scale). */
 hfq_qtype hfq_kv_type_qtype(hfq_kv_type t);

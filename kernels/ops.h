@@ -63,6 +63,10 @@ typedef struct hfq_attn {
      * softcap); 0: none (scale * q.k). */
     float softcap;
     hfq_kv_type k_type, v_type;  /* the caches' formats (one the backend's kv_types has) */
+    /* FP8 caches: this layer's static scale of K, V codes (encode(x / scale),
+     * quant/kv_scales.h, already for the cache's format); 0: a dynamic scale
+     * per token and head */
+    float k_scale, v_scale;
 } hfq_attn;
 
 typedef struct hfq_ops {

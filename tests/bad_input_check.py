@@ -451,6 +451,72 @@ def ct_model(work, sides=None, group=None, qc=None, packed=False):
     return hfconv_case(work, m)
 
 
+KV_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
+
+
+def ct_kv_model(work, scheme, scales):
+    """ct_model with quantization_config.kv_cache_scheme = scheme (None: none) and the tensors
+    {name: (dtype, shape, bytes)} added beside the weights (KV-cache scales)."""
+    argv = ct_model(work, qc={"kv_cache_scheme": scheme})
+    path = os.path.join(work, "in", "model.safetensors")
+    header, start, raw = st_read(path)
+    header.pop("__metadata__", None)
+    data = bytes(raw[start:])
+    for name, (dt, shape, b) in scales.items():
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    st_write(path, header, data)
+    return argv
+
+
+def kv_scale_tensors(layers=(0, 1), value=0.01, shape=(1,)):
+    n = 1
+    for d in shape:
+        n *= d
+    return {f"model.layers.{il}.self_attn.{w}_scale": ("F32", list(shape), struct.pack(f"<{n}f", *[value] * n))
+            for il in layers for w in "kv"}
+
+
+@case("hfconv/ct-kv-dynamic", "kv_cache_scheme.dynamic': only static scales (false) are implemented")
+def _(work):
+    return ct_kv_model(work, dict(KV_SCHEME, dynamic=True), {})
+
+
+@case("hfconv/ct-kv-strategy", "kv_cache_scheme.strategy': only \"tensor\" (one scale per layer) is implemented")
+def _(work):
+    return ct_kv_model(work, dict(KV_SCHEME, strategy="attn_head"), kv_scale_tensors())
+
+
+@case("hfconv/ct-kv-int", "kv_cache_scheme': only 8-bit float (FP8 E4M3) KV caches are implemented")
+def _(work):
+    return ct_kv_model(work, dict(KV_SCHEME, type="int"), kv_scale_tensors())
+
+
+@case("hfconv/ct-kv-asymmetric", "kv_cache_scheme.symmetric': asymmetric KV caches are not implemented")
+def _(work):
+    return ct_kv_model(work, dict(KV_SCHEME, symmetric=False), kv_scale_tensors())
+
+
+@case("hfconv/ct-kv-missing-scale", "tensor 'model.layers.1.self_attn.k_scale' is missing (kv_cache_scheme)")
+def _(work):
+    return ct_kv_model(work, KV_SCHEME, kv_scale_tensors(layers=(0,)))
+
+
+@case("hfconv/ct-kv-without-scheme", "self_attn.k_scale' without quantization_config.kv_cache_scheme")
+def _(work):
+    return ct_kv_model(work, None, kv_scale_tensors())
+
+
+@case("hfconv/ct-kv-negative-scale", "k_scale': scale -1 is not a finite number > 0")
+def _(work):
+    return ct_kv_model(work, KV_SCHEME, kv_scale_tensors(value=-1.0))
+
+
+@case("hfconv/ct-kv-scale-shape", "k_scale': 2 values, a static KV scale has 1")
+def _(work):
+    return ct_kv_model(work, KV_SCHEME, kv_scale_tensors(shape=(2,)))
+
+
 @case("hfconv/ct-scale-shape", "weight_scale': shape [64, 2], expected [64, 1]")
 def _(work):
     return ct_model(work, {"weight_scale": ("F32", [64, 2], struct.pack("<128f", *[0.01] * 128))})
@@ -622,16 +688,17 @@ def _(work):
     return phi3_case(work, header_edit=lambda h: h.pop("model.layers.1.mlp.gate_up_proj.weight"))
 
 
-def gguf_with(src, dst, drop=(), add=()):
+def gguf_with(src, dst, drop=(), add=(), keys=(), drop_keys=()):
     """A copy of GGUF src without the tensors named in drop and with the
-    (name, float32 array) tensors of add."""
+    (name, float32 array) tensors of add; keys: (name, value, GGUFValueType
+    [, element type]) added, drop_keys: keys left out."""
     import numpy as np
     from gguf import GGUFReader, GGUFValueType, GGUFWriter
     r = GGUFReader(src)
-    arch = r.fields["general.architecture"].contents()
+    arch = r.fields["general.architecture"].contents() if "general.architecture" in r.fields else "none"
     w = GGUFWriter(dst, arch, use_temp_file=False)
     for k, f in r.fields.items():
-        if k.startswith("GGUF.") or k == "general.architecture":
+        if k.startswith("GGUF.") or k == "general.architecture" or k in drop_keys:
             continue
         vt = f.types[0]
         w.add_key_value(k, f.contents(), vt, sub_type=f.types[-1] if vt == GGUFValueType.ARRAY else None)
@@ -641,6 +708,8 @@ def gguf_with(src, dst, drop=(), add=()):
                          raw_dtype=t.tensor_type)
     for name, values in add:
         w.add_tensor(name, np.asarray(values, dtype=np.float32))
+    for k in keys:
+        w.add_key_value(k[0], k[1], k[2], sub_type=k[3] if len(k) > 3 else None)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -1498,6 +1567,108 @@ def temps_in(folders):
 
 def leftovers(outputs):
     return [p for p in outputs if os.path.exists(p)] + temps_in({os.path.dirname(p) for p in outputs})
+
+
+# ---------------------------------------------------------------- static FP8 KV-cache scales
+
+def kv_scales_case(work, keys, kv_type="fp8_e4m3"):
+    """ppl-eval --kv-type fp8 on the base GGUF with hfq.kv_cache.* keys (name, value, type[, element type])."""
+    bad = os.path.join(work, "bad.gguf")
+    gguf_with(B.gguf, bad, keys=keys)
+    text = os.path.join(work, "text.txt")
+    open(text, "w").write("some words to evaluate " * 40)
+    return [PPL_EVAL, bad, "--text", text, "--ctx", "32", "--kv-type", kv_type], [], None, [bad]
+
+
+def kv_key(name, values, elem=None):
+    from gguf import GGUFValueType
+    return (name, values, GGUFValueType.ARRAY, elem or GGUFValueType.FLOAT32)
+
+
+@case("ppl-eval/kv-scale-half", "key hfq.kv_cache.k_scale without hfq.kv_cache.v_scale: static KV scales come in pairs")
+def _(work):
+    return kv_scales_case(work, [kv_key("hfq.kv_cache.k_scale", [0.1, 0.1])])
+
+
+@case("ppl-eval/kv-scale-count", "key hfq.kv_cache.v_scale: 3 scales for a model of 2 layers")
+def _(work):
+    return kv_scales_case(work, [kv_key("hfq.kv_cache.k_scale", [0.1, 0.1]),
+                                 kv_key("hfq.kv_cache.v_scale", [0.1, 0.1, 0.1])], "fp8_e5m2")
+
+
+@case("ppl-eval/kv-scale-nan", "key hfq.kv_cache.k_scale: layer 1's scale nan is not a finite number > 0")
+def _(work):
+    return kv_scales_case(work, [kv_key("hfq.kv_cache.k_scale", [0.1, float("nan")]),
+                                 kv_key("hfq.kv_cache.v_scale", [0.1, 0.1])])
+
+
+@case("ppl-eval/kv-scale-negative", "key hfq.kv_cache.v_scale: layer 0's scale -0.1 is not a finite number > 0")
+def _(work):
+    return kv_scales_case(work, [kv_key("hfq.kv_cache.k_scale", [0.1, 0.1]),
+                                 kv_key("hfq.kv_cache.v_scale", [-0.1, 0.1])], "f16,fp8_e4m3")
+
+
+@case("ppl-eval/kv-scale-type", "key hfq.kv_cache.k_scale: not an array of F32 (static KV scales)")
+def _(work):
+    from gguf import GGUFValueType
+    return kv_scales_case(work, [kv_key("hfq.kv_cache.k_scale", [1, 1], GGUFValueType.INT32),
+                                 kv_key("hfq.kv_cache.v_scale", [0.1, 0.1])])
+
+
+def kv_stats(work, drop_keys=(), keys=()):
+    """A statistics file of the base GGUF (calibrated on a short text), edited."""
+    text = os.path.join(work, "calib.txt")
+    open(text, "w").write("once upon a time there was a little dog " * 30)
+    good, bad = os.path.join(work, "good-stats.gguf"), os.path.join(work, "stats.gguf")
+    must([QUANTIZE, B.gguf, "--calibration-file", text, "--calib-ctx", "32", "--save-stats", good, "--quiet"])
+    gguf_with(good, bad, drop_keys=drop_keys, keys=keys)
+    return bad
+
+
+@case("quantize/kv-scales-no-maxima", "--kv-scales needs K and V maxima, which the statistics lack")
+def _(work):
+    stats = kv_stats(work, drop_keys=("hfq.calib.kv.n_head_kv", "hfq.calib.kv.k_amax", "hfq.calib.kv.v_amax"))
+    return quantize_case(work, B.gguf, "Q8_0", "--stats", stats, "--kv-scales") + ([stats],)
+
+
+@case("quantize/kv-maxima-heads", "key hfq.calib.kv.n_head_kv: 3 kv heads do not divide the")
+def _(work):
+    from gguf import GGUFValueType
+    stats = kv_stats(work, drop_keys=("hfq.calib.kv.n_head_kv",),
+                     keys=(("hfq.calib.kv.n_head_kv", 3, GGUFValueType.UINT32),))
+    return quantize_case(work, B.gguf, "Q8_0", "--stats", stats, "--kv-scales") + ([stats],)
+
+
+@case("quantize/kv-maxima-other-model", "KV maxima for 1 layers of 4 kv heads, the model has 2 of 2")
+def _(work):
+    from gguf import GGUFValueType
+    stats = kv_stats(work, drop_keys=("hfq.calib.kv.n_head_kv",),
+                     keys=(("hfq.calib.kv.n_head_kv", 4, GGUFValueType.UINT32),))
+    return quantize_case(work, B.gguf, "Q8_0", "--stats", stats, "--kv-scales") + ([stats],)
+
+
+@case("quantize/kv-maxima-half", "key hfq.calib.kv.v_amax is missing beside hfq.calib.kv.n_head_kv")
+def _(work):
+    stats = kv_stats(work, drop_keys=("hfq.calib.kv.v_amax",))
+    return quantize_case(work, B.gguf, "Q8_0", "--stats", stats, "--kv-scales") + ([stats],)
+
+
+@case("quantize/kv-maxima-negative", "key hfq.calib.kv.k_amax: value -1 at 0 is not a finite non-negative number")
+def _(work):
+    stats = kv_stats(work, drop_keys=("hfq.calib.kv.k_amax",), keys=(kv_key("hfq.calib.kv.k_amax", [-1.0, 1, 1, 1]),))
+    return quantize_case(work, B.gguf, "Q8_0", "--stats", stats, "--kv-scales") + ([stats],)
+
+
+@case("quantize/calib-kv-type-alone", "--calib-* options need --calibration-file", code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "Q8_0", "--calib-kv-type", "fp8_e4m3")
+
+
+@case("quantize/calib-kv-type-bad", "--calib-kv-type", code=2)
+def _(work):
+    text = os.path.join(work, "calib.txt")
+    open(text, "w").write("once upon a time " * 30)
+    return quantize_case(work, B.gguf, "Q8_0", "--calibration-file", text, "--calib-kv-type", "fp9")
 
 
 def main():

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from gguf_common import check
 
 
-def ct_model(folder):
+def ct_model(folder, kv_scales=None):
     """The model as compressed-tensors loads and decompresses it: transformers'
     float model, the folder's scheme applied (apply_quantization_config), the
     compressed layout made (compress_model) so that the folder's tensors load
@@ -27,7 +27,11 @@ def ct_model(folder):
     never rounds the weights (vLLM multiplies the FP4 codes and E4M3 scales
     in its GEMM), and with NVFP4 activations (W4A4) that rounding of 2^-9
     flips activation codes downstream, moving the logits by KL 4e-4 to 2.4e-3
-    against exact weights (1e-6 without activation quantization)."""
+    against exact weights (1e-6 without activation quantization).
+    kv_scales (a dict): the folder's self_attn.k_scale / v_scale tensors that
+    compressed-tensors did not attach are moved there by name, not refused
+    (0.20 hooks its KV-cache quantization into attention modules whose
+    forward takes past_key_values; transformers 5's take `cache`)."""
     cfg = transformers.AutoConfig.from_pretrained(folder)
     qc = QuantizationConfig.model_validate(cfg.quantization_config)
     del cfg.quantization_config
@@ -39,6 +43,10 @@ def ct_model(folder):
     for name in sorted(os.listdir(folder)):
         if name.endswith(".safetensors"):
             state.update(load_file(os.path.join(folder, name)))
+    own = dict(model.named_parameters())
+    for name in [n for n in state if n.endswith(("self_attn.k_scale", "self_attn.v_scale")) and n not in own]:
+        if kv_scales is not None:
+            kv_scales[name] = state.pop(name)
     missing, unexpected = model.load_state_dict(state, strict=False)
     tied = ["lm_head.weight"] if cfg.tie_word_embeddings else []
     if list(missing) != tied or unexpected:

@@ -96,3 +96,14 @@ class PplEval:
                                         f"{p.stderr.strip()}"):
             return {}
         return json.loads(p.stdout)
+
+
+def stories_f32_and_text(tmp, hfconv):
+    """stories260K as an F32 GGUF by hfconv and a calibration text (TEXT's first 20000 characters), in tmp;
+    the GGUF's path is None when hfconv fails (a failed check)."""
+    gguf, text = os.path.join(tmp, "stories260K-f32.gguf"), os.path.join(tmp, "calib.txt")
+    with open(TEXT, encoding="utf-8") as f:
+        open(text, "w", encoding="utf-8").write(f.read(20000))
+    p = subprocess.run([hfconv, os.path.join(FIXTURES, "models", "stories260K"), "-o", gguf, "--outtype", "f32", "-q"],
+                       capture_output=True, text=True)
+    return (gguf if check(p.returncode == 0, f"hfconv stories260K: {p.stderr.strip()}") else None), text

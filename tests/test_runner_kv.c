@@ -3,14 +3,18 @@
  * double-precision reference of test_runner_synth.h with its K and V rows
  * (and queries, for the key formats whose dot converts them) rounded as the
  * format defines; the same logits batched and token by token and for any
- * thread count; cache sizes; refusals. */
+ * thread count; static FP8 scales (calibrated by the KV observer, codes
+ * RNE(x / scale) saturated) against the reference rounding with them;
+ * cache sizes; refusals. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib/kv_stats.h"
 #include "kernels/graph.h"
 #include "quant/fp8.h"
+#include "quant/kv_scales.h"
 #include "quant/qtype.h"
 #include "tests/check.h"
 #include "tests/test_runner_synth.h"
@@ -227,8 +231,139 @@ static void test_sizes_and_refusals(void) {
     synth_free(&sm);
 }
 
+/* ---- static FP8 scales ---- */
+
+typedef struct static_round {
+    hfq_fp8_format fmt;
+    const float *k, *v;      /* stored (E4M3) scales per layer */
+    int64_t n_layer, n_head_kv, k_calls;
+    int64_t clipped;         /* values past 448 * scale (saturated) */
+} static_round;
+
+/* x through FP8 with one given scale: encode(x / scale) (round to nearest
+ * even, saturated at the format's max, as vLLM's scaled FP8 KV cache), decoded. */
+static int64_t round_static(hfq_fp8_format fmt, double *x, int64_t hd, float scale) {
+    float f[64] = {0}, back[64];
+    unsigned char codes[64];
+    int64_t clipped = 0;
+    for (int64_t i = 0; i < hd; i++) {
+        f[i] = (float)x[i];
+        clipped += fabs(x[i]) / scale > hfq_fp8_max(fmt);
+    }
+    hfq_quantize_fp8_static(fmt, f, codes, 1, hd, scale);
+    hfq_dequantize_row_fp8(fmt, codes, back, hd, scale);
+    for (int64_t i = 0; i < hd; i++) x[i] = back[i];
+    return clipped;
+}
+
+/* The reference rounds K then V of each kv head, layer after layer, token
+ * after token: the k calls count the layer. */
+static void round_static_kv(void *user, char which, double *x, int64_t hd) {
+    static_round *r = user;
+    if (which == 'q') return;   /* FP8 keys take float queries */
+    if (which == 'k') r->k_calls++;
+    const int64_t il = (r->k_calls - 1) / r->n_head_kv % r->n_layer;
+    r->clipped += round_static(r->fmt, x, hd, hfq_kv_scale_as(r->fmt, which == 'k' ? r->k[il] : r->v[il]));
+}
+
+static void collect_kv(void *user, int64_t layer, const float *k, const float *v, int64_t n_tokens, int64_t n_head_kv,
+                       int64_t head_dim) {
+    hfq_error err = {{0}};
+    hfq_calib_stats *st = user;
+    CHECK_MSG(hfq_calib_kv_add(st, layer, 2, k, v, n_tokens, n_head_kv, head_dim, &err) == 0, "%s", err.msg);
+}
+
+static void test_static_scales(void) {
+    synth_spec s = kv_spec();
+    synth_model sm;
+    synth_build(&sm, &s);
+    CHECK(s.n_layer == 2);
+    hfq_error err = {{0}};
+    hfq_model *m = synth_bind(&sm, &err);
+    CHECK_MSG(m != NULL, "%s", err.msg);
+    if (!m) return;
+    const int64_t V = s.n_vocab, L = s.n_layer, KV = s.n_head_kv * s.head_dim;
+    const size_t n = (size_t)(N_PROMPT * V);
+    float *logits = malloc(n * sizeof *logits), *dyn = malloc(n * sizeof *dyn);
+    double *rounded = malloc(n * sizeof *rounded);
+    if (!logits || !dyn || !rounded) abort();
+
+    /* the observer's maxima: K after rope, V, per layer and head, as the exact reference has them */
+    hfq_calib_stats st = {0};
+    hfq_context_params cp = {.n_ctx = N_CTX, .n_batch = 4, .kv_k = HFQ_KV_F32, .kv_v = HFQ_KV_F32};
+    hfq_context *c = hfq_context_new(m, &cp, &err);
+    hfq_context_set_kv_observer(c, collect_kv, &st);
+    CHECK(c && hfq_forward(c, prompt, N_PROMPT, 0, NULL, &err) == 0);
+    hfq_context_free(c);
+    ref_state ref;
+    ref_init(&ref, &sm, N_CTX);
+    for (int64_t t = 0; t < N_PROMPT; t++) ref_token(&ref, prompt[t], &(ref_trace){0});
+    CHECK(st.kv_layers == L && st.kv_heads == s.n_head_kv);
+    for (int64_t il = 0; st.k_amax && il < L; il++)
+        for (int64_t h = 0; h < s.n_head_kv; h++) {
+            double km = 0, vm = 0;
+            for (int64_t p = 0; p < N_PROMPT; p++)
+                for (int64_t d = 0; d < s.head_dim; d++) {
+                    km = fmax(km, fabs(ref.k_cache[(il * N_CTX + p) * KV + h * s.head_dim + d]));
+                    vm = fmax(vm, fabs(ref.v_cache[(il * N_CTX + p) * KV + h * s.head_dim + d]));
+                }
+            CHECK_MSG(fabs(st.k_amax[il * s.n_head_kv + h] - km) <= 1e-5 * km &&
+                          fabs(st.v_amax[il * s.n_head_kv + h] - vm) <= 1e-5 * vm,
+                      "layer %lld head %lld: K, V maxima %g, %g against the reference's %g, %g", (long long)il,
+                      (long long)h, st.k_amax[il * s.n_head_kv + h], st.v_amax[il * s.n_head_kv + h], km, vm);
+        }
+    ref_free(&ref);
+    float k[2], v[2];
+    hfq_calib_kv_scales(&st, k, v);
+    k[1] *= 0.5f;   /* layer 1's K saturates: the largest values clip at 448 * scale */
+    for (int fi = 0; fi < 2; fi++) {
+        const hfq_kv_type t = fi ? HFQ_KV_FP8_E5M2 : HFQ_KV_FP8_E4M3;
+        static_round sr = {.fmt = fi ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3, .k = k, .v = v, .n_layer = L,
+                           .n_head_kv = s.n_head_kv};
+        cp = (hfq_context_params){.n_ctx = N_CTX, .n_batch = N_PROMPT, .n_threads = 2, .kv_k = t, .kv_v = t,
+                                  .k_scales = k, .v_scales = v};
+        c = hfq_context_new(m, &cp, &err);
+        CHECK_MSG(c && hfq_context_kv_static(c), "%s", err.msg);
+        CHECK(c && hfq_forward(c, prompt, N_PROMPT, N_PROMPT, logits, &err) == 0);
+        hfq_context_free(c);
+        ref_init(&ref, &sm, N_CTX);
+        ref.round = round_static_kv, ref.round_user = &sr;
+        for (int64_t tk = 0; tk < N_PROMPT; tk++) ref_token(&ref, prompt[tk], &(ref_trace){.logits = rounded + tk * V});
+        ref_free(&ref);
+        const double e = worst_err(logits, rounded, V);
+        printf("static %s: rel err %.3g against the reference rounding with the static scales\n", hfq_kv_type_name(t),
+               e);
+        CHECK_MSG(e <= 1e-4, "static %s: rel err %.3g", hfq_kv_type_name(t), e);
+        CHECK_MSG(sr.clipped > 0, "static %s: no value saturated", hfq_kv_type_name(t));
+        /* kv_dynamic: the per-row scales, another rounding */
+        cp.kv_dynamic = true;
+        c = hfq_context_new(m, &cp, &err);
+        CHECK(c && !hfq_context_kv_static(c) && hfq_forward(c, prompt, N_PROMPT, N_PROMPT, dyn, &err) == 0);
+        hfq_context_free(c);
+        kv_pair p = {t, t};
+        CHECK(memcmp(logits, dyn, n * sizeof *dyn) != 0);
+        CHECK(run(m, p, N_PROMPT, 2, logits, &err) && memcmp(logits, dyn, n * sizeof *dyn) == 0);
+    }
+    /* a scale that is not > 0 is refused */
+    const float bad[2] = {k[0], -1.0f};
+    cp = (hfq_context_params){.n_ctx = N_CTX, .kv_k = HFQ_KV_FP8_E4M3, .kv_v = HFQ_KV_FP8_E4M3, .k_scales = bad,
+                              .v_scales = v};
+    CHECK(hfq_context_new(m, &cp, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "layer 1's static KV scales -1");
+    /* no FP8 cache: the scales change nothing */
+    cp = (hfq_context_params){.n_ctx = N_CTX, .kv_k = HFQ_KV_F16, .kv_v = HFQ_KV_F16, .k_scales = k, .v_scales = v};
+    c = hfq_context_new(m, &cp, &err);
+    CHECK(c && !hfq_context_kv_static(c));
+    hfq_context_free(c);
+    hfq_calib_stats_free(&st);
+    free(logits); free(dyn); free(rounded);
+    hfq_model_free(m);
+    synth_free(&sm);
+}
+
 int main(void) {
     test_formats();
+    test_static_scales();
     test_sizes_and_refusals();
     return check_exit();
 }

@@ -34,6 +34,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_prompt; i++) tokens[i] = atoi(argv[4 + i]);
     /* an F32 KV cache: the checks compare with transformers' float32 logits */
     hfq_context_params cp = {.n_ctx = 0, .n_threads = 2, .kv_k = HFQ_KV_F32, .kv_v = HFQ_KV_F32};
+    /* HFQ_TEST_KV_TYPE=fp8_e4m3: the checks of a quantized KV cache (the file's static scales) */
+    const char *kv = getenv("HFQ_TEST_KV_TYPE");
+    if (kv && hfq_kv_type_from_name(kv) > 0) cp.kv_k = cp.kv_v = (hfq_kv_type)hfq_kv_type_from_name(kv);
     hfq_context *c = hfq_context_new(m, &cp, &err);
     int rc = 1;
     float *logits = c ? malloc((size_t)(n_prompt * n_vocab) * sizeof *logits) : NULL;

@@ -173,8 +173,8 @@ static size_t kv_row(int64_t row_bytes, int64_t n_ctx, int64_t h, int64_t p) {
 
 /* Writes the k or v rows of positions pos0.. into one cache in its layout.
  * x: [n_tokens][n_kv * hd] */
-static void kv_store(hfq_kv_type t, float *cache, const float *x, int64_t pos0, int64_t n_tokens, int64_t n_kv,
-                     int64_t hd, int64_t n_ctx) {
+static void kv_store(hfq_kv_type t, float fp8_scale, float *cache, const float *x, int64_t pos0, int64_t n_tokens,
+                     int64_t n_kv, int64_t hd, int64_t n_ctx) {
     const int64_t kv_dim = n_kv * hd;
     if (t == HFQ_KV_F32) {
         for (int64_t j = 0; j < kv_dim; j++)
@@ -184,7 +184,8 @@ static void kv_store(hfq_kv_type t, float *cache, const float *x, int64_t pos0, 
     const int64_t rb = hfq_kv_row_bytes(t, hd);
     for (int64_t i = 0; i < n_tokens; i++)
         for (int64_t h = 0; h < n_kv; h++)
-            cpu_kv_row_store(t, x + i * kv_dim + h * hd, (char *)cache + kv_row(rb, n_ctx, h, pos0 + i), hd);
+            cpu_kv_row_store(t, x + i * kv_dim + h * hd, (char *)cache + kv_row(rb, n_ctx, h, pos0 + i), hd,
+                             fp8_scale);
 }
 
 /* Soft-caps n raw scores in place, scale folded in (transformers' order:
@@ -239,8 +240,8 @@ static void cpu_attention(hfq_backend *b, float *out, const float *q, const floa
                           float *v_cache, int64_t pos0, int64_t n_tokens, const hfq_attn *a) {
     const int64_t hd = a->head_dim, n_kv = a->n_head_kv, q_dim = a->n_head * hd;
     const int64_t n_ctx = b->n_ctx, group = a->n_head / n_kv;
-    kv_store(a->k_type, k_cache, k, pos0, n_tokens, n_kv, hd, n_ctx);
-    kv_store(a->v_type, v_cache, v, pos0, n_tokens, n_kv, hd, n_ctx);
+    kv_store(a->k_type, a->k_scale, k_cache, k, pos0, n_tokens, n_kv, hd, n_ctx);
+    kv_store(a->v_type, a->v_scale, v_cache, v, pos0, n_tokens, n_kv, hd, n_ctx);
     const int64_t work = n_tokens * a->n_head * (pos0 + n_tokens) * hd;
     const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
     /* heads outer: one kv head's K and V stay in cache over the tokens, and

@@ -54,10 +54,10 @@ static float fp8_scale(const void *row) {
     return s;
 }
 
-void cpu_kv_row_store(hfq_kv_type t, const float *x, void *row, int64_t hd) {
+void cpu_kv_row_store(hfq_kv_type t, const float *x, void *row, int64_t hd, float fp8_scale) {
     hfq_fp8_format fmt;
     if (fp8_format(t, &fmt)) {
-        const float scale = hfq_fp8_scale(fmt, x, hd);
+        const float scale = fp8_scale > 0.0f ? fp8_scale : hfq_fp8_scale(fmt, x, hd);
         memcpy(row, &scale, sizeof scale);
         hfq_quantize_fp8_static(fmt, x, (char *)row + sizeof scale, 1, hd, scale);
         return;

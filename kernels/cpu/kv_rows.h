@@ -13,8 +13,10 @@
 
 #include "kernels/kv_type.h"
 
-/* row = x [hd] in format t (hfq_kv_row_bytes(t, hd) bytes). */
-void cpu_kv_row_store(hfq_kv_type t, const float *x, void *row, int64_t hd);
+/* row = x [hd] in format t (hfq_kv_row_bytes(t, hd) bytes). FP8: with the
+ * static scale fp8_scale when > 0 (the row still holds it first, so reads
+ * are the same), else the row's own amax / max. */
+void cpu_kv_row_store(hfq_kv_type t, const float *x, void *row, int64_t hd, float fp8_scale);
 
 /* Bytes cpu_kv_query writes for head_dim hd (the query's converted form). */
 int64_t cpu_kv_query_bytes(hfq_kv_type t, int64_t hd);

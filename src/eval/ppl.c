@@ -73,7 +73,7 @@ static int session_shape_of(const hfq_model *m, int64_t n_tokens, const hfq_ppl_
     sh->cp = (hfq_context_params){.n_ctx = n_ctx - 1, .n_batch = p->n_batch > 0 ? p->n_batch : n_ctx,
                                   .n_outputs = sh->n_scored,
                                   .n_threads = sh->threads_per_slot, .act_quant = p->act_quant, .kv_k = p->kv_k,
-                                  .kv_v = p->kv_v, .ops = p->ops};
+                                  .kv_v = p->kv_v, .kv_dynamic = p->kv_dynamic, .ops = p->ops};
     return 0;
 }
 
@@ -138,6 +138,7 @@ int64_t hfq_ppl_n_chunks(const hfq_ppl *s) { return s->n_chunks; }
 int hfq_ppl_n_parallel(const hfq_ppl *s) { return s->n_lanes; }
 hfq_kv_type hfq_ppl_kv_k(const hfq_ppl *s) { return hfq_context_kv_k(s->slots[0].ctx); }
 hfq_kv_type hfq_ppl_kv_v(const hfq_ppl *s) { return hfq_context_kv_v(s->slots[0].ctx); }
+bool hfq_ppl_kv_static(const hfq_ppl *s) { return hfq_context_kv_static(s->slots[0].ctx); }
 
 /* -log softmax(logits)[target], as llama.cpp's log_softmax. */
 static double neg_log_prob(const float *logits, int64_t n_vocab, int32_t target) {

@@ -39,6 +39,7 @@ typedef struct hfq_ppl_params {
     int32_t bos_id;
     hfq_act_quant act_quant;/* W8A8/W4A4 activations (kernels/ops.h); 0: what the file says */
     hfq_kv_type kv_k, kv_v; /* KV cache formats (kernels/kv_type.h); 0: the backend's default */
+    bool kv_dynamic;        /* FP8 caches: dynamic scales even where the model has static ones (graph.h) */
     const hfq_ops *ops;     /* the backend; NULL: the CPU */
     /* names the tokens' source (the text file) in errors about them, so a
      * text too short is not blamed on the model; NULL: the model's path */
@@ -93,6 +94,8 @@ int hfq_ppl_n_parallel(const hfq_ppl *s);     /* chunks evaluated side by side *
 /* The KV cache formats the chunks are evaluated with (defaults resolved). */
 hfq_kv_type hfq_ppl_kv_k(const hfq_ppl *s);
 hfq_kv_type hfq_ppl_kv_v(const hfq_ppl *s);
+/* Whether its FP8 cache(s) use the model's static scales. */
+bool hfq_ppl_kv_static(const hfq_ppl *s);
 
 /* Evaluates the next chunk: returns 1 with *chunk filled, 0 when every chunk
  * is done, -1 with err. */

@@ -260,6 +260,8 @@ int ct_write_config(const gguf_file *f, const hf_arch *fam, const ct_model_facts
     if (!rope) return -1;
     cJSON *c = cJSON_CreateObject(), *archs = cJSON_AddArrayToObject(c, "architectures");
     cJSON *q = quantization_config(lin, n_lin);
+    if (q && facts->kv_scales)   /* llm-compressor's FP8 KV cache: E4M3, one static scale per layer's K and V */
+        cJSON_ReplaceItemInObject(q, "kv_cache_scheme", quant_args(CT_FP8, true, "tensor", 0, false));
     if (!c || !archs || !q) {
         cJSON_Delete(c), cJSON_Delete(q), cJSON_Delete(rope);
         return hfq_fail(err, path, "out of memory");

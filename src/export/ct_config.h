@@ -37,6 +37,7 @@ typedef struct ct_model_facts {
     bool tied;                  /* no output.weight: lm_head is the embedding */
     bool attention_bias;        /* q/k/v biases present */
     const char *dtype;          /* "float16", "bfloat16", "float32" */
+    bool kv_scales;             /* static FP8 KV-cache scales: kv_cache_scheme (src/export/ct_kv.h) */
 } ct_model_facts;
 
 /* Writes config.json at path (atomically). Fails on GGUF keys it needs that

@@ -20,6 +20,7 @@
 #include "src/common/read_file.h"
 #include "src/export/ct_config.h"
 #include "src/export/ct_int4.h"
+#include "src/export/ct_kv.h"
 #include "src/hf/arch.h"
 
 /* ---- presets ---- */
@@ -136,6 +137,7 @@ typedef enum fill_kind {
     FILL_INT4_SCALES,
     FILL_INT4_ZERO_POINTS,
     FILL_SHAPE,         /* weight_shape: rows, cols of src as I64 */
+    FILL_VALUE,         /* one F32: value (the KV-cache scales, GGUF keys: no src) */
 } fill_kind;
 
 typedef struct out_tensor {
@@ -147,6 +149,7 @@ typedef struct out_tensor {
     uint64_t nbytes;
     int64_t int4_group;         /* FILL_INT4_* */
     bool int4_asymmetric;
+    float value;                /* FILL_VALUE */
 } out_tensor;
 
 typedef struct export_plan {
@@ -155,6 +158,7 @@ typedef struct export_plan {
     ct_linear *lin;
     int64_t n_lin, cap_lin;
     ct_model_facts facts;
+    ct_kv kv;                   /* static KV-cache scales (src/export/ct_kv.h) */
     const char *where;          /* errors name the output folder: the GGUF read is a temporary */
 } export_plan;
 
@@ -187,6 +191,7 @@ static void plan_free(export_plan *p) {
     for (int64_t i = 0; i < p->n_out; i++) free((char *)p->out[i].st.name);
     free(p->out);
     free(p->lin);
+    ct_kv_free(&p->kv);
 }
 
 /* The row of a GGUF tensor name in the family, and its Hugging Face name. */
@@ -421,6 +426,15 @@ static int plan_export(const gguf_file *f, const hf_arch *arch, const hfq_ct_opt
     if (p->facts.tied && add_linear(p, "lm_head", &(ct_scheme){.kind = CT_DENSE}, err)) return -1;
     if (!p->facts.dtype) p->facts.dtype = "float16";
     if (p->facts.vocab_size <= 0) return hfq_fail(err, p->where, "no token_embd.weight");
+    if (ct_kv_read(f, p->where, &p->kv, err)) return -1;
+    for (int64_t i = 0; i < 2 * p->kv.n_layer; i++) {
+        char name[64];
+        ct_kv_tensor_name(i % 2 ? 'v' : 'k', i / 2, name, sizeof name);
+        out_tensor *o = add_out(p, name, ST_F32, 1, 0, NULL, FILL_VALUE, err);
+        if (!o) return -1;
+        o->value = i % 2 ? p->kv.v[i / 2] : p->kv.k[i / 2];
+    }
+    p->facts.kv_scales = p->kv.n_layer > 0;
     return 0;
 }
 
@@ -525,6 +539,7 @@ static int fill_int4(const out_tensor *o, unsigned char *buf, uint64_t nbytes, h
 static int fill(void *ctx, int64_t i, void *buf, uint64_t nbytes, hfq_error *err) {
     const out_tensor *o = (const out_tensor *)ctx + i;
     const gguf_tensor_info *t = o->src;
+    if (o->fill == FILL_VALUE) return memcpy(buf, &o->value, sizeof o->value), 0;
     if (o->fill >= FILL_INT4_CODES) return fill_int4(o, buf, nbytes, err);
     if (o->fill == FILL_RECIPROCAL) {
         float v = 1.0f;

@@ -12,6 +12,7 @@
 #include "quant/half.h"
 #include "src/hf/arch.h"
 #include "src/hf/config.h"
+#include "src/hf/ct_kv.h"
 #include "src/hf/ct_read.h"
 #include "src/hf/experts.h"
 #include "src/hf/lora.h"
@@ -828,6 +829,7 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
         goto done;
     }
     if (hfq_vocab_to_gguf(vocab, w, err)) goto done;
+    if (ct && hf_ct_kv_write(cfg_path, hf_ct_config_kv_scheme(ct), st, cfg->n_layers, w, err)) goto done;
     int64_t max_cols = 1;
     uint64_t total = 0;
     for (int64_t i = 0; i < p.n; i++) {

@@ -12,6 +12,7 @@
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "src/common/json_file.h"
+#include "src/hf/ct_kv.h"
 #include "src/hf/ct_scheme.h"
 #include "src/hf/modelopt_read.h"
 #include "src/hf/pyregex.h"
@@ -197,7 +198,10 @@ static int parse_config(hf_ct_config *c, const cJSON *qc, hfq_error *err) {
         for (const char *const *k = known; *k && !ok; k++) ok = !strcmp(*k, kv->string);
         if (!ok) return hfq_fail(err, c->path, "field 'quantization_config.%s' is not read by hfconv", kv->string);
     }
-    const char *refused[] = {"kv_cache_scheme", "sparsity_config", "transform_config", "moe_sparsity_config"};
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(qc, "kv_cache_scheme");
+    if (!empty(kv) && hf_ct_kv_check_scheme(c->path, kv, err)) return -1;
+    c->kv_scheme = !empty(kv);
+    const char *refused[] = {"sparsity_config", "transform_config", "moe_sparsity_config"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (!empty(cJSON_GetObjectItemCaseSensitive(qc, refused[i])))
             return hfq_fail(err, c->path, "field 'quantization_config.%s': not implemented", refused[i]);
@@ -318,7 +322,10 @@ static bool has_suffix(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+bool hf_ct_config_kv_scheme(const hf_ct_config *c) { return c->kv_scheme; }
+
 bool hf_ct_side_tensor(const char *name) {
+    if (hf_ct_kv_tensor(name)) return true;   /* src/hf/ct_kv.h reads them */
     static const char *const sides[] = {".weight_scale", ".weight_zero_point", ".weight_global_scale",
                                         ".weight_shape", ".input_scale", ".input_global_scale",
                                         ".input_zero_point", ".weight_packed", ".weight_scale_2", NULL};

@@ -8,8 +8,8 @@
  * names, then "re:" regexes sorted by text, matched from the name's start
  * like Python's re.match, then the class names "Linear" / "Embedding"),
  * unless a target of `ignore` matches it. Refused, one line naming the key:
- * a quantization_status other than "compressed", kv_cache_scheme,
- * output_activations, sparsity or transforms, an unknown format, weight
+ * a quantization_status other than "compressed", a kv_cache_scheme other
+ * than static FP8 per tensor (src/hf/ct_kv.h), output_activations, sparsity or transforms, an unknown format, weight
  * arguments no format below stores, activations other than none, static per
  * tensor or dynamic per token / per group (8-bit, symmetric), or NVFP4's
  * per-16 local scales (activation quantization of dequantized weights is not
@@ -69,7 +69,11 @@ float hf_ct_round_to(st_dtype dt, float x);
 int hf_ct_config_load(const char *config_path, hf_ct_config **out, hfq_error *err);
 void hf_ct_config_free(hf_ct_config *c);
 
-/* A tensor a quantized weight carries beside its codes (read with it). */
+/* Whether the config has a static FP8 kv_cache_scheme (src/hf/ct_kv.h). */
+bool hf_ct_config_kv_scheme(const hf_ct_config *c);
+
+/* A tensor a quantized weight carries beside its codes (read with it), or a
+ * KV-cache scale (src/hf/ct_kv.h). */
 bool hf_ct_side_tensor(const char *name);
 /* "M.weight_packed" (the codes of the packed formats): "M.weight" in buf. */
 bool hf_ct_packed_weight_name(const char *name, char *buf, size_t cap);

@@ -47,6 +47,7 @@ struct hf_ct_config {
     int n_groups;
     ct_target *targets, *ignore;
     int n_targets, n_ignore;
+    bool kv_scheme;             /* a static FP8 kv_cache_scheme (src/hf/ct_kv.h) */
 };
 
 /* Appends a target (group >= 0) or an ignore entry (group -1); in ct_read.c. */

@@ -12,12 +12,14 @@
 #include "calib/awq.h"
 #include "calib/fold_eval.h"
 #include "calib/fold.h"
+#include "calib/kv_stats.h"
 #include "calib/smoothquant.h"
 #include "calib/stats_file.h"
 #include "formats/ggml_type.h"
 #include "quant/fp4.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
+#include "quant/kv_scales.h"
 #include "src/eval/lm.h"
 #include "src/quantize/codec.h"
 #include "src/common/read_text.h"
@@ -86,8 +88,8 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
     hfq_calib_tokenizer tok = {.encode = encode, .ctx = lm.tok, .bos_id = v->bos_id, .add_bos = v->add_bos,
                                .bos_text = v->bos_id >= 0 ? v->tokens[v->bos_id] : NULL,
                                .chat_template = v->chat_template, .model = model_path};
-    hfq_calib_run_params rp = {.n_threads = o->n_threads, .all_experts = o->all_experts, .progress = o->progress,
-                               .progress_ctx = o->progress_ctx};
+    hfq_calib_run_params rp = {.n_threads = o->n_threads, .all_experts = o->all_experts, .kv_k = o->kv_k,
+                               .kv_v = o->kv_v, .progress = o->progress, .progress_ctx = o->progress_ctx};
     int rc = hfq_read_text(o->text_path, MAX_TEXT, &text, &len, err) ||
                      file_xxh3(o->text_path, &s->stats.text_xxh3, err) ||
                      hfq_calib_sequences(text, len, o->text_path, &o->text, &tok, seqs, err) ||
@@ -206,6 +208,10 @@ static int check_uses(const hfq_calib_session *s, const gguf_file *f, hfq_error 
                             "tensor %s: --act-scales needs activation maxima, which the statistics lack (files from "
                             "llama-imatrix hold only sums of squares: calibrate with --calibration-file)",
                             s->stats.entries[i].name);
+    hfq_plan_model model;
+    if (u->kv_scales && (hfq_plan_model_from_gguf(f, &model, err) ||
+                         hfq_calib_kv_check(&s->stats, model.n_layer, model.n_head_kv, stats_source(s), err)))
+        return -1;
     if (!u->smoothquant && !u->awq) return 0;
     hfq_fold_group *groups;
     int64_t n;
@@ -384,13 +390,28 @@ static void get_adjust(void *ctx, const char *name, uint32_t fmt, hfq_tensor_adj
     out->input_scale = input_amax(s, e, t) / code_max;
 }
 
+/* hfq.kv_cache.k_scale / v_scale from the KV maxima (checked by check_uses). */
+static int write_kv_scales(const hfq_calib_session *s, gguf_writer *w) {
+    const int64_t n = s->stats.kv_layers;
+    float *k = malloc((size_t)n * sizeof *k), *v = malloc((size_t)n * sizeof *v);
+    hfq_error err = {{0}};
+    int rc = -1;
+    if (k && v) {
+        hfq_calib_kv_scales(&s->stats, k, v);
+        rc = hfq_kv_scales_write(w, k, v, n, stats_source(s), &err);
+    }
+    free(k);
+    free(v);
+    return rc;
+}
+
 static int set_keys(void *ctx, gguf_writer *w, const hfq_write_effect *effect) {
     const hfq_calib_session *s = ctx;
     const hfq_calib_stats *st = &s->stats;
     const hfq_calib_uses *u = &s->o.uses;
     /* requested: what the command line (or the format's default) asked for;
      * applied: what changed at least one tensor's bytes */
-    const char *requested[4], *applied[4];
+    const char *requested[5], *applied[5];
     int n_req = 0, n = 0, rc = 0;
     const struct {
         bool asked, changed;
@@ -398,7 +419,8 @@ static int set_keys(void *ctx, gguf_writer *w, const hfq_write_effect *effect) {
     } uses[] = {{u->importance, effect->n_importance > 0, "importance"},
                 {u->act_scales, effect->n_input_scales > 0, "act_scales"},
                 {u->smoothquant, s->n_folded > 0, "smoothquant"},
-                {u->awq, s->n_folded > 0, "awq"}};
+                {u->awq, s->n_folded > 0, "awq"},
+                {u->kv_scales, true, "kv_scales"}};
     for (size_t k = 0; k < sizeof uses / sizeof uses[0]; k++) {
         if (uses[k].asked) requested[n_req++] = uses[k].name;
         if (uses[k].asked && uses[k].changed) applied[n++] = uses[k].name;
@@ -421,7 +443,11 @@ static int set_keys(void *ctx, gguf_writer *w, const hfq_write_effect *effect) {
         rc |= gguf_set_str(w, "hfq.calib.awq_format", u->awq_fmt >= 0 ? hfq_fmt_name((uint32_t)u->awq_fmt) : "planned");
     }
     if (u->smoothquant || u->awq) rc |= gguf_set_u64(w, "hfq.calib.folded_groups", (uint64_t)s->n_folded);
-    return rc ? -1 : 0;
+    if (s->o.kv_k || s->o.kv_v) {
+        rc |= gguf_set_str(w, "hfq.calib.kv_type_k", hfq_kv_type_name(s->o.kv_k));
+        rc |= gguf_set_str(w, "hfq.calib.kv_type_v", hfq_kv_type_name(s->o.kv_v));
+    }
+    return rc || (u->kv_scales && write_kv_scales(s, w)) ? -1 : 0;
 }
 
 int hfq_calib_session_prepare(hfq_calib_session *s, const gguf_file *f, const hfq_plan *plan, hfq_quantize_opts *q,

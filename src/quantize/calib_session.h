@@ -18,6 +18,9 @@
  *   smoothquant  SmoothQuant scales (calib/smoothquant.h) folded per group,
  *                alpha fixed or searched
  *   awq          AWQ scales (calib/awq.h)
+ *   kv_scales    static FP8 KV-cache scales hfq.kv_cache.k_scale / v_scale
+ *                (quant/kv_scales.h): per layer, the calibrated max |K|
+ *                (after rope) or |V| over 448 (calib/kv_stats.h)
  * The searches (AWQ, SmoothQuant's automatic alpha) quantize each weight to
  * its planned format (or awq_fmt) and its activations as the runner does.
  * A rescaled weight's importance is divided by its column scale squared and
@@ -50,7 +53,7 @@ typedef enum hfq_calib_fold {
 } hfq_calib_fold;
 
 typedef struct hfq_calib_uses {
-    bool importance, act_scales, smoothquant, awq;
+    bool importance, act_scales, smoothquant, awq, kv_scales;
     /* the preset's default rescaling (docs/calibration.md, "Defaults"),
      * taken when no rescaling is named and the statistics can serve it
      * (activation maxima and mean |x|, and for AWQ and SmoothQuant with a
@@ -79,6 +82,7 @@ typedef struct hfq_calib_opts {
     hfq_calib_uses uses;
     int n_threads;                 /* <= 0: all */
     bool all_experts;              /* every expert over every calibration token (calibrate.h) */
+    hfq_kv_type kv_k, kv_v;        /* the calibration run's KV cache formats (calibrate.h; 0: default) */
     /* called after each calibration sequence (may be NULL) */
     void (*progress)(void *ctx, int64_t done, int64_t n);
     void *progress_ctx;

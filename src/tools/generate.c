@@ -36,7 +36,9 @@ static const char usage_text[] =
     "  --act-quant M  activations of INT8/FP8 (W8A8) and NVFP4 (W4A4) weights: auto (what the\n"
     "                 file says, default), none, dynamic (per token) or static (input_scale)\n"
     "  --kv-type K[,V] KV cache formats, K and V (one name: both): f32, f16 (default), bf16,\n"
-    "                 q8_0, q4_0, q5_0, q5_1, fp8_e4m3, fp8_e5m2; cuda: f32 only\n"
+    "                 q8_0, q4_0, q5_0, q5_1, fp8_e4m3, fp8_e5m2 (the model's static FP8 scales\n"
+    "                 when it has them, else dynamic ones); cuda: f32 only\n"
+    "  --kv-dynamic   FP8 caches: dynamic scales even where the model has static ones\n"
     "  --dry-run      generate nothing: print the memory plan, in bytes (the weights, the KV\n"
     "                 cache at the context and KV types, the working buffers, and this\n"
     "                 process once the model is loaded, measured)\n"
@@ -52,12 +54,12 @@ typedef struct options {
     hfq_device device;
     hfq_act_quant act_quant;
     hfq_kv_type kv_k, kv_v;
-    bool ignore_eos, dry_run;
+    bool ignore_eos, dry_run, kv_dynamic;
 } options;
 
 /* Every option, for the nearest one to an unknown option. */
 static const char *const known_options[] = {"-p", "-n", "--temp", "--top-k", "--top-p", "--seed", "--ctx",
-                                            "--threads", "--device", "--ignore-eos", "--act-quant", "--kv-type",
+                                            "--threads", "--device", "--ignore-eos", "--act-quant", "--kv-type", "--kv-dynamic",
                                             "--dry-run", "--help", "--version", NULL};
 
 /* Parses the command line: 0, or HFQ_EXIT_USAGE after one line on stderr. */
@@ -82,6 +84,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (strcmp(a, "--device") == 0) rc = hfq_device_parse(a, v, &o->device, err), i++;
         else if (strcmp(a, "--ignore-eos") == 0) o->ignore_eos = true;
         else if (strcmp(a, "--dry-run") == 0) o->dry_run = true;
+        else if (strcmp(a, "--kv-dynamic") == 0) o->kv_dynamic = true;
         else if (strcmp(a, "--act-quant") == 0) rc = hfq_cli_act_quant(a, v, &o->act_quant, err), i++;
         else if (strcmp(a, "--kv-type") == 0) rc = hfq_cli_kv_types(a, v, &o->kv_k, &o->kv_v, err), i++;
         else if (a[0] == '-' && a[1]) return hfq_cli_unknown_option(TOOL, a, known_options);
@@ -176,7 +179,7 @@ int main(int argc, char **argv) {
     }
     /* one row of logits: the next token's */
     hfq_context_params cp = {.n_ctx = n_ctx, .n_outputs = 1, .n_threads = (int)o.threads, .act_quant = o.act_quant,
-                             .kv_k = o.kv_k, .kv_v = o.kv_v, .ops = ops};
+                             .kv_k = o.kv_k, .kv_v = o.kv_v, .kv_dynamic = o.kv_dynamic, .ops = ops};
     hfq_sampler_params sp = {.temp = (float)o.temp, .top_k = (int)o.top_k, .top_p = (float)o.top_p,
                              .seed = (uint64_t)o.seed};
     if (o.dry_run) {
@@ -212,9 +215,9 @@ int main(int argc, char **argv) {
     putchar('\n');
     fflush(stdout);
     fprintf(stderr, TOOL ": prompt %zu tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s "
-            "(%.1f tokens/s); KV cache K %s V %s\n", n_ids, t_prompt, (double)n_ids / t_prompt, (long long)n_gen,
+            "(%.1f tokens/s); KV cache K %s V %s%s\n", n_ids, t_prompt, (double)n_ids / t_prompt, (long long)n_gen,
             t_gen, t_gen > 0 ? (double)n_gen / t_gen : 0.0, hfq_kv_type_name(hfq_context_kv_k(ctx)),
-            hfq_kv_type_name(hfq_context_kv_v(ctx)));
+            hfq_kv_type_name(hfq_context_kv_v(ctx)), hfq_context_kv_static(ctx) ? ", static FP8 scales" : "");
     rc = HFQ_EXIT_OK;
 done:
     if (rc != HFQ_EXIT_OK) fprintf(stderr, TOOL ": %s\n", err.msg);

@@ -55,7 +55,9 @@ static const char usage_text[] =
     "                       for NVFP4 as ggml), dynamic (per token), static (input_scale)\n"
     "  --kv-type K[,V]      KV cache formats, K and V (one name: both): f32, f16 (default, as\n"
     "                       llama.cpp), bf16, q8_0, q4_0, q5_0, q5_1, fp8_e4m3, fp8_e5m2 (FP8\n"
-    "                       with a dynamic scale per token and head); cuda: f32 only\n"
+    "                       with the model's static scales (quantize --kv-scales) when it has\n"
+    "                       them, else a dynamic scale per token and head); cuda: f32 only\n"
+    "  --kv-dynamic         FP8 caches: dynamic scales even where the model has static ones\n"
     "  --base-kv-type K[,V] the --base model's KV cache formats (default f16): --base MODEL with\n"
     "                       another --kv-type measures what the KV format alone costs\n"
     "  --base BASE.gguf     the reference model, run side by side on the same tokens\n"
@@ -83,13 +85,13 @@ typedef struct options {
     hfq_kv_type kv_k, kv_v, base_kv_k, base_kv_v;
     hfq_device device;
     double max_kld, max_ppl_ratio, min_top1;   /* < 0: no gate */
-    bool json, quiet, dry_run;
+    bool json, quiet, dry_run, kv_dynamic;
 } options;
 
 /* Every option, for the nearest one to an unknown option. */
 static const char *const known_options[] = {
     "--text", "--base", "--base-logits", "--save-logits", "--ctx", "--chunks", "--batch", "--threads", "--parallel",
-    "--device", "--act-quant", "--kv-type", "--base-kv-type", "--max-kld", "--max-ppl-ratio", "--min-top1",
+    "--device", "--act-quant", "--kv-type", "--kv-dynamic", "--base-kv-type", "--max-kld", "--max-ppl-ratio", "--min-top1",
     "--dry-run", "--json", "--quiet", "--help",
     "--version", NULL};
 
@@ -134,6 +136,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (strcmp(a, "--max-kld") == 0) rc = hfq_cli_float(a, v, 0, 1e30, &o->max_kld, err), i++;
         else if (strcmp(a, "--max-ppl-ratio") == 0) rc = hfq_cli_float(a, v, 0, 1e30, &o->max_ppl_ratio, err), i++;
         else if (strcmp(a, "--min-top1") == 0) rc = parse_fraction(a, v, &o->min_top1, err), i++;
+        else if (strcmp(a, "--kv-dynamic") == 0) o->kv_dynamic = true;
         else if (strcmp(a, "--json") == 0) o->json = true;
         else if (strcmp(a, "--dry-run") == 0) o->dry_run = true;
         else if (strcmp(a, "--quiet") == 0) o->quiet = true;
@@ -242,7 +245,7 @@ static int run_open(run *r, const options *o, const hfq_ops *ops, hfq_error *err
     hfq_ppl_params pp = {.n_ctx = o->ctx ? o->ctx : 512, .n_chunks = o->chunks, .n_batch = o->batch,
                          .n_threads = (int)o->threads, .n_parallel = (int)o->parallel, .add_bos = bos >= 0,
                          .bos_id = bos, .act_quant = o->act_quant, .kv_k = o->kv_k, .kv_v = o->kv_v, .ops = ops,
-                         .text_path = o->text};
+                         .kv_dynamic = o->kv_dynamic, .text_path = o->text};
     if (o->base_logits) {   /* its context and chunks unless the options say otherwise */
         if (!(r->reader = hfq_base_logits_open(o->base_logits, err))) return -1;
         if (!o->ctx) pp.n_ctx = hfq_base_logits_info_get(r->reader)->n_ctx;
@@ -426,11 +429,20 @@ static cJSON *kld_json(const hfq_kld_stats *s) {
     return j;
 }
 
-/* {"k": "f16", "v": "q8_0"}: the formats a session's KV cache holds. */
+static bool kv_fp8(const hfq_ppl *s) { return hfq_kv_type_is_fp8(hfq_ppl_kv_k(s)) || hfq_kv_type_is_fp8(hfq_ppl_kv_v(s)); }
+
+/* ", static FP8 scales" / ", dynamic FP8 scales" after the KV types; "" without an FP8 cache. */
+static const char *kv_scales_text(const hfq_ppl *s) {
+    return !kv_fp8(s) ? "" : hfq_ppl_kv_static(s) ? ", static FP8 scales" : ", dynamic FP8 scales";
+}
+
+/* {"k": "f16", "v": "q8_0"} (with "scales": "static" / "dynamic" for an FP8
+ * cache): the formats a session's KV cache holds. */
 static void add_kv_type(cJSON *j, const char *key, const hfq_ppl *s) {
     cJSON *kv = cJSON_AddObjectToObject(j, key);
     cJSON_AddStringToObject(kv, "k", hfq_kv_type_name(hfq_ppl_kv_k(s)));
     cJSON_AddStringToObject(kv, "v", hfq_kv_type_name(hfq_ppl_kv_v(s)));
+    if (kv_fp8(s)) cJSON_AddStringToObject(kv, "scales", hfq_ppl_kv_static(s) ? "static" : "dynamic");
 }
 
 static void print_json(const options *o, const run *rn, const hfq_ppl_result *r, const hfq_kld_stats *ks,
@@ -509,12 +521,12 @@ int main(int argc, char **argv) {
     if (o.json) {
         print_json(&o, &r, &pr, r.kld ? &ks : NULL, gates, n_gates);
     } else {
-        printf("PPL = %.4f +/- %.5f (%lld chunks of %lld tokens, %lld tokens scored, KV cache K %s V %s)\n", pr.ppl,
+        printf("PPL = %.4f +/- %.5f (%lld chunks of %lld tokens, %lld tokens scored, KV cache K %s V %s%s)\n", pr.ppl,
                pr.ppl_err, (long long)pr.n_chunks, (long long)pr.n_ctx, (long long)pr.n_scored,
-               hfq_kv_type_name(hfq_ppl_kv_k(r.s)), hfq_kv_type_name(hfq_ppl_kv_v(r.s)));
+               hfq_kv_type_name(hfq_ppl_kv_k(r.s)), hfq_kv_type_name(hfq_ppl_kv_v(r.s)), kv_scales_text(r.s));
         if (r.base_s)
-            printf("base KV cache K %s V %s\n", hfq_kv_type_name(hfq_ppl_kv_k(r.base_s)),
-                   hfq_kv_type_name(hfq_ppl_kv_v(r.base_s)));
+            printf("base KV cache K %s V %s%s\n", hfq_kv_type_name(hfq_ppl_kv_k(r.base_s)),
+                   hfq_kv_type_name(hfq_ppl_kv_v(r.base_s)), kv_scales_text(r.base_s));
         if (r.kld) print_kld_text(&ks);
         if (n_gates) printf("\n");
         for (int i = 0; i < n_gates; i++)

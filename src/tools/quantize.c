@@ -79,6 +79,9 @@ static void usage(FILE *out) {
         "  --awq                      AWQ activation-aware scales (grid search) folded the same way\n"
         "  --awq-grid N               grid points of the exponent in [0, 1) (default 20)\n"
         "  --awq-format FMT           format AWQ searches with (default: each tensor's planned format)\n"
+        "  --kv-scales                static FP8 KV-cache scales (hfq.kv_cache.k_scale / v_scale keys: per\n"
+        "                             layer max |K| after rope and max |V| over 448) for --kv-type fp8_*\n"
+        "  --calib-kv-type K[,V]      KV cache formats of the calibration run (default f16; ppl-eval's names)\n"
         "\n"
         "export for serving engines (docs/export.md):\n"
         "  --export compressed-tensors OUT_DIR\n"
@@ -150,7 +153,7 @@ static const char *const known_options[] = {
     "--dry-run", "--json", "--threads", "--tensor-type", "--token-embedding-type", "--output-tensor-type", "--pure",
     "--leave-output-tensor", "--allow-requantize", "--quiet", "--help", "--version", "--calibration-file",
     "--calib-ctx", "--calib-chunks", "--calib-lines", "--calib-chat", "--calib-all-experts", "--calib-samples",
-    "--save-stats", "--stats",
+    "--save-stats", "--stats", "--kv-scales", "--calib-kv-type",
     "--importance", "--no-importance", "--act-scales", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
     "--awq", "--awq-grid", "--awq-format", "--recipe", "--target-bpw", "--target-size", "--measurements",
     "--save-measurements", "--measure-kl-chunks", "--candidates", "--measure-text", "--measure-stats",
@@ -328,6 +331,7 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
     if (strcmp(s, "--act-scales") == 0) return u->act_scales = true, 0;
     if (strcmp(s, "--smoothquant") == 0) return u->smoothquant = true, 0;
     if (strcmp(s, "--awq") == 0) return u->awq = true, 0;
+    if (strcmp(s, "--kv-scales") == 0) return u->kv_scales = true, 0;
     if (strcmp(s, "--calibration-file") == 0 || strcmp(s, "--save-stats") == 0 || strcmp(s, "--stats") == 0) {
         if (!next) return bad_usage("%s needs a file", s);
         *(s[2] == 'c' ? &c->text_path : s[3] == 'a' ? &c->save_path : &c->stats_path) = next;
@@ -346,6 +350,8 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
         else if ((rc = hfq_cli_float(s, next, 0.0, 1.0, &d, &err)) == 0) u->smoothquant_alpha = d;
     } else if (strcmp(s, "--awq-format") == 0) {
         if (parse_fmt_arg(s, next, &u->awq_fmt) < 0) return -1;
+    } else if (strcmp(s, "--calib-kv-type") == 0) {
+        rc = hfq_cli_kv_types(s, next, &c->kv_k, &c->kv_v, &err);
     } else {
         return 1;
     }
@@ -359,10 +365,11 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
 static int check_calib_args(args *a, int n_pos, bool mixed) {
     hfq_calib_opts *c = &a->calib;
     hfq_calib_uses *u = &c->uses;
-    const bool any_use = u->importance || u->act_scales || u->smoothquant || u->awq || a->no_importance;
+    const bool any_use = u->importance || u->act_scales || u->smoothquant || u->awq || u->kv_scales || a->no_importance;
     if (u->importance && a->no_importance) return bad_usage("%s", "--importance and --no-importance contradict");
     if (c->text_path && c->stats_path) return bad_usage("%s", "--calibration-file and --stats are alternatives");
-    if (!c->text_path && (c->text.lines || c->text.chat || c->text.n_ctx || c->text.max_chunks || c->sample_rows >= 0))
+    if (!c->text_path &&
+        (c->text.lines || c->text.chat || c->text.n_ctx || c->text.max_chunks || c->sample_rows >= 0 || c->kv_k))
         return bad_usage("%s", "--calib-* options need --calibration-file");
     if (c->save_path && !c->text_path) return bad_usage("%s", "--save-stats needs --calibration-file");
     if (c->text.chat && !c->text.lines) return bad_usage("%s", "--calib-chat needs --calib-lines");
@@ -402,7 +409,8 @@ static int settle_uses(args *a) {
         hfq_calib_default_uses(a->q.plan.preset, u);
         u->importance = !a->no_importance;
     }
-    if (!u->importance && !u->act_scales && !u->smoothquant && !u->awq && u->fold_if_possible == HFQ_CALIB_FOLD_NONE)
+    if (!u->importance && !u->act_scales && !u->smoothquant && !u->awq && !u->kv_scales &&
+        u->fold_if_possible == HFQ_CALIB_FOLD_NONE)
         return bad_usage("--no-importance leaves no use of the statistics with %s (name --act-scales, --smoothquant "
                          "or --awq)", hfq_preset_name(a->q.plan.preset));
     return 0;
