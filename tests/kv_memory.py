@@ -3,9 +3,10 @@ peak resident memory (getrusage ru_maxrss, through GNU time) of the same run
 made for real: on
 the fixtures (stories260K, TinyStories-656K; hfconv F32) and a synthetic
 checkpoint with head size 64 and a 32000-token vocabulary, for F16, Q8_0 and
-FP8 KV caches, within 10 %; each part of the plan is checked against what it
-must be (the file's size, the KV bytes from the shape). Skips without the
-fixtures or GNU time.
+FP8 KV caches, and a synthetic 1.1 B-parameter BF16 model (TinyLlama's
+shape: the weights dominate, as on the models users run), within 10 %; each
+part of the plan is checked against what it must be (the file's size, the
+KV bytes from the shape). Skips without the fixtures or GNU time.
 
 usage: kv_memory.py PPL_EVAL GENERATE HFCONV MKMODEL
 """
@@ -94,7 +95,25 @@ def main():
             p = run(args + ["--dry-run"])
             check(p.returncode == 0 and p.stdout.count("\n") == 6, f"generate {name} --dry-run: {p.stderr}")
             compare(f"generate {name} f16", text_plan(p.stdout), peak_rss(args), model, "f16", 2, n_kv_head, 500)
+        check_1b(tmp)
     return finish()
+
+
+def check_1b(tmp):
+    """TinyLlama-1.1B's shape in BF16 (2.2 GB): one short chunk per KV type
+    (the plan's weights and KV parts do not depend on how much text runs)."""
+    ckpt, model = os.path.join(tmp, "syn1b"), os.path.join(tmp, "syn1b.gguf")
+    check(run([MKMODEL, ckpt, "--hidden", 2048, "--ffn", 5632, "--layers", 22, "--heads", 32, "--kv-heads", 4,
+               "--vocab", 32000, "--ctx", 2048, "--dtype", "bf16"]).returncode == 0, "mkmodel 1.1B")
+    check(run([HFCONV, ckpt, "-o", model, "--outtype", "bf16"]).returncode == 0, "hfconv 1.1B")
+    for f in os.listdir(ckpt):   # the checkpoint's 2.2 GB are not needed past here
+        os.remove(os.path.join(ckpt, f))
+    for kv in ("f16", "fp8_e4m3"):
+        args = [PPL_EVAL, model, "--text", TEXT, "--ctx", 64, "--chunks", 1, "--kv-type", kv]
+        p = run(args + ["--dry-run", "--json"])
+        check(p.returncode == 0, f"1.1B --dry-run: {p.stderr}")
+        plan = json.loads(p.stdout).get("memory_plan", {}) if p.returncode == 0 else {}
+        compare(f"ppl-eval 1.1B bf16 {kv}", plan, peak_rss(args), model, kv, 22, 4, 63)
 
 
 if __name__ == "__main__":
