@@ -172,10 +172,10 @@ static const tile_row tile_rows[] = {
     TILE_ROW(Q4_K, q4_k, NCK, NCK),
     TILE_ROW(Q6_K, q6_k, NCK, NCK),
     /* the 32-element formats of quant_tiles_legacy.inc */
-    TILE_ROW(Q5_0, q5_0, NC, NC),
-    TILE_ROW(Q4_1, q4_1, NC, NC),
-    TILE_ROW(Q5_1, q5_1, NC, NC),
-    TILE_ROW(IQ4_NL, iq4_nl, NC, NC),
+    TILE_ROW(Q5_0, q5_0, NCK, NCK),
+    TILE_ROW(Q4_1, q4_1, NCK, NCK),
+    TILE_ROW(Q5_1, q5_1, NCK, NCK),
+    TILE_ROW(IQ4_NL, iq4_nl, NCK, NCK),
 };
 
 enum { N_TILE_ROWS = sizeof tile_rows / sizeof tile_rows[0] };
