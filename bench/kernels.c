@@ -4,7 +4,7 @@
  * activation row against all weight rows (matrix-vector, as one decoded
  * token), "prompt" 64 activation rows in the kernel's tiles (as prompt
  * processing). Prints a markdown table of weight GB/s and GMAC/s (best of
- * REPS). A benchmark, never a test: bench/run does not assert it.
+ * REPS, in thread CPU time). A benchmark, never a test: bench/run does not assert it.
  *
  * usage: bench_kernels [N [ROWS [REPS]]]   (default 2048 8192 5) */
 #include <stdio.h>
@@ -13,9 +13,11 @@
 
 #include "kernels/cpu/quant_kernels.h"
 
+/* This thread's CPU time: on a shared machine wall time also counts the
+ * time other processes held the core. */
 static double now_s(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 

@@ -178,6 +178,11 @@ static const tile_row tile_rows[] = {
     TILE_ROW(Q3_K, q3_k, NCK, NCK),
     TILE_ROW(Q2_K, q2_k, NCK, NCK),
     TILE_ROW(IQ4_XS, iq4_xs, NCK, NCK),
+    /* the 32-element formats of quant_tiles_legacy.inc */
+    TILE_ROW(Q5_0, q5_0, NCK, NCK),
+    TILE_ROW(Q4_1, q4_1, NCK, NCK),
+    TILE_ROW(Q5_1, q5_1, NCK, NCK),
+    TILE_ROW(IQ4_NL, iq4_nl, NCK, NCK),
 };
 
 enum { N_TILE_ROWS = sizeof tile_rows / sizeof tile_rows[0] };
