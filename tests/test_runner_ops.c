@@ -452,68 +452,90 @@ static void test_attention_kernels(void) {
     printf("%d attention kernel calls checked\n", checked);
 }
 
-/* The SIMD twins of quant/qtype.h vec_dots, and their tiles, give the same
- * bits in every instruction set this CPU runs, on rows of values of very
+/* Activation row v (n values) in format act, as the runner makes it:
+ * NVFP4 with a global scale on odd rounds (W4A4 per token), without on even ones. */
+static void quantize_act_row(hfq_qtype act, const float *v, void *a, int64_t n, int round) {
+    if (act == HFQ_QT_F32) memcpy(a, v, (size_t)n * sizeof *v);
+    else if (act == HFQ_QT_NVFP4) hfq_quantize_nvfp4(v, a, 1, n, NULL, round % 2 ? hfq_nvfp4_global_scale(v, n) : 0.0f);
+    else hfq_qtype_get(act)->quantize_row(v, a, n);
+}
+
+/* The SIMD twin of reference dot `ref` for weights wt times activations
+ * act, and its tiles, in set isa: the same bits on rows of values of very
  * different sizes; tiles of every width up to the kernel's and every row
  * count up to CPU_TILE_ROWS (the rows past nr left alone). */
+static int check_simd_kernels(const hfq_qtype_traits *wt, hfq_qtype act, hfq_vec_dot_fn ref, int isa, uint64_t *rng) {
+    enum { N = 1024, ROWS = CPU_TILE_ROWS, COLS = 19 };
+    static float x[N], v[N];
+    static char w[ROWS][2 * N], a[COLS][4 * N];   /* wider than any row of these formats */
+    static float want[COLS][ROWS], got[COLS][ROWS];
+    hfq_vec_dot_fn simd = cpu_quant_vec_dot_act_isa(wt->type, act, (cpu_quant_isa)isa);
+    int cols = 0, checked = 0;
+    cpu_tile_fn tile = cpu_quant_tile_act_isa(wt->type, act, (cpu_quant_isa)isa, &cols);
+    CHECK(simd && tile && cols >= 1 && cols <= COLS);
+    if (!simd || !tile) return 0;
+    const size_t row = (size_t)hfq_qtype_row_size(wt->type, N), arow = (size_t)hfq_qtype_row_size(act, N);
+    CHECK(row <= sizeof w[0] && arow <= sizeof a[0]);
+    for (int round = 0; round < 20; round++) {
+        float scale = ldexpf(1.0f, round % 20 - 10);
+        for (int r = 0; r < ROWS; r++) {
+            for (int64_t i = 0; i < N; i++) x[i] = scale * synth_uniform(rng) * (i % 97 == 0 ? 50.0f : 1.0f);
+            wt->quantize(x, (char *)w + r * row, 1, N, NULL);
+        }
+        for (int c = 0; c < COLS; c++) {
+            for (int64_t i = 0; i < N; i++) v[i] = synth_uniform(rng) * ((round + c) % 3 ? 1.0f : 1000.0f);
+            quantize_act_row(act, v, (char *)a + c * arow, N, round);
+        }
+        for (int c = 0; c < COLS; c++)
+            for (int r = 0; r < ROWS; r++) {
+                want[c][r] = ref((char *)w + r * row, (char *)a + c * arow, N);
+                float one = simd((char *)w + r * row, (char *)a + c * arow, N);
+                CHECK_MSG(memcmp(&want[c][r], &one, sizeof one) == 0, "%s x %s isa %d round %d: %.9g vs %.9g",
+                          wt->name, hfq_qtype_get(act)->name, isa, round, one, want[c][r]);
+                checked++;
+            }
+        /* tiles of every row count (AVX512-VNNI's K-quant tiles take rows in
+         * pairs: 1 and 3 leave half a pair, 2 a whole one), of nc = round % cols + 1 columns */
+        const int nc = round % cols + 1;
+        for (int nr = ROWS; nr >= 1; nr--) {
+            memset(got, 0, sizeof got);
+            for (int c0 = 0; c0 < COLS; c0 += nc) {
+                const int n_cols = COLS - c0 < nc ? COLS - c0 : nc;
+                tile(N, w, row, nr, (char *)a + c0 * arow, arow, n_cols, &got[c0][0], ROWS);
+            }
+            bool same = true;
+            for (int c = 0; c < COLS; c++)
+                for (int r = 0; r < ROWS; r++)
+                    same = same && (r < nr ? memcmp(&want[c][r], &got[c][r], sizeof got[c][r]) == 0
+                                           : got[c][r] == 0.0f);
+            CHECK_MSG(same, "%s x %s isa %d: tile of %d rows x %d columns differs", wt->name,
+                      hfq_qtype_get(act)->name, isa, nr, nc);
+        }
+    }
+    return checked;
+}
+
+/* Every format's SIMD kernels with its vec_dot_type activations, and every
+ * other pair's (W4A4, weight-only), in every set this CPU runs. */
 static void test_quant_simd_dots(void) {
     hfq_qtype formats[HFQ_QT_COUNT];
     const size_t n_formats = cpu_quant_tile_formats(formats, HFQ_QT_COUNT);
-    enum { N = 1024, ROWS = CPU_TILE_ROWS, COLS = 19 };
-    static float x[N], v[N];
-    static char w[ROWS][2 * N], a[COLS][2 * N];   /* wider than any row of these formats */
-    static float want[COLS][ROWS], got[COLS][ROWS];
+    cpu_quant_pair pairs[HFQ_QT_COUNT];
+    const size_t n_pairs = cpu_quant_tile_pairs(pairs, HFQ_QT_COUNT);
     uint64_t rng = 77;
     int checked = 0, isas = 0;
     for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++) {
         if (!cpu_quant_isa_runs((cpu_quant_isa)isa)) continue;
         isas++;
         for (size_t f = 0; f < n_formats; f++) {
-            hfq_vec_dot_fn simd = cpu_quant_vec_dot_isa(formats[f], (cpu_quant_isa)isa);
-            int cols = 0;
-            cpu_tile_fn tile = cpu_quant_tile_isa(formats[f], (cpu_quant_isa)isa, &cols);
-            CHECK(simd && tile && cols >= 1 && cols <= COLS);
-            const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]), *at = hfq_qtype_get(wt->vec_dot_type);
-            const size_t row = (size_t)hfq_qtype_row_size(wt->type, N), arow = (size_t)hfq_qtype_row_size(at->type, N);
-            CHECK(row <= sizeof w[0] && arow <= sizeof a[0]);
-            for (int round = 0; round < 20; round++) {
-                float scale = ldexpf(1.0f, round % 20 - 10);
-                for (int r = 0; r < ROWS; r++) {
-                    for (int64_t i = 0; i < N; i++) x[i] = scale * synth_uniform(&rng) * (i % 97 == 0 ? 50.0f : 1.0f);
-                    wt->quantize(x, (char *)w + r * row, 1, N, NULL);
-                }
-                for (int c = 0; c < COLS; c++) {
-                    for (int64_t i = 0; i < N; i++) v[i] = synth_uniform(&rng) * ((round + c) % 3 ? 1.0f : 1000.0f);
-                    at->quantize_row(v, (char *)a + c * arow, N);
-                }
-                for (int c = 0; c < COLS; c++)
-                    for (int r = 0; r < ROWS; r++) {
-                        want[c][r] = wt->vec_dot((char *)w + r * row, (char *)a + c * arow, N);
-                        float one = simd((char *)w + r * row, (char *)a + c * arow, N);
-                        CHECK_MSG(memcmp(&want[c][r], &one, sizeof one) == 0, "%s isa %d round %d: %.9g vs %.9g",
-                                  wt->name, isa, round, one, want[c][r]);
-                        checked++;
-                    }
-                /* tiles of every row count (AVX512-VNNI's K-quant tiles take rows in
-                 * pairs: 1 and 3 leave half a pair, 2 a whole one), of nc = round % cols + 1 columns */
-                const int nc = round % cols + 1;
-                for (int nr = ROWS; nr >= 1; nr--) {
-                    memset(got, 0, sizeof got);
-                    for (int c0 = 0; c0 < COLS; c0 += nc) {
-                        const int n_cols = COLS - c0 < nc ? COLS - c0 : nc;
-                        tile(N, w, row, nr, (char *)a + c0 * arow, arow, n_cols, &got[c0][0], ROWS);
-                    }
-                    bool same = true;
-                    for (int c = 0; c < COLS; c++)
-                        for (int r = 0; r < ROWS; r++)
-                            same = same && (r < nr ? memcmp(&want[c][r], &got[c][r], sizeof got[c][r]) == 0
-                                                   : got[c][r] == 0.0f);
-                    CHECK_MSG(same, "%s isa %d: tile of %d rows x %d columns differs", wt->name, isa, nr, nc);
-                }
-            }
+            const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]);
+            checked += check_simd_kernels(wt, wt->vec_dot_type, wt->vec_dot, isa, &rng);
         }
+        for (size_t f = 0; f < n_pairs; f++)
+            checked += check_simd_kernels(hfq_qtype_get(pairs[f].w), pairs[f].act, pairs[f].ref, isa, &rng);
     }
-    printf("%d SIMD quant dots checked in %d instruction sets\n", checked, isas);
+    printf("%d SIMD quant dots checked in %d instruction sets (%zu pairs beyond vec_dot_type)\n", checked, isas,
+           n_pairs);
 }
 
 static void expect_refused(uint32_t type, hfq_qext qext, hfq_act_quant aq, int64_t n_in, const char *want) {

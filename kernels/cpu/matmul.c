@@ -49,7 +49,8 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
     }
     k->act_kind = w->qext ? CPU_ACT_CODES : CPU_ACT_NVFP4;
     k->act_scale = aq == HFQ_ACT_QUANT_DYNAMIC ? NULL : w->input_scale;
-    k->tile = NULL;
+    /* W4A4: hfq_dot_nvfp4_nvfp4's tile (quant_kernels.h), then the token's scale */
+    k->tile = w->qext ? NULL : cpu_quant_tile_act(HFQ_QT_NVFP4, HFQ_QT_NVFP4, &k->tile_cols);
     return 0;
 }
 
@@ -226,6 +227,9 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
     float *out = p->y + t0 * w->ne1 + r0;
     if (p->k.tile) {
         p->k.tile(w->ne0, wt, w->row_bytes, nr, at, p->a_stride, nc, out, (size_t)w->ne1);
+        if (p->k.act_kind == CPU_ACT_NVFP4)
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < nr; r++) out[c * w->ne1 + r] *= p->a_scales[t0 + c];
         return;
     }
     if (p->fp8) {
