@@ -12,6 +12,7 @@
 #include "check.h"
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
+#include "kernels/cpu/i8_kernels.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cpu/vec_kernels.h"
@@ -538,6 +539,81 @@ static void test_quant_simd_dots(void) {
            n_pairs);
 }
 
+/* A random FP8 code of format f that is neither NaN nor infinite. */
+static uint8_t finite_fp8_code(hfq_fp8_format f, uint64_t *rng) {
+    for (;;) {
+        const uint8_t c = (uint8_t)(synth_uniform(rng) * 1e6f);
+        const float v = hfq_fp8_to_f32(f, c);
+        if (v == v && fabsf(v) <= hfq_fp8_max(f)) return c;
+    }
+}
+
+/* The I8 kernels (i8_kernels.h) against the reference dots one pair at a
+ * time, bit for bit: every encoding and granularity, lengths that leave
+ * every remainder of the 8 partial sums, codes of every kind (no NaN or
+ * infinity), scales and activations of very different sizes; tiles of every
+ * row count and width equal to the pair alone. */
+static void test_i8_kernels(void) {
+    enum { NMAX = 1029, ROWS = CPU_TILE_ROWS, COLS = 5 };
+    static const struct { hfq_qext q; int64_t groups; } cases[] = {
+        {HFQ_QEXT_INT8, 0},      {HFQ_QEXT_INT8, 1},      {HFQ_QEXT_INT8, 3},     {HFQ_QEXT_FP8_E4M3, 0},
+        {HFQ_QEXT_FP8_E4M3, 1},  {HFQ_QEXT_FP8_E5M2, 0},  {HFQ_QEXT_FP8_E5M2, 1}};
+    static const int64_t lengths[] = {1, 7, 8, 9, 24, 72, 1029};
+    static uint8_t codes[ROWS * NMAX], acodes[COLS][NMAX];
+    static float x[COLS][NMAX], scales[ROWS * 3];
+    float a_scales[COLS], want[COLS][ROWS], got[COLS][ROWS];
+    cpu_i8_tile_fn simd = cpu_i8_tile(true), ref = cpu_i8_tile(false);
+    uint64_t rng = 4242;
+    int checked = 0;
+    for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++)
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+            const int64_t n = lengths[l], groups = cases[cs].groups;
+            if (groups > 1 && n % groups) continue;
+            const hfq_fp8_format f = cases[cs].q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+            for (int round = 0; round < 6; round++) {
+                for (int64_t i = 0; i < ROWS * n; i++)
+                    codes[i] = cases[cs].q == HFQ_QEXT_INT8 ? (uint8_t)(synth_uniform(&rng) * 1e6f)
+                                                            : finite_fp8_code(f, &rng);
+                for (int i = 0; i < ROWS * 3; i++) scales[i] = ldexpf(1.0f + synth_uniform(&rng), round * 7 - 20);
+                for (int c = 0; c < COLS; c++) {
+                    a_scales[c] = ldexpf(1.0f, c * 5 - 12);
+                    for (int64_t i = 0; i < n; i++) {
+                        x[c][i] = synth_uniform(&rng) * (i % 13 == 0 ? 1e4f : 1.0f);
+                        acodes[c][i] = finite_fp8_code(f, &rng);
+                    }
+                }
+                const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = n, .ne1 = ROWS, .row_bytes = (size_t)n,
+                                      .data = codes, .scale = scales, .scale_groups = groups, .qext = cases[cs].q};
+                for (int codes_act = 0; codes_act < (cases[cs].q == HFQ_QEXT_INT8 ? 1 : 2); codes_act++) {
+                    const void *a = codes_act ? (const void *)acodes : (const void *)x;
+                    const size_t as = codes_act ? sizeof acodes[0] : sizeof x[0];
+                    const float *asc = codes_act ? a_scales : NULL;
+                    ref(&w, 0, ROWS, a, as, asc, COLS, &want[0][0], ROWS);
+                    for (int c = 0; c < COLS; c++)
+                        for (int r = 0; r < ROWS; r++) {
+                            float one;
+                            simd(&w, r, 1, (const char *)a + c * as, as, asc ? asc + c : NULL, 1, &one, 1);
+                            CHECK_MSG(memcmp(&one, &want[c][r], sizeof one) == 0,
+                                      "i8 case %zu n %lld codes %d [%d][%d]: %.9g vs %.9g", cs, (long long)n,
+                                      codes_act, c, r, one, want[c][r]);
+                            checked++;
+                        }
+                    for (int nr = 1; nr <= ROWS; nr++) {
+                        memset(got, 0, sizeof got);
+                        simd(&w, 0, nr, a, as, asc, COLS, &got[0][0], ROWS);
+                        bool same = true;
+                        for (int c = 0; c < COLS; c++)
+                            for (int r = 0; r < ROWS; r++)
+                                same = same && (r < nr ? memcmp(&want[c][r], &got[c][r], sizeof got[c][r]) == 0
+                                                       : got[c][r] == 0.0f);
+                        CHECK_MSG(same, "i8 case %zu n %lld: tile of %d rows differs", cs, (long long)n, nr);
+                    }
+                }
+            }
+        }
+    printf("%d I8 kernel dots checked (%s)\n", checked, simd == ref ? "no SIMD on this CPU" : "AVX2");
+}
+
 static void expect_refused(uint32_t type, hfq_qext qext, hfq_act_quant aq, int64_t n_in, const char *want) {
     hfq_tensor w = {.name = "blk.0.ffn_up.weight", .type = type, .ne0 = n_in, .ne1 = 4, .qext = qext};
     cpu_wkernel k;
@@ -570,6 +646,7 @@ int main(void) {
     test_dot_i8();
     test_attention_kernels();
     test_quant_simd_dots();
+    test_i8_kernels();
     test_float_isas();
     return check_exit();
 }
