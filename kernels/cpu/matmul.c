@@ -21,12 +21,6 @@
 
 static hfq_fp8_format fp8_format(hfq_qext q) { return q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3; }
 
-/* FP4 weight rows times float rows: each block decoded by quant/fp4.h's
- * block math and dotted with the floats (NVFP4 without its global scale,
- * which cpu_matmul applies after, as for Q8_0 activations). */
-static float dot_mxfp4_f32(const void *w, const void *a, int64_t n) { return hfq_dot_mxfp4_f32(w, a, n); }
-static float dot_nvfp4_f32(const void *w, const void *a, int64_t n) { return hfq_dot_nvfp4_f32(w, a, n); }
-
 /* The activations of weight w under aq: k->act_kind and k->act_scale. */
 static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const char *where, hfq_error *err) {
     const bool nvfp4 = w->type == GT_NVFP4 && !w->qext;
@@ -34,9 +28,9 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
      * on those types only): float activations, as their checkpoints compute */
     if (!w->qext && w->act_none && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_NONE)) {
         k->act = hfq_qtype_get(HFQ_QT_F32);
-        k->tile = NULL;
+        k->tile = cpu_quant_tile_act(k->w->type, HFQ_QT_F32, &k->tile_cols);
         k->act_f32 = false;
-        k->dot = nvfp4 ? dot_nvfp4_f32 : dot_mxfp4_f32;
+        k->dot = nvfp4 ? hfq_dot_nvfp4_f32 : hfq_dot_mxfp4_f32;   /* without NVFP4's global scale */
         return 0;
     }
     if (!w->qext && !nvfp4) return 0;   /* ggml's companion format, whatever aq says */
