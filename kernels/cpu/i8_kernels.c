@@ -34,28 +34,24 @@ static void i8_tile_ref(const hfq_tensor *w, int64_t r0, int nr, const void *a, 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define I8_AVX2 __attribute__((target("avx2")))
+#define I8_AVX2 __attribute__((target("avx2,f16c")))
 
-/* hfq_fp8_to_f32 of 8 codes: the code's exponent and mantissa bits placed
- * in a float's, times 2^(127 - bias) (exact, subnormals included), the
- * format's infinities and NaNs put back, then the sign. */
+/* hfq_fp8_to_f32 of 8 codes, through F16C: an FP8 code's bits placed in an
+ * fp16's (E5M2 is the top byte of one; E4M3's exponent and mantissa go
+ * one bit lower, and the value comes out 2^8 too small: times 256, exact),
+ * NaN codes replaced by the fp16 quiet NaN (the reference's float NaN). */
 I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p) {
-    const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
-    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
-    const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
-    const bool e4m3 = f == HFQ_FP8_E4M3;
-    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(mag, e4m3 ? 20 : 21)),
-                             _mm256_castsi256_ps(_mm256_set1_epi32((e4m3 ? 127 + 120 : 127 + 112) << 23)));
-    if (e4m3) {
-        const __m256i nan = _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7F));
-        v = _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)), _mm256_castsi256_ps(nan));
-    } else {
-        const __m256i special = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7B));
-        const __m256i inf = _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7C));
-        const __m256i bits = _mm256_blendv_epi8(_mm256_set1_epi32(0x7FC00000), _mm256_set1_epi32(0x7F800000), inf);
-        v = _mm256_blendv_ps(v, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(special));
+    const __m128i c = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
+    const __m128i mag = _mm_and_si128(c, _mm_set1_epi16(0x7F)), sign = _mm_slli_epi16(_mm_srli_epi16(c, 7), 15);
+    if (f == HFQ_FP8_E5M2) {
+        const __m128i nan = _mm_cmpgt_epi16(mag, _mm_set1_epi16(0x7C));
+        const __m128i h = _mm_blendv_epi8(_mm_slli_epi16(c, 8), _mm_or_si128(sign, _mm_set1_epi16(0x7E00)), nan);
+        return _mm256_cvtph_ps(h);
     }
-    return _mm256_or_ps(v, _mm256_castsi256_ps(sign));
+    const __m128i nan = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7F));
+    const __m128i h = _mm_blendv_epi8(_mm_or_si128(sign, _mm_slli_epi16(mag, 7)), _mm_or_si128(sign, _mm_set1_epi16(0x7E00)),
+                                      nan);
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
 /* 8 codes of encoding q as floats. */
@@ -68,52 +64,78 @@ static inline float code1(hfq_qext q, uint8_t c) {
     return q == HFQ_QEXT_INT8 ? (float)(int8_t)c : hfq_fp8_to_f32(fp8_of(q), c);
 }
 
-/* part[r] = the sum of the products of codes wr[r][i] with activation i
- * (floats, or codes of encoding q when codes) over the run [start, end),
- * in quant/lanes.h's order: lane k of acc[r] is partial sum k. */
-I8_AVX2 static inline void run_sums(hfq_qext q, const uint8_t *const wr[NR], const void *a, bool codes, int64_t start,
-                                    int64_t end, float part[NR]) {
-    __m256 acc[NR];
-    for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+/* part[c][r] = the sum of the products of codes wr[r][i] with value i of
+ * activation row a[c] (floats, or codes of encoding q when codes) over the
+ * run [start, end), in quant/lanes.h's order: lane k of acc[c][r] is partial
+ * sum k. Each 8 weight codes are decoded once for the C (a constant where
+ * this is inlined) activation rows. */
+I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, const uint8_t *const wr[NR],
+                                                                   const char *const a[], const int C, bool codes,
+                                                                   int64_t start, int64_t end, float part[][NR]) {
+    __m256 acc[CPU_TILE_COLS][NR];
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < NR; r++) acc[c][r] = _mm256_setzero_ps();
     int64_t i = start;
     for (; i + HFQ_LANES <= end; i += HFQ_LANES) {
-        const __m256 av = codes ? codes8(q, (const uint8_t *)a + i) : _mm256_loadu_ps((const float *)a + i);
-        for (int r = 0; r < NR; r++) acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(codes8(q, wr[r] + i), av));
+        __m256 wv[NR];
+        for (int r = 0; r < NR; r++) wv[r] = codes8(q, wr[r] + i);
+        for (int c = 0; c < C; c++) {
+            const __m256 av = codes ? codes8(q, (const uint8_t *)a[c] + i) : _mm256_loadu_ps((const float *)a[c] + i);
+            for (int r = 0; r < NR; r++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[r], av));
+        }
     }
-    for (int r = 0; r < NR; r++) {
-        float lane[HFQ_LANES];
-        _mm256_storeu_ps(lane, acc[r]);
-        for (int64_t j = i; j < end; j++)
-            lane[(j - start) % HFQ_LANES] +=
-                code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a)[j]) : ((const float *)a)[j]);
-        part[r] = hfq_lanes_sum(lane);
-    }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < NR; r++) {
+            float lane[HFQ_LANES];
+            _mm256_storeu_ps(lane, acc[c][r]);
+            for (int64_t j = i; j < end; j++)
+                lane[(j - start) % HFQ_LANES] +=
+                    code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a[c])[j]) : ((const float *)a[c])[j]);
+            part[c][r] = hfq_lanes_sum(lane);
+        }
 }
 
-/* Rows r >= nr read row 0 again; their results are not stored. */
+/* The tile for C activation rows; rows r >= nr read row 0 again, their
+ * results not stored. */
+I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tensor *w, const uint8_t *const wr[NR],
+                                                                  int64_t r0, int nr, const char *const a[],
+                                                                  const int C, const float *a_scales, float *out,
+                                                                  size_t os) {
+    const int64_t n = w->ne0, g = w->scale_groups;
+    float part[CPU_TILE_COLS][NR], sum[CPU_TILE_COLS][NR] = {{0}};
+    if (w->qext == HFQ_QEXT_INT8) {
+        /* hfq_dot_int8_f32: scale_g * part_g added group by group */
+        const int64_t len = g ? n / g : n;
+        for (int64_t k = 0; k * len < n; k++) {
+            run_sums(w->qext, wr, a, C, false, k * len, (k + 1) * len, part);
+            for (int c = 0; c < C; c++)
+                for (int r = 0; r < nr; r++) sum[c][r] += w->scale[g ? (r0 + r) * g + k : 0] * part[c][r];
+        }
+    } else {
+        run_sums(w->qext, wr, a, C, a_scales != NULL, 0, n, part);
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < nr; r++) {
+                const float w_scale = w->scale[g ? r0 + r : 0];
+                sum[c][r] = a_scales ? part[c][r] * (w_scale * a_scales[c]) : part[c][r] * w_scale;
+            }
+    }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < nr; r++) out[(size_t)c * os + (size_t)r] = sum[c][r];
+}
+
 I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
                                  const float *a_scales, int nc, float *out, size_t os) {
     const uint8_t *wr[NR];
     for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
-    const int64_t n = w->ne0, g = w->scale_groups;
-    for (int c = 0; c < nc; c++) {
-        const char *ac = (const char *)a + (size_t)c * as;
-        float part[NR], sum[NR] = {0};
-        if (w->qext == HFQ_QEXT_INT8) {
-            /* hfq_dot_int8_f32: scale_g * part_g added group by group */
-            const int64_t len = g ? n / g : n;
-            for (int64_t k = 0; k * len < n; k++) {
-                run_sums(w->qext, wr, ac, false, k * len, (k + 1) * len, part);
-                for (int r = 0; r < nr; r++) sum[r] += w->scale[g ? (r0 + r) * g + k : 0] * part[r];
-            }
-        } else {
-            run_sums(w->qext, wr, ac, a_scales != NULL, 0, n, part);
-            for (int r = 0; r < nr; r++) {
-                const float w_scale = w->scale[g ? r0 + r : 0];
-                sum[r] = a_scales ? part[r] * (w_scale * a_scales[c]) : part[r] * w_scale;
-            }
-        }
-        for (int r = 0; r < nr; r++) out[(size_t)c * os + (size_t)r] = sum[r];
+    for (int c0 = 0; c0 < nc; c0 += CPU_TILE_COLS) {
+        const char *ac[CPU_TILE_COLS];
+        const int m = nc - c0 < CPU_TILE_COLS ? nc - c0 : CPU_TILE_COLS;
+        for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;
+        const float *asc = a_scales ? a_scales + c0 : NULL;
+        float *o = out + (size_t)c0 * os;
+        if (m == 3) i8_cols(w, wr, r0, nr, ac, 3, asc, o, os);
+        else if (m == 2) i8_cols(w, wr, r0, nr, ac, 2, asc, o, os);
+        else i8_cols(w, wr, r0, nr, ac, 1, asc, o, os);
     }
 }
 

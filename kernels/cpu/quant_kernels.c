@@ -172,9 +172,9 @@ static const tile_row tile_rows[] = {
     TILE_ROW(Q4_0, q4_0, NC, NCK),
     TILE_ROW(Q4_K, q4_k, NCK, NCK),
     TILE_ROW(Q6_K, q6_k, NCK, NCK),
-    /* FP4 (quant_tiles_fp4.inc): a sum per 16 or 32 values, its float steps per column */
-    TILE_ROW(MXFP4, mxfp4, NC, NC),
-    TILE_ROW(NVFP4, nvfp4, NC, NC),
+    /* FP4 (quant_tiles_fp4.inc): decoding a block costs more than a column's dot, shared by NCK */
+    TILE_ROW(MXFP4, mxfp4, NCK, NCK),
+    TILE_ROW(NVFP4, nvfp4, NCK, NCK),
 };
 
 enum { N_TILE_ROWS = sizeof tile_rows / sizeof tile_rows[0] };
@@ -189,7 +189,7 @@ typedef struct pair_row {
 } pair_row;
 
 static const pair_row pair_rows[] = {
-    {HFQ_QT_NVFP4, hfq_dot_nvfp4_nvfp4, TILE_ROW(NVFP4, nvfp4_nvfp4, NC, NC)},
+    {HFQ_QT_NVFP4, hfq_dot_nvfp4_nvfp4, TILE_ROW(NVFP4, nvfp4_nvfp4, NCK, NCK)},
     {HFQ_QT_F32, hfq_dot_mxfp4_f32, TILE_ROW(MXFP4, mxfp4_f32, NC, NC)},
     {HFQ_QT_F32, hfq_dot_nvfp4_f32, TILE_ROW(NVFP4, nvfp4_f32, NC, NC)},
 };
