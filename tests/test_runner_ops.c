@@ -550,15 +550,17 @@ static uint8_t finite_fp8_code(hfq_fp8_format f, uint64_t *rng) {
 
 /* The I8 kernels (i8_kernels.h) against the reference dots one pair at a
  * time, bit for bit: every encoding and granularity, lengths that leave
- * every remainder of the 8 partial sums, codes of every kind (no NaN or
- * infinity), scales and activations of very different sizes; tiles of every
- * row count and width equal to the pair alone. */
+ * every remainder of the 8 partial sums and of INT8's 32-value steps, codes
+ * of every kind (no NaN or infinity; INT8 weights -128 too), float and code
+ * activations, scales and activations of very different sizes; tiles of
+ * every row count and width equal to the pair alone. */
 static void test_i8_kernels(void) {
-    enum { NMAX = 1029, ROWS = CPU_TILE_ROWS, COLS = 5 };
+    enum { NMAX = 65536 + 40, ROWS = CPU_TILE_ROWS, COLS = 5 };
     static const struct { hfq_qext q; int64_t groups; } cases[] = {
         {HFQ_QEXT_INT8, 0},      {HFQ_QEXT_INT8, 1},      {HFQ_QEXT_INT8, 3},     {HFQ_QEXT_FP8_E4M3, 0},
         {HFQ_QEXT_FP8_E4M3, 1},  {HFQ_QEXT_FP8_E5M2, 0},  {HFQ_QEXT_FP8_E5M2, 1}};
-    static const int64_t lengths[] = {1, 7, 8, 9, 24, 72, 1029};
+    /* and one past a 32-bit lane's chunk of INT8 products */
+    static const int64_t lengths[] = {1, 7, 8, 9, 24, 72, 1029, 65536 + 40};
     static uint8_t codes[ROWS * NMAX], acodes[COLS][NMAX];
     static float x[COLS][NMAX], scales[ROWS * 3];
     float a_scales[COLS], want[COLS][ROWS], got[COLS][ROWS];
@@ -579,12 +581,13 @@ static void test_i8_kernels(void) {
                     a_scales[c] = ldexpf(1.0f, c * 5 - 12);
                     for (int64_t i = 0; i < n; i++) {
                         x[c][i] = synth_uniform(&rng) * (i % 13 == 0 ? 1e4f : 1.0f);
-                        acodes[c][i] = finite_fp8_code(f, &rng);
+                        acodes[c][i] = cases[cs].q == HFQ_QEXT_INT8 ? (uint8_t)hfq_int8_round(synth_uniform(&rng) * 200.0f)
+                                                                    : finite_fp8_code(f, &rng);
                     }
                 }
                 const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = n, .ne1 = ROWS, .row_bytes = (size_t)n,
                                       .data = codes, .scale = scales, .scale_groups = groups, .qext = cases[cs].q};
-                for (int codes_act = 0; codes_act < (cases[cs].q == HFQ_QEXT_INT8 ? 1 : 2); codes_act++) {
+                for (int codes_act = 0; codes_act < 2; codes_act++) {
                     const void *a = codes_act ? (const void *)acodes : (const void *)x;
                     const size_t as = codes_act ? sizeof acodes[0] : sizeof x[0];
                     const float *asc = codes_act ? a_scales : NULL;

@@ -22,8 +22,9 @@ static void i8_tile_ref(const hfq_tensor *w, int64_t r0, int nr, const void *a, 
         for (int r = 0; r < nr; r++) {
             const uint8_t *wr = row_codes(w, r0 + r);
             float *o = &out[(size_t)c * os + (size_t)r];
-            if (w->qext == HFQ_QEXT_INT8) *o = hfq_dot_int8_f32(wr, w->scale + (g ? (r0 + r) * g : 0), g ? n / g : 0,
-                                                                (const float *)ac, n);
+            const float *ws = w->scale + (g ? (r0 + r) * g : 0);
+            if (w->qext == HFQ_QEXT_INT8 && a_scales) *o = hfq_dot_int8_int8(wr, ws, g ? n / g : 0, ac, a_scales[c], n);
+            else if (w->qext == HFQ_QEXT_INT8) *o = hfq_dot_int8_f32(wr, ws, g ? n / g : 0, (const float *)ac, n);
             else if (!a_scales) *o = hfq_dot_fp8_f32(fp8_of(w->qext), wr, w->scale[g ? r0 + r : 0], (const float *)ac, n);
             else
                 *o = hfq_dot_fp8_fp8(fp8_of(w->qext), wr, w->scale[g ? r0 + r : 0], fp8_of(w->qext), ac, a_scales[c], n);
@@ -95,6 +96,51 @@ I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, c
         }
 }
 
+/* Products summed per 32-bit lane before they could overflow it: each
+ * 32 values add at most 4 * 128 * 127 to a lane. */
+#define INT_CHUNK 65536
+
+/* isum[c][r] = the exact sum of wr[r][i] * a[c][i] (INT8 codes) over [start,
+ * end): |w| times a with w's signs, pairs summed in 16 bits (no
+ * saturation: activations are never -128), then in 32-bit lanes, chunks in
+ * 64 bits. */
+I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t *const wr[NR], const char *const a[],
+                                                                   const int C, int64_t start, int64_t end,
+                                                                   int64_t isum[][NR]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < NR; r++) isum[c][r] = 0;
+    int64_t i = start;
+    while (i + 32 <= end) {
+        const int64_t stop = end - i > INT_CHUNK ? i + INT_CHUNK : end;
+        __m256i acc[CPU_TILE_COLS][NR];
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < NR; r++) acc[c][r] = _mm256_setzero_si256();
+        for (; i + 32 <= stop; i += 32) {
+            __m256i wv[NR], wabs[NR];
+            for (int r = 0; r < NR; r++) {
+                wv[r] = _mm256_loadu_si256((const __m256i *)(wr[r] + i));
+                wabs[r] = _mm256_abs_epi8(wv[r]);
+            }
+            for (int c = 0; c < C; c++) {
+                const __m256i av = _mm256_loadu_si256((const __m256i *)(a[c] + i));
+                for (int r = 0; r < NR; r++)
+                    acc[c][r] = _mm256_add_epi32(
+                        acc[c][r], _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(av, wv[r])), ones));
+            }
+        }
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < NR; r++) {
+                int32_t lane[8];
+                _mm256_storeu_si256((__m256i *)lane, acc[c][r]);
+                for (int k = 0; k < 8; k++) isum[c][r] += lane[k];
+            }
+    }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < NR; r++)
+            for (int64_t j = i; j < end; j++) isum[c][r] += (int32_t)(int8_t)wr[r][j] * (int8_t)a[c][j];
+}
+
 /* The tile for C activation rows; rows r >= nr read row 0 again, their
  * results not stored. */
 I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tensor *w, const uint8_t *const wr[NR],
@@ -104,13 +150,22 @@ I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tens
     const int64_t n = w->ne0, g = w->scale_groups;
     float part[CPU_TILE_COLS][NR], sum[CPU_TILE_COLS][NR] = {{0}};
     if (w->qext == HFQ_QEXT_INT8) {
-        /* hfq_dot_int8_f32: scale_g * part_g added group by group */
+        /* hfq_dot_int8_f32 / _int8: scale_g * part_g added group by group */
         const int64_t len = g ? n / g : n;
         for (int64_t k = 0; k * len < n; k++) {
-            run_sums(w->qext, wr, a, C, false, k * len, (k + 1) * len, part);
+            if (a_scales) {
+                int64_t isum[CPU_TILE_COLS][NR];
+                int_sums(wr, a, C, k * len, (k + 1) * len, isum);
+                for (int c = 0; c < C; c++)
+                    for (int r = 0; r < nr; r++) part[c][r] = (float)isum[c][r];
+            } else {
+                run_sums(w->qext, wr, a, C, false, k * len, (k + 1) * len, part);
+            }
             for (int c = 0; c < C; c++)
                 for (int r = 0; r < nr; r++) sum[c][r] += w->scale[g ? (r0 + r) * g + k : 0] * part[c][r];
         }
+        for (int c = 0; a_scales && c < C; c++)
+            for (int r = 0; r < nr; r++) sum[c][r] *= a_scales[c];
     } else {
         run_sums(w->qext, wr, a, C, a_scales != NULL, 0, n, part);
         for (int c = 0; c < C; c++)

@@ -6,7 +6,6 @@
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/cpu/i8_kernels.h"
 #include "kernels/cpu/quant_kernels.h"
-#include "kernels/cpu/vec_kernels.h"
 #include "quant/fp4.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
@@ -149,20 +148,6 @@ static void quantize_act(const cpu_wkernel *k, const hfq_tensor *w, const float 
     }
 }
 
-/* INT8 weight row r times activation row a quantized with scale a_scale
- * (W8A8) as hfq_dot_int8_int8 computes it, bit for bit: exact integer dots
- * per scale group (here with SIMD), then the same float steps. */
-static float dot_int8(const hfq_tensor *w, int64_t r, const void *a, float a_scale, const cpu_vec_kernels *vk) {
-    const void *wr = (const char *)w->data + (size_t)r * w->row_bytes;
-    const int64_t n = w->ne0, g = w->scale_groups;
-    const int64_t len = g ? n / g : n;
-    const float *scales = w->scale + (g ? r * g : 0);
-    float sum = 0.0f;
-    for (int64_t k = 0; k * len < n; k++)
-        sum += scales[k] * (float)vk->dot_i8((const int8_t *)wr + k * len, (const int8_t *)a + k * len, len);
-    return sum * a_scale;
-}
-
 /* The products of a tile: weight rows r0..r0+nr-1, activation rows t0..t0+nc-1. */
 typedef struct product {
     const hfq_tensor *w;
@@ -170,8 +155,7 @@ typedef struct product {
     const char *a;          /* activation rows, a_stride bytes apart */
     size_t a_stride;
     const float *a_scales;  /* quantized activations: per token */
-    cpu_vec_kernels vk;
-    cpu_i8_tile_fn i8;      /* I8 weights times floats, FP8 times FP8 (i8_kernels.h) */
+    cpu_i8_tile_fn i8;      /* I8 weights (i8_kernels.h) */
     float *y;
 } product;
 
@@ -182,7 +166,7 @@ static float dot_one(const product *p, int64_t r, const char *a, int64_t t) {
     switch (p->k.act_kind) {
     case CPU_ACT_FORMAT: return p->k.dot(wr, a, w->ne0);
     case CPU_ACT_NVFP4: return hfq_dot_nvfp4_nvfp4(wr, a, w->ne0) * p->a_scales[t];
-    case CPU_ACT_CODES: return dot_int8(w, r, a, p->a_scales[t], &p->vk);
+    case CPU_ACT_CODES:
     case CPU_ACT_F32_CODES: break;   /* p->i8's */
     }
     return 0.0f;
@@ -210,10 +194,9 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
 
 void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, const hfq_tensor *w,
                 const float *restrict bias, const float *restrict x, int64_t n_tokens) {
-    product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float),
-                 .vk = cpu_vec_kernels_get(true), .y = y};
+    product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float), .y = y};
     if (cpu_wkernel_get(w, aq, &p.k, NULL, NULL)) return;
-    if (w->qext && (w->qext != HFQ_QEXT_INT8 || p.k.act_kind == CPU_ACT_F32_CODES)) p.i8 = cpu_i8_tile(true);
+    if (w->qext) p.i8 = cpu_i8_tile(true);
     const int64_t n_in = w->ne0, n_out = w->ne1;
     const int64_t macs = n_in * n_out * n_tokens;
     const size_t row_bytes = act_row_bytes(&p.k, n_in);
