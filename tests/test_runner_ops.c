@@ -379,26 +379,6 @@ static void test_fp4_float_acts(void) {
         }
 }
 
-/* The SIMD int8 dot is exact, past its 32-bit flush interval and at the extremes. */
-static void test_dot_i8(void) {
-    const int64_t n = ((int64_t)32 << 14) * 2 + 77;
-    int8_t *a = malloc((size_t)n), *b = malloc((size_t)n);
-    uint64_t rng = 5;
-    for (int pass = 0; pass < 2; pass++) {
-        for (int64_t i = 0; i < n; i++) {
-            a[i] = pass ? -128 : (int8_t)(synth_next(&rng) & 0xff);
-            b[i] = pass ? -128 : (int8_t)(synth_next(&rng) & 0xff);
-        }
-        int64_t want = 0;
-        for (int64_t i = 0; i < n; i++) want += (int64_t)a[i] * b[i];
-        CHECK(cpu_vec_kernels_get(true).dot_i8(a, b, n) == want);
-        CHECK(cpu_vec_kernels_get(false).dot_i8(a, b, n) == want);
-        CHECK(cpu_vec_kernels_get(true).dot_i8(a + 3, b + 5, 45) == cpu_vec_kernels_get(false).dot_i8(a + 3, b + 5, 45));
-    }
-    free(a);
-    free(b);
-}
-
 /* Attention's vector kernels (in every set this CPU runs) against a plain double-precision computation within float rounding:
  * scores (and exactly their maximum), softmax and the weighted sums of V,
  * for head sizes that fill vectors and those that don't, and every key
@@ -646,7 +626,6 @@ int main(void) {
     test_qext_products();
     test_nvfp4_w4a4();
     test_fp4_float_acts();
-    test_dot_i8();
     test_attention_kernels();
     test_quant_simd_dots();
     test_i8_kernels();
