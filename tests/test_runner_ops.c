@@ -594,6 +594,18 @@ static void test_i8_kernels(void) {
                 }
             }
         }
+    /* every FP8 code, NaNs and infinities included, decoded to the reference's bits */
+    for (int fmt = HFQ_QEXT_FP8_E4M3; fmt <= HFQ_QEXT_FP8_E5M2; fmt++)
+        for (int c0 = 0; c0 < 256; c0 += ROWS) {
+            static const float one[8] = {1, 1, 1, 1, 1, 1, 1, 1};   /* a whole vector: SIMD-decoded */
+            for (int r = 0; r < ROWS; r++) memset(codes + 8 * r, c0 + r, 8);
+            const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = 8, .ne1 = ROWS, .row_bytes = 8,
+                                  .data = codes, .scale = one, .qext = (hfq_qext)fmt};
+            float a[ROWS], b[ROWS];
+            ref(&w, 0, ROWS, one, sizeof one, NULL, 1, a, ROWS);
+            simd(&w, 0, ROWS, one, sizeof one, NULL, 1, b, ROWS);
+            CHECK_MSG(memcmp(a, b, sizeof a) == 0, "fp8 codes %d.. of format %d decode differently", c0, fmt);
+        }
     printf("%d I8 kernel dots checked (%s)\n", checked, simd == ref ? "no SIMD on this CPU" : "AVX2");
 }
 

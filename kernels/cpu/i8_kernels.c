@@ -38,20 +38,23 @@ static void i8_tile_ref(const hfq_tensor *w, int64_t r0, int nr, const void *a, 
 #define I8_AVX2 __attribute__((target("avx2,f16c")))
 
 /* hfq_fp8_to_f32 of 8 codes, through F16C: an FP8 code's bits placed in an
- * fp16's (E5M2 is the top byte of one; E4M3's exponent and mantissa go
- * one bit lower, and the value comes out 2^8 too small: times 256, exact),
- * NaN codes replaced by the fp16 quiet NaN (the reference's float NaN). */
+ * fp16's - E5M2 is the top byte of one; E4M3's exponent and mantissa go one
+ * bit lower (the code sign-extended, shifted, and its sign copy at bit 14
+ * cleared), the value then 2^8 too small: times 256, exact - and NaN codes
+ * replaced by the fp16 quiet NaN of their sign (the reference's float NaN). */
 I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p) {
-    const __m128i c = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
-    const __m128i mag = _mm_and_si128(c, _mm_set1_epi16(0x7F)), sign = _mm_slli_epi16(_mm_srli_epi16(c, 7), 15);
+    const __m128i raw = _mm_loadl_epi64((const __m128i *)p);
     if (f == HFQ_FP8_E5M2) {
-        const __m128i nan = _mm_cmpgt_epi16(mag, _mm_set1_epi16(0x7C));
-        const __m128i h = _mm_blendv_epi8(_mm_slli_epi16(c, 8), _mm_or_si128(sign, _mm_set1_epi16(0x7E00)), nan);
-        return _mm256_cvtph_ps(h);
+        const __m128i h = _mm_slli_epi16(_mm_cvtepu8_epi16(raw), 8);
+        const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F00)), _mm_set1_epi16(0x7C00));
+        /* 0x7D00..0x7F00 -> 0x7E00: clear bit 8, set bit 9 */
+        const __m128i fix = _mm_and_si128(nan, _mm_set1_epi16(0x0200));
+        return _mm256_cvtph_ps(_mm_or_si128(_mm_andnot_si128(_mm_and_si128(nan, _mm_set1_epi16(0x0100)), h), fix));
     }
-    const __m128i nan = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7F));
-    const __m128i h = _mm_blendv_epi8(_mm_or_si128(sign, _mm_slli_epi16(mag, 7)), _mm_or_si128(sign, _mm_set1_epi16(0x7E00)),
-                                      nan);
+    __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(raw), 7), _mm_set1_epi16((short)0xBF80));
+    /* magnitude 0x7F (0x3F80 here) -> 0x7E00 */
+    const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F80)), _mm_set1_epi16(0x3F80));
+    h = _mm_xor_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x4180)));
     return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
@@ -65,14 +68,16 @@ static inline float code1(hfq_qext q, uint8_t c) {
     return q == HFQ_QEXT_INT8 ? (float)(int8_t)c : hfq_fp8_to_f32(fp8_of(q), c);
 }
 
-/* part[c][r] = the sum of the products of codes wr[r][i] with value i of
- * activation row a[c] (floats, or codes of encoding q when codes) over the
- * run [start, end), in quant/lanes.h's order: lane k of acc[c][r] is partial
- * sum k. Each 8 weight codes are decoded once for the C (a constant where
- * this is inlined) activation rows. */
+/* part[c] = the sums (rows 0..3 in lanes 0..3) of the products of codes
+ * wr[r][i] with value i of activation row a[c] (floats, or codes of
+ * encoding q when codes) over the run [start, end), in quant/lanes.h's
+ * order: lane k of acc[c][r] is partial sum k, and the four rows' partial
+ * sums are combined side by side after a transposition. Each 8 weight
+ * codes are decoded once for the C (a constant where this is inlined)
+ * activation rows. */
 I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, const uint8_t *const wr[NR],
                                                                    const char *const a[], const int C, bool codes,
-                                                                   int64_t start, int64_t end, float part[][NR]) {
+                                                                   int64_t start, int64_t end, __m128 part[]) {
     __m256 acc[CPU_TILE_COLS][NR];
     for (int c = 0; c < C; c++)
         for (int r = 0; r < NR; r++) acc[c][r] = _mm256_setzero_ps();
@@ -85,31 +90,37 @@ I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, c
             for (int r = 0; r < NR; r++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[r], av));
         }
     }
-    for (int c = 0; c < C; c++)
+    for (int c = 0; c < C; c++) {
+        __m128 t[NR];   /* row r: partial sums k + 4k' added, k = 0..3 */
         for (int r = 0; r < NR; r++) {
-            float lane[HFQ_LANES];
-            _mm256_storeu_ps(lane, acc[c][r]);
-            for (int64_t j = i; j < end; j++)
-                lane[(j - start) % HFQ_LANES] +=
-                    code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a[c])[j]) : ((const float *)a[c])[j]);
-            part[c][r] = hfq_lanes_sum(lane);
+            if (i < end) {   /* the last values of the run, one lane each */
+                float lane[HFQ_LANES];
+                _mm256_storeu_ps(lane, acc[c][r]);
+                for (int64_t j = i; j < end; j++)
+                    lane[(j - start) % HFQ_LANES] +=
+                        code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a[c])[j]) : ((const float *)a[c])[j]);
+                acc[c][r] = _mm256_loadu_ps(lane);
+            }
+            t[r] = _mm_add_ps(_mm256_castps256_ps128(acc[c][r]), _mm256_extractf128_ps(acc[c][r], 1));
         }
+        _MM_TRANSPOSE4_PS(t[0], t[1], t[2], t[3]);
+        part[c] = _mm_add_ps(_mm_add_ps(t[0], t[2]), _mm_add_ps(t[1], t[3]));
+    }
 }
 
 /* Products summed per 32-bit lane before they could overflow it: each
  * 32 values add at most 4 * 128 * 127 to a lane. */
 #define INT_CHUNK 65536
 
-/* isum[c][r] = the exact sum of wr[r][i] * a[c][i] (INT8 codes) over [start,
- * end): |w| times a with w's signs, pairs summed in 16 bits (no
- * saturation: activations are never -128), then in 32-bit lanes, chunks in
- * 64 bits. */
+/* part[c] = the exact sums (rows in lanes) of wr[r][i] * a[c][i] (INT8
+ * codes) over [start, end), as floats: |w| times a with w's signs, pairs
+ * summed in 16 bits (no saturation: activations are never -128), then in
+ * 32-bit lanes, chunks in 64 bits. */
 I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t *const wr[NR], const char *const a[],
                                                                    const int C, int64_t start, int64_t end,
-                                                                   int64_t isum[][NR]) {
+                                                                   __m128 part[]) {
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int c = 0; c < C; c++)
-        for (int r = 0; r < NR; r++) isum[c][r] = 0;
+    int64_t isum[CPU_TILE_COLS][NR] = {{0}};
     int64_t i = start;
     while (i + 32 <= end) {
         const int64_t stop = end - i > INT_CHUNK ? i + INT_CHUNK : end;
@@ -129,53 +140,60 @@ I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t
                         acc[c][r], _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(av, wv[r])), ones));
             }
         }
-        for (int c = 0; c < C; c++)
-            for (int r = 0; r < NR; r++) {
-                int32_t lane[8];
-                _mm256_storeu_si256((__m256i *)lane, acc[c][r]);
-                for (int k = 0; k < 8; k++) isum[c][r] += lane[k];
-            }
+        for (int c = 0; c < C; c++) {
+            /* rows' lane sums side by side: exact, a chunk stays below 2^31 */
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[c][0], acc[c][1]),
+                                                _mm256_hadd_epi32(acc[c][2], acc[c][3]));
+            int32_t rows[NR];
+            _mm_storeu_si128((__m128i *)rows, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+            for (int r = 0; r < NR; r++) isum[c][r] += rows[r];
+        }
     }
-    for (int c = 0; c < C; c++)
+    for (int c = 0; c < C; c++) {
         for (int r = 0; r < NR; r++)
             for (int64_t j = i; j < end; j++) isum[c][r] += (int32_t)(int8_t)wr[r][j] * (int8_t)a[c][j];
+        part[c] = _mm_setr_ps((float)isum[c][0], (float)isum[c][1], (float)isum[c][2], (float)isum[c][3]);
+    }
 }
 
-/* The tile for C activation rows; rows r >= nr read row 0 again, their
- * results not stored. */
+/* Row r's scale k (rows r >= nr: row 0's, as their codes). */
+static inline float scale_of(const hfq_tensor *w, int64_t r0, int r, int nr, int64_t k) {
+    const int64_t g = w->scale_groups;
+    return w->scale[g ? (r0 + (r < nr ? r : 0)) * g + k : 0];
+}
+
+/* The tile for C activation rows, rows in vector lanes; rows r >= nr read
+ * row 0 again, their results not stored. */
 I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tensor *w, const uint8_t *const wr[NR],
                                                                   int64_t r0, int nr, const char *const a[],
                                                                   const int C, const float *a_scales, float *out,
                                                                   size_t os) {
     const int64_t n = w->ne0, g = w->scale_groups;
-    float part[CPU_TILE_COLS][NR], sum[CPU_TILE_COLS][NR] = {{0}};
+    __m128 part[CPU_TILE_COLS], sum[CPU_TILE_COLS];
+    for (int c = 0; c < C; c++) sum[c] = _mm_setzero_ps();
     if (w->qext == HFQ_QEXT_INT8) {
         /* hfq_dot_int8_f32 / _int8: scale_g * part_g added group by group */
         const int64_t len = g ? n / g : n;
         for (int64_t k = 0; k * len < n; k++) {
-            if (a_scales) {
-                int64_t isum[CPU_TILE_COLS][NR];
-                int_sums(wr, a, C, k * len, (k + 1) * len, isum);
-                for (int c = 0; c < C; c++)
-                    for (int r = 0; r < nr; r++) part[c][r] = (float)isum[c][r];
-            } else {
-                run_sums(w->qext, wr, a, C, false, k * len, (k + 1) * len, part);
-            }
-            for (int c = 0; c < C; c++)
-                for (int r = 0; r < nr; r++) sum[c][r] += w->scale[g ? (r0 + r) * g + k : 0] * part[c][r];
+            if (a_scales) int_sums(wr, a, C, k * len, (k + 1) * len, part);
+            else run_sums(w->qext, wr, a, C, false, k * len, (k + 1) * len, part);
+            const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, k), scale_of(w, r0, 1, nr, k),
+                                          scale_of(w, r0, 2, nr, k), scale_of(w, r0, 3, nr, k));
+            for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));
         }
-        for (int c = 0; a_scales && c < C; c++)
-            for (int r = 0; r < nr; r++) sum[c][r] *= a_scales[c];
+        for (int c = 0; a_scales && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
     } else {
         run_sums(w->qext, wr, a, C, a_scales != NULL, 0, n, part);
+        const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, 0), scale_of(w, r0, 1, nr, 0), scale_of(w, r0, 2, nr, 0),
+                                      scale_of(w, r0, 3, nr, 0));
         for (int c = 0; c < C; c++)
-            for (int r = 0; r < nr; r++) {
-                const float w_scale = w->scale[g ? r0 + r : 0];
-                sum[c][r] = a_scales ? part[c][r] * (w_scale * a_scales[c]) : part[c][r] * w_scale;
-            }
+            sum[c] = _mm_mul_ps(part[c], a_scales ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
     }
-    for (int c = 0; c < C; c++)
-        for (int r = 0; r < nr; r++) out[(size_t)c * os + (size_t)r] = sum[c][r];
+    for (int c = 0; c < C; c++) {
+        float lane[NR];
+        _mm_storeu_ps(lane, sum[c]);
+        for (int r = 0; r < nr; r++) out[(size_t)c * os + (size_t)r] = lane[r];
+    }
 }
 
 I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
