@@ -206,13 +206,16 @@ I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const 
         for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;
         const float *asc = a_scales ? a_scales + c0 : NULL;
         float *o = out + (size_t)c0 * os;
+        _Static_assert(CPU_TILE_COLS == 3, "one call of i8_cols per column count");
         if (m == 3) i8_cols(w, wr, r0, nr, ac, 3, asc, o, os);
         else if (m == 2) i8_cols(w, wr, r0, nr, ac, 2, asc, o, os);
         else i8_cols(w, wr, r0, nr, ac, 1, asc, o, os);
     }
 }
 
-cpu_i8_tile_fn cpu_i8_tile(bool simd) { return simd && cpu_has(CPU_FEAT_AVX2) ? i8_tile_avx2 : i8_tile_ref; }
+cpu_i8_tile_fn cpu_i8_tile(bool simd) {
+    return simd && cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_F16C) ? i8_tile_avx2 : i8_tile_ref;
+}
 #else
 cpu_i8_tile_fn cpu_i8_tile(bool simd) {
     (void)simd;
