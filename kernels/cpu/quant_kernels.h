@@ -1,5 +1,6 @@
-/* quant_kernels.h - SIMD versions of some quant/qtype.h vec_dots, equal to
- * them bit for bit: the integer dot products are exact whatever their order
+/* quant_kernels.h - SIMD versions of some quant/qtype.h vec_dots (and of
+ * some dots of a format with other activations: W4A4, FP4 x floats), equal
+ * to them bit for bit: the integer dot products are exact whatever their order
  * and whatever instructions compute them, and the float steps around them
  * are the reference's, in its order (fp16 scales are widened with F16C: the
  * same value, NaN payloads aside). Each is built for AVX2 and for the two
