@@ -596,16 +596,19 @@ static void test_i8_kernels(void) {
         }
     /* every FP8 code, NaNs and infinities included, decoded to the reference's bits */
     for (int fmt = HFQ_QEXT_FP8_E4M3; fmt <= HFQ_QEXT_FP8_E5M2; fmt++)
-        for (int c0 = 0; c0 < 256; c0 += ROWS) {
-            static const float one[8] = {1, 1, 1, 1, 1, 1, 1, 1};   /* a whole vector: SIMD-decoded */
-            for (int r = 0; r < ROWS; r++) memset(codes + 8 * r, c0 + r, 8);
-            const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = 8, .ne1 = ROWS, .row_bytes = 8,
-                                  .data = codes, .scale = one, .qext = (hfq_qext)fmt};
-            float a[ROWS], b[ROWS];
-            ref(&w, 0, ROWS, one, sizeof one, NULL, 1, a, ROWS);
-            simd(&w, 0, ROWS, one, sizeof one, NULL, 1, b, ROWS);
-            CHECK_MSG(memcmp(a, b, sizeof a) == 0, "fp8 codes %d.. of format %d decode differently", c0, fmt);
-        }
+        for (int len = 8; len <= 32; len *= 4)   /* whole vectors: the 8- and 32-code SIMD decoders */
+            for (int c0 = 0; c0 < 256; c0 += ROWS) {
+                static float one[32];
+                for (int i = 0; i < len; i++) one[i] = 1.0f;
+                for (int r = 0; r < ROWS; r++) memset(codes + len * r, c0 + r, (size_t)len);
+                const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = len, .ne1 = ROWS, .row_bytes = (size_t)len,
+                                      .data = codes, .scale = one, .qext = (hfq_qext)fmt};
+                float a[ROWS], b[ROWS];
+                ref(&w, 0, ROWS, one, sizeof one, NULL, 1, a, ROWS);
+                simd(&w, 0, ROWS, one, sizeof one, NULL, 1, b, ROWS);
+                CHECK_MSG(memcmp(a, b, sizeof a) == 0, "fp8 codes %d.. of format %d (%d) decode differently", c0, fmt,
+                          len);
+            }
     printf("%d I8 kernel dots checked (%s)\n", checked, simd == ref ? "no SIMD on this CPU" : "AVX2");
 }
 
