@@ -11,20 +11,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "kernels/cpu/quant_kernels.h"
-
-/* This thread's CPU time: on a shared machine wall time also counts the
- * time other processes held the core. */
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static float uniform(uint64_t *s) {   /* xorshift64: [-1, 1) */
-    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-    return (float)(*s >> 40) / (float)(1 << 23) - 1.0f;
-}
 
 /* Seconds of the best of reps passes of nc-column tiles over every weight row. */
 static double best_pass(cpu_tile_fn tile, int cols, int64_t n, int64_t rows, const char *w, size_t ws, const char *a,

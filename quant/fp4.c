@@ -3,6 +3,8 @@
  * arithmetic is the inline code in fp4.h. */
 #include "quant/fp4.h"
 
+#include "quant/lanes.h"
+
 #define NVFP4_SUBS (HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB)
 #define NVFP4_SEARCH_RADIUS 2 /* scale codes tried on each side of the reference */
 
@@ -120,23 +122,24 @@ void hfq_dequantize_row_nvfp4(const void *src, float *dst, int64_t n) {
     for (int64_t b = 0; b < n / HFQ_QK_NVFP4; b++) hfq_decode_block_nvfp4(x + b, dst + b * HFQ_QK_NVFP4);
 }
 
-float hfq_dot_mxfp4_f32(const void *w, const float *x, int64_t n) {
-    const hfq_block_mxfp4 *q = (const hfq_block_mxfp4 *)w;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / HFQ_QK_MXFP4; b++)
-        acc += hfq_fp4_dot_f32(q[b].qs, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(q[b].e), x + b * HFQ_QK_MXFP4);
-    return acc;
+/* Row w of blocks (qk values, block_bytes each, decoded by dequantize)
+ * dotted with x in quant/lanes.h's order. */
+static float dot_decoded_f32(void (*dequantize)(const void *, float *, int64_t), const char *w, size_t block_bytes,
+                             int64_t qk, const float *x, int64_t n) {
+    float sum[HFQ_LANES] = {0}, v[HFQ_QK_NVFP4];
+    for (int64_t b = 0; b < n / qk; b++) {
+        dequantize(w + (size_t)b * block_bytes, v, qk);
+        for (int64_t j = 0; j < qk; j++) sum[j % HFQ_LANES] += v[j] * x[b * qk + j];
+    }
+    return hfq_lanes_sum(sum);
 }
 
-float hfq_dot_nvfp4_f32(const void *w, const float *x, int64_t n) {
-    const hfq_block_nvfp4 *q = (const hfq_block_nvfp4 *)w;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / HFQ_QK_NVFP4; b++)
-        for (int s = 0; s < NVFP4_SUBS; s++)
-            acc += hfq_fp4_dot_f32(q[b].qs + s * (HFQ_QK_NVFP4_SUB / 2), HFQ_QK_NVFP4_SUB,
-                                   hfq_ue4m3_half_to_f32(q[b].d[s]),
-                                   x + b * HFQ_QK_NVFP4 + s * HFQ_QK_NVFP4_SUB);
-    return acc;
+float hfq_dot_mxfp4_f32(const void *w, const void *x, int64_t n) {
+    return dot_decoded_f32(hfq_dequantize_row_mxfp4, w, sizeof(hfq_block_mxfp4), HFQ_QK_MXFP4, x, n);
+}
+
+float hfq_dot_nvfp4_f32(const void *w, const void *x, int64_t n) {
+    return dot_decoded_f32(hfq_dequantize_row_nvfp4, w, sizeof(hfq_block_nvfp4), HFQ_QK_NVFP4, x, n);
 }
 
 float hfq_dot_mxfp4_q8_0(const void *w, const void *a, int64_t n) {

@@ -179,16 +179,6 @@ static inline HFQ_HD int hfq_fp4_dot_fp4(const uint8_t *qa, const uint8_t *qb, i
     return sum;
 }
 
-/* d * sum of doubled(code) * y (float) over a run of n codes. */
-static inline HFQ_HD float hfq_fp4_dot_f32(const uint8_t *qs, int n, float d, const float *y) {
-    float sum = 0.0f;
-    for (int j = 0; j < n / 2; j++) {
-        sum += (float)hfq_e2m1_doubled(qs[j] & 0xF) * y[j];
-        sum += (float)hfq_e2m1_doubled(qs[j] >> 4) * y[j + n / 2];
-    }
-    return d * sum;
-}
-
 /* ---- blocks ---- */
 
 /* Effective (halved) scale of an NVFP4 sub-block: ue4m3 / 2, times g if g > 0. */
@@ -288,9 +278,11 @@ void hfq_dequantize_row_mxfp4(const void *src, float *dst, int64_t n);
 /* Without the global scale: multiply by it for the tensor's values. */
 void hfq_dequantize_row_nvfp4(const void *src, float *dst, int64_t n);
 
-/* Weight row times float activations (NVFP4: without the global scale). */
-float hfq_dot_mxfp4_f32(const void *w, const float *x, int64_t n);
-float hfq_dot_nvfp4_f32(const void *w, const float *x, int64_t n);
+/* Weight row times float activations (NVFP4: without the global scale): the
+ * decoded values (as the dequantizers give them, exact) times x, summed in
+ * float in quant/lanes.h's order over the whole row. */
+float hfq_dot_mxfp4_f32(const void *w, const void *x, int64_t n);   /* x: float[n] (hfq_vec_dot_fn's type) */
+float hfq_dot_nvfp4_f32(const void *w, const void *x, int64_t n);
 
 /* Weight row times Q8_0 activations (hfq_block_q8_0[n/32]), as ggml-cpu. */
 float hfq_dot_mxfp4_q8_0(const void *w, const void *a, int64_t n);

@@ -4,6 +4,8 @@
 
 #include <math.h>
 
+#include "quant/lanes.h"
+
 float hfq_fp8_scale(hfq_fp8_format fmt, const float *x, int64_t n) {
     float amax = 0.0f;
     for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
@@ -72,15 +74,15 @@ void hfq_dequantize_row_fp8(hfq_fp8_format fmt, const void *src, float *dst, int
 
 float hfq_dot_fp8_f32(hfq_fp8_format wfmt, const void *w, float w_scale, const float *x, int64_t n) {
     const uint8_t *q = (const uint8_t *)w;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; i++) sum += hfq_fp8_to_f32(wfmt, q[i]) * x[i];
-    return sum * w_scale;
+    float sum[HFQ_LANES] = {0};
+    for (int64_t i = 0; i < n; i++) sum[i % HFQ_LANES] += hfq_fp8_to_f32(wfmt, q[i]) * x[i];
+    return hfq_lanes_sum(sum) * w_scale;
 }
 
 float hfq_dot_fp8_fp8(hfq_fp8_format wfmt, const void *w, float w_scale,
                       hfq_fp8_format afmt, const void *a, float a_scale, int64_t n) {
     const uint8_t *qw = (const uint8_t *)w, *qa = (const uint8_t *)a;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; i++) sum += hfq_fp8_to_f32(wfmt, qw[i]) * hfq_fp8_to_f32(afmt, qa[i]);
-    return sum * (w_scale * a_scale);
+    float sum[HFQ_LANES] = {0};
+    for (int64_t i = 0; i < n; i++) sum[i % HFQ_LANES] += hfq_fp8_to_f32(wfmt, qw[i]) * hfq_fp8_to_f32(afmt, qa[i]);
+    return hfq_lanes_sum(sum) * (w_scale * a_scale);
 }

@@ -116,11 +116,11 @@ size_t hfq_quantize_fp8_static(hfq_fp8_format fmt, const float *src, void *dst, 
 /* dst[i] = scale * decode(src[i]) for n codes. */
 void hfq_dequantize_row_fp8(hfq_fp8_format fmt, const void *src, float *dst, int64_t n, float scale);
 
-/* w_scale * sum_i decode(w[i]) * x[i], accumulated in float in index order. */
+/* (sum_i decode(w[i]) * x[i]) * w_scale, the sum in float in quant/lanes.h's order. */
 float hfq_dot_fp8_f32(hfq_fp8_format wfmt, const void *w, float w_scale, const float *x, int64_t n);
 
 /* FP8 weights times FP8 activations (W8A8): products of decoded codes are
- * summed in float, then times w_scale * a_scale. */
+ * summed in float in quant/lanes.h's order, then times (w_scale * a_scale). */
 float hfq_dot_fp8_fp8(hfq_fp8_format wfmt, const void *w, float w_scale,
                       hfq_fp8_format afmt, const void *a, float a_scale, int64_t n);
 

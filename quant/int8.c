@@ -1,6 +1,8 @@
 /* int8.c - symmetric INT8 quantization, dequantization and dot products. */
 #include "quant/int8.h"
 
+#include "quant/lanes.h"
+
 #define DOT_CHUNK 65536 /* products per int32 partial sum: 65536 * 16129 < 2^31 */
 #define SEARCH_STEPS 10
 #define SEARCH_STEP 0.015f
@@ -80,9 +82,9 @@ float hfq_dot_int8_f32(const void *w, const float *w_scales, int64_t group_size,
     float sum = 0.0f;
     for (int64_t start = 0, g = 0; start < n; start += g_len, g++) {
         const int64_t end = start + g_len < n ? start + g_len : n;
-        float part = 0.0f;
-        for (int64_t i = start; i < end; i++) part += (float)q[i] * x[i];
-        sum += w_scales[g] * part;
+        float part[HFQ_LANES] = {0};
+        for (int64_t i = start; i < end; i++) part[(i - start) % HFQ_LANES] += (float)q[i] * x[i];
+        sum += w_scales[g] * hfq_lanes_sum(part);
     }
     return sum;
 }

@@ -59,7 +59,8 @@ void hfq_dequantize_row_int8(const void *src, float *dst, int64_t n, const float
                              int64_t group_size);
 
 /* One weight row (scales per group of G, 0 = n) times float activations:
- * sum over groups of scale_g * (sum q * x accumulated in float). */
+ * sum over groups, in order from 0, of scale_g * (sum q * x accumulated in
+ * float in quant/lanes.h's order, each group a run). */
 float hfq_dot_int8_f32(const void *w, const float *w_scales, int64_t group_size,
                        const float *x, int64_t n);
 

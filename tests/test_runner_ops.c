@@ -12,6 +12,7 @@
 #include "check.h"
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
+#include "kernels/cpu/i8_kernels.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cpu/vec_kernels.h"
@@ -350,7 +351,7 @@ static void test_fp4_float_acts(void) {
             cpu_wkernel k;
             hfq_error err;
             CHECK_MSG(cpu_wkernel_get(&w, modes[m], &k, "test", &err) == 0, "%s", err.msg);
-            CHECK(k.act_kind == CPU_ACT_FORMAT && k.act->type == HFQ_QT_F32 && !k.tile);
+            CHECK(k.act_kind == CPU_ACT_FORMAT && k.act->type == HFQ_QT_F32);
             CHECK(cpu_matmul_act_bytes(&w, modes[m], T) == 0);
             float x[5 * 192], y[5 * 9], y1[9], deq[192];
             for (int64_t i = 0; i < T * n_in; i++) x[i] = 3.0f * synth_uniform(&rng);
@@ -376,26 +377,6 @@ static void test_fp4_float_acts(void) {
             CHECK(memcmp(y1, y + 3 * n_out, sizeof y1) == 0);
             synth_free(&sm);
         }
-}
-
-/* The SIMD int8 dot is exact, past its 32-bit flush interval and at the extremes. */
-static void test_dot_i8(void) {
-    const int64_t n = ((int64_t)32 << 14) * 2 + 77;
-    int8_t *a = malloc((size_t)n), *b = malloc((size_t)n);
-    uint64_t rng = 5;
-    for (int pass = 0; pass < 2; pass++) {
-        for (int64_t i = 0; i < n; i++) {
-            a[i] = pass ? -128 : (int8_t)(synth_next(&rng) & 0xff);
-            b[i] = pass ? -128 : (int8_t)(synth_next(&rng) & 0xff);
-        }
-        int64_t want = 0;
-        for (int64_t i = 0; i < n; i++) want += (int64_t)a[i] * b[i];
-        CHECK(cpu_vec_kernels_get(true).dot_i8(a, b, n) == want);
-        CHECK(cpu_vec_kernels_get(false).dot_i8(a, b, n) == want);
-        CHECK(cpu_vec_kernels_get(true).dot_i8(a + 3, b + 5, 45) == cpu_vec_kernels_get(false).dot_i8(a + 3, b + 5, 45));
-    }
-    free(a);
-    free(b);
 }
 
 /* Attention's vector kernels (in every set this CPU runs) against a plain double-precision computation within float rounding:
@@ -452,68 +433,183 @@ static void test_attention_kernels(void) {
     printf("%d attention kernel calls checked\n", checked);
 }
 
-/* The SIMD twins of quant/qtype.h vec_dots, and their tiles, give the same
- * bits in every instruction set this CPU runs, on rows of values of very
+/* Activation row v (n values) in format act, as the runner makes it:
+ * NVFP4 with a global scale on odd rounds (W4A4 per token), without on even ones. */
+static void quantize_act_row(hfq_qtype act, const float *v, void *a, int64_t n, int round) {
+    if (act == HFQ_QT_F32) memcpy(a, v, (size_t)n * sizeof *v);
+    else if (act == HFQ_QT_NVFP4) hfq_quantize_nvfp4(v, a, 1, n, NULL, round % 2 ? hfq_nvfp4_global_scale(v, n) : 0.0f);
+    else hfq_qtype_get(act)->quantize_row(v, a, n);
+}
+
+/* The SIMD twin of reference dot `ref` for weights wt times activations
+ * act, and its tiles, in set isa: the same bits on rows of values of very
  * different sizes; tiles of every width up to the kernel's and every row
  * count up to CPU_TILE_ROWS (the rows past nr left alone). */
+static int check_simd_kernels(const hfq_qtype_traits *wt, hfq_qtype act, hfq_vec_dot_fn ref, int isa, uint64_t *rng) {
+    enum { N = 1024, ROWS = CPU_TILE_ROWS, COLS = 19 };
+    static float x[N], v[N];
+    static char w[ROWS][2 * N], a[COLS][4 * N];   /* wider than any row of these formats */
+    static float want[COLS][ROWS], got[COLS][ROWS];
+    hfq_vec_dot_fn simd = cpu_quant_vec_dot_act_isa(wt->type, act, (cpu_quant_isa)isa);
+    int cols = 0, checked = 0;
+    cpu_tile_fn tile = cpu_quant_tile_act_isa(wt->type, act, (cpu_quant_isa)isa, &cols);
+    CHECK(simd && tile && cols >= 1 && cols <= COLS);
+    if (!simd || !tile) return 0;
+    const size_t row = (size_t)hfq_qtype_row_size(wt->type, N), arow = (size_t)hfq_qtype_row_size(act, N);
+    CHECK(row <= sizeof w[0] && arow <= sizeof a[0]);
+    for (int round = 0; round < 20; round++) {
+        float scale = ldexpf(1.0f, round % 20 - 10);
+        for (int r = 0; r < ROWS; r++) {
+            for (int64_t i = 0; i < N; i++) x[i] = scale * synth_uniform(rng) * (i % 97 == 0 ? 50.0f : 1.0f);
+            wt->quantize(x, (char *)w + r * row, 1, N, NULL);
+        }
+        for (int c = 0; c < COLS; c++) {
+            for (int64_t i = 0; i < N; i++) v[i] = synth_uniform(rng) * ((round + c) % 3 ? 1.0f : 1000.0f);
+            quantize_act_row(act, v, (char *)a + c * arow, N, round);
+        }
+        for (int c = 0; c < COLS; c++)
+            for (int r = 0; r < ROWS; r++) {
+                want[c][r] = ref((char *)w + r * row, (char *)a + c * arow, N);
+                float one = simd((char *)w + r * row, (char *)a + c * arow, N);
+                CHECK_MSG(memcmp(&want[c][r], &one, sizeof one) == 0, "%s x %s isa %d round %d: %.9g vs %.9g",
+                          wt->name, hfq_qtype_get(act)->name, isa, round, one, want[c][r]);
+                checked++;
+            }
+        /* tiles of every row count (AVX512-VNNI's K-quant tiles take rows in
+         * pairs: 1 and 3 leave half a pair, 2 a whole one), of nc = round % cols + 1 columns */
+        const int nc = round % cols + 1;
+        for (int nr = ROWS; nr >= 1; nr--) {
+            memset(got, 0, sizeof got);
+            for (int c0 = 0; c0 < COLS; c0 += nc) {
+                const int n_cols = COLS - c0 < nc ? COLS - c0 : nc;
+                tile(N, w, row, nr, (char *)a + c0 * arow, arow, n_cols, &got[c0][0], ROWS);
+            }
+            bool same = true;
+            for (int c = 0; c < COLS; c++)
+                for (int r = 0; r < ROWS; r++)
+                    same = same && (r < nr ? memcmp(&want[c][r], &got[c][r], sizeof got[c][r]) == 0
+                                           : got[c][r] == 0.0f);
+            CHECK_MSG(same, "%s x %s isa %d: tile of %d rows x %d columns differs", wt->name,
+                      hfq_qtype_get(act)->name, isa, nr, nc);
+        }
+    }
+    return checked;
+}
+
+/* Every format's SIMD kernels with its vec_dot_type activations, and every
+ * other pair's (W4A4, weight-only), in every set this CPU runs. */
 static void test_quant_simd_dots(void) {
     hfq_qtype formats[HFQ_QT_COUNT];
     const size_t n_formats = cpu_quant_tile_formats(formats, HFQ_QT_COUNT);
-    enum { N = 1024, ROWS = CPU_TILE_ROWS, COLS = 19 };
-    static float x[N], v[N];
-    static char w[ROWS][2 * N], a[COLS][2 * N];   /* wider than any row of these formats */
-    static float want[COLS][ROWS], got[COLS][ROWS];
+    cpu_quant_pair pairs[HFQ_QT_COUNT];
+    const size_t n_pairs = cpu_quant_tile_pairs(pairs, HFQ_QT_COUNT);
     uint64_t rng = 77;
     int checked = 0, isas = 0;
     for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++) {
         if (!cpu_quant_isa_runs((cpu_quant_isa)isa)) continue;
         isas++;
         for (size_t f = 0; f < n_formats; f++) {
-            hfq_vec_dot_fn simd = cpu_quant_vec_dot_isa(formats[f], (cpu_quant_isa)isa);
-            int cols = 0;
-            cpu_tile_fn tile = cpu_quant_tile_isa(formats[f], (cpu_quant_isa)isa, &cols);
-            CHECK(simd && tile && cols >= 1 && cols <= COLS);
-            const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]), *at = hfq_qtype_get(wt->vec_dot_type);
-            const size_t row = (size_t)hfq_qtype_row_size(wt->type, N), arow = (size_t)hfq_qtype_row_size(at->type, N);
-            CHECK(row <= sizeof w[0] && arow <= sizeof a[0]);
-            for (int round = 0; round < 20; round++) {
-                float scale = ldexpf(1.0f, round % 20 - 10);
-                for (int r = 0; r < ROWS; r++) {
-                    for (int64_t i = 0; i < N; i++) x[i] = scale * synth_uniform(&rng) * (i % 97 == 0 ? 50.0f : 1.0f);
-                    wt->quantize(x, (char *)w + r * row, 1, N, NULL);
-                }
+            const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]);
+            checked += check_simd_kernels(wt, wt->vec_dot_type, wt->vec_dot, isa, &rng);
+        }
+        for (size_t f = 0; f < n_pairs; f++)
+            checked += check_simd_kernels(hfq_qtype_get(pairs[f].w), pairs[f].act, pairs[f].ref, isa, &rng);
+    }
+    printf("%d SIMD quant dots checked in %d instruction sets (%zu pairs beyond vec_dot_type)\n", checked, isas,
+           n_pairs);
+}
+
+/* A random FP8 code of format f that is neither NaN nor infinite. */
+static uint8_t finite_fp8_code(hfq_fp8_format f, uint64_t *rng) {
+    for (;;) {
+        const uint8_t c = (uint8_t)(synth_uniform(rng) * 1e6f);
+        const float v = hfq_fp8_to_f32(f, c);
+        if (v == v && fabsf(v) <= hfq_fp8_max(f)) return c;
+    }
+}
+
+/* The I8 kernels (i8_kernels.h) against the reference dots one pair at a
+ * time, bit for bit: every encoding and granularity, lengths that leave
+ * every remainder of the 8 partial sums and of INT8's 32-value steps, codes
+ * of every kind (no NaN or infinity; INT8 weights -128 too), float and code
+ * activations, scales and activations of very different sizes; tiles of
+ * every row count and width equal to the pair alone. */
+static void test_i8_kernels(void) {
+    enum { NMAX = 65536 + 40, ROWS = CPU_TILE_ROWS, COLS = 5 };
+    static const struct { hfq_qext q; int64_t groups; } cases[] = {
+        {HFQ_QEXT_INT8, 0},      {HFQ_QEXT_INT8, 1},      {HFQ_QEXT_INT8, 3},     {HFQ_QEXT_FP8_E4M3, 0},
+        {HFQ_QEXT_FP8_E4M3, 1},  {HFQ_QEXT_FP8_E5M2, 0},  {HFQ_QEXT_FP8_E5M2, 1}};
+    /* and one past a 32-bit lane's chunk of INT8 products */
+    static const int64_t lengths[] = {1, 7, 8, 9, 24, 72, 1029, 65536 + 40};
+    static uint8_t codes[ROWS * NMAX], acodes[COLS][NMAX];
+    static float x[COLS][NMAX], scales[ROWS * 3];
+    float a_scales[COLS], want[COLS][ROWS], got[COLS][ROWS];
+    cpu_i8_tile_fn simd = cpu_i8_tile(true), ref = cpu_i8_tile(false);
+    uint64_t rng = 4242;
+    int checked = 0;
+    for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++)
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+            const int64_t n = lengths[l], groups = cases[cs].groups;
+            if (groups > 1 && n % groups) continue;
+            const hfq_fp8_format f = cases[cs].q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+            for (int round = 0; round < 6; round++) {
+                for (int64_t i = 0; i < ROWS * n; i++)
+                    codes[i] = cases[cs].q == HFQ_QEXT_INT8 ? (uint8_t)(synth_uniform(&rng) * 1e6f)
+                                                            : finite_fp8_code(f, &rng);
+                for (int i = 0; i < ROWS * 3; i++) scales[i] = ldexpf(1.0f + synth_uniform(&rng), round * 7 - 20);
                 for (int c = 0; c < COLS; c++) {
-                    for (int64_t i = 0; i < N; i++) v[i] = synth_uniform(&rng) * ((round + c) % 3 ? 1.0f : 1000.0f);
-                    at->quantize_row(v, (char *)a + c * arow, N);
+                    a_scales[c] = ldexpf(1.0f, c * 5 - 12);
+                    for (int64_t i = 0; i < n; i++) {
+                        x[c][i] = synth_uniform(&rng) * (i % 13 == 0 ? 1e4f : 1.0f);
+                        acodes[c][i] = cases[cs].q == HFQ_QEXT_INT8 ? (uint8_t)hfq_int8_round(synth_uniform(&rng) * 200.0f)
+                                                                    : finite_fp8_code(f, &rng);
+                    }
                 }
-                for (int c = 0; c < COLS; c++)
-                    for (int r = 0; r < ROWS; r++) {
-                        want[c][r] = wt->vec_dot((char *)w + r * row, (char *)a + c * arow, N);
-                        float one = simd((char *)w + r * row, (char *)a + c * arow, N);
-                        CHECK_MSG(memcmp(&want[c][r], &one, sizeof one) == 0, "%s isa %d round %d: %.9g vs %.9g",
-                                  wt->name, isa, round, one, want[c][r]);
-                        checked++;
-                    }
-                /* tiles of every row count (AVX512-VNNI's K-quant tiles take rows in
-                 * pairs: 1 and 3 leave half a pair, 2 a whole one), of nc = round % cols + 1 columns */
-                const int nc = round % cols + 1;
-                for (int nr = ROWS; nr >= 1; nr--) {
-                    memset(got, 0, sizeof got);
-                    for (int c0 = 0; c0 < COLS; c0 += nc) {
-                        const int n_cols = COLS - c0 < nc ? COLS - c0 : nc;
-                        tile(N, w, row, nr, (char *)a + c0 * arow, arow, n_cols, &got[c0][0], ROWS);
-                    }
-                    bool same = true;
+                const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = n, .ne1 = ROWS, .row_bytes = (size_t)n,
+                                      .data = codes, .scale = scales, .scale_groups = groups, .qext = cases[cs].q};
+                for (int codes_act = 0; codes_act < 2; codes_act++) {
+                    const void *a = codes_act ? (const void *)acodes : (const void *)x;
+                    const size_t as = codes_act ? sizeof acodes[0] : sizeof x[0];
+                    const float *asc = codes_act ? a_scales : NULL;
+                    ref(&w, 0, ROWS, a, as, asc, COLS, &want[0][0], ROWS);
                     for (int c = 0; c < COLS; c++)
-                        for (int r = 0; r < ROWS; r++)
-                            same = same && (r < nr ? memcmp(&want[c][r], &got[c][r], sizeof got[c][r]) == 0
-                                                   : got[c][r] == 0.0f);
-                    CHECK_MSG(same, "%s isa %d: tile of %d rows x %d columns differs", wt->name, isa, nr, nc);
+                        for (int r = 0; r < ROWS; r++) {
+                            float one;
+                            simd(&w, r, 1, (const char *)a + c * as, as, asc ? asc + c : NULL, 1, &one, 1);
+                            CHECK_MSG(memcmp(&one, &want[c][r], sizeof one) == 0,
+                                      "i8 case %zu n %lld codes %d [%d][%d]: %.9g vs %.9g", cs, (long long)n,
+                                      codes_act, c, r, one, want[c][r]);
+                            checked++;
+                        }
+                    for (int nr = 1; nr <= ROWS; nr++) {
+                        memset(got, 0, sizeof got);
+                        simd(&w, 0, nr, a, as, asc, COLS, &got[0][0], ROWS);
+                        bool same = true;
+                        for (int c = 0; c < COLS; c++)
+                            for (int r = 0; r < ROWS; r++)
+                                same = same && (r < nr ? memcmp(&want[c][r], &got[c][r], sizeof got[c][r]) == 0
+                                                       : got[c][r] == 0.0f);
+                        CHECK_MSG(same, "i8 case %zu n %lld: tile of %d rows differs", cs, (long long)n, nr);
+                    }
                 }
             }
         }
-    }
-    printf("%d SIMD quant dots checked in %d instruction sets\n", checked, isas);
+    /* every FP8 code, NaNs and infinities included, decoded to the reference's bits */
+    for (int fmt = HFQ_QEXT_FP8_E4M3; fmt <= HFQ_QEXT_FP8_E5M2; fmt++)
+        for (int len = 8; len <= 32; len *= 4)   /* whole vectors: the 8- and 32-code SIMD decoders */
+            for (int c0 = 0; c0 < 256; c0 += ROWS) {
+                static float one[32];
+                for (int i = 0; i < len; i++) one[i] = 1.0f;
+                for (int r = 0; r < ROWS; r++) memset(codes + len * r, c0 + r, (size_t)len);
+                const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = len, .ne1 = ROWS, .row_bytes = (size_t)len,
+                                      .data = codes, .scale = one, .qext = (hfq_qext)fmt};
+                float a[ROWS], b[ROWS];
+                ref(&w, 0, ROWS, one, sizeof one, NULL, 1, a, ROWS);
+                simd(&w, 0, ROWS, one, sizeof one, NULL, 1, b, ROWS);
+                CHECK_MSG(memcmp(a, b, sizeof a) == 0, "fp8 codes %d.. of format %d (%d) decode differently", c0, fmt,
+                          len);
+            }
+    printf("%d I8 kernel dots checked (%s)\n", checked, simd == ref ? "no SIMD on this CPU" : "AVX2");
 }
 
 static void expect_refused(uint32_t type, hfq_qext qext, hfq_act_quant aq, int64_t n_in, const char *want) {
@@ -545,9 +641,9 @@ int main(void) {
     test_qext_products();
     test_nvfp4_w4a4();
     test_fp4_float_acts();
-    test_dot_i8();
     test_attention_kernels();
     test_quant_simd_dots();
+    test_i8_kernels();
     test_float_isas();
     return check_exit();
 }

@@ -4,8 +4,8 @@
 
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
+#include "kernels/cpu/i8_kernels.h"
 #include "kernels/cpu/quant_kernels.h"
-#include "kernels/cpu/vec_kernels.h"
 #include "quant/fp4.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
@@ -20,12 +20,6 @@
 
 static hfq_fp8_format fp8_format(hfq_qext q) { return q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3; }
 
-/* FP4 weight rows times float rows: each block decoded by quant/fp4.h's
- * block math and dotted with the floats (NVFP4 without its global scale,
- * which cpu_matmul applies after, as for Q8_0 activations). */
-static float dot_mxfp4_f32(const void *w, const void *a, int64_t n) { return hfq_dot_mxfp4_f32(w, a, n); }
-static float dot_nvfp4_f32(const void *w, const void *a, int64_t n) { return hfq_dot_nvfp4_f32(w, a, n); }
-
 /* The activations of weight w under aq: k->act_kind and k->act_scale. */
 static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const char *where, hfq_error *err) {
     const bool nvfp4 = w->type == GT_NVFP4 && !w->qext;
@@ -33,9 +27,9 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
      * on those types only): float activations, as their checkpoints compute */
     if (!w->qext && w->act_none && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_NONE)) {
         k->act = hfq_qtype_get(HFQ_QT_F32);
-        k->tile = NULL;
+        k->tile = cpu_quant_tile_act(k->w->type, HFQ_QT_F32, &k->tile_cols);
         k->act_f32 = false;
-        k->dot = nvfp4 ? dot_nvfp4_f32 : dot_mxfp4_f32;
+        k->dot = nvfp4 ? hfq_dot_nvfp4_f32 : hfq_dot_mxfp4_f32;   /* without NVFP4's global scale */
         return 0;
     }
     if (!w->qext && !nvfp4) return 0;   /* ggml's companion format, whatever aq says */
@@ -49,7 +43,8 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
     }
     k->act_kind = w->qext ? CPU_ACT_CODES : CPU_ACT_NVFP4;
     k->act_scale = aq == HFQ_ACT_QUANT_DYNAMIC ? NULL : w->input_scale;
-    k->tile = NULL;
+    /* W4A4: hfq_dot_nvfp4_nvfp4's tile (quant_kernels.h), then the token's scale */
+    k->tile = w->qext ? NULL : cpu_quant_tile_act(HFQ_QT_NVFP4, HFQ_QT_NVFP4, &k->tile_cols);
     return 0;
 }
 
@@ -153,47 +148,6 @@ static void quantize_act(const cpu_wkernel *k, const hfq_tensor *w, const float 
     }
 }
 
-/* INT8 weight row r times activation row a: quantized with scale a_scale
- * (CPU_ACT_CODES), or floats. W8A8 as hfq_dot_int8_int8 computes it, bit for
- * bit: exact integer dots per scale group (here with SIMD), then the same
- * float steps. */
-static float dot_int8(const hfq_tensor *w, cpu_act kind, int64_t r, const void *a, float a_scale,
-                      const cpu_vec_kernels *vk) {
-    const void *wr = (const char *)w->data + (size_t)r * w->row_bytes;
-    const int64_t n = w->ne0, g = w->scale_groups;
-    const int64_t len = g ? n / g : n;
-    const float *scales = w->scale + (g ? r * g : 0);
-    if (kind == CPU_ACT_F32_CODES) return hfq_dot_int8_f32(wr, scales, g ? len : 0, a, n);
-    float sum = 0.0f;
-    for (int64_t k = 0; k * len < n; k++)
-        sum += scales[k] * (float)vk->dot_i8((const int8_t *)wr + k * len, (const int8_t *)a + k * len, len);
-    return sum * a_scale;
-}
-
-/* FP8 weight rows r0..r0+NR-1 times one activation row (codes of the same
- * encoding with scale a_scale, or floats), codes read as floats from lut:
- * hfq_dot_fp8_fp8's and hfq_dot_fp8_f32's sums term by term, in their order,
- * NR rows interleaved so that their additions overlap. */
-static inline void fp8_rows(const hfq_tensor *w, const float lut[256], int64_t r0, const int NR, bool codes,
-                            const void *a, float a_scale, float *out) {
-    const uint8_t *wr[CPU_TILE_ROWS];
-    float sum[CPU_TILE_ROWS];
-    for (int r = 0; r < NR; r++) {
-        wr[r] = (const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes;
-        sum[r] = 0.0f;
-    }
-    const uint8_t *qa = a;
-    const float *x = a;
-    for (int64_t i = 0; i < w->ne0; i++) {
-        const float av = codes ? lut[qa[i]] : x[i];
-        for (int r = 0; r < NR; r++) sum[r] += lut[wr[r][i]] * av;
-    }
-    for (int r = 0; r < NR; r++) {
-        const float w_scale = w->scale[w->scale_groups ? r0 + r : 0];
-        out[r] = codes ? sum[r] * (w_scale * a_scale) : sum[r] * w_scale;
-    }
-}
-
 /* The products of a tile: weight rows r0..r0+nr-1, activation rows t0..t0+nc-1. */
 typedef struct product {
     const hfq_tensor *w;
@@ -201,9 +155,7 @@ typedef struct product {
     const char *a;          /* activation rows, a_stride bytes apart */
     size_t a_stride;
     const float *a_scales;  /* quantized activations: per token */
-    cpu_vec_kernels vk;
-    bool fp8;               /* FP8 weights: codes read from fp8_lut */
-    float fp8_lut[256];     /* hfq_fp8_to_f32 of every code of the weight's encoding */
+    cpu_i8_tile_fn i8;      /* I8 weights (i8_kernels.h) */
     float *y;
 } product;
 
@@ -214,10 +166,10 @@ static float dot_one(const product *p, int64_t r, const char *a, int64_t t) {
     switch (p->k.act_kind) {
     case CPU_ACT_FORMAT: return p->k.dot(wr, a, w->ne0);
     case CPU_ACT_NVFP4: return hfq_dot_nvfp4_nvfp4(wr, a, w->ne0) * p->a_scales[t];
-    case CPU_ACT_CODES: return dot_int8(w, p->k.act_kind, r, a, p->a_scales[t], &p->vk);
-    case CPU_ACT_F32_CODES: break;
+    case CPU_ACT_CODES:
+    case CPU_ACT_F32_CODES: break;   /* p->i8's */
     }
-    return dot_int8(w, p->k.act_kind, r, a, 1.0f, &p->vk);
+    return 0.0f;
 }
 
 static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
@@ -226,17 +178,14 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
     float *out = p->y + t0 * w->ne1 + r0;
     if (p->k.tile) {
         p->k.tile(w->ne0, wt, w->row_bytes, nr, at, p->a_stride, nc, out, (size_t)w->ne1);
+        if (p->k.act_kind == CPU_ACT_NVFP4)
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < nr; r++) out[c * w->ne1 + r] *= p->a_scales[t0 + c];
         return;
     }
-    if (p->fp8) {
-        const bool codes = p->k.act_kind == CPU_ACT_CODES;
-        for (int c = 0; c < nc; c++) {
-            const char *a = at + c * p->a_stride;
-            const float a_scale = codes ? p->a_scales[t0 + c] : 1.0f;
-            if (nr == CPU_TILE_ROWS) fp8_rows(w, p->fp8_lut, r0, CPU_TILE_ROWS, codes, a, a_scale, out + c * w->ne1);
-            else
-                for (int r = 0; r < nr; r++) fp8_rows(w, p->fp8_lut, r0 + r, 1, codes, a, a_scale, out + c * w->ne1 + r);
-        }
+    if (p->i8) {
+        p->i8(w, r0, nr, at, p->a_stride, p->k.act_kind == CPU_ACT_CODES ? p->a_scales + t0 : NULL, nc, out,
+              (size_t)w->ne1);
         return;
     }
     for (int c = 0; c < nc; c++)
@@ -245,11 +194,9 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
 
 void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, const hfq_tensor *w,
                 const float *restrict bias, const float *restrict x, int64_t n_tokens) {
-    product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float),
-                 .vk = cpu_vec_kernels_get(true), .y = y};
+    product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float), .y = y};
     if (cpu_wkernel_get(w, aq, &p.k, NULL, NULL)) return;
-    p.fp8 = w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2;
-    for (int code = 0; p.fp8 && code < 256; code++) p.fp8_lut[code] = hfq_fp8_to_f32(fp8_format(w->qext), (uint8_t)code);
+    if (w->qext) p.i8 = cpu_i8_tile(true);
     const int64_t n_in = w->ne0, n_out = w->ne1;
     const int64_t macs = n_in * n_out * n_tokens;
     const size_t row_bytes = act_row_bytes(&p.k, n_in);

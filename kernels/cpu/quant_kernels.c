@@ -8,6 +8,7 @@
 #include "quant/block_math.h"
 #include "quant/blocks.h"
 #include "quant/iq4.h"
+#include "quant/fp4.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -183,9 +184,29 @@ static const tile_row tile_rows[] = {
     TILE_ROW(Q4_1, q4_1, NCK, NCK),
     TILE_ROW(Q5_1, q5_1, NCK, NCK),
     TILE_ROW(IQ4_NL, iq4_nl, NCK, NCK),
+    /* FP4 (quant_tiles_fp4.inc): decoding a block costs more than a column's dot, shared by NCK */
+    TILE_ROW(MXFP4, mxfp4, NCK, NCK),
+    TILE_ROW(NVFP4, nvfp4, NCK, NCK),
 };
 
 enum { N_TILE_ROWS = sizeof tile_rows / sizeof tile_rows[0] };
+
+/* Kernels of a weight format times activations other than its
+ * vec_dot_type (the W4A4 and weight-only paths of matmul.h), and the
+ * reference dot each equals. */
+typedef struct pair_row {
+    hfq_qtype act;
+    hfq_vec_dot_fn ref;
+    tile_row k;
+} pair_row;
+
+static const pair_row pair_rows[] = {
+    {HFQ_QT_NVFP4, hfq_dot_nvfp4_nvfp4, TILE_ROW(NVFP4, nvfp4_nvfp4, NCK, NCK)},
+    {HFQ_QT_F32, hfq_dot_mxfp4_f32, TILE_ROW(MXFP4, mxfp4_f32, NC, NC)},
+    {HFQ_QT_F32, hfq_dot_nvfp4_f32, TILE_ROW(NVFP4, nvfp4_f32, NC, NC)},
+};
+
+enum { N_PAIR_ROWS = sizeof pair_rows / sizeof pair_rows[0] };
 
 /* Format t's row in a set this CPU runs, or NULL. */
 static const tile_row *tile_row_of(hfq_qtype t, cpu_quant_isa isa) {
@@ -193,6 +214,34 @@ static const tile_row *tile_row_of(hfq_qtype t, cpu_quant_isa isa) {
     for (size_t i = 0; i < N_TILE_ROWS; i++)
         if (tile_rows[i].type == t) return &tile_rows[i];
     return NULL;
+}
+
+/* The row of weights t times activations act in set isa, or NULL. */
+static const tile_row *act_row_of(hfq_qtype t, hfq_qtype act, cpu_quant_isa isa) {
+    if (act == hfq_qtype_get(t)->vec_dot_type) return tile_row_of(t, isa);
+    if (isa == CPU_QUANT_ISA_NONE || !cpu_quant_isa_runs(isa)) return NULL;
+    for (size_t i = 0; i < N_PAIR_ROWS; i++)
+        if (pair_rows[i].k.type == t && pair_rows[i].act == act) return &pair_rows[i].k;
+    return NULL;
+}
+
+cpu_tile_fn cpu_quant_tile_act_isa(hfq_qtype t, hfq_qtype act, cpu_quant_isa isa, int *cols) {
+    const tile_row *row = act_row_of(t, act, isa);
+    if (!row) return NULL;
+    *cols = isa == CPU_QUANT_ISA_AVX2 ? row->cols_avx2 : row->cols_vnni;
+    return row->tile[isa];
+}
+
+hfq_vec_dot_fn cpu_quant_vec_dot_act_isa(hfq_qtype t, hfq_qtype act, cpu_quant_isa isa) {
+    const tile_row *row = act_row_of(t, act, isa);
+    return row ? row->dot[isa] : NULL;
+}
+
+size_t cpu_quant_tile_pairs(cpu_quant_pair *pairs, size_t max) {
+    size_t n = 0;
+    for (size_t i = 0; i < N_PAIR_ROWS && n < max; i++)
+        pairs[n++] = (cpu_quant_pair){pair_rows[i].k.type, pair_rows[i].act, pair_rows[i].ref};
+    return n;
 }
 
 cpu_tile_fn cpu_quant_tile_isa(hfq_qtype t, cpu_quant_isa isa, int *cols) {
@@ -235,8 +284,27 @@ size_t cpu_quant_tile_formats(hfq_qtype *types, size_t max) {
     (void)max;
     return 0;
 }
+
+cpu_tile_fn cpu_quant_tile_act_isa(hfq_qtype t, hfq_qtype act, cpu_quant_isa isa, int *cols) {
+    (void)t, (void)act, (void)isa, (void)cols;
+    return NULL;
+}
+
+hfq_vec_dot_fn cpu_quant_vec_dot_act_isa(hfq_qtype t, hfq_qtype act, cpu_quant_isa isa) {
+    (void)t, (void)act, (void)isa;
+    return NULL;
+}
+
+size_t cpu_quant_tile_pairs(cpu_quant_pair *pairs, size_t max) {
+    (void)pairs, (void)max;
+    return 0;
+}
 #endif
 
 cpu_tile_fn cpu_quant_tile(hfq_qtype t, int *cols) { return cpu_quant_tile_isa(t, cpu_quant_isa_best(), cols); }
 
 hfq_vec_dot_fn cpu_quant_vec_dot(hfq_qtype t) { return cpu_quant_vec_dot_isa(t, cpu_quant_isa_best()); }
+
+cpu_tile_fn cpu_quant_tile_act(hfq_qtype t, hfq_qtype act, int *cols) {
+    return cpu_quant_tile_act_isa(t, act, cpu_quant_isa_best(), cols);
+}

@@ -1,5 +1,6 @@
-/* quant_kernels.h - SIMD versions of some quant/qtype.h vec_dots, equal to
- * them bit for bit: the integer dot products are exact whatever their order
+/* quant_kernels.h - SIMD versions of some quant/qtype.h vec_dots (and of
+ * some dots of a format with other activations: W4A4, FP4 x floats), equal
+ * to them bit for bit: the integer dot products are exact whatever their order
  * and whatever instructions compute them, and the float steps around them
  * are the reference's, in its order (fp16 scales are widened with F16C: the
  * same value, NaN payloads aside). Each is built for AVX2 and for the two
@@ -45,5 +46,22 @@ cpu_tile_fn cpu_quant_tile_isa(hfq_qtype t, cpu_quant_isa isa, int *cols);
 /* The formats that have SIMD kernels (on x86-64 builds), at most max of
  * them into types; returns how many (for tests and benchmarks). */
 size_t cpu_quant_tile_formats(hfq_qtype *types, size_t max);
+
+/* Weights of format t times activations of format act (t's vec_dot_type,
+ * or a pair of cpu_quant_tile_pairs): the tile in set cpu_quant_isa_best()
+ * (NULL: none), and the same in a given set and its 1 x 1 vec_dot (tests). */
+cpu_tile_fn cpu_quant_tile_act(hfq_qtype t, hfq_qtype act, int *cols);
+cpu_tile_fn cpu_quant_tile_act_isa(hfq_qtype t, hfq_qtype act, cpu_quant_isa isa, int *cols);
+hfq_vec_dot_fn cpu_quant_vec_dot_act_isa(hfq_qtype t, hfq_qtype act, cpu_quant_isa isa);
+
+/* A weight format, an activation format other than its vec_dot_type, and
+ * the reference dot that their kernels equal bit for bit. */
+typedef struct cpu_quant_pair {
+    hfq_qtype w, act;
+    hfq_vec_dot_fn ref;
+} cpu_quant_pair;
+
+/* The pairs that have SIMD kernels, at most max of them; returns how many. */
+size_t cpu_quant_tile_pairs(cpu_quant_pair *pairs, size_t max);
 
 #endif

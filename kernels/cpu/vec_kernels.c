@@ -29,12 +29,6 @@ static void swiglu_c(float *restrict gate, const float *restrict up, size_t n) {
     for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + cpu_expf(-gate[i])) * up[i];
 }
 
-static int64_t dot_i8_c(const int8_t *a, const int8_t *b, int64_t n) {
-    int64_t sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += (int32_t)a[i] * b[i];
-    return sum;
-}
-
 static void mix_c(const float *restrict s, const float *restrict vt, int64_t n_ctx, int64_t n_keys, int64_t hd,
                   float *restrict out) {
     for (int64_t d = 0; d < hd; d++) {
@@ -125,30 +119,6 @@ AVX2 static void swiglu_avx2(float *restrict gate, const float *restrict up, siz
         const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)));
         _mm256_maskstore_ps(gate + i, m, _mm256_mul_ps(_mm256_div_ps(g, d), _mm256_maskload_ps(up + i, m)));
     }
-}
-
-/* int8 products widened to 16 bits, pairs summed into 32-bit lanes; a lane
- * gains at most 2 * 2 * 128 * 128 = 65536 per step, so it is emptied into 64
- * bits every 2^14 steps. */
-AVX2 static int64_t dot_i8_avx2(const int8_t *a, const int8_t *b, int64_t n) {
-    int64_t total = 0, i = 0;
-    while (i + 32 <= n) {
-        const int64_t stop = n - i > ((int64_t)32 << 14) ? i + ((int64_t)32 << 14) : n;
-        __m256i acc = _mm256_setzero_si256();
-        for (; i + 32 <= stop; i += 32) {
-            const __m256i va = _mm256_loadu_si256((const __m256i *)(a + i));
-            const __m256i vb = _mm256_loadu_si256((const __m256i *)(b + i));
-            const __m256i lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(va)),
-                                                 _mm256_cvtepi8_epi16(_mm256_castsi256_si128(vb)));
-            const __m256i hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(va, 1)),
-                                                 _mm256_cvtepi8_epi16(_mm256_extracti128_si256(vb, 1)));
-            acc = _mm256_add_epi32(acc, _mm256_add_epi32(lo, hi));
-        }
-        int32_t lanes32[8];
-        _mm256_storeu_si256((__m256i *)lanes32, acc);
-        for (int k = 0; k < 8; k++) total += lanes32[k];
-    }
-    return total + dot_i8_c(a + i, b + i, n - i);
 }
 
 /* s[p] = q . K[p], one chain of fused multiply-adds over d per score
@@ -288,7 +258,6 @@ static bool runs(cpu_vec_isa isa) { return isa == CPU_VEC_PORTABLE; }
 #define mix_avx2 mix_c
 #define softmax_avx2 softmax_c
 #define swiglu_avx2 swiglu_c
-#define dot_i8_avx2 dot_i8_c
 #define scores_avx512 scores_c
 #define mix_avx512 mix_c
 #define softmax_avx512 softmax_c
@@ -298,10 +267,10 @@ bool cpu_vec_kernels_isa(cpu_vec_isa isa, cpu_vec_kernels *k) {
     if (!runs(isa)) return false;
     switch (isa) {
     case CPU_VEC_AVX512:
-        *k = (cpu_vec_kernels){scores_avx512, softmax_avx512, mix_avx512, swiglu_avx2, dot_i8_avx2};
+        *k = (cpu_vec_kernels){scores_avx512, softmax_avx512, mix_avx512, swiglu_avx2};
         break;
-    case CPU_VEC_AVX2: *k = (cpu_vec_kernels){scores_avx2, softmax_avx2, mix_avx2, swiglu_avx2, dot_i8_avx2}; break;
-    default: *k = (cpu_vec_kernels){scores_c, softmax_c, mix_c, swiglu_c, dot_i8_c}; break;
+    case CPU_VEC_AVX2: *k = (cpu_vec_kernels){scores_avx2, softmax_avx2, mix_avx2, swiglu_avx2}; break;
+    default: *k = (cpu_vec_kernels){scores_c, softmax_c, mix_c, swiglu_c}; break;
     }
     return true;
 }

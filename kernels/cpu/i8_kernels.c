@@ -1,0 +1,278 @@
+#include "kernels/cpu/i8_kernels.h"
+
+#include "kernels/cpu/matmul.h"
+#include "quant/cpu_features.h"
+#include "quant/fp8.h"
+#include "quant/int8.h"
+#include "quant/lanes.h"
+
+#define NR CPU_TILE_ROWS
+
+static hfq_fp8_format fp8_of(hfq_qext q) { return q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3; }
+
+static const uint8_t *row_codes(const hfq_tensor *w, int64_t r) {
+    return (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+}
+
+static void i8_tile_ref(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as, const float *a_scales,
+                        int nc, float *out, size_t os) {
+    const int64_t n = w->ne0, g = w->scale_groups;
+    for (int c = 0; c < nc; c++) {
+        const char *ac = (const char *)a + (size_t)c * as;
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *wr = row_codes(w, r0 + r);
+            float *o = &out[(size_t)c * os + (size_t)r];
+            const float *ws = w->scale + (g ? (r0 + r) * g : 0);
+            if (w->qext == HFQ_QEXT_INT8 && a_scales) *o = hfq_dot_int8_int8(wr, ws, g ? n / g : 0, ac, a_scales[c], n);
+            else if (w->qext == HFQ_QEXT_INT8) *o = hfq_dot_int8_f32(wr, ws, g ? n / g : 0, (const float *)ac, n);
+            else if (!a_scales) *o = hfq_dot_fp8_f32(fp8_of(w->qext), wr, w->scale[g ? r0 + r : 0], (const float *)ac, n);
+            else
+                *o = hfq_dot_fp8_fp8(fp8_of(w->qext), wr, w->scale[g ? r0 + r : 0], fp8_of(w->qext), ac, a_scales[c], n);
+        }
+    }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define I8_AVX2 __attribute__((target("avx2,f16c")))
+
+/* hfq_fp8_to_f32 of 8 codes, through F16C: an FP8 code's bits placed in an
+ * fp16's - E5M2 is the top byte of one; E4M3's exponent and mantissa go one
+ * bit lower (the code sign-extended, shifted, and its sign copy at bit 14
+ * cleared), the value then 2^8 too small: times 256, exact, unless small -
+ * and NaN codes replaced by the fp16 quiet NaN of their sign (the
+ * reference's float NaN). */
+I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p, bool small) {
+    const __m128i raw = _mm_loadl_epi64((const __m128i *)p);
+    if (f == HFQ_FP8_E5M2) {
+        const __m128i h = _mm_slli_epi16(_mm_cvtepu8_epi16(raw), 8);
+        const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F00)), _mm_set1_epi16(0x7C00));
+        /* 0x7D00..0x7F00 -> 0x7E00: clear bit 8, set bit 9 */
+        const __m128i fix = _mm_and_si128(nan, _mm_set1_epi16(0x0200));
+        return _mm256_cvtph_ps(_mm_or_si128(_mm_andnot_si128(_mm_and_si128(nan, _mm_set1_epi16(0x0100)), h), fix));
+    }
+    __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(raw), 7), _mm_set1_epi16((short)0xBF80));
+    /* magnitude 0x7F (0x3F80 here) -> 0x7E00 */
+    const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F80)), _mm_set1_epi16(0x3F80));
+    h = _mm_xor_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x4180)));
+    return small ? _mm256_cvtph_ps(h) : _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+}
+
+/* fp8x8 of 32 codes at once, f[k] = codes 8k..8k+7: the fp16 bits' two
+ * bytes made by byte operations on all 32 (E4M3's high byte: sign, then
+ * magnitude >> 1; low byte: its last bit at bit 7; E5M2's: the code, 0),
+ * NaN codes to the fp16 quiet NaN of their sign, then interleaved. */
+I8_AVX2 static inline void fp8x32(hfq_fp8_format f, const uint8_t *p, bool small, __m256 out[4]) {
+    const __m256i c = _mm256_loadu_si256((const __m256i *)p);
+    const __m256i sign = _mm256_and_si256(c, _mm256_set1_epi8((char)0x80));
+    const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi8(0x7F));
+    const __m256i qnan = _mm256_or_si256(sign, _mm256_set1_epi8(0x7E));
+    __m256i hi, lo;
+    if (f == HFQ_FP8_E5M2) {
+        hi = _mm256_blendv_epi8(c, qnan, _mm256_cmpgt_epi8(mag, _mm256_set1_epi8(0x7C)));
+        lo = _mm256_setzero_si256();
+    } else {
+        const __m256i nan = _mm256_cmpeq_epi8(mag, _mm256_set1_epi8(0x7F));
+        hi = _mm256_or_si256(sign, _mm256_and_si256(_mm256_srli_epi16(c, 1), _mm256_set1_epi8(0x3F)));
+        hi = _mm256_blendv_epi8(hi, qnan, nan);
+        lo = _mm256_andnot_si256(nan, _mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi8((char)0x80)));
+    }
+    /* 128-bit lane l of h0: codes 16l..16l+7; of h1: 16l+8..16l+15 */
+    const __m256i h0 = _mm256_unpacklo_epi8(lo, hi), h1 = _mm256_unpackhi_epi8(lo, hi);
+    out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h0));
+    out[1] = _mm256_cvtph_ps(_mm256_castsi256_si128(h1));
+    out[2] = _mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1));
+    out[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1));
+    if (f == HFQ_FP8_E4M3 && !small)
+        for (int k = 0; k < 4; k++) out[k] = _mm256_mul_ps(out[k], _mm256_set1_ps(256.0f));
+}
+
+/* 8 codes of encoding q as floats. */
+I8_AVX2 static inline __m256 codes8(hfq_qext q, const uint8_t *p, bool small) {
+    if (q == HFQ_QEXT_INT8) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+    return fp8x8(fp8_of(q), p, small);
+}
+
+static inline float code1(hfq_qext q, uint8_t c) {
+    return q == HFQ_QEXT_INT8 ? (float)(int8_t)c : hfq_fp8_to_f32(fp8_of(q), c);
+}
+
+/* part[c] = the sums (rows 0..3 in lanes 0..3) of the products of codes
+ * wr[r][i] with value i of activation row a[c] (floats, or codes of
+ * encoding q when codes) over the run [start, end), in quant/lanes.h's
+ * order: lane k of acc[c][r] is partial sum k, and the four rows' partial
+ * sums are combined side by side after a transposition. Each 8 weight
+ * codes are decoded once for the C (a constant where this is inlined)
+ * activation rows. */
+I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, const uint8_t *const wr[NR],
+                                                                   const char *const a[], const int C, bool codes,
+                                                                   int64_t start, int64_t end, __m128 part[]) {
+    __m256 acc[CPU_TILE_COLS][NR];
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < NR; r++) acc[c][r] = _mm256_setzero_ps();
+    /* E4M3 x E4M3: both decoded 2^8 too small (no multiply by 256), so every
+     * product and sum is 2^16 too small, and exactly so: products are
+     * multiples of 2^-18 (the smallest code squared) and so are their
+     * rounded sums, which therefore stay far above the subnormals; times
+     * 2^16 at the end. */
+    const bool small = codes && q == HFQ_QEXT_FP8_E4M3;
+    int64_t i = start;
+    /* FP8: 32 codes a step, the same additions as four of the steps below */
+    for (; q != HFQ_QEXT_INT8 && i + 4 * HFQ_LANES <= end; i += 4 * HFQ_LANES) {
+        __m256 av[CPU_TILE_COLS][4];
+        for (int c = 0; c < C; c++) {
+            if (codes) fp8x32(fp8_of(q), (const uint8_t *)a[c] + i, small, av[c]);
+            else
+                for (int k = 0; k < 4; k++) av[c][k] = _mm256_loadu_ps((const float *)a[c] + i + k * HFQ_LANES);
+        }
+        for (int r = 0; r < NR; r++) {
+            __m256 wv[4];
+            fp8x32(fp8_of(q), wr[r] + i, small, wv);
+            for (int c = 0; c < C; c++)
+                for (int k = 0; k < 4; k++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[k], av[c][k]));
+        }
+    }
+    for (; i + HFQ_LANES <= end; i += HFQ_LANES) {
+        __m256 wv[NR];
+        for (int r = 0; r < NR; r++) wv[r] = codes8(q, wr[r] + i, small);
+        for (int c = 0; c < C; c++) {
+            const __m256 av =
+                codes ? codes8(q, (const uint8_t *)a[c] + i, small) : _mm256_loadu_ps((const float *)a[c] + i);
+            for (int r = 0; r < NR; r++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[r], av));
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        __m128 t[NR];   /* row r: partial sums k + 4k' added, k = 0..3 */
+        for (int r = 0; r < NR; r++) {
+            if (i < end) {   /* the last values of the run, one lane each */
+                float lane[HFQ_LANES];
+                _mm256_storeu_ps(lane, acc[c][r]);
+                for (int64_t j = i; j < end; j++)
+                    lane[(j - start) % HFQ_LANES] +=
+                        code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a[c])[j]) : ((const float *)a[c])[j]) *
+                        (small ? 1.0f / 65536.0f : 1.0f);
+                acc[c][r] = _mm256_loadu_ps(lane);
+            }
+            t[r] = _mm_add_ps(_mm256_castps256_ps128(acc[c][r]), _mm256_extractf128_ps(acc[c][r], 1));
+        }
+        _MM_TRANSPOSE4_PS(t[0], t[1], t[2], t[3]);
+        part[c] = _mm_add_ps(_mm_add_ps(t[0], t[2]), _mm_add_ps(t[1], t[3]));
+        if (small) part[c] = _mm_mul_ps(part[c], _mm_set1_ps(65536.0f));
+    }
+}
+
+/* Products summed per 32-bit lane before they could overflow it: each
+ * 32 values add at most 4 * 128 * 127 to a lane. */
+#define INT_CHUNK 65536
+
+/* part[c] = the exact sums (rows in lanes) of wr[r][i] * a[c][i] (INT8
+ * codes) over [start, end), as floats: |w| times a with w's signs, pairs
+ * summed in 16 bits (no saturation: activations are never -128), then in
+ * 32-bit lanes, chunks in 64 bits. */
+I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t *const wr[NR], const char *const a[],
+                                                                   const int C, int64_t start, int64_t end,
+                                                                   __m128 part[]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    int64_t isum[CPU_TILE_COLS][NR] = {{0}};
+    int64_t i = start;
+    while (i + 32 <= end) {
+        const int64_t stop = end - i > INT_CHUNK ? i + INT_CHUNK : end;
+        __m256i acc[CPU_TILE_COLS][NR];
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < NR; r++) acc[c][r] = _mm256_setzero_si256();
+        for (; i + 32 <= stop; i += 32) {
+            __m256i wv[NR], wabs[NR];
+            for (int r = 0; r < NR; r++) {
+                wv[r] = _mm256_loadu_si256((const __m256i *)(wr[r] + i));
+                wabs[r] = _mm256_abs_epi8(wv[r]);
+            }
+            for (int c = 0; c < C; c++) {
+                const __m256i av = _mm256_loadu_si256((const __m256i *)(a[c] + i));
+                for (int r = 0; r < NR; r++)
+                    acc[c][r] = _mm256_add_epi32(
+                        acc[c][r], _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(av, wv[r])), ones));
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            /* rows' lane sums side by side: exact, a chunk stays below 2^31 */
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[c][0], acc[c][1]),
+                                                _mm256_hadd_epi32(acc[c][2], acc[c][3]));
+            int32_t rows[NR];
+            _mm_storeu_si128((__m128i *)rows, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+            for (int r = 0; r < NR; r++) isum[c][r] += rows[r];
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        for (int r = 0; r < NR; r++)
+            for (int64_t j = i; j < end; j++) isum[c][r] += (int32_t)(int8_t)wr[r][j] * (int8_t)a[c][j];
+        part[c] = _mm_setr_ps((float)isum[c][0], (float)isum[c][1], (float)isum[c][2], (float)isum[c][3]);
+    }
+}
+
+/* Row r's scale k (rows r >= nr: row 0's, as their codes). */
+static inline float scale_of(const hfq_tensor *w, int64_t r0, int r, int nr, int64_t k) {
+    const int64_t g = w->scale_groups;
+    return w->scale[g ? (r0 + (r < nr ? r : 0)) * g + k : 0];
+}
+
+/* The tile for C activation rows, rows in vector lanes; rows r >= nr read
+ * row 0 again, their results not stored. */
+I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tensor *w, const uint8_t *const wr[NR],
+                                                                  int64_t r0, int nr, const char *const a[],
+                                                                  const int C, const float *a_scales, float *out,
+                                                                  size_t os) {
+    const int64_t n = w->ne0, g = w->scale_groups;
+    __m128 part[CPU_TILE_COLS], sum[CPU_TILE_COLS];
+    for (int c = 0; c < C; c++) sum[c] = _mm_setzero_ps();
+    if (w->qext == HFQ_QEXT_INT8) {
+        /* hfq_dot_int8_f32 / _int8: scale_g * part_g added group by group */
+        const int64_t len = g ? n / g : n;
+        for (int64_t k = 0; k * len < n; k++) {
+            if (a_scales) int_sums(wr, a, C, k * len, (k + 1) * len, part);
+            else run_sums(w->qext, wr, a, C, false, k * len, (k + 1) * len, part);
+            const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, k), scale_of(w, r0, 1, nr, k),
+                                          scale_of(w, r0, 2, nr, k), scale_of(w, r0, 3, nr, k));
+            for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));
+        }
+        for (int c = 0; a_scales && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
+    } else {
+        run_sums(w->qext, wr, a, C, a_scales != NULL, 0, n, part);
+        const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, 0), scale_of(w, r0, 1, nr, 0), scale_of(w, r0, 2, nr, 0),
+                                      scale_of(w, r0, 3, nr, 0));
+        for (int c = 0; c < C; c++)
+            sum[c] = _mm_mul_ps(part[c], a_scales ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
+    }
+    for (int c = 0; c < C; c++) {
+        float lane[NR];
+        _mm_storeu_ps(lane, sum[c]);
+        for (int r = 0; r < nr; r++) out[(size_t)c * os + (size_t)r] = lane[r];
+    }
+}
+
+I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
+                                 const float *a_scales, int nc, float *out, size_t os) {
+    const uint8_t *wr[NR];
+    for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
+    for (int c0 = 0; c0 < nc; c0 += CPU_TILE_COLS) {
+        const char *ac[CPU_TILE_COLS];
+        const int m = nc - c0 < CPU_TILE_COLS ? nc - c0 : CPU_TILE_COLS;
+        for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;
+        const float *asc = a_scales ? a_scales + c0 : NULL;
+        float *o = out + (size_t)c0 * os;
+        _Static_assert(CPU_TILE_COLS == 3, "one call of i8_cols per column count");
+        if (m == 3) i8_cols(w, wr, r0, nr, ac, 3, asc, o, os);
+        else if (m == 2) i8_cols(w, wr, r0, nr, ac, 2, asc, o, os);
+        else i8_cols(w, wr, r0, nr, ac, 1, asc, o, os);
+    }
+}
+
+cpu_i8_tile_fn cpu_i8_tile(bool simd) {
+    return simd && cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_F16C) ? i8_tile_avx2 : i8_tile_ref;
+}
+#else
+cpu_i8_tile_fn cpu_i8_tile(bool simd) {
+    (void)simd;
+    return i8_tile_ref;
+}
+#endif
