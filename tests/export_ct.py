@@ -404,6 +404,54 @@ def refusals(gguf, tmp):
     check(r.returncode == 2 and "--act-scales" in r.stderr, f"NVFP4 without --act-scales not a usage error: {r.stderr!r}")
 
 
+# Llama 3 rope scaling: hfconv writes rope_freqs.weight (head_dim 32: four smoothed frequencies between
+# 4096 / 8 and 4096), the export states rope_parameters again (src/hf/rope_llama3.h)
+# (and Llama 3.1's and 3.2's own parameters on their head size, 128: config.json checked only)
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 8.0, "original_max_position_embeddings": 4096}
+LLAMA31_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+
+def llama3_rope(tmp, ids):
+    for factor in (8.0, 32.0):
+        label = f"llama31rope{int(factor)}"
+        want = dict(LLAMA31_ROPE, factor=factor)
+        CASES[label] = (transformers.LlamaConfig, transformers.LlamaForCausalLM,
+                        base(hidden_size=128, num_attention_heads=1, num_key_value_heads=1,
+                             max_position_embeddings=131072, rope_parameters=dict(want)))
+        gguf, out_dir = os.path.join(tmp, label + ".gguf"), os.path.join(tmp, label + "-ct")
+        for cmd in ([HFCONV, build(label, tmp), "-o", gguf, "--outtype", "f32", "-q"],
+                    [QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, "FP8_DYNAMIC", "--quiet"]):
+            r = run(cmd)
+            check(r.returncode == 0, f"{label}: {os.path.basename(cmd[0])} failed: {r.stderr.strip()}")
+        if os.path.isdir(out_dir):
+            rp = json.load(open(os.path.join(out_dir, "config.json")))["rope_parameters"]
+            check(rp == want, f"{label}: rope_parameters {rp}, expected {want}")
+    label = "llama3rope"
+    CASES[label] = (transformers.LlamaConfig, transformers.LlamaForCausalLM,
+                    base(hidden_size=128, num_attention_heads=4, max_position_embeddings=32768,
+                         rope_parameters=dict(LLAMA3_ROPE)))
+    folder = build(label, tmp)
+    gguf, ours_gguf = os.path.join(tmp, label + ".gguf"), os.path.join(tmp, label + "-fp8.gguf")
+    out_dir = os.path.join(tmp, label + "-ct")
+    for cmd in ([HFCONV, folder, "-o", gguf, "--outtype", "f32", "-q"], [QUANTIZE, gguf, ours_gguf, "FP8_E4M3", "--quiet"],
+                [QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, "FP8_DYNAMIC", "--quiet"]):
+        r = run(cmd)
+        if not ok(r.returncode == 0, f"{label}: {os.path.basename(cmd[0])} failed: {r.stderr.strip()}"):
+            return
+    rp = json.load(open(os.path.join(out_dir, "config.json")))["rope_parameters"]
+    check(rp == LLAMA3_ROPE, f"{label}: rope_parameters {rp}, expected {LLAMA3_ROPE}")
+    model = ct_model(out_dir)
+    with torch.no_grad():
+        theirs = model(torch.tensor([ids])).logits[0].double().numpy()
+    mine = our_logits(ours_gguf, ids, tmp)
+    if mine is not None:
+        kl = mean_kl(theirs, mine)
+        check(kl <= MAX_KL, f"{label}: KL(transformers || ours) {kl:.3g} > {MAX_KL}")
+        print(f"{label}: rope_parameters {rp}, KL {kl:.3g}")
+
+
 def main():
     ids = list(np.random.default_rng(7).integers(3, VOCAB, N_POS))
     with tempfile.TemporaryDirectory() as tmp:
@@ -418,6 +466,7 @@ def main():
                 refusals(gguf, tmp)
                 shards(gguf, tmp, ids)
         int4(tmp, ids)
+        llama3_rope(tmp, ids)
     sys.exit(finish())
 
 

@@ -353,9 +353,7 @@ static int plan_tensor(const gguf_file *f, const hf_arch *arch, const gguf_tenso
     char hf[256];
     const hf_tensor_row *row = map_name(arch, t->name, hf, sizeof hf);
     if (!row) {
-        if (strcmp(t->name, "rope_freqs.weight") == 0)
-            return hfq_fail(err, where, "tensor 'rope_freqs.weight' (Llama 3 rope scaling): its parameters are not "
-                                        "in the GGUF, config.json cannot state them");
+        if (strcmp(t->name, "rope_freqs.weight") == 0) return 0; /* config.json's rope_parameters (ct_config.c) */
         if (strncmp(t->name, "rope_factors_", 13) == 0)
             return hfq_fail(err, where, "tensor '%s' (longrope scaling): not exported yet", t->name);
         return hfq_fail(err, where, "tensor '%s' has no Hugging Face name in family '%s'", t->name, arch->gguf_arch);

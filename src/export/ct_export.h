@@ -32,7 +32,9 @@
  * block formats, FP8 E5M2, a quantized embedding)
  * or that has no Hugging Face
  * name is refused with one line naming it, before anything is written; so is
- * what config.json cannot say (Llama 3's rope_freqs.weight).
+ * what config.json cannot say. Llama 3's rope_freqs.weight becomes
+ * rope_parameters (src/hf/rope_llama3.h), refused when no parameters
+ * reproduce it.
  *
  * The folder is written as a temporary folder beside OUT_DIR
  * ("OUT_DIR.tmp.XXXXXX") renamed when complete; OUT_DIR must not exist or be
