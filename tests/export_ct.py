@@ -215,6 +215,42 @@ def check_mixed_config(tag, label, folder):
     check(parsed.format == "mixed-precision", f"{tag}: format {parsed.format}, expected mixed-precision")
 
 
+def check_fused_scales(tag, label, folder):
+    """NVFP4: q/k/v and gate/up of a layer hold one weight_global_scale (and input_global_scale), the
+    smallest of the members' own 448 * 6 / amax, as llm-compressor writes them for vLLM's fused layers."""
+    sd = {}
+    for f in os.listdir(folder):
+        if f.endswith(".safetensors"):
+            sd.update(load_file(os.path.join(folder, f)))
+    groups = [("self_attn", ("q_proj", "k_proj", "v_proj")), ("mlp", ("gate_proj", "up_proj"))]
+    n = 0
+    for layer in range(CASES[label][2]["num_hidden_layers"]):
+        for block, members in groups:
+            names = [f"model.layers.{layer}.{block}.{m}" for m in members]
+            if f"{names[0]}.weight_packed" not in sd:   # Phi-3's fused qkv_proj / gate_up_proj: one tensor
+                continue
+            for kind in ("weight_global_scale", "input_global_scale"):
+                vals = [float(sd[f"{x}.{kind}"]) for x in names if f"{x}.{kind}" in sd]
+                check(len(set(vals)) <= 1, f"{tag}: {kind} of {names} differ: {vals}")
+            n += 1
+    fused = CASES[label][0] is transformers.Phi3Config
+    check(n == (0 if fused else 2 * CASES[label][2]["num_hidden_layers"]), f"{tag}: {n} fused groups checked")
+
+
+W4A4_MORE = [list(np.random.default_rng(seed).integers(3, VOCAB, N_POS)) for seed in (8, 9)]
+
+
+def w4a4_kl(model, gguf, ids, tmp):
+    """KL(transformers || ours) on another sequence, activation quantization on."""
+    for m in model.modules():
+        if hasattr(m, "quantization_scheme"):
+            m.quantization_enabled = True
+    with torch.no_grad():
+        theirs = model(torch.tensor([ids])).logits[0].double().numpy()
+    mine = our_logits(gguf, ids, tmp)
+    return float("inf") if mine is None else mean_kl(theirs, mine)
+
+
 def one(label, folder, gguf, tmp, ids):
     recipe = os.path.join(tmp, "recipe.json")
     json.dump(RECIPE, open(recipe, "w"))
@@ -233,6 +269,8 @@ def one(label, folder, gguf, tmp, ids):
             continue
         check(os.path.exists(os.path.join(out_dir, "tokenizer.json")), f"{tag}: no tokenizer.json")
         check(not os.path.exists(os.path.join(out_dir, "quantized.gguf")), f"{tag}: the temporary GGUF is left")
+        if ct_preset and ct_preset.startswith("NVFP4"):
+            check_fused_scales(tag, label, out_dir)
         if ct_preset:
             check_config(tag, out_dir, ct_preset, w_strategy, acts)
         else:
@@ -255,8 +293,16 @@ def one(label, folder, gguf, tmp, ids):
             continue
         kl, control = mean_kl(theirs, mine), mean_kl(float_acts, mine)
         top = float(np.mean(np.argmax(theirs, 1) == np.argmax(mine, 1)))
-        check(kl <= MAX_KL, f"{tag}: KL(transformers || ours) {kl:.3g} > {MAX_KL}")
-        print(f"{tag}: weights within {worst:.2g}, KL {kl:.3g} (float activations: {control:.3g}), "
+        more = ""
+        if acts and acts[0] == "tensor_group":
+            # W4A4: an activation value at an FP4 rounding tie goes either way with the 1-ulp difference of
+            # 1 / input_global_scale and changes every layer after it (docs/export.md); such a tie is in one
+            # sequence, a wrong scale in all: the median over three sequences is held to the limit
+            kls = [kl] + [w4a4_kl(model, ours_gguf, seq, tmp) for seq in W4A4_MORE]
+            kl = float(np.median(kls))
+            more = f" (median of {', '.join(f'{k:.3g}' for k in kls)})"
+        check(kl <= MAX_KL, f"{tag}: KL(transformers || ours) {kl:.3g} > {MAX_KL}{more}")
+        print(f"{tag}: weights within {worst:.2g}, KL {kl:.3g}{more} (float activations: {control:.3g}), "
               f"top-1 agreement {top:.3f}")
 
 

@@ -873,9 +873,6 @@ static int run_export(args *a, const gguf_file *f) {
     if (q) gguf_close(q);
     if (rc == HFQ_EXIT_OK) printf("exported %s (compressed-tensors%s%s)\n", a->export_dir, a->ct ? " " : "",
                                   a->ct ? a->ct->name : "");
-    if (rc == HFQ_EXIT_OK && a->ct && a->ct->preset == HFQ_PRESET_NVFP4)
-        fprintf(stderr, "quantize: warning: each NVFP4 weight keeps its own weight_global_scale; vLLM fuses q/k/v and "
-                        "gate/up and keeps the largest of each group, which shrinks the others (docs/export.md)\n");
     hfq_ct_dir_abort(&d);
     return rc;
 }
