@@ -380,6 +380,29 @@ def int4(tmp, ids):
         if mine is not None:
             print(f"{tag}: {same}/14 weights bit-identical to compressed-tensors' W4A16 compression; KL(INT4 "
                   f"transformers || our BF16 runner) {mean_kl(theirs, mine):.3g}")
+            int4_calibrated(tag, gguf, preset, mine, mean_kl(theirs, mine), ours, ids, tmp)
+
+
+def int4_calibrated(tag, gguf, preset, mine, kl_rtn, rtn, ids, tmp):
+    """W4A16 with --calibration-file: importance-weighted group scales (ct_int4.h), still a folder
+    compressed-tensors validates and loads, closer to the BF16 model than min-max."""
+    out_dir = os.path.join(tmp, f"llama-w4-{preset}-calib-ct")
+    r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, preset, "--quiet"] + CALIB)
+    if not ok(r.returncode == 0, f"{tag} calibrated: export failed: {r.stderr.strip()}"):
+        return
+    QuantizationConfig.model_validate(json.load(open(os.path.join(out_dir, "config.json")))["quantization_config"])
+    cal = load_file(os.path.join(out_dir, "model.safetensors"))
+    scales = [k for k in cal if k.endswith(".weight_scale")]
+    moved = sum(int((cal[k] != rtn[k]).sum()) for k in scales)
+    total = sum(cal[k].numel() for k in scales)
+    check(0 < moved < total, f"{tag} calibrated: {moved} of {total} group scales differ from min-max")
+    model = ct_model(out_dir)
+    with torch.no_grad():
+        theirs = model(torch.tensor([ids])).logits[0].double().numpy()
+    kl = mean_kl(theirs, mine)
+    check(kl < kl_rtn, f"{tag} calibrated: KL {kl:.3g} to our BF16 runner, min-max {kl_rtn:.3g}")
+    print(f"{tag} calibrated: {moved} of {total} group scales moved, KL(INT4 transformers || our BF16 runner) "
+          f"{kl:.3g} (min-max {kl_rtn:.3g})")
 
 
 def shards(gguf, tmp, ids):
@@ -441,7 +464,7 @@ def refusals(gguf, tmp):
     r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out + "2", "NVFP4A16", "--quiet"] + CALIB +
             ["--act-scales"])
     check(r.returncode == 2 and "--act-scales" in r.stderr, f"NVFP4A16 with --act-scales not a usage error: {r.stderr!r}")
-    for extra in (CALIB, ["--tensor-type", "ffn_down=q8_0"]):
+    for extra in (CALIB + ["--smoothquant"], ["--tensor-type", "ffn_down=q8_0"]):
         r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out + "2", "W4A16", "--quiet"] + extra)
         check(r.returncode == 2 and "W4A16" in r.stderr, f"W4A16 with {extra[0]} not a usage error: {r.stderr!r}")
     r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out + "2", "FP8", "--quiet"])

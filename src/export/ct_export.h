@@ -95,6 +95,11 @@ typedef struct hfq_ct_opts {
      * asymmetric; 0: they stay as they are */
     int64_t int4_group;
     bool int4_asymmetric;
+    /* INT4: the importance row (n_per_row values, calibration's input mean
+     * squares, valid until the next call) of the named GGUF weight, or NULL;
+     * importance NULL: compressed-tensors' min-max (ct_int4.h) */
+    const float *(*importance)(void *ctx, const char *name, int64_t n_per_row);
+    void *importance_ctx;
     uint64_t max_shard_bytes;     /* tensor bytes per safetensors file; 0: 4 GiB */
 } hfq_ct_opts;
 
