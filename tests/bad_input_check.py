@@ -952,6 +952,19 @@ def _(work):
     return moe_model(work, change=fuse_gate_up(), config=ct_moe_config(["re:.*never$"]))
 
 
+@case("quantize/export-llama3-rope", "rope_freqs.weight (Llama 3 rope scaling): no Llama 3 parameters reproduce "
+      "its factors")
+def _(work):
+    from gguf import GGUFReader
+    r = GGUFReader(B.gguf)
+    dim = int(r.fields["llama.embedding_length"].contents()) // int(r.fields["llama.attention.head_count"].contents())
+    bad = os.path.join(work, "rope.gguf")
+    # four values between 1 and 8 that no (original context, high_freq_factor) gives
+    gguf_with(B.gguf, bad, add=(("rope_freqs.weight", [1.0] * (dim // 2 - 5) + [1.5, 3.0, 2.0, 5.0, 8.0]),))
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, bad, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"], [out], None, [bad]
+
+
 @case("quantize/export-moe", "tensor 'blk.0.ffn_gate_inp.weight' has no Hugging Face name in family 'llama'")
 def _(work):
     argv, outs, _ = moe_model(work)

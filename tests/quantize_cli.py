@@ -284,7 +284,11 @@ def test_fp4(tmp, model):
     w, sc = ts["blk.1.ffn_up.weight"], ts["blk.1.ffn_up.scale"]
     check(w.tensor_type == GGMLQuantizationType.NVFP4 and [int(v) for v in sc.shape] == [1], "NVFP4 tensors")
     g = np.float32(np.asarray(sc.data).reshape(-1)[0])
-    check(g == np.abs(x).max() / np.float32(6 * 448), f"NVFP4 global scale {g}")
+    # gate and up share the global scale of their larger amax (src/quantize/fused.h)
+    amax = max(np.abs(x).max(), np.abs(src["blk.1.ffn_gate.weight"].data.astype(np.float32)).max())
+    check(g == amax / np.float32(6 * 448), f"NVFP4 global scale {g}")
+    g_gate = np.float32(np.asarray(ts["blk.1.ffn_gate.scale"].data).reshape(-1)[0])
+    check(g_gate == g, f"NVFP4 ffn_gate's global scale {g_gate}, ffn_up's {g}")
     y = quants.dequantize(np.asarray(w.data), GGMLQuantizationType.NVFP4).reshape(x.shape) * g
     sub_amax = np.repeat(np.abs(x).reshape(-1, 16).max(axis=1), 16).reshape(x.shape)
     check(np.all(np.abs(y - x) <= sub_amax / 6 * 1.07 + 1e-12), "NVFP4 error above half a step")

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "formats/atomic_file.h"
+#include "formats/ggml_type.h"
+#include "src/hf/rope_llama3.h"
 
 const hf_arch *ct_family_find(const gguf_file *f, hfq_error *err) {
     int64_t i = gguf_find_key(f, "general.architecture");
@@ -75,16 +77,33 @@ static void add_token_id(cJSON *o, const gguf_file *f, const char *key, const ch
     else cJSON_AddNullToObject(o, json_key);
 }
 
-/* rope_parameters as transformers 5 writes them. Llama 3's scaling is in the
- * GGUF only as rope_freqs.weight, which no config key states. */
-static cJSON *rope_parameters(const keys *k, hfq_error *err) {
+/* Llama 3's rope scaling, which the GGUF holds only as rope_freqs.weight:
+ * the parameters that reproduce its factors (src/hf/rope_llama3.h). */
+static cJSON *llama3_parameters(const keys *k, double theta, int64_t head_dim, const gguf_tensor_info *t,
+                                hfq_error *err) {
+    hf_llama3_rope p = {.theta = theta, .head_dim = head_dim};
+    const char *why = "is not F32 of one dimension";
+    if (t->type != GT_F32 || t->n_dims != 1 || hf_llama3_rope_recover(t->data, t->ne[0], &p, &why))
+        return hfq_fail(err, gguf_path(k->f), "rope_freqs.weight (Llama 3 rope scaling): %s", why), NULL;
+    cJSON *rp = cJSON_CreateObject();
+    if (!rp) return hfq_fail(err, "config.json", "out of memory"), NULL;
+    cJSON_AddStringToObject(rp, "rope_type", "llama3");
+    cJSON_AddNumberToObject(rp, "rope_theta", short_float(theta));
+    cJSON_AddNumberToObject(rp, "factor", short_float(p.factor));
+    cJSON_AddNumberToObject(rp, "low_freq_factor", p.low_freq_factor);
+    cJSON_AddNumberToObject(rp, "high_freq_factor", p.high_freq_factor);
+    cJSON_AddNumberToObject(rp, "original_max_position_embeddings", (double)p.original_context);
+    return rp;
+}
+
+/* rope_parameters as transformers 5 writes them. */
+static cJSON *rope_parameters(const keys *k, int64_t head_dim, hfq_error *err) {
     double theta = 10000.0, v;
     bool has;
     if (key_float(k, "rope.freq_base", &v, &has)) return NULL;
     if (has) theta = v;
-    if (gguf_find_tensor(k->f, "rope_freqs.weight"))
-        return hfq_fail(err, gguf_path(k->f), "rope_freqs.weight (Llama 3 rope scaling): its parameters are not in "
-                                              "the GGUF, config.json cannot state them"), NULL;
+    const gguf_tensor_info *freqs = gguf_find_tensor(k->f, "rope_freqs.weight");
+    if (freqs) return llama3_parameters(k, theta, head_dim, freqs, err);
     int64_t ti = key_index(k, "rope.scaling.type");
     const char *type = ti < 0 ? "none" : gguf_get_str(k->f, ti, NULL, err);
     if (!type) return NULL;
@@ -256,7 +275,7 @@ int ct_write_config(const gguf_file *f, const hf_arch *fam, const ct_model_facts
                         " (partial rotary): not exported yet", k.arch, n_rot, head_dim);
     if (n_swa > 0)
         return hfq_fail(err, gguf_path(f), "%s.attention.sliding_window %" PRId64 ": not exported yet", k.arch, n_swa);
-    cJSON *rope = rope_parameters(&k, err);
+    cJSON *rope = rope_parameters(&k, head_dim, err);
     if (!rope) return -1;
     cJSON *c = cJSON_CreateObject(), *archs = cJSON_AddArrayToObject(c, "architectures");
     cJSON *q = quantization_config(lin, n_lin);

@@ -150,6 +150,7 @@ typedef struct out_tensor {
     int64_t int4_group;         /* FILL_INT4_* */
     bool int4_asymmetric;
     float value;                /* FILL_VALUE */
+    const hfq_ct_opts *opts;    /* FILL_INT4_*: the importance rows */
 } out_tensor;
 
 typedef struct export_plan {
@@ -338,6 +339,7 @@ static int plan_int4(const gguf_tensor_info *w, const char *base, int64_t heads,
         o->permute_heads = heads;
         o->int4_group = g;
         o->int4_asymmetric = s->asymmetric;
+        o->opts = opts;
     }
     return 0;
 }
@@ -358,9 +360,7 @@ static int plan_tensor(const gguf_file *f, const hf_arch *arch, const gguf_tenso
     char hf[256];
     const hf_tensor_row *row = map_name(arch, t->name, hf, sizeof hf);
     if (!row) {
-        if (strcmp(t->name, "rope_freqs.weight") == 0)
-            return hfq_fail(err, where, "tensor 'rope_freqs.weight' (Llama 3 rope scaling): its parameters are not "
-                                        "in the GGUF, config.json cannot state them");
+        if (strcmp(t->name, "rope_freqs.weight") == 0) return 0; /* config.json's rope_parameters (ct_config.c) */
         if (strncmp(t->name, "rope_factors_", 13) == 0)
             return hfq_fail(err, where, "tensor '%s' (longrope scaling): not exported yet", t->name);
         return hfq_fail(err, where, "tensor '%s' has no Hugging Face name in family '%s'", t->name, arch->gguf_arch);
@@ -517,12 +517,14 @@ static int fill_int4(const out_tensor *o, unsigned char *buf, uint64_t nbytes, h
         return hfq_fail(err, o->st.name, "out of memory");
     }
     float *scales = x + cols;
+    const hfq_ct_opts *op = o->opts;
+    const float *imp = op && op->importance ? op->importance(op->importance_ctx, t->name, cols) : NULL;
     memset(buf, 0, nbytes);
     const size_t es = st_dtype_size(o->st.dtype);
     for (int64_t r = 0; r < rows; r++) {
         const unsigned char *src = (const unsigned char *)t->data + (uint64_t)r * (t->nbytes / (uint64_t)rows);
         for (int64_t c = 0; c < cols; c++) x[c] = decode_float(t->type, src, c);
-        ct_int4_row(x, cols, o->int4_group, !o->int4_asymmetric, dt, packed, scales, zp);
+        ct_int4_row(x, cols, o->int4_group, !o->int4_asymmetric, dt, imp, packed, scales, zp);
         const int64_t hr = hf_row(r, rows, o->permute_heads);
         for (int64_t k = 0; o->fill == FILL_INT4_CODES && k < cols / 8; k++) put_u32(buf + 4 * (hr * (cols / 8) + k), packed[k]);
         for (int64_t g = 0; o->fill == FILL_INT4_SCALES && g < groups; g++) put_float(buf + es * (hr * groups + g), dt, scales[g]);

@@ -32,7 +32,9 @@
  * block formats, FP8 E5M2, a quantized embedding)
  * or that has no Hugging Face
  * name is refused with one line naming it, before anything is written; so is
- * what config.json cannot say (Llama 3's rope_freqs.weight).
+ * what config.json cannot say. Llama 3's rope_freqs.weight becomes
+ * rope_parameters (src/hf/rope_llama3.h), refused when no parameters
+ * reproduce it.
  *
  * The folder is written as a temporary folder beside OUT_DIR
  * ("OUT_DIR.tmp.XXXXXX") renamed when complete; OUT_DIR must not exist or be
@@ -93,6 +95,11 @@ typedef struct hfq_ct_opts {
      * asymmetric; 0: they stay as they are */
     int64_t int4_group;
     bool int4_asymmetric;
+    /* INT4: the importance row (n_per_row values, calibration's input mean
+     * squares, valid until the next call) of the named GGUF weight, or NULL;
+     * importance NULL: compressed-tensors' min-max (ct_int4.h) */
+    const float *(*importance)(void *ctx, const char *name, int64_t n_per_row);
+    void *importance_ctx;
     uint64_t max_shard_bytes;     /* tensor bytes per safetensors file; 0: 4 GiB */
 } hfq_ct_opts;
 

@@ -26,8 +26,14 @@
 
 /* One row of cols values (cols a multiple of group, group of 8): codes
  * packed into cols / 8 words, cols / group scales (as floats of dt) and
- * zero points (all 0 when symmetric). */
-void ct_int4_row(const float *x, int64_t cols, int64_t group, bool symmetric, st_dtype dt, uint32_t *packed,
-                 float *scales, int8_t *zero_points);
+ * zero points (all 0 when symmetric).
+ * importance (cols values, the input's mean squares from calibration; NULL:
+ * none): each group's range is also tried shrunk by 1 % to 20 % (scale and
+ * zero point from the shrunk min / max by the same steps), keeping the least
+ * sum of importance * (x - (q - z) s)^2, the plain min-max on ties. The
+ * codes are compressed-tensors' rounding for the scale chosen, so its
+ * decompression reads them as written. */
+void ct_int4_row(const float *x, int64_t cols, int64_t group, bool symmetric, st_dtype dt, const float *importance,
+                 uint32_t *packed, float *scales, int8_t *zero_points);
 
 #endif

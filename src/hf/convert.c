@@ -16,6 +16,7 @@
 #include "src/hf/ct_read.h"
 #include "src/hf/experts.h"
 #include "src/hf/lora.h"
+#include "src/hf/rope_llama3.h"
 #include "src/tokenizer/vocab.h"
 
 /* llama_ftype values written as general.file_type (llama.h). */
@@ -504,25 +505,11 @@ static int write_hparams(gguf_writer *w, const hf_config *c, const hf_arch *arch
     return rc ? -1 : 0;
 }
 
-/* Llama 3 RoPE: per-frequency factors stored as rope_freqs.weight, computed in
- * float32 as llama.cpp's converter does. */
+/* Llama 3 RoPE: per-frequency factors stored as rope_freqs.weight (src/hf/rope_llama3.h). */
 static void llama3_rope_factors(const hf_config *c, float *out, int64_t n) {
-    float base = c->has_rope_theta ? (float)c->rope_theta : 10000.0f;
-    float dim = (float)c->head_dim;
-    float old_ctx = (float)c->rope_original_context;
-    float low = (float)c->rope_low_freq_factor, high = (float)c->rope_high_freq_factor;
-    float factor = (float)c->rope_factor;
-    float low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
-    for (int64_t i = 0; i < n; i++) {
-        float freq = 1.0f / powf(base, (float)(2 * i) / dim);
-        float wavelen = 2.0f * 3.14159265358979323846f / freq;
-        if (wavelen < high_wavelen) out[i] = 1.0f;
-        else if (wavelen > low_wavelen) out[i] = factor;
-        else {
-            float smooth = (old_ctx / wavelen - low) / (high - low);
-            out[i] = 1.0f / ((1.0f - smooth) / factor + smooth);
-        }
-    }
+    const hf_llama3_rope p = {c->has_rope_theta ? c->rope_theta : 10000.0, c->head_dim, c->rope_original_context,
+                              c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor};
+    hf_llama3_rope_factors(&p, out, n);
 }
 
 /* Loads the scales of an FP8 entry as floats (NULL for other entries). */

@@ -10,6 +10,7 @@
 
 #include "formats/ggml_type.h"
 #include "src/quantize/codec.h"
+#include "src/quantize/fused.h"
 
 /* Floats decoded at a time by default: bounds memory whatever the tensor's size. */
 #define SLAB_FLOATS ((int64_t)1 << 24)
@@ -101,6 +102,8 @@ typedef struct step {
     bool importance;        /* ... and its format's rounding uses them */
     hfq_fmt_spec spec;
     hfq_tensor_adjust adj;
+    float amax;             /* NVFP4 of a fused group (fused.h): the group's amax, shared_amax set */
+    bool shared_amax;
 } step;
 
 /* imp_names: the effect->n_importance tensors rounded with importance */
@@ -343,9 +346,11 @@ static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *
 
 /* Streams tensor t through the codec in slabs of whole rows that never cross
  * a matrix (expert) boundary: a pass for the absolute maximum when the format
- * needs it, then the encoding pass, written as it goes. */
+ * needs it (unless the step has its group's), then the encoding pass, written
+ * as it goes. With amax_only != NULL only the first pass runs: its maximum is
+ * stored there and nothing is written. */
 static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_info *t, const step *e,
-                          const hfq_quantize_opts *o, work *wk, int n_threads, hfq_error *err) {
+                          const hfq_quantize_opts *o, work *wk, int n_threads, float *amax_only, hfq_error *err) {
     const char *path = gguf_path(f);
     hfq_codec_job job;
     const hfq_fmt_spec spec = e->spec;
@@ -363,10 +368,13 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         grow((void **)&wk->scales, &wk->scales_cap,
              comp == HFQ_COMPANION_ROW_SCALES ? (size_t)(n_rows * job.n_row_scales) : 1, sizeof(float)) < 0)
         return hfq_fail(err, path, "tensor %s: out of memory", t->name);
-    const float *imp_all = e->importance ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
+    const float *imp_all =
+        e->importance && !amax_only ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
     const uint8_t *data = t->data;
-    float amax = 0.0f;
-    for (int pass = comp == HFQ_COMPANION_TENSOR_SCALE ? 0 : 1; pass < 2; pass++) {
+    float amax = e->shared_amax && !amax_only ? e->amax : 0.0f;
+    job.global_scale = hfq_codec_global_scale(&spec, amax);
+    const int first = comp == HFQ_COMPANION_TENSOR_SCALE && (amax_only || !e->shared_amax) ? 0 : 1;
+    for (int pass = first; pass < (amax_only ? 1 : 2); pass++) {
         for (int64_t row = 0; row < n_rows;) {
             int64_t in_mat = row % rows_per_mat;
             int64_t nr = rows_per_mat - in_mat < slab_rows ? rows_per_mat - in_mat : slab_rows;
@@ -383,12 +391,48 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         }
         job.global_scale = hfq_codec_global_scale(&spec, amax);
     }
+    if (amax_only) {
+        *amax_only = amax;
+        return 0;
+    }
     if (comp == HFQ_COMPANION_TENSOR_SCALE) wk->scales[0] = job.global_scale;
     if (comp != HFQ_COMPANION_NONE &&
         gguf_writer_write_data(w, wk->scales,
                                (comp == HFQ_COMPANION_ROW_SCALES ? (uint64_t)(n_rows * job.n_row_scales) : 1) * 4, err) < 0)
         return -1;
     if (e->adj.input_scale > 0.0f && gguf_writer_write_data(w, &e->adj.input_scale, 4, err) < 0) return -1;
+    return 0;
+}
+
+/* Whether step e is NVFP4 with its global scale (fused.h: those share it). */
+static bool global_nvfp4(const step *e, const char *name) {
+    return e->convert && e->spec.fmt == GT_NVFP4 && step_companion(e, name) == HFQ_COMPANION_TENSOR_SCALE;
+}
+
+/* The NVFP4 weights of each fused group (fused.h) get the group's largest
+ * amax, so they share one global scale, as llm-compressor writes them and
+ * vLLM's fused layers need. Each member's amax pass runs here instead of in
+ * convert_tensor: the tensors are read as often as before. */
+static int share_fused_amax(const gguf_file *f, step *steps, int64_t n, const hfq_quantize_opts *o, work *wk,
+                            int n_threads, hfq_error *err) {
+    char key[GGUF_MAX_NAME + 16], other[GGUF_MAX_NAME + 16];
+    for (int64_t i = 0; i < n; i++) {
+        const char *name = gguf_tensor_at(f, i)->name;
+        if (!global_nvfp4(&steps[i], name) || !hfq_fused_group(name, key, sizeof key)) continue;
+        if (convert_tensor(NULL, f, gguf_tensor_at(f, i), &steps[i], o, wk, n_threads, &steps[i].amax, err) < 0)
+            return -1;
+        steps[i].shared_amax = true;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (!steps[i].shared_amax) continue;
+        hfq_fused_group(gguf_tensor_at(f, i)->name, key, sizeof key);
+        float amax = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            if (steps[j].shared_amax && hfq_fused_group(gguf_tensor_at(f, j)->name, other, sizeof other) &&
+                strcmp(key, other) == 0 && steps[j].amax > amax)
+                amax = steps[j].amax;
+        steps[i].amax = amax;
+    }
     return 0;
 }
 
@@ -453,7 +497,8 @@ int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out
     free(imp_names); /* the writer copied the names */
     int n_threads = o->n_threads > 0 ? o->n_threads : omp_get_max_threads();
     work wk = {0};
-    int rc = declare_tensors(w, f, plan, steps, err);
+    int rc = share_fused_amax(f, steps, plan->n, o, &wk, n_threads, err);
+    if (rc == 0) rc = declare_tensors(w, f, plan, steps, err);
     if (rc == 0) rc = gguf_writer_begin(w, out_path, err);
     for (int64_t i = 0; rc == 0 && i < plan->n; i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
@@ -463,7 +508,7 @@ int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out
             rc = gguf_writer_write_data(w, t->data, t->nbytes, err);
             gguf_release(f, t->data, t->nbytes);
         } else {
-            rc = convert_tensor(w, f, t, e, o, &wk, n_threads, err);
+            rc = convert_tensor(w, f, t, e, o, &wk, n_threads, NULL, err);
         }
     }
     if (rc == 0) rc = gguf_writer_finish(w, err);

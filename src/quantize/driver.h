@@ -5,7 +5,8 @@
  * decoded to float, checked for NaN/Inf, quantized with OpenMP over rows and
  * appended to the output through the GGUF writer (temporary file + rename).
  * Rows are independent, so the bytes do not depend on the thread count.
- * Tensors the plan leaves alone are copied byte for byte.
+ * Tensors the plan leaves alone are copied byte for byte. NVFP4 weights of a
+ * fused group (q/k/v, gate/up: src/quantize/fused.h) share one global scale.
  *
  * The output keeps every metadata key of the input except the split keys and
  * the writer's hash key, and sets general.quantization_version = 2,

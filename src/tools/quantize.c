@@ -89,8 +89,8 @@ static void usage(FILE *out) {
         "                             safetensors) that vLLM, SGLang and transformers load; CT_PRESET:\n"
         "                             FP8 (static activations: --act-scales), FP8_DYNAMIC, W8A8 (INT8;\n"
         "                             static with --act-scales), NVFP4 (W4A4: --act-scales), NVFP4A16,\n"
-        "                             W4A16, W4A16_ASYM (INT4 in\n"
-        "                             groups of 128, quantized by the export; docs/export.md);\n"
+        "                             W4A16, W4A16_ASYM (INT4 in groups of 128, quantized by the\n"
+        "                             export, importance-weighted with calibration; docs/export.md);\n"
         "                             or --recipe / a budget instead of CT_PRESET\n"
         "  --tokenizer-from DIR       copy the tokenizer files of DIR into OUT_DIR\n"
         "  --export-shard-size S      tensor bytes per safetensors file (default 4G; suffix K, M, G, T)\n"
@@ -276,9 +276,9 @@ static int check_export_args(args *a, const char *const *pos, int n_pos) {
 /* The activation scales a compressed-tensors preset needs, once the uses are settled. */
 static int check_export_acts(const args *a) {
     const bool act_scales = a->calib.uses.act_scales;
-    if (a->ct->int4_group > 0 && (a->calib.text_path || a->calib.stats_path))
-        return bad_usage("%s quantizes in the export, where calibration is not applied yet: no --calibration-file "
-                         "or --stats", a->ct->name);
+    if (a->ct->int4_group > 0 && (a->calib.uses.smoothquant || a->calib.uses.awq))
+        return bad_usage("%s quantizes in the export, which takes importance rows only (no SmoothQuant or AWQ "
+                         "folds yet)", a->ct->name);
     if (a->ct->int4_group > 0 && a->q.plan.n_overrides > 0)
         return bad_usage("%s keeps every weight for the export's INT4: --tensor-type has no effect", a->ct->name);
     if (a->ct->acts == HFQ_CT_ACTS_STATIC && !act_scales)
@@ -821,8 +821,9 @@ static int calibrate_only(args *a) {
 }
 
 /* A preset: planned and checked as the write will check it (before any
- * calibrating, and in a dry run alike), calibrated, written. */
-static int run_preset(args *a, const gguf_file *f) {
+ * calibrating, and in a dry run alike), calibrated, written. keep != NULL:
+ * the calibration session is handed there (NULL without one), not freed. */
+static int run_preset(args *a, const gguf_file *f, hfq_calib_session **keep) {
     hfq_error err = {{0}};
     hfq_plan plan = {0};
     hfq_calib_session *cs = NULL;
@@ -852,8 +853,16 @@ static int run_preset(args *a, const gguf_file *f) {
     a->q.importance = (hfq_importance_source){0};
     a->q.adjust = (hfq_adjust_source){0};
     hfq_plan_free(&plan);
-    hfq_calib_session_free(cs);
+    if (keep) *keep = cs;
+    else hfq_calib_session_free(cs);
     return rc < 0 ? HFQ_EXIT_FAILURE : HFQ_EXIT_OK;
+}
+
+/* The export's INT4 importance rows: the session's, one matrix. */
+static const float *export_importance(void *ctx, const char *name, int64_t n_per_row) {
+    const hfq_importance_source *imp = ctx;
+    if (imp->has && !imp->has(imp->ctx, name, n_per_row, 1)) return NULL;
+    return imp->get(imp->ctx, name, n_per_row, 1);
 }
 
 /* --export: the quantize job writes a GGUF inside the folder's temporary
@@ -867,11 +876,14 @@ static int run_export(args *a, const gguf_file *f) {
         return HFQ_EXIT_FAILURE;
     }
     a->out = hfq_ct_dir_file(&d, "quantized.gguf", gguf_path_buf, sizeof gguf_path_buf);
-    int rc = mixed_mode(a) ? run_mixed(a, f) : run_preset(a, f);
+    hfq_calib_session *cs = NULL;
+    int rc = mixed_mode(a) ? run_mixed(a, f) : run_preset(a, f, &cs);
     gguf_file *q = rc == HFQ_EXIT_OK ? gguf_open(a->out, &err) : NULL;
+    hfq_importance_source imp = cs ? hfq_calib_session_importance(cs) : (hfq_importance_source){0};
     const hfq_ct_opts opts = {.tokenizer_from = a->tokenizer_from, .max_shard_bytes = (uint64_t)a->shard_size,
                               .int4_group = a->ct ? a->ct->int4_group : 0,
-                              .int4_asymmetric = a->ct && a->ct->int4_asymmetric};
+                              .int4_asymmetric = a->ct && a->ct->int4_asymmetric,
+                              .importance = imp.get ? export_importance : NULL, .importance_ctx = &imp};
     if (rc == HFQ_EXIT_OK && (!q || hfq_ct_export(q, &d, &opts, &err) < 0 || unlink(a->out) != 0 ||
                               hfq_ct_dir_commit(&d, &err) < 0)) {
         if (!err.msg[0]) snprintf(err.msg, sizeof err.msg, "%s: cannot remove: %s", a->out, strerror(errno));
@@ -879,11 +891,9 @@ static int run_export(args *a, const gguf_file *f) {
         rc = HFQ_EXIT_FAILURE;
     }
     if (q) gguf_close(q);
+    hfq_calib_session_free(cs);
     if (rc == HFQ_EXIT_OK) printf("exported %s (compressed-tensors%s%s)\n", a->export_dir, a->ct ? " " : "",
                                   a->ct ? a->ct->name : "");
-    if (rc == HFQ_EXIT_OK && a->ct && a->ct->preset == HFQ_PRESET_NVFP4)
-        fprintf(stderr, "quantize: warning: each NVFP4 weight keeps its own weight_global_scale; vLLM fuses q/k/v and "
-                        "gate/up and keeps the largest of each group, which shrinks the others (docs/export.md)\n");
     hfq_ct_dir_abort(&d);
     return rc;
 }
@@ -908,7 +918,7 @@ static int run(args *a) {
     int rc = a->export_dir          ? run_export(a, f)
              : mixed_mode(a)        ? run_mixed(a, f)
              : a->calibrate_only    ? calibrate_only(a)
-                                    : run_preset(a, f);
+                                    : run_preset(a, f, NULL);
     gguf_close(f);
     return rc;
 }
