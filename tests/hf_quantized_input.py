@@ -73,8 +73,7 @@ def custom(weights, inputs=None):
 
 # label: (scheme, format, GGUF type name when kept (None: BF16), (max KL, min same top) against
 # transformers, or None where compressed-tensors cannot load its own layout).
-# Dynamic activations: the limits widen to the reference's own noise, measured each run
-# (transformers again on embeddings perturbed by 1e-7 relative; see control()).
+# Dynamic activations: the checkpoint's norms are float32 (see untied()).
 STRICT = (MAX_KL, MIN_TOP)
 CASES = [
     ("fp8-static", preset_name_to_scheme("FP8", ["Linear"]), "float-quantized", "I8", STRICT),
@@ -134,6 +133,19 @@ def input_amax(model, ids):
     return amax
 
 
+def untied(p):
+    """Norm weight p in float32 with full 24-bit significands (times 1 + 2^-9 u, u uniform in [0, 1)).
+    With BF16 norm weights and BF16 embeddings, a layer-0 input over its token's amax is a ratio
+    of two 16-bit products, which lands exactly on an FP8 rounding tie for ~12 of 25600
+    values; per-token dynamic scales then round each tie by the last ulp of the RMS norm,
+    a coin flip between any two implementations (compressed-tensors' own codes, transformers'
+    float32: KL 1.2e-4 against ours, mostly from those). Static scales do not cancel the
+    norm, so those cases keep BF16."""
+    g = torch.Generator().manual_seed(3)
+    x = p.detach().float()
+    return x * (1 + 2.0 ** -9 * torch.rand(x.shape, generator=g))
+
+
 def compress(model, scheme, fmt, amax, out):
     """The checkpoint compressed-tensors writes for scheme: (folder, {module: (compressed state, decompressed)})."""
     comp = BaseCompressor.get_value_from_registry(fmt)
@@ -141,7 +153,8 @@ def compress(model, scheme, fmt, amax, out):
     for name, p in model.state_dict().items():
         mod = name[: -len(".weight")]
         if not (name.endswith("_proj.weight") and mod.split(".")[-1] in PROJ):
-            state[name] = p.detach().to(torch.bfloat16).contiguous()
+            dyn = scheme.input_activations is not None and scheme.input_activations.dynamic is True
+            state[name] = (untied(p) if dyn and name.endswith("norm.weight") else p.detach().to(torch.bfloat16)).contiguous()
             continue
         w = p.detach().to(torch.bfloat16)
         a = scheme.weights
@@ -198,17 +211,6 @@ def gguf_module(name):
     return mod, {"attn_q": HEADS, "attn_k": KV_HEADS}.get(parts[2], 0)
 
 
-def control(ref, ids, theirs):
-    """KL and same top of transformers against itself with the embeddings perturbed by 1e-7
-    relative: per-token dynamic scales make some checkpoints this sensitive to rounding
-    (FP8_DYNAMIC here: KL ~4e-4 from that alone), which no implementation can beat."""
-    with torch.no_grad():
-        emb = ref.model.embed_tokens.weight
-        emb.mul_(1 + 1e-7 * torch.randn(emb.shape, generator=torch.Generator().manual_seed(1)))
-        moved = ref(torch.tensor([ids])).logits[0].double().numpy()
-    return mean_kl(theirs, moved), float(np.mean(theirs.argmax(1) == moved.argmax(1)))
-
-
 def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
     folder = os.path.join(tmp, label)
     modules = compress(model, scheme, fmt, amax, folder)
@@ -259,15 +261,10 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
         return
     kl = mean_kl(theirs, mine)
     top = float(np.mean(theirs.argmax(1) == mine.argmax(1)))
-    noise = ""
-    if scheme.input_activations is not None and scheme.input_activations.dynamic is True:
-        ckl, ctop = control(ref, ids, theirs)
-        limits = (max(limits[0], 2 * ckl), min(limits[1], ctop - 0.02))
-        noise = f" (transformers' own noise: KL {ckl:.3g}, same top {ctop:.3f})"
     check(kl <= limits[0] and top >= limits[1], f"{label}: KL(transformers || ours) {kl:.3g}, same top {top:.3f} "
                                                 f"(limits {limits})")
     print(f"{label}: {same}/14 bit-identical to compressed-tensors' decompression; kept as {types}; "
-          f"KL {kl:.3g}, same top {top:.3f}{noise}")
+          f"KL {kl:.3g}, same top {top:.3f}")
 
 
 def modelopt(ct_label, algo, ids, tmp):
