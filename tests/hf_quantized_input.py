@@ -31,6 +31,7 @@ Skips (exit 77) without torch, transformers or compressed-tensors.
 
 usage: hf_quantized_input.py HFCONV TEST_RUNNER_LOGITS MKMODEL QUANTIZE
 """
+import copy
 import json
 import os
 import subprocess
@@ -92,6 +93,9 @@ CASES = [
     ("nvfp4a16", preset_name_to_scheme("NVFP4A16", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", STRICT),
     ("nvfp4", preset_name_to_scheme("NVFP4", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", STRICT),
     ("mxfp4a16", preset_name_to_scheme("MXFP4A16", ["Linear"]), "mxfp4-pack-quantized", "MXFP4", STRICT),
+    # actorder "weight": GPTQ's calibration order only, the groups stay contiguous (I8 kept)
+    ("w8-group-actorder-weight", custom(dict(num_bits=8, type="int", strategy="group", group_size=32,
+                                             actorder="weight")), "pack-quantized", "I8", STRICT),
 ]
 
 
@@ -188,6 +192,10 @@ def compress(model, scheme, fmt, amax, out):
     return modules
 
 
+def file_type(reader):
+    return int(reader.fields["general.file_type"].parts[-1][0])
+
+
 def gguf_float(t):
     rows = int(t.shape[1]) if len(t.shape) > 1 else 1
     return np.array(t.data, dtype=np.float32).reshape(rows, -1)
@@ -240,6 +248,13 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
     types = {t.tensor_type.name for t in reader.tensors
              if is_proj(t.name)}
     check(types == {kept or "BF16"}, f"{label}: weight types {types}, expected {kept or 'BF16'}")
+    # general.file_type: convert_hf_to_gguf.py's for FP4 (gguf's LlamaFileType), MOSTLY_BF16 when
+    # dequantized; I8 codes: quantize's own value, checked in round_trip()
+    from gguf import LlamaFileType
+    want_ft = {"NVFP4": LlamaFileType.MOSTLY_NVFP4, "MXFP4": LlamaFileType.MOSTLY_MXFP4_MOE,
+               None: LlamaFileType.MOSTLY_BF16}.get(kept)
+    ft = file_type(reader)
+    check(want_ft is None or ft == want_ft, f"{label}: general.file_type {ft}, expected {want_ft}")
     # weight-only schemes (W8A16, NVFP4A16, MXFP4A16) mark their kept weights float-activation
     act_none = [k for k in reader.fields if k.startswith("hfq.act_quant.")]
     want_none = 14 if kept and scheme.input_activations is None else 0
@@ -265,6 +280,85 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
                                                 f"(limits {limits})")
     print(f"{label}: {same}/14 bit-identical to compressed-tensors' decompression; kept as {types}; "
           f"KL {kl:.3g}, same top {top:.3f}")
+
+
+def actorder_group(model, ids, tmp):
+    """actorder "group" (GPTQ's g_idx, written by compressed-tensors before 0.20, which no
+    longer writes or reads it): for each weight W and a random column permutation perm,
+    compressed-tensors' pack-quantized compressor quantizes W[:, perm] in contiguous groups
+    of 32 (INT4, W4A16); the checkpoint holds those codes back in W's column order, the
+    same scales and weight_g_idx = argsort(perm) // 32, as that older version's GPTQ left
+    them. Its decompression (_process_group: permute by argsort(g_idx), dequantize the
+    groups, permute back) is the package's decompression of the permuted weight with
+    columns put back: hfconv --outtype f32 must equal it bit for bit, the default GGUF holds
+    BF16 (named on stderr); the runner on the F32 GGUF against transformers with those
+    weights: KL <= 1e-4, same top >= 99 %."""
+    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32, unpack_from_int32
+    G = 32
+    scheme = custom(dict(num_bits=4, type="int", strategy="group", group_size=G))
+    comp = BaseCompressor.get_value_from_registry("pack-quantized")
+    gen = torch.Generator().manual_seed(5)
+    state, deq = {}, {}
+    for name, p in model.state_dict().items():
+        mod = name[: -len(".weight")]
+        if not (name.endswith("_proj.weight") and mod.split(".")[-1] in PROJ):
+            state[name] = p.detach().to(torch.bfloat16).contiguous()
+            continue
+        w = p.detach().to(torch.bfloat16)
+        perm = torch.randperm(w.shape[1], generator=gen)
+        inv = torch.argsort(perm)
+        wp = w[:, perm]
+        sd = {"weight": wp}
+        sd["weight_scale"], sd["weight_zero_point"] = calculate_qparams(*reduce_minmax(wp, scheme.weights), scheme.weights)
+        c = comp.compress(sd, scheme)
+        deq[mod] = comp.decompress(dict(c), scheme)["weight"].float()[:, inv]
+        codes = unpack_from_int32(c["weight_packed"], 4, torch.Size(wp.shape))[:, inv]
+        c["weight_packed"] = pack_to_int32(codes.contiguous(), 4)
+        c["weight_g_idx"] = (inv // G).to(torch.int32)
+        for k, v in c.items():
+            state[f"{mod}.{k}"] = v.contiguous()
+    folder = os.path.join(tmp, "w4a16-actorder-group")
+    os.makedirs(folder)
+    save_file(state, os.path.join(folder, "model.safetensors"))
+    cfg = json.load(open(os.path.join(SRC, "config.json")))
+    qc = QuantizationConfig(config_groups={"group_0": scheme}, format="pack-quantized",
+                            quantization_status="compressed", ignore=["lm_head"]).model_dump(mode="json")
+    qc["config_groups"]["group_0"]["weights"]["actorder"] = "group"   # 0.20's validator refuses to write it
+    cfg["quantization_config"] = qc
+    json.dump(cfg, open(os.path.join(folder, "config.json"), "w"), indent=1)
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        with open(os.path.join(SRC, f), "rb") as a, open(os.path.join(folder, f), "wb") as b:
+            b.write(a.read())
+    f32, gguf = os.path.join(tmp, "actorder-f32.gguf"), os.path.join(tmp, "actorder.gguf")
+    r, r2 = run([HFCONV, folder, "-o", f32, "--outtype", "f32", "-q"]), run([HFCONV, folder, "-o", gguf])
+    if not ok(r.returncode == 0 and r2.returncode == 0, f"actorder group: hfconv failed: {r.stderr}{r2.stderr}"):
+        return
+    same = 0
+    for t in GGUFReader(f32).tensors:
+        if is_proj(t.name):
+            mod, heads = gguf_module(t.name)
+            ours = hf_order(gguf_float(t), heads) if heads else gguf_float(t)
+            same += np.array_equal(ours.view(np.uint32), deq[mod].numpy().view(np.uint32))
+    check(same == 14, f"actorder group: {same} of 14 weights bit-identical to the decompression with g_idx")
+    notes = [ln for ln in r2.stderr.splitlines() if "activation order): dequantized exactly" in ln]
+    check(len(notes) == 14, f"actorder group: {len(notes)} dequantization notes naming the activation order")
+    ref = copy.deepcopy(model).float()
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            mod = name[: -len(".weight")]
+            p.copy_(deq[mod] if mod in deq else p.to(torch.bfloat16).float())
+        theirs = ref(torch.tensor([ids])).logits[0].double().numpy()
+    types = {t.tensor_type.name for t in GGUFReader(gguf).tensors if is_proj(t.name)}
+    check(types == {"BF16"}, f"actorder group: default weight types {types}, expected BF16")
+    # the F32 file: the BF16 one's products round the activations to BF16 too (ggml's
+    # BF16 dot), which moves near-tied tops here (KL 2.8e-6, same top 98.5 %)
+    mine = our_logits(f32, ids, tmp)
+    if mine is None:
+        return
+    kl, top = mean_kl(theirs, mine), float(np.mean(theirs.argmax(1) == mine.argmax(1)))
+    check(kl <= MAX_KL and top >= MIN_TOP, f"actorder group: KL {kl:.3g}, same top {top:.3f}")
+    print(f"w4a16-actorder-group: {same}/14 bit-identical to the decompression with g_idx; KL {kl:.3g}, "
+          f"same top {top:.3f}")
 
 
 def modelopt(ct_label, algo, ids, tmp):
@@ -356,8 +450,11 @@ def round_trip(tmp):
         r = run([HFCONV, out, "-o", back, "-q"])
         if not ok(r.returncode == 0, f"round trip {ours}: hfconv failed: {r.stderr.strip()}"):
             continue
-        a = {t.name: t for t in GGUFReader(q).tensors}
-        b = {t.name: t for t in GGUFReader(back).tensors}
+        ra, rb = GGUFReader(q), GGUFReader(back)
+        check(file_type(ra) == file_type(rb), f"round trip {ours}: general.file_type {file_type(rb)}, "
+                                              f"quantize wrote {file_type(ra)}")
+        a = {t.name: t for t in ra.tensors}
+        b = {t.name: t for t in rb.tensors}
         n, worst = 0, 0.0
         for name, t in a.items():
             if t.tensor_type.name not in ("I8", "NVFP4") and not name.endswith(("scale", "input_scale")):
@@ -391,6 +488,8 @@ def main():
         for ct_label, algo in (("fp8-static", "FP8"), ("nvfp4", "NVFP4")):
             if not only or ct_label in only:
                 modelopt(ct_label, algo, ids, tmp)
+        if not only or "actorder-group" in only:
+            actorder_group(model, ids, tmp)
         if not only or "round-trip" in only:
             round_trip(tmp)
     sys.exit(finish())

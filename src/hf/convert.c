@@ -10,6 +10,7 @@
 #include "formats/safetensors.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
+#include "quant/plan.h"
 #include "src/hf/arch.h"
 #include "src/hf/config.h"
 #include "src/hf/ct_read.h"
@@ -538,6 +539,36 @@ static void ct_note(const hfq_convert_opts *opts, const plan_entry *e) {
     opts->warn(opts->warn_ctx, msg);
 }
 
+/* general.file_type of a compressed-tensors conversion: the type holding
+ * most matrix values, as llama_ftype's "mostly" reads (dequantized BF16
+ * projections beside an F16 embedding: MOSTLY_BF16); the given ftype on a
+ * tie. NVFP4 and MXFP4 are llama.cpp's MOSTLY_NVFP4 and MOSTLY_MXFP4_MOE
+ * (what convert_hf_to_gguf.py writes for them); the I8 codes are quantize's
+ * INT8 / FP8_E4M3 values, which no llama_ftype names. */
+static uint32_t ct_file_type(const plan *p, uint32_t ftype) {
+    static const hfq_preset presets[] = {HFQ_PRESET_INT8, HFQ_PRESET_FP8_E4M3, HFQ_PRESET_NVFP4, HFQ_PRESET_MXFP4,
+                                         HFQ_PRESET_F32, HFQ_PRESET_F16, HFQ_PRESET_BF16};
+    static const uint32_t types[] = {GT_I8, GT_I8, GT_NVFP4, GT_MXFP4, GT_F32, GT_F16, GT_BF16};
+    enum { N = sizeof presets / sizeof presets[0] };
+    if (!p->ct) return ftype;
+    int64_t n[N] = {0};
+    int best = -1;
+    for (int k = 0; k < N; k++)
+        if (hfq_preset_file_type(presets[k]) == ftype) best = k;
+    for (int64_t i = 0; i < p->n; i++) {
+        const plan_entry *e = &p->entries[i];
+        const bool fp8 = e->out_type == GT_I8 && e->ct && hf_ct_weight_keep(e->ct) == HF_CT_KEEP_FP8;
+        for (int k = fp8; e->rows > 1 && k < N; k++)
+            if (types[k] == e->out_type) {
+                n[k] += e->rows * e->cols;
+                break;
+            }
+    }
+    for (int k = 0; k < N; k++)
+        if (best < 0 || n[k] > n[best]) best = k;
+    return hfq_preset_file_type(presets[best]);
+}
+
 /* "<base>.<suffix>" of GGUF weight "<base>.weight". */
 static void ct_side_name(char *buf, size_t cap, const char *weight, const char *suffix) {
     snprintf(buf, cap, "%.*s.%s", (int)(strlen(weight) - strlen(".weight")), weight, suffix);
@@ -717,6 +748,7 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
             p.entries[i].out_type = ct_out_type(&p.entries[i], opts, matrix_type);
             ct_note(opts, &p.entries[i]);
         }
+    ftype = ct_file_type(&p, ftype);
     if (opts->n_loras > 0 &&
         !(loras = hf_lora_open(opts->loras, opts->n_loras, cfg, arch, st, opts->warn, opts->warn_ctx, err)))
         goto done;

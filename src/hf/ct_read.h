@@ -7,7 +7,9 @@
  * group of its first matching target in compressed-tensors' order (exact
  * names, then "re:" regexes sorted by text, matched from the name's start
  * like Python's re.match, then the class names "Linear" / "Embedding"),
- * unless a target of `ignore` matches it. Refused, one line naming the key:
+ * unless a target of `ignore` matches it. actorder "weight" changes nothing
+ * stored; "group" reads M.weight_g_idx (I32/I64 [cols], each group exactly G
+ * columns) and dequantizes. Refused, one line naming the key:
  * a quantization_status other than "compressed", kv_cache_scheme,
  * output_activations, sparsity or transforms, an unknown format, weight
  * arguments no format below stores, activations other than none, static per
