@@ -222,12 +222,20 @@ static int bind_qext(const binder *b, hfq_tensor *w) {
 }
 
 /* hfq.act_quant.<name>: "none" on an I8, NVFP4 or MXFP4 weight without an
- * input scale (an input scale says its activations are quantized). */
+ * input scale (an input scale says its activations are quantized); "mxfp4"
+ * on an MXFP4 weight. */
 static int bind_act(const binder *b, hfq_tensor *w) {
     const char *v = b->src->act ? b->src->act(b->src->source, w->name) : NULL;
     if (!v) return 0;
+    if (!strcmp(v, "mxfp4")) {
+        if (w->type != GT_MXFP4 || w->qext)
+            return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant 'mxfp4' needs an MXFP4 weight", w->name);
+        w->act_mxfp4 = true;
+        return 0;
+    }
     if (strcmp(v, "none"))
-        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\"", w->name, v);
+        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is neither \"none\" nor \"mxfp4\"",
+                        w->name, v);
     if ((!w->qext && w->type != GT_NVFP4 && w->type != GT_MXFP4) || w->input_scale)
         return hfq_fail(b->err, b->where,
                         "tensor '%s': hfq.act_quant 'none' needs an I8, NVFP4 or MXFP4 weight without input_scale",

@@ -93,6 +93,7 @@ CASES = [
     ("nvfp4a16", preset_name_to_scheme("NVFP4A16", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", STRICT),
     ("nvfp4", preset_name_to_scheme("NVFP4", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", STRICT),
     ("mxfp4a16", preset_name_to_scheme("MXFP4A16", ["Linear"]), "mxfp4-pack-quantized", "MXFP4", STRICT),
+    ("mxfp4", preset_name_to_scheme("MXFP4", ["Linear"]), "mxfp4-pack-quantized", "MXFP4", STRICT),
     # actorder "weight": GPTQ's calibration order only, the groups stay contiguous (I8 kept)
     ("w8-group-actorder-weight", custom(dict(num_bits=8, type="int", strategy="group", group_size=32,
                                              actorder="weight")), "pack-quantized", "I8", STRICT),
@@ -255,10 +256,12 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
                None: LlamaFileType.MOSTLY_BF16}.get(kept)
     ft = file_type(reader)
     check(want_ft is None or ft == want_ft, f"{label}: general.file_type {ft}, expected {want_ft}")
-    # weight-only schemes (W8A16, NVFP4A16, MXFP4A16) mark their kept weights float-activation
-    act_none = [k for k in reader.fields if k.startswith("hfq.act_quant.")]
-    want_none = 14 if kept and scheme.input_activations is None else 0
-    check(len(act_none) == want_none, f"{label}: {len(act_none)} hfq.act_quant keys, expected {want_none}")
+    # weight-only schemes (W8A16, NVFP4A16, MXFP4A16) mark their kept weights float-activation,
+    # MXFP4 W4A4 its dynamic MXFP4 activations
+    acts = [bytes(reader.fields[k].parts[-1]).decode() for k in reader.fields if k.startswith("hfq.act_quant.")]
+    want = ("none" if scheme.input_activations is None else "mxfp4" if fmt == "mxfp4-pack-quantized" else None)
+    want = [want] * 14 if kept and want else []
+    check(acts == want, f"{label}: hfq.act_quant values {sorted(set(acts))} x {len(acts)}, expected {want[:1]} x {len(want)}")
     notes = [ln for ln in r.stderr.splitlines() if "dequantized exactly" in ln]
     check(len(notes) == (0 if kept else 14), f"{label}: {len(notes)} dequantization notes on stderr")
     if limits is None:

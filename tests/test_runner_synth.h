@@ -34,6 +34,7 @@ typedef struct synth_spec {
     int64_t qext_group;                    /* values per INT8 scale along a row; 0: one scale per row */
     bool input_scales;                     /* I8 and NVFP4 matrices: a static activation scale each */
     hfq_act_quant act_quant;               /* how I8/NVFP4 matrices quantize activations (ops.h) */
+    bool act_mxfp4;                        /* MXFP4 layer matrices: hfq.act_quant "mxfp4" (W4A4) */
     uint64_t seed;
 } synth_spec;
 
@@ -230,8 +231,16 @@ static inline void synth_free(synth_model *m) {
     m->n = 0;
 }
 
+/* hfq.act_quant.<name>: "mxfp4" on the MXFP4 layer matrices when act_mxfp4. */
+static inline const char *synth_act(const void *source, const char *name) {
+    const synth_model *m = source;
+    const gguf_tensor_info *t = synth_lookup(source, name);
+    return m->spec.act_mxfp4 && t && t->type == GT_MXFP4 && strncmp(name, "blk.", 4) == 0 ? "mxfp4" : NULL;
+}
+
 static inline hfq_model *synth_bind(synth_model *m, hfq_error *err) {
-    hfq_tensor_source src = {.source = m, .where = "synthetic", .find = synth_lookup, .qext = synth_qext};
+    hfq_tensor_source src = {.source = m, .where = "synthetic", .find = synth_lookup, .qext = synth_qext,
+                             .act = synth_act};
     return hfq_model_bind(&m->hp, &src, err);
 }
 
@@ -284,9 +293,22 @@ static inline void ref_rmsnorm(double *y, const double *x, const double *w, int6
  * quant/qtype.h vec_dot_type of wtype (F32 leaves them as they are); for I8
  * weights the same encoding with a per-token scale (amax / max code) or the
  * weight's static input_scale, or floats; for NVFP4 weights NVFP4 blocks
- * with a per-token (amax / (6 * 448)) or static global scale, or Q8_0. */
+ * with a per-token (amax / (6 * 448)) or static global scale, or Q8_0;
+ * for MXFP4 layer matrices with act_mxfp4 (AUTO, DYNAMIC) MXFP4 blocks of
+ * hfq_quantize_block_mxfp4_act. */
 static inline void ref_act(const synth_model *m, const char *name, double *xa, const double *x, int64_t n) {
     const synth_spec *s = &m->spec;
+    if (synth_act(m, name) && (s->act_quant == HFQ_ACT_QUANT_AUTO || s->act_quant == HFQ_ACT_QUANT_DYNAMIC)) {
+        float f[HFQ_QK_MXFP4];
+        hfq_block_mxfp4 b;
+        for (int64_t i = 0; i < n; i += HFQ_QK_MXFP4) {
+            for (int j = 0; j < HFQ_QK_MXFP4; j++) f[j] = (float)x[i + j];
+            hfq_quantize_block_mxfp4_act(f, &b);
+            hfq_decode_block_mxfp4(&b, f);
+            for (int j = 0; j < HFQ_QK_MXFP4; j++) xa[i + j] = f[j];
+        }
+        return;
+    }
     char side[96];
     snprintf(side, sizeof side, "%.*s.input_scale", (int)(strlen(name) - strlen(".weight")), name);
     const double *in = synth_values(m, side);

@@ -601,7 +601,8 @@ static int ct_add_sides(gguf_writer *w, const plan_entry *e, int64_t *n_added, u
     }
     /* weight-only (W8A16, NVFP4A16, MXFP4A16): the runner's default then keeps float activations */
     snprintf(name, sizeof name, "hfq.act_quant.%s", e->name);
-    if (hf_ct_weight_float_acts(e->ct) && gguf_set_str(w, name, "none"))
+    const char *act = hf_ct_weight_act_quant(e->ct);
+    if (act && gguf_set_str(w, name, act))
         return hfq_fail(err, NULL, "cannot set metadata");
     float s;
     if (hf_ct_weight_input_scale(e->ct, &s)) {

@@ -83,6 +83,8 @@ static int parse_args(const hf_ct_config *c, const cJSON *o, const char *where, 
     else if (!strcmp(ao, "weight") || !strcmp(ao, "static")) a->actorder = ACTORDER_WEIGHT;
     else if (cJSON_IsTrue(act) || !strcmp(ao, "group") || !strcmp(ao, "dynamic")) a->actorder = ACTORDER_GROUP;
     else return hfq_fail(err, c->path, "field '%s.actorder' is not false, \"weight\" or \"group\"", where);
+    const cJSON *sdt = cJSON_GetObjectItemCaseSensitive(o, "scale_dtype");
+    a->scale_e8m0 = cJSON_IsString(sdt) && !strcmp(sdt->valuestring, "torch.uint8");
     const cJSON *bs = cJSON_GetObjectItemCaseSensitive(o, "block_structure");
     if (is_set(bs)) {
         const cJSON *r = cJSON_GetArrayItem(bs, 0), *k = cJSON_GetArrayItem(bs, 1);
@@ -149,7 +151,10 @@ static int check_group(const hf_ct_config *c, const ct_group *g, const char *whe
     bool i8_acts = g->fmt != FMT_NVFP4 && g->fmt != FMT_MXFP4 && in->bits == 8 && in->symmetric &&
                    ((in->dynamic == DYN_STATIC && in->strat == S_TENSOR) ||
                     (in->dynamic == DYN_TRUE && (in->strat == S_TOKEN || in->strat == S_GROUP)));
-    if (!nvfp4_acts && !i8_acts)
+    /* compressed-tensors' MXFP4 (W4A4): dynamic E2M1 per 32 with E8M0 scales */
+    bool mxfp4_acts = g->fmt == FMT_MXFP4 && in->is_float && in->bits == 4 && in->group == 32 &&
+                      in->strat == S_GROUP && in->dynamic == DYN_TRUE && in->symmetric && in->scale_e8m0;
+    if (!nvfp4_acts && !i8_acts && !mxfp4_acts)
         return hfq_fail(err, c->path, "field '%s': %s %d-bit %s %s%s activations are not implemented", key,
                         in->dynamic == DYN_STATIC ? "static" : "dynamic", in->bits, in->is_float ? "float" : "int",
                         strat_names[in->strat], in->symmetric ? "" : " asymmetric");
@@ -738,7 +743,10 @@ float hf_ct_weight_global(const hf_ct_weight *w) {
     return w->global > 0.0f ? 1.0f / w->global : 1.0f;
 }
 
-bool hf_ct_weight_float_acts(const hf_ct_weight *w) { return !w->g->in.present; }
+const char *hf_ct_weight_act_quant(const hf_ct_weight *w) {
+    if (!w->g->in.present) return "none";
+    return w->g->fmt == FMT_MXFP4 ? "mxfp4" : NULL;
+}
 
 bool hf_ct_weight_input_scale(const hf_ct_weight *w, float *s) {
     if (w->has_input) *s = w->input;

@@ -13,7 +13,8 @@
  * a quantization_status other than "compressed", kv_cache_scheme,
  * output_activations, sparsity or transforms, an unknown format, weight
  * arguments no format below stores, activations other than none, static per
- * tensor or dynamic per token / per group (8-bit, symmetric), or NVFP4's
+ * tensor or dynamic per token / per group (8-bit, symmetric), MXFP4's
+ * dynamic per 32 with E8M0 scales on MXFP4 weights, or NVFP4's
  * per-16 local scales (activation quantization of dequantized weights is not
  * emulated by the runner: docs/hfconv.md). Model Optimizer configs fill the
  * same schemes (src/hf/modelopt_read.h).
@@ -108,8 +109,10 @@ void hf_ct_weight_raw_row(const hf_ct_weight *w, int64_t r, void *dst);
 const float *hf_ct_weight_scales(const hf_ct_weight *w, int64_t *ne0);
 /* Kept NVFP4: the global scale g of W = g * block value. */
 float hf_ct_weight_global(const hf_ct_weight *w);
-/* The checkpoint quantizes no activations of this weight (weight-only). */
-bool hf_ct_weight_float_acts(const hf_ct_weight *w);
+/* The GGUF's hfq.act_quant for this weight when kept: "none" where the
+ * checkpoint quantizes no activations (weight-only), "mxfp4" for MXFP4
+ * weights with dynamic MXFP4 activations (W4A4); NULL otherwise. */
+const char *hf_ct_weight_act_quant(const hf_ct_weight *w);
 /* A static activation scale (GGUF .input_scale): true and *s when there is one. */
 bool hf_ct_weight_input_scale(const hf_ct_weight *w, float *s);
 

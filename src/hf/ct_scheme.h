@@ -28,6 +28,7 @@ typedef struct ct_args {
     int64_t group, br, bc;
     ct_dyn dynamic;
     ct_actorder actorder;
+    bool scale_e8m0;    /* scale_dtype torch.uint8: MX power-of-two scales */
 } ct_args;
 
 typedef struct ct_group {
