@@ -695,8 +695,11 @@ static int open_int_or_fp8(hf_ct_weight *w, const char *module, hfq_error *err) 
     else snprintf(gran, sizeof gran, "per %s", strat_names[a->strat]);
     if (a->is_float) snprintf(w->what, sizeof w->what, "FP8 E4M3 %s", gran);
     else snprintf(w->what, sizeof w->what, "INT%d %s%s", a->bits, gran, a->symmetric ? "" : " asymmetric");
-    const bool i8 = !a->is_float && a->bits == 8 && a->symmetric && a->strat <= S_GROUP;
-    const bool fp8 = a->is_float && a->strat <= S_CHANNEL;
+    /* the runner's I8 activations are per token or static: a weight whose checkpoint
+     * quantizes them per group (FP8_BLOCK's) is dequantized, its activations float */
+    const bool acts_ok = !(w->g->in.present && w->g->in.strat == S_GROUP);
+    const bool i8 = !a->is_float && a->bits == 8 && a->symmetric && a->strat <= S_GROUP && acts_ok;
+    const bool fp8 = a->is_float && a->strat <= S_CHANNEL && acts_ok;
     w->keep = i8 && !w->gidx ? HF_CT_KEEP_INT8 : fp8 ? HF_CT_KEEP_FP8 : HF_CT_DEQUANT;
     return open_input(w, module, err);
 }
