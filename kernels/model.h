@@ -58,6 +58,11 @@ typedef struct hfq_tensor {
      * the activations per 32 to MXFP4 dynamically (compressed-tensors' MXFP4,
      * W4A4), which act_quant AUTO and DYNAMIC emulate. */
     bool act_mxfp4;
+    /* hfq.act_quant.<name> = "fp8_e4m3_g<G>" (F32 / F16 / BF16 weights): the
+     * checkpoint quantizes the activations dynamically to FP8 E4M3 per run of
+     * G values of each token (compressed-tensors' FP8_BLOCK), which act_quant
+     * AUTO and DYNAMIC emulate; 0: not so. */
+    int64_t act_fp8_group;
     /* A range of rows of a fused matrix (phi3's attn_qkv, ffn_up) other than
      * its first: `name` is the fused matrix's, whose input the observer
      * already saw with the first range. */

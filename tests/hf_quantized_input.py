@@ -82,12 +82,12 @@ CASES = [
     ("fp8-dynamic", preset_name_to_scheme("FP8_DYNAMIC", ["Linear"]), "float-quantized", "I8", STRICT),
     ("fp8-block", custom(dict(num_bits=8, type="float", strategy="block", block_structure=[128, 128])),
      "float-quantized", None, STRICT),
-    # dynamic per-group FP8 activations are not emulated (docs/hfconv.md): the weights are
-    # dequantized and the runner is held to transformers without activation quantization
-    ("fp8-block-dynamic", preset_name_to_scheme("FP8_BLOCK", ["Linear"]), "float-quantized", None, FLOAT_ACTS),
+    # dynamic per-group FP8 activations: float weights marked hfq.act_quant fp8_e4m3_g128
+    # (dequantized to F32: code * scale unrounded)
+    ("fp8-block-dynamic", preset_name_to_scheme("FP8_BLOCK", ["Linear"]), "float-quantized", "F32", STRICT),
     ("fp8-channel-group-acts", custom(dict(num_bits=8, type="float", strategy="channel"),
                                       dict(num_bits=8, type="float", strategy="group", group_size=128, dynamic=True)),
-     "float-quantized", None, FLOAT_ACTS),
+     "float-quantized", "F32", STRICT),
     ("int8-static", custom(dict(num_bits=8, type="int", strategy="channel"),
                            dict(num_bits=8, type="int", strategy="tensor", dynamic=False)), "int-quantized", "I8", STRICT),
     ("int8-group-asym", custom(dict(num_bits=8, type="int", strategy="group", group_size=32, symmetric=False)),
@@ -145,6 +145,11 @@ def input_amax(model, ids):
     return amax
 
 
+def group_fp8_acts(scheme):
+    i = scheme.input_activations
+    return i is not None and i.strategy == "group" and i.type == "float" and i.num_bits == 8
+
+
 def untied(p):
     """Norm weight p in float32 with full 24-bit significands (times 1 + 2^-9 u, u uniform in [0, 1)).
     With BF16 norm weights and BF16 embeddings, a layer-0 input over its token's amax is a ratio
@@ -183,7 +188,10 @@ def compress(model, scheme, fmt, amax, out):
         if i is not None and i.strategy == "tensor_group":
             sd["input_global_scale"] = generate_gparam(-amax[mod], amax[mod]).reshape(1)
         c = comp.compress(sd, scheme)
-        modules[mod] = (c, comp.decompress(dict(c), scheme)["weight"].float())
+        # per-group FP8 activations (emulated): the decompression with float32 scales, as the
+        # float model that loads the checkpoint holds them (hfconv writes those exact products)
+        exact = {"weight_scale": c["weight_scale"].float()} if group_fp8_acts(scheme) else {}
+        modules[mod] = (c, comp.decompress(dict(c) | exact, scheme)["weight"].float())
         for k, v in c.items():
             state[f"{mod}.{k}"] = v.contiguous()
     os.makedirs(out, exist_ok=True)
@@ -256,18 +264,21 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
     types = {t.tensor_type.name for t in reader.tensors
              if is_proj(t.name)}
     check(types == {kept or "BF16"}, f"{label}: weight types {types}, expected {kept or 'BF16'}")
+    kept = None if kept == "F32" else kept   # F32: dequantized
     # general.file_type: convert_hf_to_gguf.py's for FP4 (gguf's LlamaFileType), MOSTLY_BF16 when
     # dequantized; I8 codes: quantize's own value, checked in round_trip()
     from gguf import LlamaFileType
     want_ft = {"NVFP4": LlamaFileType.MOSTLY_NVFP4, "MXFP4": LlamaFileType.MOSTLY_MXFP4_MOE,
-               None: LlamaFileType.MOSTLY_BF16}.get(kept)
+               None: LlamaFileType.ALL_F32 if types == {"F32"} else LlamaFileType.MOSTLY_BF16}.get(kept)
     ft = file_type(reader)
     check(want_ft is None or ft == want_ft, f"{label}: general.file_type {ft}, expected {want_ft}")
     # weight-only schemes (W8A16, NVFP4A16, MXFP4A16) mark their kept weights float-activation,
     # MXFP4 W4A4 its dynamic MXFP4 activations
     acts = [bytes(reader.fields[k].parts[-1]).decode() for k in reader.fields if k.startswith("hfq.act_quant.")]
-    want = ("none" if scheme.input_activations is None else "mxfp4" if fmt == "mxfp4-pack-quantized" else None)
-    want = [want] * 14 if kept and want else []
+    i = scheme.input_activations
+    want = ("none" if i is None else "mxfp4" if fmt == "mxfp4-pack-quantized" else None) if kept else \
+        f"fp8_e4m3_g{i.group_size}" if i is not None and i.strategy == "group" and i.type == "float" else None
+    want = [want] * 14 if want else []
     check(acts == want, f"{label}: hfq.act_quant values {sorted(set(acts))} x {len(acts)}, expected {want[:1]} x {len(want)}")
     notes = [ln for ln in r.stderr.splitlines() if "dequantized exactly" in ln]
     check(len(notes) == (0 if kept else 14), f"{label}: {len(notes)} dequantization notes on stderr")

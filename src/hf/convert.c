@@ -577,10 +577,17 @@ static void ct_side_name(char *buf, size_t cap, const char *weight, const char *
 /* The kept weight's side tensors and keys (docs/format-quant-ext.md):
  * .scale (I8: per tensor [1], else [groups, rows]; NVFP4: the global [1])
  * and .input_scale [1]; hfq.qext.<name> for I8, and hfq.act_quant.<name> =
- * "none" (I8, NVFP4, MXFP4) when its checkpoint quantizes no activations. */
+ * "none" (I8, NVFP4, MXFP4) when its checkpoint quantizes no activations;
+ * a float matrix only hfq.act_quant, for activations quantized per group. */
 static int ct_add_sides(gguf_writer *w, const plan_entry *e, int64_t *n_added, uint64_t *bytes, hfq_error *err) {
-    if (is_float_type(e->out_type)) return 0;
     char name[GGUF_MAX_NAME + 16];
+    if (is_float_type(e->out_type)) {
+        const char *act = hf_ct_weight_float_act_quant(e->ct);
+        snprintf(name, sizeof name, "hfq.act_quant.%s", e->name);
+        if (act && e->map.row->role != ROLE_TOKEN_EMBD && gguf_set_str(w, name, act))
+            return hfq_fail(err, NULL, "cannot set metadata");
+        return 0;
+    }
     int64_t idx;
     if (e->out_type == GT_I8) {
         snprintf(name, sizeof name, "hfq.qext.%s", e->name);

@@ -387,6 +387,7 @@ struct hf_ct_weight {
     float input;                    /* GGUF input scale */
     const unsigned char *raw_scale; /* NVFP4 E4M3 / MXFP4 E8M0 bytes */
     hf_ct_keep keep;
+    char float_act[32];             /* hf_ct_weight_float_act_quant, or "" */
 };
 
 float hf_ct_round_to(st_dtype dt, float x) {
@@ -701,6 +702,14 @@ static int open_int_or_fp8(hf_ct_weight *w, const char *module, hfq_error *err) 
     const bool i8 = !a->is_float && a->bits == 8 && a->symmetric && a->strat <= S_GROUP && acts_ok;
     const bool fp8 = a->is_float && a->strat <= S_CHANNEL && acts_ok;
     w->keep = i8 && !w->gidx ? HF_CT_KEEP_INT8 : fp8 ? HF_CT_KEEP_FP8 : HF_CT_DEQUANT;
+    const ct_args *in = &w->g->in;
+    if (!acts_ok && in->is_float) {   /* check_group: 8-bit, symmetric, dynamic */
+        snprintf(w->float_act, sizeof w->float_act, "fp8_e4m3_g%lld", (long long)in->group);
+        /* code * scale in float32, unrounded: what the checkpoint's float model (its scale
+         * parameters float32) and vLLM's FP8 GEMM multiply the emulated activations by;
+         * a 2^-9 rounding here flips activation codes downstream (KL 4e-4 measured) */
+        w->sdt = ST_F32;
+    }
     return open_input(w, module, err);
 }
 
@@ -745,6 +754,8 @@ float hf_ct_weight_global(const hf_ct_weight *w) {
     if (w->g->modelopt) return w->global;
     return w->global > 0.0f ? 1.0f / w->global : 1.0f;
 }
+
+const char *hf_ct_weight_float_act_quant(const hf_ct_weight *w) { return w->float_act[0] ? w->float_act : NULL; }
 
 const char *hf_ct_weight_act_quant(const hf_ct_weight *w) {
     if (!w->g->in.present) return "none";

@@ -113,6 +113,12 @@ float hf_ct_weight_global(const hf_ct_weight *w);
  * checkpoint quantizes no activations (weight-only), "mxfp4" for MXFP4
  * weights with dynamic MXFP4 activations (W4A4); NULL otherwise. */
 const char *hf_ct_weight_act_quant(const hf_ct_weight *w);
+/* The hfq.act_quant of this weight written as floats: "fp8_e4m3_g<G>" for
+ * dynamic FP8 activations per G values of each token (FP8_BLOCK), which the
+ * runner emulates on float weights (such weights are dequantized to F32,
+ * code * scale unrounded); NULL otherwise (INT8 groups: not emulated, float
+ * activations). */
+const char *hf_ct_weight_float_act_quant(const hf_ct_weight *w);
 /* A static activation scale (GGUF .input_scale): true and *s when there is one. */
 bool hf_ct_weight_input_scale(const hf_ct_weight *w, float *s);
 
