@@ -17,7 +17,11 @@ mxfp4-pack-quantized); config.json carries its QuantizationConfig. Then:
 - our runner on that GGUF (its activation scheme as the file records it)
   against transformers running the checkpoint with compressed-tensors'
   fake quantization of the activations: mean KL <= 1e-4, same top token at
-  >= 99 % of positions;
+  >= 99 % of positions (dynamic schemes on float32 norms, see untied(): FP8
+  per token and per group, MXFP4 W4A4); general.file_type as
+  convert_hf_to_gguf.py writes it for FP4, quantize's own for I8 codes;
+- actorder: "weight" kept as is; "group" (g_idx, built as compressed-tensors
+  before 0.20 wrote it) dequantized bit for bit, see actorder_group();
 - Model Optimizer: the FP8 static and NVFP4 cases renamed as ModelOpt exports
   (hf_quant_config.json, weight_scale_2, input_scale, as vLLM's loader reads
   them) give the same GGUF tensors, their scales as stored, and dequantize to
