@@ -223,7 +223,8 @@ static int bind_qext(const binder *b, hfq_tensor *w) {
 
 /* hfq.act_quant.<name>: "none" on an I8, NVFP4 or MXFP4 weight without an
  * input scale (an input scale says its activations are quantized); "mxfp4"
- * on an MXFP4 weight; "fp8_e4m3_g<G>" on a float weight. */
+ * on an MXFP4 weight; "fp8_e4m3_g<G>" on a float weight; "int8_ct" on an
+ * INT8 weight. */
 static int bind_act(const binder *b, hfq_tensor *w) {
     const char *v = b->src->act ? b->src->act(b->src->source, w->name) : NULL;
     if (!v) return 0;
@@ -237,6 +238,13 @@ static int bind_act(const binder *b, hfq_tensor *w) {
         w->act_fp8_group = g;
         return 0;
     }
+    if (!strcmp(v, "int8_ct")) {
+        if (w->qext != HFQ_QEXT_INT8 || w->input_scale)
+            return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant 'int8_ct' needs an INT8 I8 weight without "
+                            "input_scale", w->name);
+        w->act_int8_ct = true;
+        return 0;
+    }
     if (!strcmp(v, "mxfp4")) {
         if (w->type != GT_MXFP4 || w->qext)
             return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant 'mxfp4' needs an MXFP4 weight", w->name);
@@ -244,7 +252,7 @@ static int bind_act(const binder *b, hfq_tensor *w) {
         return 0;
     }
     if (strcmp(v, "none"))
-        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\", \"mxfp4\" or \"fp8_e4m3_g<G>\"",
+        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\", \"mxfp4\", \"int8_ct\" or \"fp8_e4m3_g<G>\"",
                         w->name, v);
     if ((!w->qext && w->type != GT_NVFP4 && w->type != GT_MXFP4) || w->input_scale)
         return hfq_fail(b->err, b->where,

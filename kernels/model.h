@@ -63,6 +63,10 @@ typedef struct hfq_tensor {
      * G values of each token (compressed-tensors' FP8_BLOCK), which act_quant
      * AUTO and DYNAMIC emulate; 0: not so. */
     int64_t act_fp8_group;
+    /* hfq.act_quant.<name> = "int8_ct" (INT8 I8 weights): dynamic per-token
+     * INT8 activations by compressed-tensors' rule (hfq_quantize_int8_ct)
+     * in place of amax / 127, under act_quant AUTO and DYNAMIC. */
+    bool act_int8_ct;
     /* A range of rows of a fused matrix (phi3's attn_qkv, ffn_up) other than
      * its first: `name` is the fused matrix's, whose input the observer
      * already saw with the first range. */

@@ -94,6 +94,8 @@ CASES = [
      "float-quantized", "F32", STRICT),
     ("int8-static", custom(dict(num_bits=8, type="int", strategy="channel"),
                            dict(num_bits=8, type="int", strategy="tensor", dynamic=False)), "int-quantized", "I8", STRICT),
+    # dynamic per-token INT8: compressed-tensors' amax / 127.5 rule, marked hfq.act_quant int8_ct
+    ("w8a8-dynamic", preset_name_to_scheme("W8A8", ["Linear"]), "int-quantized", "I8", STRICT),
     ("int8-group-asym", custom(dict(num_bits=8, type="int", strategy="group", group_size=32, symmetric=False)),
      "naive-quantized", None, None),   # compressed-tensors' own loader expects this zero point packed
     ("w8a16-packed", preset_name_to_scheme("W8A16", ["Linear"]), "pack-quantized", "I8", STRICT),
@@ -280,7 +282,9 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
     # MXFP4 W4A4 its dynamic MXFP4 activations
     acts = [bytes(reader.fields[k].parts[-1]).decode() for k in reader.fields if k.startswith("hfq.act_quant.")]
     i = scheme.input_activations
-    want = ("none" if i is None else "mxfp4" if fmt == "mxfp4-pack-quantized" else None) if kept else \
+    int8_ct = i is not None and i.type == "int" and i.dynamic is True and i.strategy == "token"
+    want = ("none" if i is None else "mxfp4" if fmt == "mxfp4-pack-quantized" else "int8_ct" if int8_ct else None) \
+        if kept else \
         f"fp8_e4m3_g{i.group_size}" if i is not None and i.strategy == "group" and i.type == "float" else None
     want = [want] * 14 if want else []
     check(acts == want, f"{label}: hfq.act_quant values {sorted(set(acts))} x {len(acts)}, expected {want[:1]} x {len(want)}")

@@ -35,6 +35,7 @@ typedef struct synth_spec {
     bool input_scales;                     /* I8 and NVFP4 matrices: a static activation scale each */
     hfq_act_quant act_quant;               /* how I8/NVFP4 matrices quantize activations (ops.h) */
     bool act_mxfp4;                        /* MXFP4 layer matrices: hfq.act_quant "mxfp4" (W4A4) */
+    bool act_int8_ct;                      /* INT8 layer matrices: hfq.act_quant "int8_ct" */
     uint64_t seed;
 } synth_spec;
 
@@ -231,11 +232,15 @@ static inline void synth_free(synth_model *m) {
     m->n = 0;
 }
 
-/* hfq.act_quant.<name>: "mxfp4" on the MXFP4 layer matrices when act_mxfp4. */
+/* hfq.act_quant.<name>: "mxfp4" on the MXFP4 layer matrices when act_mxfp4,
+ * "int8_ct" on the INT8 ones when act_int8_ct. */
 static inline const char *synth_act(const void *source, const char *name) {
     const synth_model *m = source;
     const gguf_tensor_info *t = synth_lookup(source, name);
-    return m->spec.act_mxfp4 && t && t->type == GT_MXFP4 && strncmp(name, "blk.", 4) == 0 ? "mxfp4" : NULL;
+    if (!t || strncmp(name, "blk.", 4) != 0) return NULL;
+    if (m->spec.act_mxfp4 && t->type == GT_MXFP4) return "mxfp4";
+    const char *q = synth_qext(source, name);
+    return m->spec.act_int8_ct && q && !strcmp(q, "int8") ? "int8_ct" : NULL;
 }
 
 static inline hfq_model *synth_bind(synth_model *m, hfq_error *err) {
@@ -298,7 +303,8 @@ static inline void ref_rmsnorm(double *y, const double *x, const double *w, int6
  * hfq_quantize_block_mxfp4_act. */
 static inline void ref_act(const synth_model *m, const char *name, double *xa, const double *x, int64_t n) {
     const synth_spec *s = &m->spec;
-    if (synth_act(m, name) && (s->act_quant == HFQ_ACT_QUANT_AUTO || s->act_quant == HFQ_ACT_QUANT_DYNAMIC)) {
+    const char *act = synth_act(m, name);
+    if (act && !strcmp(act, "mxfp4") && (s->act_quant == HFQ_ACT_QUANT_AUTO || s->act_quant == HFQ_ACT_QUANT_DYNAMIC)) {
         float f[HFQ_QK_MXFP4];
         hfq_block_mxfp4 b;
         for (int64_t i = 0; i < n; i += HFQ_QK_MXFP4) {
@@ -336,6 +342,7 @@ static inline void ref_act(const synth_model *m, const char *name, double *xa, c
         const hfq_fp8_format fmt = s->wqext == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
         if (s->wqext == HFQ_QEXT_INT8) {
             if (in) hfq_quantize_int8_static(f, q, 1, n, scale);
+            else if (synth_act(m, name)) scale = hfq_quantize_int8_ct(f, q, n);
             else hfq_quantize_int8(f, q, 1, n, NULL, &scale, 0);
             hfq_dequantize_row_int8(q, f, n, &scale, 0);
         } else {

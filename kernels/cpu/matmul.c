@@ -160,6 +160,7 @@ static void quantize_act(const cpu_wkernel *k, const hfq_tensor *w, const float 
         hfq_quantize_nvfp4(x, a, 1, n, NULL, *scale);
     } else if (w->qext == HFQ_QEXT_INT8) {
         if (k->act_scale) hfq_quantize_int8_static(x, a, 1, n, *scale = *k->act_scale);
+        else if (w->act_int8_ct) *scale = hfq_quantize_int8_ct(x, a, n);
         else hfq_quantize_int8(x, a, 1, n, NULL, scale, 0);
     } else {
         if (k->act_scale) hfq_quantize_fp8_static(fp8_format(w->qext), x, a, 1, n, *scale = *k->act_scale);

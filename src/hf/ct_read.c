@@ -758,7 +758,9 @@ float hf_ct_weight_global(const hf_ct_weight *w) {
 const char *hf_ct_weight_float_act_quant(const hf_ct_weight *w) { return w->float_act[0] ? w->float_act : NULL; }
 
 const char *hf_ct_weight_act_quant(const hf_ct_weight *w) {
-    if (!w->g->in.present) return "none";
+    const ct_args *in = &w->g->in;
+    if (!in->present) return "none";
+    if (w->keep == HF_CT_KEEP_INT8 && !in->is_float && in->dynamic == DYN_TRUE && in->strat == S_TOKEN) return "int8_ct";
     return w->g->fmt == FMT_MXFP4 ? "mxfp4" : NULL;
 }
 

@@ -111,7 +111,9 @@ const float *hf_ct_weight_scales(const hf_ct_weight *w, int64_t *ne0);
 float hf_ct_weight_global(const hf_ct_weight *w);
 /* The GGUF's hfq.act_quant for this weight when kept: "none" where the
  * checkpoint quantizes no activations (weight-only), "mxfp4" for MXFP4
- * weights with dynamic MXFP4 activations (W4A4); NULL otherwise. */
+ * weights with dynamic MXFP4 activations (W4A4), "int8_ct" for INT8 weights
+ * with dynamic per-token INT8 ones (W8A8: compressed-tensors' amax / 127.5);
+ * NULL otherwise. */
 const char *hf_ct_weight_act_quant(const hf_ct_weight *w);
 /* The hfq.act_quant of this weight written as floats: "fp8_e4m3_g<G>" for
  * dynamic FP8 activations per G values of each token (FP8_BLOCK), which the
