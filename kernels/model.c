@@ -222,12 +222,38 @@ static int bind_qext(const binder *b, hfq_tensor *w) {
 }
 
 /* hfq.act_quant.<name>: "none" on an I8, NVFP4 or MXFP4 weight without an
- * input scale (an input scale says its activations are quantized). */
+ * input scale (an input scale says its activations are quantized); "mxfp4"
+ * on an MXFP4 weight; "fp8_e4m3_g<G>" on a float weight; "int8_ct" on an
+ * INT8 weight. */
 static int bind_act(const binder *b, hfq_tensor *w) {
     const char *v = b->src->act ? b->src->act(b->src->source, w->name) : NULL;
     if (!v) return 0;
+    long long g = 0;
+    int end = 0;
+    if (sscanf(v, "fp8_e4m3_g%lld%n", &g, &end) == 1 && v[end] == 0) {
+        const bool float_w = !w->qext && (w->type == GT_F32 || w->type == GT_F16 || w->type == GT_BF16);
+        if (!float_w || g < 1 || w->ne0 % g)
+            return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' needs an F32, F16 or BF16 weight whose "
+                            "rows are whole groups", w->name, v);
+        w->act_fp8_group = g;
+        return 0;
+    }
+    if (!strcmp(v, "int8_ct")) {
+        if (w->qext != HFQ_QEXT_INT8 || w->input_scale)
+            return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant 'int8_ct' needs an INT8 I8 weight without "
+                            "input_scale", w->name);
+        w->act_int8_ct = true;
+        return 0;
+    }
+    if (!strcmp(v, "mxfp4")) {
+        if (w->type != GT_MXFP4 || w->qext)
+            return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant 'mxfp4' needs an MXFP4 weight", w->name);
+        w->act_mxfp4 = true;
+        return 0;
+    }
     if (strcmp(v, "none"))
-        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\"", w->name, v);
+        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\", \"mxfp4\", \"int8_ct\" or \"fp8_e4m3_g<G>\"",
+                        w->name, v);
     if ((!w->qext && w->type != GT_NVFP4 && w->type != GT_MXFP4) || w->input_scale)
         return hfq_fail(b->err, b->where,
                         "tensor '%s': hfq.act_quant 'none' needs an I8, NVFP4 or MXFP4 weight without input_scale",

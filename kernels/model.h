@@ -54,6 +54,19 @@ typedef struct hfq_tensor {
      * this weight with float activations (weight-only W8A16, NVFP4A16,
      * MXFP4A16), which act_quant AUTO keeps. */
     bool act_none;
+    /* hfq.act_quant.<name> = "mxfp4" (MXFP4 weights): the checkpoint quantizes
+     * the activations per 32 to MXFP4 dynamically (compressed-tensors' MXFP4,
+     * W4A4), which act_quant AUTO and DYNAMIC emulate. */
+    bool act_mxfp4;
+    /* hfq.act_quant.<name> = "fp8_e4m3_g<G>" (F32 / F16 / BF16 weights): the
+     * checkpoint quantizes the activations dynamically to FP8 E4M3 per run of
+     * G values of each token (compressed-tensors' FP8_BLOCK), which act_quant
+     * AUTO and DYNAMIC emulate; 0: not so. */
+    int64_t act_fp8_group;
+    /* hfq.act_quant.<name> = "int8_ct" (INT8 I8 weights): dynamic per-token
+     * INT8 activations by compressed-tensors' rule (hfq_quantize_int8_ct)
+     * in place of amax / 127, under act_quant AUTO and DYNAMIC. */
+    bool act_int8_ct;
     /* A range of rows of a fused matrix (phi3's attn_qkv, ffn_up) other than
      * its first: `name` is the fused matrix's, whose input the observer
      * already saw with the first range. */
@@ -153,7 +166,7 @@ typedef struct hfq_tensor_source {
     /* The hfq.qext encoding of tensor `name` ("int8", "fp8_e4m3", "fp8_e5m2"),
      * or NULL when it has none; the callback may be NULL (no encodings). */
     const char *(*qext)(const void *source, const char *name);
-    /* The hfq.act_quant value of tensor `name` ("none"), or NULL; may be NULL. */
+    /* The hfq.act_quant value of tensor `name` ("none", "mxfp4"), or NULL; may be NULL. */
     const char *(*act)(const void *source, const char *name);
 } hfq_tensor_source;
 

@@ -29,10 +29,14 @@ typedef struct hfq_backend hfq_backend;  /* a backend's state, opaque to the gra
 typedef enum hfq_act_quant {
     /* what the file says: a weight with "<base>.input_scale" static, other
      * I8 weights dynamic unless hfq.act_quant.<name> = "none", other NVFP4
-     * weights none; NVFP4 / MXFP4 weights marked "none": float activations */
+     * weights none; NVFP4 / MXFP4 weights marked "none": float activations;
+     * MXFP4 weights marked "mxfp4": dynamic MXFP4 blocks (W4A4, as DYNAMIC);
+     * float weights marked "fp8_e4m3_g<G>": FP8-rounded groups; INT8 marked
+     * "int8_ct": compressed-tensors' amax / 127.5 (both as DYNAMIC) */
     HFQ_ACT_QUANT_AUTO = 0,
     HFQ_ACT_QUANT_NONE,     /* I8 and FP4 marked "none": float activations; other NVFP4: Q8_0 as ggml */
-    HFQ_ACT_QUANT_DYNAMIC,  /* per token: INT8 amax/127, FP8 amax/448 (E5M2 /57344), NVFP4 global amax/(6*448) */
+    HFQ_ACT_QUANT_DYNAMIC,  /* per token: INT8 amax/127, FP8 amax/448 (E5M2 /57344), NVFP4 global amax/(6*448);
+                             * MXFP4 marked "mxfp4": per 32, quant/fp4.h hfq_quantize_block_mxfp4_act */
     HFQ_ACT_QUANT_STATIC,   /* the weight's input_scale; a weight without one is refused */
 } hfq_act_quant;
 

@@ -158,6 +158,19 @@ float hfq_dot_nvfp4_q8_0(const void *w, const void *a, int64_t n) {
     return acc;
 }
 
+void hfq_quantize_row_mxfp4_act(const float *x, void *dst, int64_t n) {
+    hfq_block_mxfp4 *y = (hfq_block_mxfp4 *)dst;
+    for (int64_t b = 0; b < n / HFQ_QK_MXFP4; b++) hfq_quantize_block_mxfp4_act(x + b * HFQ_QK_MXFP4, y + b);
+}
+
+float hfq_dot_mxfp4_mxfp4(const void *w, const void *a, int64_t n) {
+    const hfq_block_mxfp4 *qw = (const hfq_block_mxfp4 *)w;
+    const hfq_block_mxfp4 *qa = (const hfq_block_mxfp4 *)a;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / HFQ_QK_MXFP4; b++) acc = hfq_acc_block_mxfp4_mxfp4(acc, qw + b, qa + b);
+    return acc;
+}
+
 float hfq_dot_nvfp4_nvfp4(const void *w, const void *a, int64_t n) {
     const hfq_block_nvfp4 *qw = (const hfq_block_nvfp4 *)w;
     const hfq_block_nvfp4 *qa = (const hfq_block_nvfp4 *)a;

@@ -219,6 +219,32 @@ static inline HFQ_HD void hfq_decode_block_mxfp4(const hfq_block_mxfp4 *b, float
     hfq_fp4_unpack(b->qs, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(b->e), y);
 }
 
+/* E8M0 exponent of a dynamic MXFP4 activation block with largest magnitude
+ * amax, as compressed-tensors 0.20 computes it (generate_mx_scales): amax
+ * rounded to a power of two 2^k, up where its mantissa is >= 1.75 (so that
+ * the block maximum stays within E2M1's 6), then k + 127 - 2 clamped to
+ * 0..254 (an all-zero block: 0). */
+static inline HFQ_HD uint8_t hfq_mxfp4_act_exponent(float amax) {
+    const uint32_t e = ((hfq_f32_bits(amax) & 0x7FFFFFFFu) + (1u << 21)) >> 23;
+    return (uint8_t)(e < 3 ? 0 : e - 2 > 254 ? 254 : e - 2);
+}
+
+/* 32 activation values as one MXFP4 block, compressed-tensors' dynamic MX
+ * quantization: the exponent above, codes x / 2^(e-127) to E2M1 ties to even
+ * (its cast_to_fp4 thresholds), saturated at 6. */
+static inline HFQ_HD void hfq_quantize_block_mxfp4_act(const float *x, hfq_block_mxfp4 *y) {
+    y->e = hfq_mxfp4_act_exponent(hfq_fp4_amax(x, HFQ_QK_MXFP4));
+    hfq_fp4_pack(x, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(y->e), 1, y->qs);
+}
+
+/* acc + an MXFP4 weight block times an MXFP4 activation block: the exact
+ * integer sum of doubled codes times both halved scales (products of powers
+ * of two: exact). */
+static inline HFQ_HD float hfq_acc_block_mxfp4_mxfp4(float acc, const hfq_block_mxfp4 *w, const hfq_block_mxfp4 *a) {
+    const float d = hfq_e8m0_half_to_f32(w->e) * hfq_e8m0_half_to_f32(a->e);
+    return acc + d * (float)hfq_fp4_dot_fp4(w->qs, a->qs, HFQ_QK_MXFP4 / 2);
+}
+
 /* 64 values without the global scale (as ggml's dequantize_row_nvfp4). */
 static inline HFQ_HD void hfq_decode_block_nvfp4(const hfq_block_nvfp4 *b, float *y) {
     for (int s = 0; s < HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB; s++)
@@ -291,5 +317,11 @@ float hfq_dot_nvfp4_q8_0(const void *w, const void *a, int64_t n);
 /* W4A4: NVFP4 weight row times NVFP4 activation row, without either global
  * scale (multiply the result by g_w * g_a). */
 float hfq_dot_nvfp4_nvfp4(const void *w, const void *a, int64_t n);
+
+/* MXFP4 W4A4 (compressed-tensors' MXFP4 scheme): activation row x of n values
+ * (a multiple of 32) into blocks of hfq_quantize_block_mxfp4_act, and an
+ * MXFP4 weight row times such a row. */
+void hfq_quantize_row_mxfp4_act(const float *x, void *dst, int64_t n);
+float hfq_dot_mxfp4_mxfp4(const void *w, const void *a, int64_t n);
 
 #endif

@@ -72,6 +72,13 @@ void hfq_dequantize_row_fp8(hfq_fp8_format fmt, const void *src, float *dst, int
     for (int64_t i = 0; i < n; i++) dst[i] = scale * hfq_fp8_to_f32(fmt, q[i]);
 }
 
+void hfq_fp8_fake_quant_groups(hfq_fp8_format fmt, const float *x, float *y, int64_t n, int64_t g) {
+    for (int64_t k = 0; k < n; k += g) {
+        const float s = hfq_fp8_scale(fmt, x + k, g);
+        for (int64_t i = k; i < k + g; i++) y[i] = s == 0.0f ? 0.0f : hfq_fp8_to_f32(fmt, hfq_f32_to_fp8(fmt, x[i] / s)) * s;
+    }
+}
+
 float hfq_dot_fp8_f32(hfq_fp8_format wfmt, const void *w, float w_scale, const float *x, int64_t n) {
     const uint8_t *q = (const uint8_t *)w;
     float sum[HFQ_LANES] = {0};

@@ -116,6 +116,12 @@ size_t hfq_quantize_fp8_static(hfq_fp8_format fmt, const float *src, void *dst, 
 /* dst[i] = scale * decode(src[i]) for n codes. */
 void hfq_dequantize_row_fp8(hfq_fp8_format fmt, const void *src, float *dst, int64_t n, float scale);
 
+/* Dynamic per-group FP8 activations as compressed-tensors' forward computes
+ * them (FP8_BLOCK's per-token groups): each run of g values of x (n a
+ * multiple of g) with scale s = hfq_fp8_scale(run) becomes
+ * decode(encode(x / s)) * s in y (an all-zero run stays zeros). */
+void hfq_fp8_fake_quant_groups(hfq_fp8_format fmt, const float *x, float *y, int64_t n, int64_t g);
+
 /* (sum_i decode(w[i]) * x[i]) * w_scale, the sum in float in quant/lanes.h's order. */
 float hfq_dot_fp8_f32(hfq_fp8_format wfmt, const void *w, float w_scale, const float *x, int64_t n);
 

@@ -68,6 +68,17 @@ size_t hfq_quantize_int8_static(const float *src, void *dst, int64_t nrows, int6
     return (size_t)(nrows * n_per_row);
 }
 
+float hfq_quantize_int8_ct(const float *x, int8_t *q, int64_t n) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    const float scale = amax / 127.5f;
+    for (int64_t i = 0; i < n; i++) {
+        const float v = scale == 0.0f ? 0.0f : rintf(x[i] / scale);
+        q[i] = (int8_t)(v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v);
+    }
+    return scale;
+}
+
 void hfq_dequantize_row_int8(const void *src, float *dst, int64_t n, const float *scales,
                              int64_t group_size) {
     const int8_t *q = (const int8_t *)src;

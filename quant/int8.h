@@ -54,6 +54,12 @@ size_t hfq_quantize_int8(const float *src, void *dst, int64_t nrows, int64_t n_p
 size_t hfq_quantize_int8_static(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                                 float scale);
 
+/* compressed-tensors' dynamic per-token INT8 (its W8A8 forward): scale =
+ * amax / 127.5 (bit_range / 2 of [-128, 127]), q = x / scale rounded half to
+ * even and clamped to [-128, 127]; returns the scale (0 and zero codes for
+ * an all-zero row). vLLM and hfq_quantize_int8 take amax / 127 and +-127. */
+float hfq_quantize_int8_ct(const float *x, int8_t *q, int64_t n);
+
 /* dst[i] = scales[i / G] * q[i] for one row of n codes (G as above, 0 = n). */
 void hfq_dequantize_row_int8(const void *src, float *dst, int64_t n, const float *scales,
                              int64_t group_size);

@@ -573,6 +573,57 @@ def _(work):
     return ct_model(work, qc={"ignore": ["lm_head", Q_PROJ]}, packed=True)
 
 
+def ct_gidx(work, gidx, actorder="group"):
+    """ct_model's q_proj as FP8 in groups of 32 (scales [64, 2]) with actorder and a
+    weight_g_idx of those 64 values (None: no g_idx tensor)."""
+    sides = {"weight_scale": ("F32", [64, 2], struct.pack("<128f", *[0.01] * 128))}
+    if gidx is not None:
+        sides["weight_g_idx"] = ("I32", [64], struct.pack("<64i", *gidx))
+    w = dict(CT_GROUP["weights"], strategy="group", group_size=32)
+    if actorder:
+        w["actorder"] = actorder
+    return ct_model(work, sides, group={"weights": w})
+
+
+SWAPPED = [i % 2 for i in range(64)]   # a valid activation order: 32 columns per group
+
+
+@case("hfconv/ct-actorder-unknown", "actorder' is not false, \"weight\" or \"group\"")
+def _(work):
+    return ct_gidx(work, SWAPPED, "sideways")
+
+
+@case("hfconv/ct-actorder-activations", "input_activations.actorder': activation ordering applies to weights only")
+def _(work):
+    return ct_model(work, group={"input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
+                                                       "dynamic": True, "actorder": "weight"}})
+
+
+@case("hfconv/ct-actorder-channel", "actorder' is \"group\" on float-quantized channel weights")
+def _(work):
+    return ct_model(work, group={"weights": dict(CT_GROUP["weights"], actorder="group")})
+
+
+@case("hfconv/ct-gidx-missing", "q_proj.weight_g_idx' is missing")
+def _(work):
+    return ct_gidx(work, None)
+
+
+@case("hfconv/ct-gidx-range", "weight_g_idx' holds group 2 at 5, not in 0..1")
+def _(work):
+    return ct_gidx(work, [2 if i == 5 else v for i, v in enumerate(SWAPPED)])
+
+
+@case("hfconv/ct-gidx-counts", "weight_g_idx' puts 33 columns in group 0, not 32")
+def _(work):
+    return ct_gidx(work, [0 if i == 1 else v for i, v in enumerate(SWAPPED)])
+
+
+@case("hfconv/ct-gidx-without-actorder", "weight_g_idx' is a group index but actorder is not \"group\"")
+def _(work):
+    return ct_gidx(work, SWAPPED, "weight")
+
+
 def modelopt_model(work, quantization):
     """A copy of B.model with an hf_quant_config.json (Model Optimizer) of that "quantization"."""
     m = B.copy_model(work)

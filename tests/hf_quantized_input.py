@@ -17,7 +17,11 @@ mxfp4-pack-quantized); config.json carries its QuantizationConfig. Then:
 - our runner on that GGUF (its activation scheme as the file records it)
   against transformers running the checkpoint with compressed-tensors'
   fake quantization of the activations: mean KL <= 1e-4, same top token at
-  >= 99 % of positions;
+  >= 99 % of positions (dynamic schemes on float32 norms, see untied(): FP8
+  per token and per group, MXFP4 W4A4); general.file_type as
+  convert_hf_to_gguf.py writes it for FP4, quantize's own for I8 codes;
+- actorder: "weight" kept as is; "group" (g_idx, built as compressed-tensors
+  before 0.20 wrote it) dequantized bit for bit, see actorder_group();
 - Model Optimizer: the FP8 static and NVFP4 cases renamed as ModelOpt exports
   (hf_quant_config.json, weight_scale_2, input_scale, as vLLM's loader reads
   them) give the same GGUF tensors, their scales as stored, and dequantize to
@@ -31,6 +35,7 @@ Skips (exit 77) without torch, transformers or compressed-tensors.
 
 usage: hf_quantized_input.py HFCONV TEST_RUNNER_LOGITS MKMODEL QUANTIZE
 """
+import copy
 import json
 import os
 import subprocess
@@ -73,16 +78,24 @@ def custom(weights, inputs=None):
 
 # label: (scheme, format, GGUF type name when kept (None: BF16), (max KL, min same top) against
 # transformers, or None where compressed-tensors cannot load its own layout).
-# Dynamic activations: the limits widen to the reference's own noise, measured each run
-# (transformers again on embeddings perturbed by 1e-7 relative; see control()).
+# Dynamic activations: the checkpoint's norms are float32 (see untied()).
 STRICT = (MAX_KL, MIN_TOP)
+FLOAT_ACTS = "float activations"
 CASES = [
     ("fp8-static", preset_name_to_scheme("FP8", ["Linear"]), "float-quantized", "I8", STRICT),
     ("fp8-dynamic", preset_name_to_scheme("FP8_DYNAMIC", ["Linear"]), "float-quantized", "I8", STRICT),
     ("fp8-block", custom(dict(num_bits=8, type="float", strategy="block", block_structure=[128, 128])),
      "float-quantized", None, STRICT),
+    # dynamic per-group FP8 activations: float weights marked hfq.act_quant fp8_e4m3_g128
+    # (dequantized to F32: code * scale unrounded)
+    ("fp8-block-dynamic", preset_name_to_scheme("FP8_BLOCK", ["Linear"]), "float-quantized", "F32", STRICT),
+    ("fp8-channel-group-acts", custom(dict(num_bits=8, type="float", strategy="channel"),
+                                      dict(num_bits=8, type="float", strategy="group", group_size=128, dynamic=True)),
+     "float-quantized", "F32", STRICT),
     ("int8-static", custom(dict(num_bits=8, type="int", strategy="channel"),
                            dict(num_bits=8, type="int", strategy="tensor", dynamic=False)), "int-quantized", "I8", STRICT),
+    # dynamic per-token INT8: compressed-tensors' amax / 127.5 rule, marked hfq.act_quant int8_ct
+    ("w8a8-dynamic", preset_name_to_scheme("W8A8", ["Linear"]), "int-quantized", "I8", STRICT),
     ("int8-group-asym", custom(dict(num_bits=8, type="int", strategy="group", group_size=32, symmetric=False)),
      "naive-quantized", None, None),   # compressed-tensors' own loader expects this zero point packed
     ("w8a16-packed", preset_name_to_scheme("W8A16", ["Linear"]), "pack-quantized", "I8", STRICT),
@@ -93,6 +106,10 @@ CASES = [
     ("nvfp4a16", preset_name_to_scheme("NVFP4A16", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", STRICT),
     ("nvfp4", preset_name_to_scheme("NVFP4", ["Linear"]), "nvfp4-pack-quantized", "NVFP4", STRICT),
     ("mxfp4a16", preset_name_to_scheme("MXFP4A16", ["Linear"]), "mxfp4-pack-quantized", "MXFP4", STRICT),
+    ("mxfp4", preset_name_to_scheme("MXFP4", ["Linear"]), "mxfp4-pack-quantized", "MXFP4", STRICT),
+    # actorder "weight": GPTQ's calibration order only, the groups stay contiguous (I8 kept)
+    ("w8-group-actorder-weight", custom(dict(num_bits=8, type="int", strategy="group", group_size=32,
+                                             actorder="weight")), "pack-quantized", "I8", STRICT),
 ]
 
 
@@ -134,6 +151,24 @@ def input_amax(model, ids):
     return amax
 
 
+def group_fp8_acts(scheme):
+    i = scheme.input_activations
+    return i is not None and i.strategy == "group" and i.type == "float" and i.num_bits == 8
+
+
+def untied(p):
+    """Norm weight p in float32 with full 24-bit significands (times 1 + 2^-9 u, u uniform in [0, 1)).
+    With BF16 norm weights and BF16 embeddings, a layer-0 input over its token's amax is a ratio
+    of two 16-bit products, which lands exactly on an FP8 rounding tie for ~12 of 25600
+    values; per-token dynamic scales then round each tie by the last ulp of the RMS norm,
+    a coin flip between any two implementations (compressed-tensors' own codes, transformers'
+    float32: KL 1.2e-4 against ours, mostly from those). Static scales do not cancel the
+    norm, so those cases keep BF16."""
+    g = torch.Generator().manual_seed(3)
+    x = p.detach().float()
+    return x * (1 + 2.0 ** -9 * torch.rand(x.shape, generator=g))
+
+
 def compress(model, scheme, fmt, amax, out):
     """The checkpoint compressed-tensors writes for scheme: (folder, {module: (compressed state, decompressed)})."""
     comp = BaseCompressor.get_value_from_registry(fmt)
@@ -141,7 +176,8 @@ def compress(model, scheme, fmt, amax, out):
     for name, p in model.state_dict().items():
         mod = name[: -len(".weight")]
         if not (name.endswith("_proj.weight") and mod.split(".")[-1] in PROJ):
-            state[name] = p.detach().to(torch.bfloat16).contiguous()
+            dyn = scheme.input_activations is not None and scheme.input_activations.dynamic is True
+            state[name] = (untied(p) if dyn and name.endswith("norm.weight") else p.detach().to(torch.bfloat16)).contiguous()
             continue
         w = p.detach().to(torch.bfloat16)
         a = scheme.weights
@@ -158,7 +194,10 @@ def compress(model, scheme, fmt, amax, out):
         if i is not None and i.strategy == "tensor_group":
             sd["input_global_scale"] = generate_gparam(-amax[mod], amax[mod]).reshape(1)
         c = comp.compress(sd, scheme)
-        modules[mod] = (c, comp.decompress(dict(c), scheme)["weight"].float())
+        # per-group FP8 activations (emulated): the decompression with float32 scales, as the
+        # float model that loads the checkpoint holds them (hfconv writes those exact products)
+        exact = {"weight_scale": c["weight_scale"].float()} if group_fp8_acts(scheme) else {}
+        modules[mod] = (c, comp.decompress(dict(c) | exact, scheme)["weight"].float())
         for k, v in c.items():
             state[f"{mod}.{k}"] = v.contiguous()
     os.makedirs(out, exist_ok=True)
@@ -173,6 +212,10 @@ def compress(model, scheme, fmt, amax, out):
         with open(os.path.join(SRC, f), "rb") as s, open(os.path.join(out, f), "wb") as d:
             d.write(s.read())
     return modules
+
+
+def file_type(reader):
+    return int(reader.fields["general.file_type"].parts[-1][0])
 
 
 def gguf_float(t):
@@ -196,17 +239,6 @@ def gguf_module(name):
     proj = inv[parts[2]]
     mod = f"model.layers.{parts[1]}.{'self_attn' if proj in ('q_proj', 'k_proj', 'v_proj', 'o_proj') else 'mlp'}.{proj}"
     return mod, {"attn_q": HEADS, "attn_k": KV_HEADS}.get(parts[2], 0)
-
-
-def control(ref, ids, theirs):
-    """KL and same top of transformers against itself with the embeddings perturbed by 1e-7
-    relative: per-token dynamic scales make some checkpoints this sensitive to rounding
-    (FP8_DYNAMIC here: KL ~4e-4 from that alone), which no implementation can beat."""
-    with torch.no_grad():
-        emb = ref.model.embed_tokens.weight
-        emb.mul_(1 + 1e-7 * torch.randn(emb.shape, generator=torch.Generator().manual_seed(1)))
-        moved = ref(torch.tensor([ids])).logits[0].double().numpy()
-    return mean_kl(theirs, moved), float(np.mean(theirs.argmax(1) == moved.argmax(1)))
 
 
 def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
@@ -238,10 +270,24 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
     types = {t.tensor_type.name for t in reader.tensors
              if is_proj(t.name)}
     check(types == {kept or "BF16"}, f"{label}: weight types {types}, expected {kept or 'BF16'}")
-    # weight-only schemes (W8A16, NVFP4A16, MXFP4A16) mark their kept weights float-activation
-    act_none = [k for k in reader.fields if k.startswith("hfq.act_quant.")]
-    want_none = 14 if kept and scheme.input_activations is None else 0
-    check(len(act_none) == want_none, f"{label}: {len(act_none)} hfq.act_quant keys, expected {want_none}")
+    kept = None if kept == "F32" else kept   # F32: dequantized
+    # general.file_type: convert_hf_to_gguf.py's for FP4 (gguf's LlamaFileType), MOSTLY_BF16 when
+    # dequantized; I8 codes: quantize's own value, checked in round_trip()
+    from gguf import LlamaFileType
+    want_ft = {"NVFP4": LlamaFileType.MOSTLY_NVFP4, "MXFP4": LlamaFileType.MOSTLY_MXFP4_MOE,
+               None: LlamaFileType.ALL_F32 if types == {"F32"} else LlamaFileType.MOSTLY_BF16}.get(kept)
+    ft = file_type(reader)
+    check(want_ft is None or ft == want_ft, f"{label}: general.file_type {ft}, expected {want_ft}")
+    # weight-only schemes (W8A16, NVFP4A16, MXFP4A16) mark their kept weights float-activation,
+    # MXFP4 W4A4 its dynamic MXFP4 activations
+    acts = [bytes(reader.fields[k].parts[-1]).decode() for k in reader.fields if k.startswith("hfq.act_quant.")]
+    i = scheme.input_activations
+    int8_ct = i is not None and i.type == "int" and i.dynamic is True and i.strategy == "token"
+    want = ("none" if i is None else "mxfp4" if fmt == "mxfp4-pack-quantized" else "int8_ct" if int8_ct else None) \
+        if kept else \
+        f"fp8_e4m3_g{i.group_size}" if i is not None and i.strategy == "group" and i.type == "float" else None
+    want = [want] * 14 if want else []
+    check(acts == want, f"{label}: hfq.act_quant values {sorted(set(acts))} x {len(acts)}, expected {want[:1]} x {len(want)}")
     notes = [ln for ln in r.stderr.splitlines() if "dequantized exactly" in ln]
     check(len(notes) == (0 if kept else 14), f"{label}: {len(notes)} dequantization notes on stderr")
     if limits is None:
@@ -257,17 +303,100 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
         theirs = ref(torch.tensor([ids])).logits[0].double().numpy()
     if mine is None:
         return
+    emulated = ""
+    if limits == FLOAT_ACTS:
+        emulated = f" (against the checkpoint's own activation quantization: KL {mean_kl(theirs, mine):.3g})"
+        for m in ref.modules():
+            if hasattr(m, "quantization_scheme"):
+                m.quantization_enabled = False   # weights are decompressed already: activations only
+        with torch.no_grad():
+            theirs = ref(torch.tensor([ids])).logits[0].double().numpy()
+        limits = STRICT
     kl = mean_kl(theirs, mine)
     top = float(np.mean(theirs.argmax(1) == mine.argmax(1)))
-    noise = ""
-    if scheme.input_activations is not None and scheme.input_activations.dynamic is True:
-        ckl, ctop = control(ref, ids, theirs)
-        limits = (max(limits[0], 2 * ckl), min(limits[1], ctop - 0.02))
-        noise = f" (transformers' own noise: KL {ckl:.3g}, same top {ctop:.3f})"
     check(kl <= limits[0] and top >= limits[1], f"{label}: KL(transformers || ours) {kl:.3g}, same top {top:.3f} "
                                                 f"(limits {limits})")
     print(f"{label}: {same}/14 bit-identical to compressed-tensors' decompression; kept as {types}; "
-          f"KL {kl:.3g}, same top {top:.3f}{noise}")
+          f"KL {kl:.3g}, same top {top:.3f}{emulated}")
+
+
+def actorder_group(model, ids, tmp):
+    """actorder "group" (GPTQ's g_idx, written by compressed-tensors before 0.20, which no
+    longer writes or reads it): for each weight W and a random column permutation perm,
+    compressed-tensors' pack-quantized compressor quantizes W[:, perm] in contiguous groups
+    of 32 (INT4, W4A16); the checkpoint holds those codes back in W's column order, the
+    same scales and weight_g_idx = argsort(perm) // 32, as that older version's GPTQ left
+    them. Its decompression (_process_group: permute by argsort(g_idx), dequantize the
+    groups, permute back) is the package's decompression of the permuted weight with
+    columns put back: hfconv --outtype f32 must equal it bit for bit, the default GGUF holds
+    BF16 (named on stderr); the runner on the F32 GGUF against transformers with those
+    weights: KL <= 1e-4, same top >= 99 %."""
+    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32, unpack_from_int32
+    G = 32
+    scheme = custom(dict(num_bits=4, type="int", strategy="group", group_size=G))
+    comp = BaseCompressor.get_value_from_registry("pack-quantized")
+    gen = torch.Generator().manual_seed(5)
+    state, deq = {}, {}
+    for name, p in model.state_dict().items():
+        mod = name[: -len(".weight")]
+        if not (name.endswith("_proj.weight") and mod.split(".")[-1] in PROJ):
+            state[name] = p.detach().to(torch.bfloat16).contiguous()
+            continue
+        w = p.detach().to(torch.bfloat16)
+        perm = torch.randperm(w.shape[1], generator=gen)
+        inv = torch.argsort(perm)
+        wp = w[:, perm]
+        sd = {"weight": wp}
+        sd["weight_scale"], sd["weight_zero_point"] = calculate_qparams(*reduce_minmax(wp, scheme.weights), scheme.weights)
+        c = comp.compress(sd, scheme)
+        deq[mod] = comp.decompress(dict(c), scheme)["weight"].float()[:, inv]
+        codes = unpack_from_int32(c["weight_packed"], 4, torch.Size(wp.shape))[:, inv]
+        c["weight_packed"] = pack_to_int32(codes.contiguous(), 4)
+        c["weight_g_idx"] = (inv // G).to(torch.int32)
+        for k, v in c.items():
+            state[f"{mod}.{k}"] = v.contiguous()
+    folder = os.path.join(tmp, "w4a16-actorder-group")
+    os.makedirs(folder)
+    save_file(state, os.path.join(folder, "model.safetensors"))
+    cfg = json.load(open(os.path.join(SRC, "config.json")))
+    qc = QuantizationConfig(config_groups={"group_0": scheme}, format="pack-quantized",
+                            quantization_status="compressed", ignore=["lm_head"]).model_dump(mode="json")
+    qc["config_groups"]["group_0"]["weights"]["actorder"] = "group"   # 0.20's validator refuses to write it
+    cfg["quantization_config"] = qc
+    json.dump(cfg, open(os.path.join(folder, "config.json"), "w"), indent=1)
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        with open(os.path.join(SRC, f), "rb") as a, open(os.path.join(folder, f), "wb") as b:
+            b.write(a.read())
+    f32, gguf = os.path.join(tmp, "actorder-f32.gguf"), os.path.join(tmp, "actorder.gguf")
+    r, r2 = run([HFCONV, folder, "-o", f32, "--outtype", "f32", "-q"]), run([HFCONV, folder, "-o", gguf])
+    if not ok(r.returncode == 0 and r2.returncode == 0, f"actorder group: hfconv failed: {r.stderr}{r2.stderr}"):
+        return
+    same = 0
+    for t in GGUFReader(f32).tensors:
+        if is_proj(t.name):
+            mod, heads = gguf_module(t.name)
+            ours = hf_order(gguf_float(t), heads) if heads else gguf_float(t)
+            same += np.array_equal(ours.view(np.uint32), deq[mod].numpy().view(np.uint32))
+    check(same == 14, f"actorder group: {same} of 14 weights bit-identical to the decompression with g_idx")
+    notes = [ln for ln in r2.stderr.splitlines() if "activation order): dequantized exactly" in ln]
+    check(len(notes) == 14, f"actorder group: {len(notes)} dequantization notes naming the activation order")
+    ref = copy.deepcopy(model).float()
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            mod = name[: -len(".weight")]
+            p.copy_(deq[mod] if mod in deq else p.to(torch.bfloat16).float())
+        theirs = ref(torch.tensor([ids])).logits[0].double().numpy()
+    types = {t.tensor_type.name for t in GGUFReader(gguf).tensors if is_proj(t.name)}
+    check(types == {"BF16"}, f"actorder group: default weight types {types}, expected BF16")
+    # the F32 file: the BF16 one's products round the activations to BF16 too (ggml's
+    # BF16 dot), which moves near-tied tops here (KL 2.8e-6, same top 98.5 %)
+    mine = our_logits(f32, ids, tmp)
+    if mine is None:
+        return
+    kl, top = mean_kl(theirs, mine), float(np.mean(theirs.argmax(1) == mine.argmax(1)))
+    check(kl <= MAX_KL and top >= MIN_TOP, f"actorder group: KL {kl:.3g}, same top {top:.3f}")
+    print(f"w4a16-actorder-group: {same}/14 bit-identical to the decompression with g_idx; KL {kl:.3g}, "
+          f"same top {top:.3f}")
 
 
 def modelopt(ct_label, algo, ids, tmp):
@@ -359,8 +488,11 @@ def round_trip(tmp):
         r = run([HFCONV, out, "-o", back, "-q"])
         if not ok(r.returncode == 0, f"round trip {ours}: hfconv failed: {r.stderr.strip()}"):
             continue
-        a = {t.name: t for t in GGUFReader(q).tensors}
-        b = {t.name: t for t in GGUFReader(back).tensors}
+        ra, rb = GGUFReader(q), GGUFReader(back)
+        check(file_type(ra) == file_type(rb), f"round trip {ours}: general.file_type {file_type(rb)}, "
+                                              f"quantize wrote {file_type(ra)}")
+        a = {t.name: t for t in ra.tensors}
+        b = {t.name: t for t in rb.tensors}
         n, worst = 0, 0.0
         for name, t in a.items():
             if t.tensor_type.name not in ("I8", "NVFP4") and not name.endswith(("scale", "input_scale")):
@@ -394,6 +526,8 @@ def main():
         for ct_label, algo in (("fp8-static", "FP8"), ("nvfp4", "NVFP4")):
             if not only or ct_label in only:
                 modelopt(ct_label, algo, ids, tmp)
+        if not only or "actorder-group" in only:
+            actorder_group(model, ids, tmp)
         if not only or "round-trip" in only:
             round_trip(tmp)
     sys.exit(finish())

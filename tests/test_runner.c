@@ -240,6 +240,32 @@ static void test_nvfp4_w4a4(void) {
     printf("nvfp4 q8_0 activations: %.3g\n", check_forward(&s, 64, 12.0 / 127, "nvfp4 none"));
 }
 
+/* MXFP4 weights with dynamic MXFP4 activations (compressed-tensors' MXFP4,
+ * hfq.act_quant "mxfp4"): the reference rounds its activations through the
+ * same blocks; flips at rounding boundaries are one E2M1 step, as for NVFP4.
+ * Under NONE the same file takes Q8_0 activations (ggml's pairing). */
+static void test_mxfp4_w4a4(void) {
+    synth_spec s = synth_default_spec();
+    s.n_embd = 256, s.n_ff = 256, s.n_head = 8, s.n_head_kv = 4, s.head_dim = 32, s.n_rot = 32;
+    s.wtype = GT_MXFP4;
+    s.act_mxfp4 = true;
+    printf("mxfp4 w4a4 (auto): %.3g\n", check_forward(&s, 64, 12.0 / 127, "mxfp4 w4a4"));
+    s.act_quant = HFQ_ACT_QUANT_DYNAMIC;
+    printf("mxfp4 w4a4 (dynamic, batches of 5): %.3g\n", check_forward(&s, 5, 12.0 / 127, "mxfp4 w4a4 dynamic"));
+}
+
+/* INT8 weights marked int8_ct: per-token activations by compressed-tensors'
+ * rule (amax / 127.5, [-128, 127]), which the reference applies too. A
+ * token's largest value lands on +-127.5 give or take an ulp of float
+ * rounding, and a negative one then codes -128 or -127 (measured 0.0093);
+ * amax / 127 in place of the rule is 0.016-0.019 here, past the bound. */
+static void test_int8_ct(void) {
+    synth_spec s = synth_default_spec();
+    s.wqext = HFQ_QEXT_INT8;
+    s.act_int8_ct = true;
+    printf("int8 w8a8, compressed-tensors' rounding: %.3g\n", check_forward(&s, 64, 2.0 / 127, "int8_ct"));
+}
+
 /* The CUDA backend's kernels compute I8 weights with the file's activation
  * quantization and NVFP4 with Q8_0 activations: other modes are refused
  * before any device work (host-side check, no GPU needed). */
@@ -256,11 +282,16 @@ static void test_cuda_act_quant(void) {
         {GT_NVFP4, 0, true, HFQ_ACT_QUANT_AUTO, "NVFP4 activations (W4A4) are not supported by the cuda backend"},
         {GT_NVFP4, 0, false, HFQ_ACT_QUANT_DYNAMIC, "NVFP4 activations (W4A4)"},
         {GT_Q8_0, 0, false, HFQ_ACT_QUANT_DYNAMIC, NULL},
+        {GT_MXFP4, 0, false, HFQ_ACT_QUANT_AUTO, "MXFP4 activations (W4A4) are not supported by the cuda backend"},
+        {GT_MXFP4, 0, false, HFQ_ACT_QUANT_NONE, NULL},
+        {GT_F32, HFQ_QEXT_INT8, false, HFQ_ACT_QUANT_DYNAMIC, "compressed-tensors' per-token int8 activations"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         synth_spec s = synth_default_spec();
         s.n_embd = 64, s.n_ff = 128, s.head_dim = 16, s.n_rot = 16;
         s.wtype = cases[i].wtype, s.wqext = cases[i].q, s.input_scales = cases[i].input_scales;
+        s.act_mxfp4 = cases[i].wtype == GT_MXFP4;
+        s.act_int8_ct = i + 1 == sizeof cases / sizeof cases[0];   /* the last case */
         synth_model sm;
         synth_build(&sm, &s);
         hfq_error err = {{0}};
@@ -539,6 +570,8 @@ int main(void) {
     test_lower_precision_weights();
     test_qext_weights();
     test_nvfp4_w4a4();
+    test_mxfp4_w4a4();
+    test_int8_ct();
     test_act_quant_errors();
     test_cuda_act_quant();
     test_batched_vs_decode();

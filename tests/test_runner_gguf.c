@@ -175,6 +175,10 @@ static void qext_not_str(gguf_writer *w) { gguf_set_u32(w, "hfq.qext.blk.0.ffn_u
 static void qext_int4(gguf_writer *w) { gguf_set_str(w, "hfq.qext.blk.1.attn_q.weight", "int4"); }
 static void act_dynamic(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "dynamic"); }
 static void act_none(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "none"); }
+static void act_mxfp4(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "mxfp4"); }
+static void act_fp8_g16(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "fp8_e4m3_g16"); }
+static void act_int8_ct(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "int8_ct"); }
+static void act_fp8_g0(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "fp8_e4m3_g0"); }
 
 static void expect_load_error_spec(const synth_spec *spec, edit_fn edit, const char *want);
 
@@ -192,8 +196,19 @@ static void test_bad_qext(void) {
     expect_load_error_spec(&s, qext_no_tensor, "key 'hfq.qext.blk.9.ffn_up.weight' names no i8 tensor");
     expect_load_error_spec(&s, qext_not_str, "key 'hfq.qext.blk.0.ffn_up.weight' is not a string");
     expect_load_error_spec(&s, qext_int4, "tensor 'blk.1.attn_q.weight': unknown hfq.qext encoding 'int4'");
-    /* hfq.act_quant: "none" only, on an I8 (NVFP4, MXFP4) weight without an input scale */
-    expect_load_error_spec(&s, act_dynamic, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'dynamic' is not \"none\"");
+    /* hfq.act_quant: "none" on an I8 (NVFP4, MXFP4) weight without an input scale, "mxfp4" on MXFP4 */
+    expect_load_error_spec(&s, act_dynamic, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'dynamic' is not "
+                           "\"none\", \"mxfp4\", \"int8_ct\" or \"fp8_e4m3_g<G>\"");
+    expect_load_error_spec(&s, act_mxfp4, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'mxfp4' needs an MXFP4 weight");
+    expect_load_error_spec(&s, act_fp8_g16, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'fp8_e4m3_g16' needs an F32, "
+                           "F16 or BF16 weight whose rows are whole groups");
+    synth_spec fp8 = synth_default_spec();
+    fp8.wqext = HFQ_QEXT_FP8_E4M3;
+    expect_load_error_spec(&fp8, act_int8_ct, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'int8_ct' needs an INT8 I8 "
+                           "weight without input_scale");
+    synth_spec f32 = synth_default_spec();   /* rows of 36: not groups of 16, nor of 0 */
+    expect_load_error_spec(&f32, act_fp8_g16, "hfq.act_quant 'fp8_e4m3_g16' needs an F32, F16 or BF16 weight");
+    expect_load_error_spec(&f32, act_fp8_g0, "hfq.act_quant 'fp8_e4m3_g0' needs an F32, F16 or BF16 weight");
     s.input_scales = true;
     expect_load_error_spec(&s, act_none, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'none' needs an I8, NVFP4 or "
                            "MXFP4 weight without input_scale");

@@ -536,9 +536,11 @@ static uint8_t finite_fp8_code(hfq_fp8_format f, uint64_t *rng) {
  * every row count and width equal to the pair alone. */
 static void test_i8_kernels(void) {
     enum { NMAX = 65536 + 40, ROWS = CPU_TILE_ROWS, COLS = 5 };
-    static const struct { hfq_qext q; int64_t groups; } cases[] = {
+    /* any_codes: INT8 activations over the whole range, -128 included (hfq.act_quant int8_ct) */
+    static const struct { hfq_qext q; int64_t groups; bool any_codes; } cases[] = {
         {HFQ_QEXT_INT8, 0},      {HFQ_QEXT_INT8, 1},      {HFQ_QEXT_INT8, 3},     {HFQ_QEXT_FP8_E4M3, 0},
-        {HFQ_QEXT_FP8_E4M3, 1},  {HFQ_QEXT_FP8_E5M2, 0},  {HFQ_QEXT_FP8_E5M2, 1}};
+        {HFQ_QEXT_FP8_E4M3, 1},  {HFQ_QEXT_FP8_E5M2, 0},  {HFQ_QEXT_FP8_E5M2, 1}, {HFQ_QEXT_INT8, 0, true},
+        {HFQ_QEXT_INT8, 3, true}};
     /* and one past a 32-bit lane's chunk of INT8 products */
     static const int64_t lengths[] = {1, 7, 8, 9, 24, 72, 1029, 65536 + 40};
     static uint8_t codes[ROWS * NMAX], acodes[COLS][NMAX];
@@ -561,12 +563,14 @@ static void test_i8_kernels(void) {
                     a_scales[c] = ldexpf(1.0f, c * 5 - 12);
                     for (int64_t i = 0; i < n; i++) {
                         x[c][i] = synth_uniform(&rng) * (i % 13 == 0 ? 1e4f : 1.0f);
-                        acodes[c][i] = cases[cs].q == HFQ_QEXT_INT8 ? (uint8_t)hfq_int8_round(synth_uniform(&rng) * 200.0f)
-                                                                    : finite_fp8_code(f, &rng);
+                        acodes[c][i] = cases[cs].any_codes          ? (uint8_t)(synth_uniform(&rng) * 1e6f)
+                                       : cases[cs].q == HFQ_QEXT_INT8 ? (uint8_t)hfq_int8_round(synth_uniform(&rng) * 200.0f)
+                                                                      : finite_fp8_code(f, &rng);
                     }
                 }
                 const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = n, .ne1 = ROWS, .row_bytes = (size_t)n,
-                                      .data = codes, .scale = scales, .scale_groups = groups, .qext = cases[cs].q};
+                                      .data = codes, .scale = scales, .scale_groups = groups, .qext = cases[cs].q,
+                                      .act_int8_ct = cases[cs].any_codes};
                 for (int codes_act = 0; codes_act < 2; codes_act++) {
                     const void *a = codes_act ? (const void *)acodes : (const void *)x;
                     const size_t as = codes_act ? sizeof acodes[0] : sizeof x[0];

@@ -38,6 +38,8 @@ typedef struct synth_spec {
      * n_ff_exp (wtype, stacked 3-D tensors, no .scale), n_expert_used chosen
      * by an F32 router; the double reference below computes dense layers only. */
     int64_t n_expert, n_expert_used, n_ff_exp;
+    bool act_mxfp4;                        /* MXFP4 layer matrices: hfq.act_quant "mxfp4" (W4A4) */
+    bool act_int8_ct;                      /* INT8 layer matrices: hfq.act_quant "int8_ct" */
     uint64_t seed;
 } synth_spec;
 
@@ -254,8 +256,20 @@ static inline void synth_free(synth_model *m) {
     m->n = 0;
 }
 
+/* hfq.act_quant.<name>: "mxfp4" on the MXFP4 layer matrices when act_mxfp4,
+ * "int8_ct" on the INT8 ones when act_int8_ct. */
+static inline const char *synth_act(const void *source, const char *name) {
+    const synth_model *m = source;
+    const gguf_tensor_info *t = synth_lookup(source, name);
+    if (!t || strncmp(name, "blk.", 4) != 0) return NULL;
+    if (m->spec.act_mxfp4 && t->type == GT_MXFP4) return "mxfp4";
+    const char *q = synth_qext(source, name);
+    return m->spec.act_int8_ct && q && !strcmp(q, "int8") ? "int8_ct" : NULL;
+}
+
 static inline hfq_model *synth_bind(synth_model *m, hfq_error *err) {
-    hfq_tensor_source src = {.source = m, .where = "synthetic", .find = synth_lookup, .qext = synth_qext};
+    hfq_tensor_source src = {.source = m, .where = "synthetic", .find = synth_lookup, .qext = synth_qext,
+                             .act = synth_act};
     return hfq_model_bind(&m->hp, &src, err);
 }
 
@@ -308,9 +322,23 @@ static inline void ref_rmsnorm(double *y, const double *x, const double *w, int6
  * quant/qtype.h vec_dot_type of wtype (F32 leaves them as they are); for I8
  * weights the same encoding with a per-token scale (amax / max code) or the
  * weight's static input_scale, or floats; for NVFP4 weights NVFP4 blocks
- * with a per-token (amax / (6 * 448)) or static global scale, or Q8_0. */
+ * with a per-token (amax / (6 * 448)) or static global scale, or Q8_0;
+ * for MXFP4 layer matrices with act_mxfp4 (AUTO, DYNAMIC) MXFP4 blocks of
+ * hfq_quantize_block_mxfp4_act. */
 static inline void ref_act(const synth_model *m, const char *name, double *xa, const double *x, int64_t n) {
     const synth_spec *s = &m->spec;
+    const char *act = synth_act(m, name);
+    if (act && !strcmp(act, "mxfp4") && (s->act_quant == HFQ_ACT_QUANT_AUTO || s->act_quant == HFQ_ACT_QUANT_DYNAMIC)) {
+        float f[HFQ_QK_MXFP4];
+        hfq_block_mxfp4 b;
+        for (int64_t i = 0; i < n; i += HFQ_QK_MXFP4) {
+            for (int j = 0; j < HFQ_QK_MXFP4; j++) f[j] = (float)x[i + j];
+            hfq_quantize_block_mxfp4_act(f, &b);
+            hfq_decode_block_mxfp4(&b, f);
+            for (int j = 0; j < HFQ_QK_MXFP4; j++) xa[i + j] = f[j];
+        }
+        return;
+    }
     char side[96];
     snprintf(side, sizeof side, "%.*s.input_scale", (int)(strlen(name) - strlen(".weight")), name);
     const double *in = synth_values(m, side);
@@ -338,6 +366,7 @@ static inline void ref_act(const synth_model *m, const char *name, double *xa, c
         const hfq_fp8_format fmt = s->wqext == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
         if (s->wqext == HFQ_QEXT_INT8) {
             if (in) hfq_quantize_int8_static(f, q, 1, n, scale);
+            else if (synth_act(m, name)) scale = hfq_quantize_int8_ct(f, q, n);
             else hfq_quantize_int8(f, q, 1, n, NULL, &scale, 0);
             hfq_dequantize_row_int8(q, f, n, &scale, 0);
         } else {

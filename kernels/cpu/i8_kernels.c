@@ -166,13 +166,24 @@ I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, c
  * 32 values add at most 4 * 128 * 127 to a lane. */
 #define INT_CHUNK 65536
 
+/* acc + the products of the 32 codes w and a in 8 lanes, exact for any
+ * codes (-128 included): widened to 16 bits, pairs summed in 32. */
+I8_AVX2 static inline __m256i madd_wide(__m256i acc, __m256i w, __m256i a) {
+    const __m256i lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(w)),
+                                         _mm256_cvtepi8_epi16(_mm256_castsi256_si128(a)));
+    const __m256i hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(w, 1)),
+                                         _mm256_cvtepi8_epi16(_mm256_extracti128_si256(a, 1)));
+    return _mm256_add_epi32(acc, _mm256_add_epi32(lo, hi));
+}
+
 /* part[c] = the exact sums (rows in lanes) of wr[r][i] * a[c][i] (INT8
  * codes) over [start, end), as floats: |w| times a with w's signs, pairs
- * summed in 16 bits (no saturation: activations are never -128), then in
- * 32-bit lanes, chunks in 64 bits. */
+ * summed in 16 bits (no saturation while activations are never -128), then
+ * in 32-bit lanes, chunks in 64 bits. any_codes: activations may be -128
+ * (compressed-tensors' rule, hfq.act_quant int8_ct): widened products. */
 I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t *const wr[NR], const char *const a[],
-                                                                   const int C, int64_t start, int64_t end,
-                                                                   __m128 part[]) {
+                                                                   const int C, bool any_codes, int64_t start,
+                                                                   int64_t end, __m128 part[]) {
     const __m256i ones = _mm256_set1_epi16(1);
     int64_t isum[CPU_TILE_COLS][NR] = {{0}};
     int64_t i = start;
@@ -190,8 +201,10 @@ I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t
             for (int c = 0; c < C; c++) {
                 const __m256i av = _mm256_loadu_si256((const __m256i *)(a[c] + i));
                 for (int r = 0; r < NR; r++)
-                    acc[c][r] = _mm256_add_epi32(
-                        acc[c][r], _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(av, wv[r])), ones));
+                    acc[c][r] = any_codes ? madd_wide(acc[c][r], wv[r], av)
+                                          : _mm256_add_epi32(acc[c][r], _mm256_madd_epi16(_mm256_maddubs_epi16(
+                                                                            wabs[r], _mm256_sign_epi8(av, wv[r])),
+                                                                        ones));
             }
         }
         for (int c = 0; c < C; c++) {
@@ -229,7 +242,7 @@ I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tens
         /* hfq_dot_int8_f32 / _int8: scale_g * part_g added group by group */
         const int64_t len = g ? n / g : n;
         for (int64_t k = 0; k * len < n; k++) {
-            if (a_scales) int_sums(wr, a, C, k * len, (k + 1) * len, part);
+            if (a_scales) int_sums(wr, a, C, w->act_int8_ct, k * len, (k + 1) * len, part);
             else run_sums(w->qext, wr, a, C, false, k * len, (k + 1) * len, part);
             const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, k), scale_of(w, r0, 1, nr, k),
                                           scale_of(w, r0, 2, nr, k), scale_of(w, r0, 3, nr, k));

@@ -23,6 +23,18 @@ static hfq_fp8_format fp8_format(hfq_qext q) { return q == HFQ_QEXT_FP8_E5M2 ? H
 /* The activations of weight w under aq: k->act_kind and k->act_scale. */
 static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const char *where, hfq_error *err) {
     const bool nvfp4 = w->type == GT_NVFP4 && !w->qext;
+    /* FP8_BLOCK's per-group FP8 activations, rounded as the checkpoint's forward does */
+    if (w->act_fp8_group && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_DYNAMIC)) {
+        k->act_kind = CPU_ACT_FP8_GROUP;
+        k->tile = NULL;
+        return 0;
+    }
+    /* MXFP4 W4A4: blocks of the checkpoint's dynamic MX rule (quant/fp4.h) */
+    if (w->act_mxfp4 && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_DYNAMIC)) {
+        k->act_kind = CPU_ACT_MXFP4;
+        k->tile = NULL;
+        return 0;
+    }
     /* weight-only NVFP4 / MXFP4 (hfq.act_quant none, which bind_act allows
      * on those types only): float activations, as their checkpoints compute */
     if (!w->qext && w->act_none && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_NONE)) {
@@ -76,6 +88,8 @@ static size_t act_row_bytes(const cpu_wkernel *k, int64_t n) {
     case CPU_ACT_F32_CODES: return 0;
     case CPU_ACT_CODES: return (size_t)n;
     case CPU_ACT_NVFP4: return (size_t)(n / HFQ_QK_NVFP4) * sizeof(hfq_block_nvfp4);
+    case CPU_ACT_MXFP4: return (size_t)(n / HFQ_QK_MXFP4) * sizeof(hfq_block_mxfp4);
+    case CPU_ACT_FP8_GROUP: return (size_t)n * sizeof(float);
     case CPU_ACT_FORMAT: break;
     }
     if (k->act->type == HFQ_QT_F32) return 0;
@@ -141,6 +155,7 @@ static void quantize_act(const cpu_wkernel *k, const hfq_tensor *w, const float 
         hfq_quantize_nvfp4(x, a, 1, n, NULL, *scale);
     } else if (w->qext == HFQ_QEXT_INT8) {
         if (k->act_scale) hfq_quantize_int8_static(x, a, 1, n, *scale = *k->act_scale);
+        else if (w->act_int8_ct) *scale = hfq_quantize_int8_ct(x, a, n);
         else hfq_quantize_int8(x, a, 1, n, NULL, scale, 0);
     } else {
         if (k->act_scale) hfq_quantize_fp8_static(fp8_format(w->qext), x, a, 1, n, *scale = *k->act_scale);
@@ -159,6 +174,17 @@ typedef struct product {
     float *y;
 } product;
 
+/* Float weight row wr (F32, F16 or BF16) times F32 activations: products in
+ * float32, as a float32 matmul of the rounded activations computes them. */
+static float dot_float_f32(uint32_t type, const void *wr, const float *a, int64_t n) {
+    float sum = 0.0f;
+    const uint16_t *h = wr;
+    const float *f = wr;
+    for (int64_t i = 0; i < n; i++)
+        sum += (type == GT_F32 ? f[i] : type == GT_F16 ? hfq_fp16_to_f32(h[i]) : hfq_bf16_to_f32(h[i])) * a[i];
+    return sum;
+}
+
 /* Weight row r times activation row a of token t, without a tile. */
 static float dot_one(const product *p, int64_t r, const char *a, int64_t t) {
     const hfq_tensor *w = p->w;
@@ -166,6 +192,8 @@ static float dot_one(const product *p, int64_t r, const char *a, int64_t t) {
     switch (p->k.act_kind) {
     case CPU_ACT_FORMAT: return p->k.dot(wr, a, w->ne0);
     case CPU_ACT_NVFP4: return hfq_dot_nvfp4_nvfp4(wr, a, w->ne0) * p->a_scales[t];
+    case CPU_ACT_MXFP4: return hfq_dot_mxfp4_mxfp4(wr, a, w->ne0);
+    case CPU_ACT_FP8_GROUP: return dot_float_f32(w->type, wr, (const float *)a, w->ne0);
     case CPU_ACT_CODES:
     case CPU_ACT_F32_CODES: break;   /* p->i8's */
     }
@@ -207,6 +235,9 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
         for (int64_t t = 0; t < n_tokens; t++) {
             void *row = (char *)act + (size_t)t * row_bytes;
             if (scales) quantize_act(&p.k, w, x + t * n_in, row, &scales[t]);
+            else if (p.k.act_kind == CPU_ACT_MXFP4) hfq_quantize_row_mxfp4_act(x + t * n_in, row, n_in);
+            else if (p.k.act_kind == CPU_ACT_FP8_GROUP)
+                hfq_fp8_fake_quant_groups(HFQ_FP8_E4M3, x + t * n_in, row, n_in, w->act_fp8_group);
             else if (p.k.act_f32) widen_act_row(p.k.act, x + t * n_in, row, n_in);
             else p.k.act->quantize_row(x + t * n_in, row, n_in);
         }

@@ -47,6 +47,8 @@ typedef enum cpu_act {
     CPU_ACT_F32_CODES,  /* I8 weights times float rows: hfq_dot_int8_f32 / hfq_dot_fp8_f32 */
     CPU_ACT_CODES,      /* I8 weights: rows in the weight's encoding, one scale each (W8A8) */
     CPU_ACT_NVFP4,      /* NVFP4 weights: rows in NVFP4 blocks, one global scale each (W4A4) */
+    CPU_ACT_MXFP4,      /* MXFP4 weights marked act_mxfp4: rows in MXFP4 blocks (W4A4) */
+    CPU_ACT_FP8_GROUP,  /* float weights marked act_fp8_group: F32 rows of FP8-rounded values */
 } cpu_act;
 
 typedef struct cpu_wkernel {

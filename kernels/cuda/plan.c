@@ -289,6 +289,12 @@ static int check_act(void *user, const hfq_tensor *w) {
     else if (!w->qext && w->type == GT_NVFP4 && (aq == HFQ_ACT_QUANT_DYNAMIC || aq == HFQ_ACT_QUANT_STATIC ||
                                                  (aq == HFQ_ACT_QUANT_AUTO && w->input_scale)))
         what = "NVFP4 activations (W4A4)";
+    else if (w->act_mxfp4 && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_DYNAMIC))
+        what = "MXFP4 activations (W4A4)";
+    else if (w->act_int8_ct && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_DYNAMIC))
+        what = "compressed-tensors' per-token int8 activations (amax / 127.5)";
+    else if (w->act_fp8_group && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_DYNAMIC))
+        what = "per-group FP8 activations of float weights";
     return what ? hfq_fail(c->err, c->path, "tensor '%s': %s are not supported by the cuda backend (the cpu backend "
                            "computes them)", w->name, what)
                 : 0;

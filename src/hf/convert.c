@@ -10,6 +10,7 @@
 #include "formats/safetensors.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
+#include "quant/plan.h"
 #include "src/hf/arch.h"
 #include "src/hf/config.h"
 #include "src/hf/ct_kv.h"
@@ -622,6 +623,36 @@ static void ct_note(const hfq_convert_opts *opts, const plan_entry *e, const hf_
     opts->warn(opts->warn_ctx, msg);
 }
 
+/* general.file_type of a compressed-tensors conversion: the type holding
+ * most matrix values, as llama_ftype's "mostly" reads (dequantized BF16
+ * projections beside an F16 embedding: MOSTLY_BF16); the given ftype on a
+ * tie. NVFP4 and MXFP4 are llama.cpp's MOSTLY_NVFP4 and MOSTLY_MXFP4_MOE
+ * (what convert_hf_to_gguf.py writes for them); the I8 codes are quantize's
+ * INT8 / FP8_E4M3 values, which no llama_ftype names. */
+static uint32_t ct_file_type(const plan *p, uint32_t ftype) {
+    static const hfq_preset presets[] = {HFQ_PRESET_INT8, HFQ_PRESET_FP8_E4M3, HFQ_PRESET_NVFP4, HFQ_PRESET_MXFP4,
+                                         HFQ_PRESET_F32, HFQ_PRESET_F16, HFQ_PRESET_BF16};
+    static const uint32_t types[] = {GT_I8, GT_I8, GT_NVFP4, GT_MXFP4, GT_F32, GT_F16, GT_BF16};
+    enum { N = sizeof presets / sizeof presets[0] };
+    if (!p->ct) return ftype;
+    int64_t n[N] = {0};
+    int best = -1;
+    for (int k = 0; k < N; k++)
+        if (hfq_preset_file_type(presets[k]) == ftype) best = k;
+    for (int64_t i = 0; i < p->n; i++) {
+        const plan_entry *e = &p->entries[i];
+        const bool fp8 = e->out_type == GT_I8 && e->ct && hf_ct_weight_keep(e->ct) == HF_CT_KEEP_FP8;
+        for (int k = fp8; e->rows > 1 && k < N; k++)
+            if (types[k] == e->out_type) {
+                n[k] += e->rows * e->cols;
+                break;
+            }
+    }
+    for (int k = 0; k < N; k++)
+        if (best < 0 || n[k] > n[best]) best = k;
+    return hfq_preset_file_type(presets[best]);
+}
+
 /* "<base>.<suffix>" of GGUF weight "<base>.weight". */
 static void ct_side_name(char *buf, size_t cap, const char *weight, const char *suffix) {
     snprintf(buf, cap, "%.*s.%s", (int)(strlen(weight) - strlen(".weight")), weight, suffix);
@@ -630,10 +661,17 @@ static void ct_side_name(char *buf, size_t cap, const char *weight, const char *
 /* The kept weight's side tensors and keys (docs/format-quant-ext.md):
  * .scale (I8: per tensor [1], else [groups, rows]; NVFP4: the global [1])
  * and .input_scale [1]; hfq.qext.<name> for I8, and hfq.act_quant.<name> =
- * "none" (I8, NVFP4, MXFP4) when its checkpoint quantizes no activations. */
+ * "none" (I8, NVFP4, MXFP4) when its checkpoint quantizes no activations;
+ * a float matrix only hfq.act_quant, for activations quantized per group. */
 static int ct_add_sides(gguf_writer *w, const plan_entry *e, int64_t *n_added, uint64_t *bytes, hfq_error *err) {
-    if (is_float_type(e->out_type)) return 0;
     char name[GGUF_MAX_NAME + 16];
+    if (is_float_type(e->out_type)) {
+        const char *act = hf_ct_weight_float_act_quant(e->ct);
+        snprintf(name, sizeof name, "hfq.act_quant.%s", e->name);
+        if (act && e->map.row->role != ROLE_TOKEN_EMBD && gguf_set_str(w, name, act))
+            return hfq_fail(err, NULL, "cannot set metadata");
+        return 0;
+    }
     int64_t idx;
     if (e->out_type == GT_I8) {
         snprintf(name, sizeof name, "hfq.qext.%s", e->name);
@@ -654,7 +692,8 @@ static int ct_add_sides(gguf_writer *w, const plan_entry *e, int64_t *n_added, u
     }
     /* weight-only (W8A16, NVFP4A16, MXFP4A16): the runner's default then keeps float activations */
     snprintf(name, sizeof name, "hfq.act_quant.%s", e->name);
-    if (hf_ct_weight_float_acts(e->ct) && gguf_set_str(w, name, "none"))
+    const char *act = hf_ct_weight_act_quant(e->ct);
+    if (act && gguf_set_str(w, name, act))
         return hfq_fail(err, NULL, "cannot set metadata");
     float s;
     if (hf_ct_weight_input_scale(e->ct, &s)) {
@@ -806,6 +845,7 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
         else if (first_expert) e->out_type = opts->outtype_given ? matrix_type : ct_float_type(first_expert);
         if (e->ct || first_expert) ct_note(opts, e, e->ct ? e->ct : first_expert);
     }
+    ftype = ct_file_type(&p, ftype);
     if (opts->n_loras > 0 &&
         !(loras = hf_lora_open(opts->loras, opts->n_loras, cfg, arch, st, opts->warn, opts->warn_ctx, err)))
         goto done;

@@ -76,9 +76,16 @@ static int parse_args(const hf_ct_config *c, const cJSON *o, const char *where, 
     else if (cJSON_IsTrue(dyn)) a->dynamic = DYN_TRUE;
     else if (cJSON_IsString(dyn) && !strcmp(dyn->valuestring, "local")) a->dynamic = DYN_LOCAL;
     else return hfq_fail(err, c->path, "field '%s.dynamic' is neither a boolean nor \"local\"", where);
+    /* "static" and "dynamic" are compressed-tensors' aliases; true meant "group"
+     * before 0.20 (which refuses it, and "group", as no longer written) */
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "actorder");
-    if (is_set(act) && !cJSON_IsFalse(act))
-        return hfq_fail(err, c->path, "field '%s.actorder' (activation ordering): not implemented", where);
+    const char *ao = cJSON_IsString(act) ? act->valuestring : "";
+    if (!is_set(act) || cJSON_IsFalse(act)) a->actorder = ACTORDER_NONE;
+    else if (!strcmp(ao, "weight") || !strcmp(ao, "static")) a->actorder = ACTORDER_WEIGHT;
+    else if (cJSON_IsTrue(act) || !strcmp(ao, "group") || !strcmp(ao, "dynamic")) a->actorder = ACTORDER_GROUP;
+    else return hfq_fail(err, c->path, "field '%s.actorder' is not false, \"weight\" or \"group\"", where);
+    const cJSON *sdt = cJSON_GetObjectItemCaseSensitive(o, "scale_dtype");
+    a->scale_e8m0 = cJSON_IsString(sdt) && !strcmp(sdt->valuestring, "torch.uint8");
     const cJSON *bs = cJSON_GetObjectItemCaseSensitive(o, "block_structure");
     if (is_set(bs)) {
         const cJSON *r = cJSON_GetArrayItem(bs, 0), *k = cJSON_GetArrayItem(bs, 1);
@@ -133,14 +140,22 @@ static int check_group(const hf_ct_config *c, const ct_group *g, const char *whe
     if (!ok)
         return hfq_fail(err, c->path, "field '%s': %d-bit %s %s weights are not stored by format '%s'", key, w->bits,
                         w->is_float ? "float" : "int", strat_names[w->strat], formats[g->fmt].name);
+    if (w->actorder == ACTORDER_GROUP && (w->strat != S_GROUP || g->fmt == FMT_NVFP4 || g->fmt == FMT_MXFP4))
+        return hfq_fail(err, c->path, "field '%s.actorder' is \"group\" on %s %s weights: only int / fp8 groups are "
+                        "read with a group index", key, formats[g->fmt].name, strat_names[w->strat]);
     if (!in->present) return 0;
     snprintf(key, sizeof key, "%s.input_activations", where);
+    if (in->actorder != ACTORDER_NONE)
+        return hfq_fail(err, c->path, "field '%s.actorder': activation ordering applies to weights only", key);
     bool nvfp4_acts = g->fmt == FMT_NVFP4 && in->is_float && in->bits == 4 && in->group == 16 &&
                       in->strat == S_TENSOR_GROUP && in->dynamic == DYN_LOCAL && in->symmetric;
     bool i8_acts = g->fmt != FMT_NVFP4 && g->fmt != FMT_MXFP4 && in->bits == 8 && in->symmetric &&
                    ((in->dynamic == DYN_STATIC && in->strat == S_TENSOR) ||
                     (in->dynamic == DYN_TRUE && (in->strat == S_TOKEN || in->strat == S_GROUP)));
-    if (!nvfp4_acts && !i8_acts)
+    /* compressed-tensors' MXFP4 (W4A4): dynamic E2M1 per 32 with E8M0 scales */
+    bool mxfp4_acts = g->fmt == FMT_MXFP4 && in->is_float && in->bits == 4 && in->group == 32 &&
+                      in->strat == S_GROUP && in->dynamic == DYN_TRUE && in->symmetric && in->scale_e8m0;
+    if (!nvfp4_acts && !i8_acts && !mxfp4_acts)
         return hfq_fail(err, c->path, "field '%s': %s %d-bit %s %s%s activations are not implemented", key,
                         in->dynamic == DYN_STATIC ? "static" : "dynamic", in->bits, in->is_float ? "float" : "int",
                         strat_names[in->strat], in->symmetric ? "" : " asymmetric");
@@ -328,7 +343,8 @@ bool hf_ct_side_tensor(const char *name) {
     if (hf_ct_kv_tensor(name)) return true;   /* src/hf/ct_kv.h reads them */
     static const char *const sides[] = {".weight_scale", ".weight_zero_point", ".weight_global_scale",
                                         ".weight_shape", ".input_scale", ".input_global_scale",
-                                        ".input_zero_point", ".weight_packed", ".weight_scale_2", NULL};
+                                        ".input_zero_point", ".weight_packed", ".weight_scale_2", ".weight_g_idx",
+                                        NULL};
     for (const char *const *s = sides; *s; s++)
         if (has_suffix(name, *s)) return true;
     return false;
@@ -371,12 +387,14 @@ struct hf_ct_weight {
     float *scale;                   /* as stored, decoded */
     int64_t scols;                  /* scales per row of scale blocks */
     float *zero;                    /* zero points (asymmetric), the scale's layout */
+    int32_t *gidx;                  /* actorder "group": each column's scale group; NULL: i / G */
     float global;                   /* NVFP4 weight_global_scale; 0: none */
     st_dtype gdt;
     bool has_input;
     float input;                    /* GGUF input scale */
     const unsigned char *raw_scale; /* NVFP4 E4M3 / MXFP4 E8M0 bytes */
     hf_ct_keep keep;
+    char float_act[32];             /* hf_ct_weight_float_act_quant, or "" */
 };
 
 float hf_ct_round_to(st_dtype dt, float x) {
@@ -519,6 +537,50 @@ static int open_zero_points(hf_ct_weight *w, const char *module, int64_t srows, 
     return 0;
 }
 
+/* actorder "group": M.weight_g_idx, column i's scale group (I32 [cols]).
+ * compressed-tensors (before 0.20; _process_group) permutes the columns by
+ * argsort(g_idx), takes contiguous groups and permutes back, which is column
+ * i in group g_idx[i] when every group holds exactly G columns: required.
+ * A -1 anywhere is an index never filled, read as column order as it does;
+ * so is the identity (i / G), and the weight stays keepable. */
+static int open_g_idx(hf_ct_weight *w, const char *module, hfq_error *err) {
+    const st_tensor *t = side(w, module, "weight_g_idx", true, err);
+    if (!t || want_dtype(w, t, t->dtype == ST_I32 || t->dtype == ST_I64, "I32 or I64", err) ||
+        want_shape(w, t, w->cols, -1, err))
+        return -1;
+    const int64_t group = w->g->w.group, n_groups = w->cols / group;
+    const unsigned char *p = st_data(w->st, t);
+    int64_t *v = malloc((size_t)w->cols * sizeof *v), *count = calloc((size_t)n_groups, sizeof *count);
+    int rc = v && count ? 0 : hfq_fail(err, NULL, "out of memory");
+    bool unset = false, identity = true;
+    for (int64_t i = 0; !rc && i < w->cols; i++) {
+        if (t->dtype == ST_I64) memcpy(&v[i], p + 8 * i, 8);
+        else {
+            int32_t v32;
+            memcpy(&v32, p + 4 * i, 4);
+            v[i] = v32;
+        }
+        unset |= v[i] == -1;
+        identity &= v[i] == i / group;
+    }
+    for (int64_t i = 0; !rc && !unset && !identity && i < w->cols; i++) {
+        if (v[i] < 0 || v[i] >= n_groups)
+            rc = hfq_fail(err, st_shard_path(w->st, t->shard), "tensor '%s' holds group %lld at %lld, not in 0..%lld",
+                          t->name, (long long)v[i], (long long)i, (long long)n_groups - 1);
+        else count[v[i]]++;
+    }
+    for (int64_t g = 0; !rc && !unset && !identity && g < n_groups; g++)
+        if (count[g] != group)
+            rc = hfq_fail(err, st_shard_path(w->st, t->shard), "tensor '%s' puts %lld columns in group %lld, not %lld",
+                          t->name, (long long)count[g], (long long)g, (long long)group);
+    if (!rc && !unset && !identity && !(w->gidx = malloc((size_t)w->cols * sizeof *w->gidx)))
+        rc = hfq_fail(err, NULL, "out of memory");
+    for (int64_t i = 0; w->gidx && i < w->cols; i++) w->gidx[i] = (int32_t)v[i];
+    free(v);
+    free(count);
+    return rc;
+}
+
 /* One static activation scale [1] > 0, in the GGUF's terms. */
 static int open_input(hf_ct_weight *w, const char *module, hfq_error *err) {
     const ct_args *in = &w->g->in;
@@ -629,15 +691,32 @@ static int open_int_or_fp8(hf_ct_weight *w, const char *module, hfq_error *err) 
     w->scols = scols;
     if (!(w->scale = load_floats(w, s, srows * scols, err))) return -1;
     if (!a->symmetric && open_zero_points(w, module, srows, scols, err)) return -1;
-    char gran[48];
-    if (a->strat == S_GROUP) snprintf(gran, sizeof gran, "per group of %lld", (long long)a->group);
+    if (a->actorder == ACTORDER_GROUP ? open_g_idx(w, module, err) : 0) return -1;
+    const st_tensor *gi = a->actorder == ACTORDER_GROUP ? NULL : side(w, module, "weight_g_idx", false, NULL);
+    if (gi)
+        return hfq_fail(err, st_shard_path(w->st, gi->shard), "tensor '%s' is a group index but actorder is not "
+                        "\"group\"", gi->name);
+    char gran[64];
+    if (a->strat == S_GROUP)
+        snprintf(gran, sizeof gran, "per group of %lld%s", (long long)a->group, w->gidx ? ", activation order" : "");
     else if (a->strat == S_BLOCK) snprintf(gran, sizeof gran, "per block %lldx%lld", (long long)a->br, (long long)a->bc);
     else snprintf(gran, sizeof gran, "per %s", strat_names[a->strat]);
     if (a->is_float) snprintf(w->what, sizeof w->what, "FP8 E4M3 %s", gran);
     else snprintf(w->what, sizeof w->what, "INT%d %s%s", a->bits, gran, a->symmetric ? "" : " asymmetric");
-    const bool i8 = !a->is_float && a->bits == 8 && a->symmetric && a->strat <= S_GROUP;
-    const bool fp8 = a->is_float && a->strat <= S_CHANNEL;
-    w->keep = i8 ? HF_CT_KEEP_INT8 : fp8 ? HF_CT_KEEP_FP8 : HF_CT_DEQUANT;
+    /* the runner's I8 activations are per token or static: a weight whose checkpoint
+     * quantizes them per group (FP8_BLOCK's) is dequantized, its activations float */
+    const bool acts_ok = !(w->g->in.present && w->g->in.strat == S_GROUP);
+    const bool i8 = !a->is_float && a->bits == 8 && a->symmetric && a->strat <= S_GROUP && acts_ok;
+    const bool fp8 = a->is_float && a->strat <= S_CHANNEL && acts_ok;
+    w->keep = i8 && !w->gidx ? HF_CT_KEEP_INT8 : fp8 ? HF_CT_KEEP_FP8 : HF_CT_DEQUANT;
+    const ct_args *in = &w->g->in;
+    if (!acts_ok && in->is_float) {   /* check_group: 8-bit, symmetric, dynamic */
+        snprintf(w->float_act, sizeof w->float_act, "fp8_e4m3_g%lld", (long long)in->group);
+        /* code * scale in float32, unrounded: what the checkpoint's float model (its scale
+         * parameters float32) and vLLM's FP8 GEMM multiply the emulated activations by;
+         * a 2^-9 rounding here flips activation codes downstream (KL 4e-4 measured) */
+        w->sdt = ST_F32;
+    }
     return open_input(w, module, err);
 }
 
@@ -670,6 +749,7 @@ void hf_ct_weight_close(hf_ct_weight *w) {
     if (!w) return;
     free(w->scale);
     free(w->zero);
+    free(w->gidx);
     free(w);
 }
 
@@ -682,7 +762,14 @@ float hf_ct_weight_global(const hf_ct_weight *w) {
     return w->global > 0.0f ? 1.0f / w->global : 1.0f;
 }
 
-bool hf_ct_weight_float_acts(const hf_ct_weight *w) { return !w->g->in.present; }
+const char *hf_ct_weight_float_act_quant(const hf_ct_weight *w) { return w->float_act[0] ? w->float_act : NULL; }
+
+const char *hf_ct_weight_act_quant(const hf_ct_weight *w) {
+    const ct_args *in = &w->g->in;
+    if (!in->present) return "none";
+    if (w->keep == HF_CT_KEEP_INT8 && !in->is_float && in->dynamic == DYN_TRUE && in->strat == S_TOKEN) return "int8_ct";
+    return w->g->fmt == FMT_MXFP4 ? "mxfp4" : NULL;
+}
 
 bool hf_ct_weight_input_scale(const hf_ct_weight *w, float *s) {
     if (w->has_input) *s = w->input;
@@ -721,7 +808,7 @@ int hf_ct_weight_row(const hf_ct_weight *w, int64_t r, float *dst) {
     const unsigned char *row = w->data + (size_t)r * row_bytes;
     int64_t srow = a->strat == S_TENSOR ? 0 : a->strat == S_BLOCK ? r / a->br : r;
     for (int64_t i = 0; i < w->cols; i++) {
-        int64_t sc = a->strat == S_GROUP ? i / a->group : a->strat == S_BLOCK ? i / a->bc : 0;
+        int64_t sc = a->strat == S_GROUP ? (w->gidx ? w->gidx[i] : i / a->group) : a->strat == S_BLOCK ? i / a->bc : 0;
         int64_t k = srow * w->scols + sc;
         float q = hf_ct_round_to(w->sdt, code_at(w, row, i));
         if (w->zero) q = hf_ct_round_to(w->sdt, q - hf_ct_round_to(w->sdt, w->zero[k]));

@@ -7,11 +7,14 @@
  * group of its first matching target in compressed-tensors' order (exact
  * names, then "re:" regexes sorted by text, matched from the name's start
  * like Python's re.match, then the class names "Linear" / "Embedding"),
- * unless a target of `ignore` matches it. Refused, one line naming the key:
+ * unless a target of `ignore` matches it. actorder "weight" changes nothing
+ * stored; "group" reads M.weight_g_idx (I32/I64 [cols], each group exactly G
+ * columns) and dequantizes. Refused, one line naming the key:
  * a quantization_status other than "compressed", a kv_cache_scheme other
  * than static FP8 per tensor (src/hf/ct_kv.h), output_activations, sparsity or transforms, an unknown format, weight
  * arguments no format below stores, activations other than none, static per
- * tensor or dynamic per token / per group (8-bit, symmetric), or NVFP4's
+ * tensor or dynamic per token / per group (8-bit, symmetric), MXFP4's
+ * dynamic per 32 with E8M0 scales on MXFP4 weights, or NVFP4's
  * per-16 local scales (activation quantization of dequantized weights is not
  * emulated by the runner: docs/hfconv.md). Model Optimizer configs fill the
  * same schemes (src/hf/modelopt_read.h).
@@ -110,8 +113,18 @@ void hf_ct_weight_raw_row(const hf_ct_weight *w, int64_t r, void *dst);
 const float *hf_ct_weight_scales(const hf_ct_weight *w, int64_t *ne0);
 /* Kept NVFP4: the global scale g of W = g * block value. */
 float hf_ct_weight_global(const hf_ct_weight *w);
-/* The checkpoint quantizes no activations of this weight (weight-only). */
-bool hf_ct_weight_float_acts(const hf_ct_weight *w);
+/* The GGUF's hfq.act_quant for this weight when kept: "none" where the
+ * checkpoint quantizes no activations (weight-only), "mxfp4" for MXFP4
+ * weights with dynamic MXFP4 activations (W4A4), "int8_ct" for INT8 weights
+ * with dynamic per-token INT8 ones (W8A8: compressed-tensors' amax / 127.5);
+ * NULL otherwise. */
+const char *hf_ct_weight_act_quant(const hf_ct_weight *w);
+/* The hfq.act_quant of this weight written as floats: "fp8_e4m3_g<G>" for
+ * dynamic FP8 activations per G values of each token (FP8_BLOCK), which the
+ * runner emulates on float weights (such weights are dequantized to F32,
+ * code * scale unrounded); NULL otherwise (INT8 groups: not emulated, float
+ * activations). */
+const char *hf_ct_weight_float_act_quant(const hf_ct_weight *w);
 /* A static activation scale (GGUF .input_scale): true and *s when there is one. */
 bool hf_ct_weight_input_scale(const hf_ct_weight *w, float *s);
 

@@ -16,6 +16,9 @@ typedef struct hf_ct_config hf_ct_config;   /* as src/hf/ct_read.h names it */
 typedef enum ct_fmt { FMT_DENSE, FMT_NAIVE, FMT_INT, FMT_FLOAT, FMT_PACK, FMT_NVFP4, FMT_MXFP4 } ct_fmt;
 typedef enum ct_strat { S_TENSOR, S_CHANNEL, S_GROUP, S_BLOCK, S_TENSOR_GROUP, S_TOKEN } ct_strat;
 typedef enum ct_dyn { DYN_STATIC, DYN_TRUE, DYN_LOCAL } ct_dyn;
+/* GPTQ's activation ordering: "weight" reorders calibration only (the format
+ * is unchanged); "group" stores a group index per column (M.weight_g_idx). */
+typedef enum ct_actorder { ACTORDER_NONE, ACTORDER_WEIGHT, ACTORDER_GROUP } ct_actorder;
 
 typedef struct ct_args {
     bool present;
@@ -24,6 +27,8 @@ typedef struct ct_args {
     ct_strat strat;
     int64_t group, br, bc;
     ct_dyn dynamic;
+    ct_actorder actorder;
+    bool scale_e8m0;    /* scale_dtype torch.uint8: MX power-of-two scales */
 } ct_args;
 
 typedef struct ct_group {
