@@ -74,7 +74,8 @@ float hfq_quantize_int8_ct(const float *x, int8_t *q, int64_t n) {
     const float scale = amax / 127.5f;
     for (int64_t i = 0; i < n; i++) {
         const float v = scale == 0.0f ? 0.0f : rintf(x[i] / scale);
-        q[i] = (int8_t)(v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v);
+        /* NaN (a NaN in x, or Inf / Inf): 0, as hfq_int8_round */
+        q[i] = (int8_t)(v != v ? 0.0f : v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v);
     }
     return scale;
 }

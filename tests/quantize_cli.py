@@ -31,9 +31,10 @@ def run(*args):
     return subprocess.run([QUANTIZE, *args], capture_output=True, text=True)
 
 
-def make_model(path, layers=2, embd=64, ff=96, vocab=80, dtype=np.float32, tied=True, q8=False, nan_at=None):
+def make_model(path, layers=2, embd=64, ff=96, vocab=80, dtype=np.float32, tied=True, q8=False, nan_at=None,
+               marks=None):
     """Llama-layout GGUF; q8 stores the 2-D weights as Q8_0; nan_at names a
-    tensor that gets one NaN."""
+    tensor that gets one NaN; marks: extra string keys."""
     rng = np.random.default_rng(7)
     w = GGUFWriter(path, "llama")
     w.add_name("cli-test")
@@ -46,6 +47,8 @@ def make_model(path, layers=2, embd=64, ff=96, vocab=80, dtype=np.float32, tied=
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(0)
     w.add_array("test.array", [1, 2, 3])
+    for key, value in (marks or {}).items():
+        w.add_string(key, value)
     kv = embd // 2
 
     def weight(name, rows, cols):
@@ -274,6 +277,23 @@ def test_int8_fp8(tmp, model):
     check(rd.fields["hfq.qext.blk.0.attn_q.weight"].contents() == "fp8_e4m3", "FP8 qext key")
 
 
+def test_tensor_marks(tmp):
+    """A tensor's activation mark (docs/format-quant-ext.md) holds for its
+    type: quantize drops it from the tensors it converts (the runner would
+    refuse the file), but keeps FP8_BLOCK's per-group FP8 activations of a
+    float weight that stays float."""
+    key = "hfq.act_quant.blk.0.attn_q.weight"
+    model = make_model(os.path.join(tmp, "marked.gguf"), marks={key: "fp8_e4m3_g32"})
+    for preset, kept in (("Q8_0", False), ("F16", True)):
+        out = os.path.join(tmp, f"marked-{preset}.gguf")
+        r = run(model, out, preset, "--quiet")
+        check(r.returncode == 0, f"marked {preset}: {r.stderr}")
+        if r.returncode == 0:
+            field = GGUFReader(out).fields.get(key)
+            value = bytes(field.parts[field.data[0]]).decode() if field else None
+            check(value == ("fp8_e4m3_g32" if kept else None), f"marked {preset}: {key} = {value!r}")
+
+
 def test_fp4(tmp, model):
     _, src = tensors(model)
     out = os.path.join(tmp, "nvfp4.gguf")
@@ -330,6 +350,7 @@ def main():
         test_refusals(tmp)
         test_int8_fp8(tmp, model)
         test_fp4(tmp, model)
+        test_tensor_marks(tmp)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

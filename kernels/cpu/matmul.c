@@ -23,6 +23,8 @@ static hfq_fp8_format fp8_format(hfq_qext q) { return q == HFQ_QEXT_FP8_E5M2 ? H
 /* The activations of weight w under aq: k->act_kind and k->act_scale. */
 static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const char *where, hfq_error *err) {
     const bool nvfp4 = w->type == GT_NVFP4 && !w->qext;
+    if (aq == HFQ_ACT_QUANT_STATIC && (w->act_fp8_group || w->act_mxfp4))
+        return hfq_fail(err, where, "tensor '%s' has no input_scale for static activation quantization", w->name);
     /* FP8_BLOCK's per-group FP8 activations, rounded as the checkpoint's forward does */
     if (w->act_fp8_group && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_DYNAMIC)) {
         k->act_kind = CPU_ACT_FP8_GROUP;

@@ -705,6 +705,25 @@ static int ct_add_sides(gguf_writer *w, const plan_entry *e, int64_t *n_added, u
     return 0;
 }
 
+/* A stack of dequantized compressed-tensors experts: the activation mark
+ * their checkpoint gives them (per-group FP8), which must be every expert's. */
+static int ct_mark_experts(gguf_writer *w, const plan_entry *e, int64_t n_experts, hfq_error *err) {
+    const int64_t rows_per = e->rows / n_experts;
+    const hf_ct_weight *first = hf_experts_ct(e->experts, rows_per, 0);
+    const char *act = first && is_float_type(e->out_type) ? hf_ct_weight_float_act_quant(first) : NULL;
+    for (int64_t x = 1; act && x < n_experts; x++) {
+        const hf_ct_weight *ct = hf_experts_ct(e->experts, rows_per, x * rows_per);
+        const char *other = ct ? hf_ct_weight_float_act_quant(ct) : NULL;
+        if (!other || strcmp(other, act) != 0)
+            return hfq_fail(err, NULL, "tensor '%s': expert %lld's activations are quantized unlike expert 0's (%s)",
+                            e->name, (long long)x, act);
+    }
+    char name[GGUF_MAX_NAME + 16];
+    snprintf(name, sizeof name, "hfq.act_quant.%s", e->name);
+    if (act && gguf_set_str(w, name, act)) return hfq_fail(err, NULL, "cannot set metadata");
+    return 0;
+}
+
 /* The data of ct_add_sides' tensors, per-row scales in the GGUF's row order. */
 static int ct_write_sides(gguf_writer *w, const plan_entry *e, uint64_t *done, hfq_error *err) {
     if (is_float_type(e->out_type)) return 0;
@@ -880,7 +899,9 @@ static int convert_weights(const hfq_convert_opts *opts, gguf_writer *w, const h
     }
     int64_t n_sides = 0;
     for (int64_t i = 0; i < p.n; i++)
-        if (p.entries[i].ct && ct_add_sides(w, &p.entries[i], &n_sides, &total, err)) goto done;
+        if ((p.entries[i].ct && ct_add_sides(w, &p.entries[i], &n_sides, &total, err)) ||
+            (p.entries[i].experts && ct_mark_experts(w, &p.entries[i], cfg->n_experts, err)))
+            goto done;
     const int64_t n_extra = arch->n_extra_tensors ? arch->n_extra_tensors(cfg) : 0;
     for (int64_t i = 0; i < n_extra; i++) {
         const char *name;

@@ -703,15 +703,20 @@ static int open_int_or_fp8(hf_ct_weight *w, const char *module, hfq_error *err) 
     else snprintf(gran, sizeof gran, "per %s", strat_names[a->strat]);
     if (a->is_float) snprintf(w->what, sizeof w->what, "FP8 E4M3 %s", gran);
     else snprintf(w->what, sizeof w->what, "INT%d %s%s", a->bits, gran, a->symmetric ? "" : " asymmetric");
-    /* the runner's I8 activations are per token or static: a weight whose checkpoint
-     * quantizes them per group (FP8_BLOCK's) is dequantized, its activations float */
-    const bool acts_ok = !(w->g->in.present && w->g->in.strat == S_GROUP);
+    /* the runner's I8 activations are per token or static, in the weight's own
+     * encoding: a weight whose checkpoint quantizes them per group (FP8_BLOCK's)
+     * or in the other number kind (INT8 weights, FP8 activations) is dequantized */
+    const bool acts_ok = !(w->g->in.present && (w->g->in.strat == S_GROUP || w->g->in.is_float != a->is_float));
     const bool i8 = !a->is_float && a->bits == 8 && a->symmetric && a->strat <= S_GROUP && acts_ok;
     const bool fp8 = a->is_float && a->strat <= S_CHANNEL && acts_ok;
     w->keep = i8 && !w->gidx ? HF_CT_KEEP_INT8 : fp8 ? HF_CT_KEEP_FP8 : HF_CT_DEQUANT;
     const ct_args *in = &w->g->in;
-    if (!acts_ok && in->is_float) {   /* check_group: 8-bit, symmetric, dynamic */
-        snprintf(w->float_act, sizeof w->float_act, "fp8_e4m3_g%lld", (long long)in->group);
+    /* dynamic FP8 activations of a dequantized weight, emulated (check_group: 8-bit,
+     * symmetric, dynamic per group or token; a token is one group of the whole row);
+     * static ones of the other number kind stay float */
+    if (!acts_ok && in->is_float && in->dynamic == DYN_TRUE) {
+        snprintf(w->float_act, sizeof w->float_act, "fp8_e4m3_g%lld",
+                 (long long)(in->strat == S_GROUP ? in->group : w->cols));
         /* code * scale in float32, unrounded: what the checkpoint's float model (its scale
          * parameters float32) and vLLM's FP8 GEMM multiply the emulated activations by;
          * a 2^-9 rounding here flips activation codes downstream (KL 4e-4 measured) */

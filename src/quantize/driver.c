@@ -94,6 +94,27 @@ static bool is_split_key(const char *key) {
            strcmp(key, "split.tensors.count") == 0;
 }
 
+static bool is_float_type(uint32_t t) { return t == GT_F32 || t == GT_F16 || t == GT_BF16; }
+
+/* Whether key (value str, NULL when not a string) is a per-tensor mark
+ * (docs/format-quant-ext.md) that does not hold for the tensor the plan
+ * writes: the input's I8 encoding of a tensor it converts (rewritten by
+ * set_metadata when the output has one), or the activation mark of one,
+ * which holds for the input's type - except FP8_BLOCK's per-group FP8
+ * activations (fp8_e4m3_g<G>) of a float weight written as a float. */
+static bool is_stale_tensor_mark(const gguf_file *f, const hfq_plan *plan, const char *key, const char *str) {
+    static const char qext[] = "hfq.qext.", act[] = "hfq.act_quant.";
+    const bool is_qext = strncmp(key, qext, sizeof qext - 1) == 0, is_act = strncmp(key, act, sizeof act - 1) == 0;
+    if (!is_qext && !is_act) return false;
+    const char *name = key + (is_qext ? sizeof qext : sizeof act) - 1;
+    for (int64_t i = 0; i < plan->n; i++) {
+        if (!plan->entries[i].convert || strcmp(gguf_tensor_at(f, i)->name, name) != 0) continue;
+        const bool group_fp8 = is_act && str && strncmp(str, "fp8_e4m3_g", 10) == 0;
+        return !(group_fp8 && is_float_type(gguf_tensor_at(f, i)->type) && is_float_type(plan->entries[i].fmt));
+    }
+    return false;
+}
+
 /* What happens to one tensor: the plan's conversion, or - when calibration
  * rescales a tensor the plan copies - a re-encoding to its own type. */
 typedef struct step {
@@ -110,8 +131,11 @@ typedef struct step {
 static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o,
                         const hfq_write_effect *effect, const char *const *imp_names) {
     int rc = 0;
-    for (int64_t i = 0; i < gguf_n_kv(f); i++)
-        if (!is_split_key(gguf_kv_key(f, i))) rc |= gguf_copy_kv(w, f, i);
+    for (int64_t i = 0; i < gguf_n_kv(f); i++) {
+        const char *key = gguf_kv_key(f, i);
+        const char *str = gguf_kv_type(f, i) == GGUF_VT_STRING ? gguf_get_str(f, i, NULL, NULL) : NULL;
+        if (!is_split_key(key) && !is_stale_tensor_mark(f, plan, key, str)) rc |= gguf_copy_kv(w, f, i);
+    }
     const hfq_plan_opts *p = &o->plan;
     rc |= gguf_set_u32(w, "general.quantization_version", 2);
     rc |= gguf_set_u32(w, "general.file_type", hfq_preset_file_type(p->preset));
