@@ -447,7 +447,8 @@ static void quantize_act_row(hfq_qtype act, const float *v, void *a, int64_t n, 
  * count up to CPU_TILE_ROWS (the rows past nr left alone). */
 static int check_simd_kernels(const hfq_qtype_traits *wt, hfq_qtype act, hfq_vec_dot_fn ref, int isa, uint64_t *rng) {
     enum { N = 1024, ROWS = CPU_TILE_ROWS, COLS = 19 };
-    static float x[N], v[N];
+    static float x[N], v[N], ones[N];
+    for (int64_t i = 0; i < N; i++) ones[i] = 1.0f;
     static char w[ROWS][2 * N], a[COLS][4 * N];   /* wider than any row of these formats */
     static float want[COLS][ROWS], got[COLS][ROWS];
     hfq_vec_dot_fn simd = cpu_quant_vec_dot_act_isa(wt->type, act, (cpu_quant_isa)isa);
@@ -461,7 +462,9 @@ static int check_simd_kernels(const hfq_qtype_traits *wt, hfq_qtype act, hfq_vec
         float scale = ldexpf(1.0f, round % 20 - 10);
         for (int r = 0; r < ROWS; r++) {
             for (int64_t i = 0; i < N; i++) x[i] = scale * synth_uniform(rng) * (i % 97 == 0 ? 50.0f : 1.0f);
-            wt->quantize(x, (char *)w + r * row, 1, N, NULL);
+            /* formats that refuse no importance (IQ2_XXS, IQ2_XS, IQ1_S) get uniform importance */
+            if (!wt->quantize(x, (char *)w + r * row, 1, N, NULL))
+                CHECK(wt->quantize(x, (char *)w + r * row, 1, N, ones) == row);
         }
         for (int c = 0; c < COLS; c++) {
             for (int64_t i = 0; i < N; i++) v[i] = synth_uniform(rng) * ((round + c) % 3 ? 1.0f : 1000.0f);

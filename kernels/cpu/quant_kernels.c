@@ -187,6 +187,16 @@ static const tile_row tile_rows[] = {
     /* FP4 (quant_tiles_fp4.inc): decoding a block costs more than a column's dot, shared by NCK */
     TILE_ROW(MXFP4, mxfp4, NCK, NCK),
     TILE_ROW(NVFP4, nvfp4, NCK, NCK),
+    /* the grid i-quants and ternary formats of quant_tiles_iq.inc */
+    TILE_ROW(TQ2_0, tq2_0, NCK, NCK),
+    TILE_ROW(TQ1_0, tq1_0, NCK, NCK),
+    TILE_ROW(IQ2_XXS, iq2_xxs, NCK, NCK),
+    TILE_ROW(IQ3_XXS, iq3_xxs, NCK, NCK),
+    TILE_ROW(IQ2_XS, iq2_xs, NCK, NCK),
+    TILE_ROW(IQ3_S, iq3_s, NCK, NCK),
+    TILE_ROW(IQ2_S, iq2_s, NCK, NCK),
+    TILE_ROW(IQ1_S, iq1_s, NCK, NCK),
+    TILE_ROW(IQ1_M, iq1_m, NCK, NCK),
 };
 
 enum { N_TILE_ROWS = sizeof tile_rows / sizeof tile_rows[0] };
