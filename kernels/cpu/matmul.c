@@ -13,10 +13,17 @@
 /* Tokens per block: a block's activation rows stay in L2 while every tile of
  * weight rows passes over them. */
 #define TOKEN_BLOCK 64
-/* Below this many multiply-adds (tens of microseconds) a product runs on one
- * thread: waking the others, and waiting for them at the end, would cost
- * about as much as it saves, and far more when another process holds a core. */
-#define PARALLEL_MIN_MACS (1 << 20)
+/* Below this many multiply-adds (a few hundred microseconds on one thread) a
+ * product runs on one thread. Each parallel region ends in a barrier that
+ * waits for every thread: on an idle machine that costs microseconds, but
+ * where other processes hold the cores a descheduled thread holds it for a
+ * scheduler slice (milliseconds), and libgomp's default spin-waiting keeps
+ * the cores busy meanwhile. So a decoded token should fork only for its big
+ * products (Gemma 3 270M: 55 regions a token at 1 << 20, 1 at this value;
+ * docs/benchmarks.md "OpenMP regions in decode"). */
+#define PARALLEL_MIN_MACS (1 << 22)
+/* Activation values below which converting them stays on one thread. */
+#define PARALLEL_MIN_ACT_VALUES (1 << 18)
 
 static hfq_fp8_format fp8_format(hfq_qext q) { return q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3; }
 
@@ -232,7 +239,7 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
     const size_t row_bytes = act_row_bytes(&p.k, n_in);
     if (row_bytes) {
         float *scales = act_has_scales(&p.k) ? act_scales(act, row_bytes, n_tokens) : NULL;
-        const bool parallel = n_tokens > 1 && n_in * n_tokens >= PARALLEL_MIN_MACS / 4;
+        const bool parallel = n_tokens > 1 && n_in * n_tokens >= PARALLEL_MIN_ACT_VALUES;
         #pragma omp parallel for num_threads(n_threads) schedule(static) if (parallel)
         for (int64_t t = 0; t < n_tokens; t++) {
             void *row = (char *)act + (size_t)t * row_bytes;

@@ -169,9 +169,8 @@ typedef struct tile_row {
       [CPU_QUANT_ISA_AVX512VNNI] = vec_dot_##name##_avx512vnni}}
 
 static const tile_row tile_rows[] = {
-    /* AVX2's Q8_0/Q4_0 tile keeps its sums in registers: NC of them */
-    TILE_ROW(Q8_0, q8_0, NC, NCK),
-    TILE_ROW(Q4_0, q4_0, NC, NCK),
+    TILE_ROW(Q8_0, q8_0, NCK, NCK),
+    TILE_ROW(Q4_0, q4_0, NCK, NCK),
     TILE_ROW(Q4_K, q4_k, NCK, NCK),
     TILE_ROW(Q6_K, q6_k, NCK, NCK),
     /* kernels/cpu/quant_tiles_k_low.inc */
