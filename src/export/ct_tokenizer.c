@@ -1,0 +1,287 @@
+#include "src/export/ct_tokenizer.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/export/ct_config.h"
+#include "src/tokenizer/vocab.h"
+
+/* The byte-level pre types we rebuild, with what their own tokenizer.json holds. */
+typedef struct bl_pre {
+    const char *names[2];    /* llama.cpp's pre names (aliases) */
+    const char *regex;
+    bool nfc;
+    bool ignore_merges;
+} bl_pre;
+
+static const bl_pre bl_pres[] = {
+    {{"llama-bpe", "llama3"}, HFQ_LLAMA3_REGEX, false, true},
+    {{"llama-v3", NULL}, HFQ_LLAMA3_REGEX, false, true},
+    {{"qwen2", "deepseek-r1-qwen"}, HFQ_QWEN2_REGEX, true, false},
+};
+
+static const bl_pre *find_pre(const char *pre) {
+    for (size_t i = 0; i < sizeof bl_pres / sizeof bl_pres[0]; i++)
+        for (int j = 0; j < 2; j++)
+            if (bl_pres[i].names[j] && !strcmp(bl_pres[i].names[j], pre)) return &bl_pres[i];
+    return NULL;
+}
+
+static bool is_added(const hfq_vocab *v, int64_t i) {
+    const int32_t t = v->token_types[i];
+    return t == HFQ_TOKEN_CONTROL || t == HFQ_TOKEN_USER_DEFINED || t == HFQ_TOKEN_UNKNOWN;
+}
+
+static bool is_special(const hfq_vocab *v, int64_t i) {
+    return v->token_types[i] == HFQ_TOKEN_CONTROL || v->token_types[i] == HFQ_TOKEN_UNKNOWN;
+}
+
+static cJSON *byte_level(void) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "type", "ByteLevel");
+    cJSON_AddBoolToObject(o, "add_prefix_space", false);
+    cJSON_AddBoolToObject(o, "trim_offsets", false);
+    cJSON_AddBoolToObject(o, "use_regex", false);
+    return o;
+}
+
+static cJSON *replace(const char *from, const char *to) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "type", "Replace");
+    cJSON_AddItemToObject(o, "pattern", cJSON_CreateObject());
+    cJSON_AddStringToObject(cJSON_GetObjectItem(o, "pattern"), "String", from);
+    cJSON_AddStringToObject(o, "content", to);
+    return o;
+}
+
+static cJSON *typed(const char *type) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "type", type);
+    return o;
+}
+
+/* The gpt2 pre-tokenizer: Split (Isolated) on the family's regex, then ByteLevel. */
+static cJSON *bl_pre_tokenizer(const bl_pre *p) {
+    cJSON *split = typed("Split");
+    cJSON_AddItemToObject(split, "pattern", cJSON_CreateObject());
+    cJSON_AddStringToObject(cJSON_GetObjectItem(split, "pattern"), "Regex", p->regex);
+    cJSON_AddStringToObject(split, "behavior", "Isolated");
+    cJSON_AddBoolToObject(split, "invert", false);
+    cJSON *seq = typed("Sequence"), *list = cJSON_AddArrayToObject(seq, "pretokenizers");
+    cJSON_AddItemToArray(list, split);
+    cJSON_AddItemToArray(list, byte_level());
+    return seq;
+}
+
+/* SentencePiece-style text: spaces as U+2581, one in front when add_space_prefix (Llama 2's file). */
+static cJSON *spm_normalizer(const hfq_vocab *v) {
+    cJSON *seq = typed("Sequence"), *list = cJSON_AddArrayToObject(seq, "normalizers");
+    if (v->add_space_prefix) {
+        cJSON *pre = typed("Prepend");
+        cJSON_AddStringToObject(pre, "prepend", "\xe2\x96\x81");
+        cJSON_AddItemToArray(list, pre);
+    }
+    cJSON_AddItemToArray(list, replace(" ", "\xe2\x96\x81"));
+    return seq;
+}
+
+static cJSON *spm_decoder(const hfq_vocab *v) {
+    cJSON *seq = typed("Sequence"), *list = cJSON_AddArrayToObject(seq, "decoders");
+    cJSON_AddItemToArray(list, replace("\xe2\x96\x81", " "));
+    cJSON_AddItemToArray(list, typed("ByteFallback"));
+    cJSON_AddItemToArray(list, typed("Fuse"));
+    cJSON *strip = typed("Strip");
+    cJSON_AddStringToObject(strip, "content", " ");
+    cJSON_AddNumberToObject(strip, "start", v->add_space_prefix ? 1 : 0);
+    cJSON_AddNumberToObject(strip, "stop", 0);
+    cJSON_AddItemToArray(list, strip);
+    return seq;
+}
+
+static void template_piece(cJSON *list, const char *kind, const char *id, int type_id) {
+    cJSON *inner = cJSON_CreateObject(), *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(inner, "id", id);
+    cJSON_AddNumberToObject(inner, "type_id", type_id);
+    cJSON_AddItemToObject(o, kind, inner);
+    cJSON_AddItemToArray(list, o);
+}
+
+static void template_seq(const hfq_vocab *v, cJSON *list, const char *seq, int type_id) {
+    if (v->add_bos) template_piece(list, "SpecialToken", v->tokens[v->bos_id], type_id);
+    template_piece(list, "Sequence", seq, type_id);
+    if (v->add_eos) template_piece(list, "SpecialToken", v->tokens[v->eos_id], type_id);
+}
+
+static void template_special(cJSON *specials, const hfq_vocab *v, int32_t id) {
+    if (cJSON_GetObjectItem(specials, v->tokens[id])) return;   /* BOS = EOS */
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", v->tokens[id]);
+    cJSON_AddItemToObject(o, "ids", cJSON_CreateIntArray(&id, 1));
+    cJSON_AddItemToObject(o, "tokens", cJSON_CreateStringArray((const char *const *)&v->tokens[id], 1));
+    cJSON_AddItemToObject(specials, v->tokens[id], o);
+}
+
+/* BOS / EOS as add_bos_token / add_eos_token say (Llama 2's TemplateProcessing). */
+static cJSON *post_processor(const hfq_vocab *v, bool byte_lvl) {
+    if (!v->add_bos && !v->add_eos) return byte_lvl ? byte_level() : cJSON_CreateNull();
+    cJSON *t = typed("TemplateProcessing");
+    template_seq(v, cJSON_AddArrayToObject(t, "single"), "A", 0);
+    cJSON *pair = cJSON_AddArrayToObject(t, "pair");
+    template_seq(v, pair, "A", 0);
+    template_seq(v, pair, "B", 1);
+    cJSON *specials = cJSON_AddObjectToObject(t, "special_tokens");
+    if (v->add_bos) template_special(specials, v, v->bos_id);
+    if (v->add_eos) template_special(specials, v, v->eos_id);
+    return t;
+}
+
+static cJSON *added_token(const hfq_vocab *v, int64_t i, bool with_id) {
+    cJSON *o = cJSON_CreateObject();
+    if (with_id) cJSON_AddNumberToObject(o, "id", (double)i);
+    cJSON_AddStringToObject(o, "content", v->tokens[i]);
+    cJSON_AddBoolToObject(o, "single_word", false);
+    cJSON_AddBoolToObject(o, "lstrip", false);
+    cJSON_AddBoolToObject(o, "rstrip", false);
+    cJSON_AddBoolToObject(o, "normalized", false);
+    cJSON_AddBoolToObject(o, "special", is_special(v, i));
+    return o;
+}
+
+/* model: BPE with vocab and merges ("left right" -> ["left", "right"]). */
+static cJSON *bpe_model(const hfq_vocab *v, bool spm, const bl_pre *p) {
+    cJSON *m = typed("BPE");
+    cJSON_AddNullToObject(m, "dropout");
+    if (spm && v->unk_id >= 0) cJSON_AddStringToObject(m, "unk_token", v->tokens[v->unk_id]);
+    else cJSON_AddNullToObject(m, "unk_token");
+    cJSON_AddNullToObject(m, "continuing_subword_prefix");
+    cJSON_AddNullToObject(m, "end_of_word_suffix");
+    cJSON_AddBoolToObject(m, "fuse_unk", spm);
+    cJSON_AddBoolToObject(m, "byte_fallback", spm);
+    cJSON_AddBoolToObject(m, "ignore_merges", p && p->ignore_merges);
+    cJSON *vocab = cJSON_AddObjectToObject(m, "vocab");
+    for (int64_t i = 0; i < v->n_tokens; i++)
+        if (spm || !is_added(v, i)) cJSON_AddNumberToObject(vocab, v->tokens[i], (double)i);
+    cJSON *merges = cJSON_AddArrayToObject(m, "merges");
+    for (int64_t i = 0; i < v->n_merges; i++) {
+        const char *s = v->merges[i], *sp = strchr(s + 1, ' ');   /* validated: a space after byte 0 */
+        cJSON *pair = cJSON_CreateArray();
+        char *left = strndup(s, (size_t)(sp - s));
+        cJSON_AddItemToArray(pair, cJSON_CreateString(left ? left : ""));
+        free(left);
+        cJSON_AddItemToArray(pair, cJSON_CreateString(sp + 1));
+        cJSON_AddItemToArray(merges, pair);
+    }
+    return m;
+}
+
+static cJSON *tokenizer_json(const hfq_vocab *v, const bl_pre *p) {
+    const bool spm = p == NULL;
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "version", "1.0");
+    cJSON_AddNullToObject(t, "truncation");
+    cJSON_AddNullToObject(t, "padding");
+    cJSON *added = cJSON_AddArrayToObject(t, "added_tokens");
+    for (int64_t i = 0; i < v->n_tokens; i++)
+        if (is_added(v, i)) cJSON_AddItemToArray(added, added_token(v, i, true));
+    if (spm) cJSON_AddItemToObject(t, "normalizer", spm_normalizer(v));
+    else if (p->nfc) cJSON_AddItemToObject(t, "normalizer", typed("NFC"));
+    else cJSON_AddNullToObject(t, "normalizer");
+    if (spm) cJSON_AddNullToObject(t, "pre_tokenizer");
+    else cJSON_AddItemToObject(t, "pre_tokenizer", bl_pre_tokenizer(p));
+    cJSON_AddItemToObject(t, "post_processor", post_processor(v, !spm));
+    cJSON_AddItemToObject(t, "decoder", spm ? spm_decoder(v) : byte_level());
+    cJSON_AddItemToObject(t, "model", bpe_model(v, spm, p));
+    return t;
+}
+
+static const char *const special_names[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+
+static int32_t special_id(const hfq_vocab *v, int k) {
+    const int32_t ids[] = {v->bos_id, v->eos_id, v->unk_id, v->pad_id};
+    return ids[k];
+}
+
+static cJSON *tokenizer_config(const hfq_vocab *v) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddBoolToObject(c, "add_bos_token", v->add_bos);
+    cJSON_AddBoolToObject(c, "add_eos_token", v->add_eos);
+    cJSON *dec = cJSON_AddObjectToObject(c, "added_tokens_decoder");
+    for (int64_t i = 0; i < v->n_tokens; i++) {
+        if (!is_added(v, i)) continue;
+        char key[24];
+        snprintf(key, sizeof key, "%lld", (long long)i);
+        cJSON_AddItemToObject(dec, key, added_token(v, i, false));
+    }
+    for (int k = 0; k < 4; k++) {
+        const int32_t id = special_id(v, k);
+        if (id >= 0) cJSON_AddStringToObject(c, special_names[k], v->tokens[id]);
+        else cJSON_AddNullToObject(c, special_names[k]);
+    }
+    if (v->chat_template) cJSON_AddStringToObject(c, "chat_template", v->chat_template);
+    cJSON_AddBoolToObject(c, "clean_up_tokenization_spaces", false);
+    cJSON_AddStringToObject(c, "tokenizer_class", "PreTrainedTokenizerFast");
+    return c;
+}
+
+static cJSON *special_tokens_map(const hfq_vocab *v) {
+    cJSON *c = cJSON_CreateObject();
+    for (int k = 0; k < 4; k++) {
+        const int32_t id = special_id(v, k);
+        if (id < 0) continue;
+        cJSON *o = added_token(v, id, false);
+        cJSON_DeleteItemFromObject(o, "special");
+        cJSON_AddItemToObject(c, special_names[k], o);
+    }
+    return c;
+}
+
+/* What the rebuilt files rely on, or a one-line refusal. */
+static int check_vocab(const char *where, const hfq_vocab *v, const bl_pre **p, hfq_error *err) {
+    const char *how = "give --tokenizer-from HF_DIR or --no-tokenizer";
+    *p = NULL;
+    if (!strcmp(v->model, "gpt2")) {
+        if (!(*p = find_pre(v->pre)))
+            return hfq_fail(err, where, "tokenizer.ggml.pre \"%s\" is not rebuilt as tokenizer.json "
+                            "(rebuilt: llama-bpe, qwen2): %s", v->pre, how);
+    } else if (strcmp(v->model, "llama") != 0) {
+        return hfq_fail(err, where, "tokenizer.ggml.model \"%s\" is not rebuilt as tokenizer.json "
+                        "(rebuilt: gpt2, llama): %s", v->model, how);
+    } else if (v->n_merges == 0) {
+        return hfq_fail(err, where, "a SentencePiece vocabulary without tokenizer.ggml.merges "
+                        "(from a tokenizer.model) is not rebuilt: %s", how);
+    }
+    if ((v->add_bos && v->bos_id < 0) || (v->add_eos && v->eos_id < 0))
+        return hfq_fail(err, where, "add_%s_token is set without a %s token id", v->add_bos && v->bos_id < 0 ?
+                        "bos" : "eos", v->add_bos && v->bos_id < 0 ? "bos" : "eos");
+    for (int64_t i = 0; i < v->n_tokens; i++)
+        if (strlen(v->tokens[i]) != v->token_lens[i])   /* JSON strings here are C strings */
+            return hfq_fail(err, where, "token %lld holds a NUL byte: not rebuilt: %s", (long long)i, how);
+    return 0;
+}
+
+int ct_write_tokenizer(const gguf_file *f, const hfq_ct_dir *d, hfq_error *err) {
+    /* the GGUF read is the export's temporary: messages name OUT_DIR */
+    if (gguf_find_key(f, HFQ_KEY_TOK_MODEL) < 0)
+        return hfq_fail(err, d->out_dir, "the GGUF has no tokenizer (%s): give --tokenizer-from HF_DIR or "
+                        "--no-tokenizer", HFQ_KEY_TOK_MODEL);
+    hfq_vocab *v = hfq_vocab_from_gguf(f, err);
+    if (!v) return -1;
+    const bl_pre *p;
+    int rc = check_vocab(d->out_dir, v, &p, err);
+    char path[4096];
+    cJSON *docs[3] = {NULL, NULL, NULL};
+    static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+    if (rc == 0) {
+        docs[0] = tokenizer_json(v, p);
+        docs[1] = tokenizer_config(v);
+        docs[2] = special_tokens_map(v);
+    }
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = docs[i] ? ct_write_json(docs[i], hfq_ct_dir_file(d, names[i], path, sizeof path), err)
+                     : hfq_fail(err, d->out_dir, "out of memory");
+    for (int i = 0; i < 3; i++) cJSON_Delete(docs[i]);
+    hfq_vocab_free(v);
+    return rc;
+}

@@ -1,0 +1,35 @@
+/* ct_tokenizer.h - the tokenizer files of a compressed-tensors folder,
+ * rebuilt from a GGUF's tokenizer.* keys (when no --tokenizer-from folder
+ * is given), in the layout Hugging Face tokenizers / transformers read:
+ *   tokenizer.json: model BPE with the GGUF's vocabulary and merges;
+ *     - "gpt2" with pre llama-bpe (llama3, llama-v3) or qwen2
+ *       (deepseek-r1-qwen): the Split regex of that family's own
+ *       tokenizer.json then ByteLevel, NFC normalizer for qwen2,
+ *       ignore_merges for llama-bpe (as llama.cpp and Llama 3's file);
+ *       control / user-defined tokens are added tokens, not in model.vocab;
+ *     - "llama" with merges (a SentencePiece-style tokenizer.json, Llama 2 /
+ *       TinyStories-656K): byte_fallback BPE, normalizer Prepend "▁" (when
+ *       add_space_prefix) + Replace " " -> "▁", Llama 2's decoder; every
+ *       token in model.vocab, control / unknown / user-defined ones also
+ *       added tokens;
+ *     post-processor: TemplateProcessing with BOS / EOS as add_bos_token /
+ *     add_eos_token say, else none (ByteLevel for gpt2);
+ *   tokenizer_config.json: PreTrainedTokenizerFast, bos/eos/unk/pad tokens,
+ *     add_bos_token / add_eos_token, added_tokens_decoder, chat_template
+ *     from tokenizer.chat_template when present;
+ *   special_tokens_map.json.
+ * Any other model or pre type (and a "llama" vocabulary without merges, i.e.
+ * from a tokenizer.model) is refused with one line naming the GGUF and what
+ * is not rebuilt: the caller fails the export (give --tokenizer-from or
+ * --no-tokenizer).
+ */
+#ifndef HFQ_SRC_EXPORT_CT_TOKENIZER_H
+#define HFQ_SRC_EXPORT_CT_TOKENIZER_H
+
+#include "formats/error.h"
+#include "formats/gguf.h"
+#include "src/export/ct_export.h"
+
+int ct_write_tokenizer(const gguf_file *f, const hfq_ct_dir *d, hfq_error *err);
+
+#endif
