@@ -75,16 +75,15 @@ static cJSON *bl_pre_tokenizer(const bl_pre *p) {
     return seq;
 }
 
-/* SentencePiece-style text: spaces as U+2581, one in front when add_space_prefix (Llama 2's file). */
-static cJSON *spm_normalizer(const hfq_vocab *v) {
-    cJSON *seq = typed("Sequence"), *list = cJSON_AddArrayToObject(seq, "normalizers");
-    if (v->add_space_prefix) {
-        cJSON *pre = typed("Prepend");
-        cJSON_AddStringToObject(pre, "prepend", "\xe2\x96\x81");
-        cJSON_AddItemToArray(list, pre);
-    }
-    cJSON_AddItemToArray(list, replace(" ", "\xe2\x96\x81"));
-    return seq;
+/* SentencePiece-style text, as transformers 5's LlamaTokenizer builds it whatever the
+ * source file held: Metaspace, "\u2581" in front of the first piece only when
+ * add_space_prefix (legacy false), no split. */
+static cJSON *spm_pre_tokenizer(const hfq_vocab *v) {
+    cJSON *m = typed("Metaspace");
+    cJSON_AddStringToObject(m, "replacement", "\xe2\x96\x81");
+    cJSON_AddStringToObject(m, "prepend_scheme", v->add_space_prefix ? "first" : "never");
+    cJSON_AddBoolToObject(m, "split", false);
+    return m;
 }
 
 static cJSON *spm_decoder(const hfq_vocab *v) {
@@ -185,11 +184,9 @@ static cJSON *tokenizer_json(const hfq_vocab *v, const bl_pre *p) {
     cJSON *added = cJSON_AddArrayToObject(t, "added_tokens");
     for (int64_t i = 0; i < v->n_tokens; i++)
         if (is_added(v, i)) cJSON_AddItemToArray(added, added_token(v, i, true));
-    if (spm) cJSON_AddItemToObject(t, "normalizer", spm_normalizer(v));
-    else if (p->nfc) cJSON_AddItemToObject(t, "normalizer", typed("NFC"));
+    if (!spm && p->nfc) cJSON_AddItemToObject(t, "normalizer", typed("NFC"));
     else cJSON_AddNullToObject(t, "normalizer");
-    if (spm) cJSON_AddNullToObject(t, "pre_tokenizer");
-    else cJSON_AddItemToObject(t, "pre_tokenizer", bl_pre_tokenizer(p));
+    cJSON_AddItemToObject(t, "pre_tokenizer", spm ? spm_pre_tokenizer(v) : bl_pre_tokenizer(p));
     cJSON_AddItemToObject(t, "post_processor", post_processor(v, !spm));
     cJSON_AddItemToObject(t, "decoder", spm ? spm_decoder(v) : byte_level());
     cJSON_AddItemToObject(t, "model", bpe_model(v, spm, p));
@@ -203,7 +200,7 @@ static int32_t special_id(const hfq_vocab *v, int k) {
     return ids[k];
 }
 
-static cJSON *tokenizer_config(const hfq_vocab *v) {
+static cJSON *tokenizer_config(const hfq_vocab *v, bool spm) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddBoolToObject(c, "add_bos_token", v->add_bos);
     cJSON_AddBoolToObject(c, "add_eos_token", v->add_eos);
@@ -221,7 +218,11 @@ static cJSON *tokenizer_config(const hfq_vocab *v) {
     }
     if (v->chat_template) cJSON_AddStringToObject(c, "chat_template", v->chat_template);
     cJSON_AddBoolToObject(c, "clean_up_tokenization_spaces", false);
-    cJSON_AddStringToObject(c, "tokenizer_class", "PreTrainedTokenizerFast");
+    if (spm) {   /* transformers 5 rebuilds the pipeline of this class: the same as tokenizer.json's */
+        cJSON_AddBoolToObject(c, "add_prefix_space", v->add_space_prefix);
+        cJSON_AddBoolToObject(c, "legacy", false);
+    }
+    cJSON_AddStringToObject(c, "tokenizer_class", spm ? "LlamaTokenizer" : "PreTrainedTokenizerFast");
     return c;
 }
 
@@ -275,7 +276,7 @@ int ct_write_tokenizer(const gguf_file *f, const hfq_ct_dir *d, hfq_error *err) 
     static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
     if (rc == 0) {
         docs[0] = tokenizer_json(v, p);
-        docs[1] = tokenizer_config(v);
+        docs[1] = tokenizer_config(v, p == NULL);
         docs[2] = special_tokens_map(v);
     }
     for (int i = 0; i < 3 && rc == 0; i++)
