@@ -18,9 +18,12 @@ random strings):
   - bos/eos/unk/pad tokens and chat_template equal.
 The GGUF does not keep LlamaTokenizer's `legacy` (the export writes false): the
 llama2 fixture (legacy true) is compared with legacy=False.
-stories260K (a tokenizer.model: SentencePiece without merges) is refused with
-one line naming OUT_DIR and nothing is left; --no-tokenizer exports it
-without tokenizer files.
+stories260K (a tokenizer.model, so no merges in the GGUF: the export derives
+them as transformers does) is compared with sentencepiece itself (transformers
+needs protobuf to read a tokenizer.model), texts starting with a space left out
+(sentencepiece prefixes them, transformers' Metaspace does not). A pre type not rebuilt (the llama3
+GGUF patched to smaug-bpe) is refused with one line naming OUT_DIR, nothing
+left; --no-tokenizer then exports it without tokenizer files.
 
 usage: export_tokenizer.py QUANTIZE HFCONV
 Skips (exit 77) without transformers/torch or the fixtures.
@@ -44,7 +47,7 @@ except ImportError as e:
 
 import tokenizer_golden
 
-QUANTIZE, HFCONV = sys.argv[1:3]
+QUANTIZE, HFCONV = map(os.path.abspath, sys.argv[1:3])
 FIX = os.environ.get("HFQ_FIXTURES", "")
 
 
@@ -118,6 +121,30 @@ def compare(label, orig_dir, out, texts):
     print(f"{label}: {len(texts)} texts, same ids (add_bos_token {gguf_bos}, original adds BOS {ref_adds_bos})")
 
 
+def compare_spm(label, orig_dir, out, texts):
+    """A tokenizer.model original: transformers needs protobuf to convert it, so the
+    reference is sentencepiece itself (special-token texts as plain text on both sides)."""
+    try:
+        import sentencepiece
+    except ImportError:
+        print(f"{label}: sentencepiece not installed, not compared")
+        return
+    sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(orig_dir, "tokenizer.model"))
+    ours = AutoTokenizer.from_pretrained(out)
+    check(ours.bos_token_id == sp.bos_id() and ours.eos_token_id == sp.eos_id(), f"{label}: bos/eos ids differ")
+    # a text starting with a space (or \u2581): sentencepiece still prepends its "\u2581", transformers'
+    # Metaspace (LlamaTokenizer's, so the original's too) does not; those are left out
+    texts = [t for t in texts if not t.startswith((" ", "\u2581"))]
+    want = sp.encode(texts)
+    got = ours(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    got_bos = ours(texts, add_special_tokens=True, split_special_tokens=True)["input_ids"]
+    bad = [i for i in range(len(texts)) if got[i] != want[i] or got_bos[i] != [sp.bos_id()] + want[i]]
+    if bad:
+        print(f"{label}: ids differ on {texts[bad[0]][:60]!r}: {got_bos[bad[0]][:20]} != {want[bad[0]][:20]}")
+    check(not bad, f"{label}: {len(bad)} of {len(texts)} texts encode differently from sentencepiece")
+    print(f"{label}: {len(texts)} texts, same ids as sentencepiece (with and without BOS)")
+
+
 def main():
     if not FIX or not os.path.isdir(os.path.join(FIX, "tokenizers")):
         print("SKIP: fixtures not found (HFQ_FIXTURES)")
@@ -139,20 +166,31 @@ def main():
         check(r.returncode == 0, f"TinyStories-656K: export failed: {r.stderr.strip()}")
         if r.returncode == 0:
             compare("TinyStories-656K", model, out, texts)
-        # a tokenizer.model vocabulary (no merges) is not rebuilt: refused, nothing left
-        model = os.path.join(FIX, "models", "stories260K")
+        model = os.path.join(FIX, "models", "stories260K")   # a tokenizer.model: merges derived
         r, out = export(model, tmp, "stories260K")
+        check(r.returncode == 0, f"stories260K: export failed: {r.stderr.strip()}")
+        if r.returncode == 0:
+            compare_spm("stories260K", model, out, texts)
+        # a pre type not rebuilt (llama-bpe patched to smaug-bpe, same length): one line naming OUT_DIR, nothing left
+        gguf = os.path.join(tmp, "llama3.gguf")
+        data = bytearray(open(gguf, "rb").read())
+        at = data.index(b"tokenizer.ggml.pre") + len(b"tokenizer.ggml.pre") + 4 + 8
+        check(data[at:at + 9] == b"llama-bpe", "llama3: tokenizer.ggml.pre is not llama-bpe")
+        data[at:at + 9] = b"smaug-bpe"
+        bad = os.path.join(tmp, "smaug.gguf")
+        open(bad, "wb").write(data)
+        out = os.path.join(tmp, "smaug-ct")
+        r = run([QUANTIZE, bad, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"])
         err = r.stderr.strip().splitlines()
         check(r.returncode == 1 and len(err) == 1 and out in err[0] and "--no-tokenizer" in err[0],
-              f"stories260K: expected a one-line refusal naming {out}, got {r.returncode}: {r.stderr.strip()}")
-        check(not os.path.exists(out) and not any(f.startswith("stories260K-ct.tmp") for f in os.listdir(tmp)),
-              "stories260K: the refused export left files")
-        r = run([QUANTIZE, os.path.join(tmp, "stories260K.gguf"), "--export", "compressed-tensors", out,
-                 "FP8_DYNAMIC", "--quiet", "--no-tokenizer"])
-        check(r.returncode == 0, f"stories260K --no-tokenizer: {r.stderr.strip()}")
+              f"smaug-bpe: expected a one-line refusal naming {out}, got {r.returncode}: {r.stderr.strip()}")
+        check(not os.path.exists(out) and not any(f.startswith("smaug-ct.tmp") for f in os.listdir(tmp)),
+              "smaug-bpe: the refused export left files")
+        r = run([QUANTIZE, bad, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet", "--no-tokenizer"])
+        check(r.returncode == 0, f"smaug-bpe --no-tokenizer: {r.stderr.strip()}")
         if r.returncode == 0:
             left = [f for f in os.listdir(out) if f.startswith("tokenizer") or f == "special_tokens_map.json"]
-            check(not left, f"stories260K --no-tokenizer wrote {left}")
+            check(not left, f"smaug-bpe --no-tokenizer wrote {left}")
     return finish()
 
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/strmap.h"
 #include "src/export/ct_config.h"
 #include "src/tokenizer/vocab.h"
 
@@ -148,8 +149,39 @@ static cJSON *added_token(const hfq_vocab *v, int64_t i, bool with_id) {
     return o;
 }
 
+static void add_merge(cJSON *merges, const char *left, size_t left_len, const char *right) {
+    cJSON *pair = cJSON_CreateArray();
+    char *l = strndup(left, left_len);
+    cJSON_AddItemToArray(pair, cJSON_CreateString(l ? l : ""));
+    free(l);
+    cJSON_AddItemToArray(pair, cJSON_CreateString(right));
+    cJSON_AddItemToArray(merges, pair);
+}
+
+/* The merges of a SentencePiece vocabulary without any (from a tokenizer.model),
+ * as transformers' generate_merges(vocab) derives them when it converts one: for
+ * each token in id order, each split into two tokens, shorter left part first
+ * (its sort by (id, len(left), len(right)), lengths in code points). */
+static int derive_merges(const hfq_vocab *v, cJSON *merges, hfq_error *err) {
+    hfq_strmap map;
+    int64_t d0, d1;
+    if (hfq_strmap_build(&map, v->tokens, v->token_lens, v->n_tokens, &d0, &d1) != 0)
+        return hfq_fail(err, v->source, "out of memory (or duplicate tokens) indexing the vocabulary");
+    for (int64_t t = 0; t < v->n_tokens; t++) {
+        const char *s = v->tokens[t];
+        const size_t n = v->token_lens[t];
+        for (size_t i = 1; i < n; i++) {
+            if (((unsigned char)s[i] & 0xC0) == 0x80) continue;   /* inside a code point */
+            if (hfq_strmap_get(&map, s, i) >= 0 && hfq_strmap_get(&map, s + i, n - i) >= 0)
+                add_merge(merges, s, i, s + i);
+        }
+    }
+    hfq_strmap_free(&map);
+    return 0;
+}
+
 /* model: BPE with vocab and merges ("left right" -> ["left", "right"]). */
-static cJSON *bpe_model(const hfq_vocab *v, bool spm, const bl_pre *p) {
+static cJSON *bpe_model(const hfq_vocab *v, bool spm, const bl_pre *p, hfq_error *err) {
     cJSON *m = typed("BPE");
     cJSON_AddNullToObject(m, "dropout");
     if (spm && v->unk_id >= 0) cJSON_AddStringToObject(m, "unk_token", v->tokens[v->unk_id]);
@@ -165,17 +197,16 @@ static cJSON *bpe_model(const hfq_vocab *v, bool spm, const bl_pre *p) {
     cJSON *merges = cJSON_AddArrayToObject(m, "merges");
     for (int64_t i = 0; i < v->n_merges; i++) {
         const char *s = v->merges[i], *sp = strchr(s + 1, ' ');   /* validated: a space after byte 0 */
-        cJSON *pair = cJSON_CreateArray();
-        char *left = strndup(s, (size_t)(sp - s));
-        cJSON_AddItemToArray(pair, cJSON_CreateString(left ? left : ""));
-        free(left);
-        cJSON_AddItemToArray(pair, cJSON_CreateString(sp + 1));
-        cJSON_AddItemToArray(merges, pair);
+        add_merge(merges, s, (size_t)(sp - s), sp + 1);
+    }
+    if (spm && v->n_merges == 0 && derive_merges(v, merges, err)) {
+        cJSON_Delete(m);
+        return NULL;
     }
     return m;
 }
 
-static cJSON *tokenizer_json(const hfq_vocab *v, const bl_pre *p) {
+static cJSON *tokenizer_json(const hfq_vocab *v, const bl_pre *p, hfq_error *err) {
     const bool spm = p == NULL;
     cJSON *t = cJSON_CreateObject();
     cJSON_AddStringToObject(t, "version", "1.0");
@@ -189,7 +220,12 @@ static cJSON *tokenizer_json(const hfq_vocab *v, const bl_pre *p) {
     cJSON_AddItemToObject(t, "pre_tokenizer", spm ? spm_pre_tokenizer(v) : bl_pre_tokenizer(p));
     cJSON_AddItemToObject(t, "post_processor", post_processor(v, !spm));
     cJSON_AddItemToObject(t, "decoder", spm ? spm_decoder(v) : byte_level());
-    cJSON_AddItemToObject(t, "model", bpe_model(v, spm, p));
+    cJSON *model = bpe_model(v, spm, p, err);
+    if (!model) {
+        cJSON_Delete(t);
+        return NULL;
+    }
+    cJSON_AddItemToObject(t, "model", model);
     return t;
 }
 
@@ -249,9 +285,6 @@ static int check_vocab(const char *where, const hfq_vocab *v, const bl_pre **p, 
     } else if (strcmp(v->model, "llama") != 0) {
         return hfq_fail(err, where, "tokenizer.ggml.model \"%s\" is not rebuilt as tokenizer.json "
                         "(rebuilt: gpt2, llama): %s", v->model, how);
-    } else if (v->n_merges == 0) {
-        return hfq_fail(err, where, "a SentencePiece vocabulary without tokenizer.ggml.merges "
-                        "(from a tokenizer.model) is not rebuilt: %s", how);
     }
     if ((v->add_bos && v->bos_id < 0) || (v->add_eos && v->eos_id < 0))
         return hfq_fail(err, where, "add_%s_token is set without a %s token id", v->add_bos && v->bos_id < 0 ?
@@ -275,7 +308,9 @@ int ct_write_tokenizer(const gguf_file *f, const hfq_ct_dir *d, hfq_error *err) 
     cJSON *docs[3] = {NULL, NULL, NULL};
     static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
     if (rc == 0) {
-        docs[0] = tokenizer_json(v, p);
+        err->msg[0] = '\0';
+        docs[0] = tokenizer_json(v, p, err);
+        if (!docs[0] && err->msg[0]) rc = -1;
         docs[1] = tokenizer_config(v, p == NULL);
         docs[2] = special_tokens_map(v);
     }
