@@ -282,10 +282,7 @@ static int check_vocab(const char *where, const hfq_vocab *v, const bl_pre **p, 
         if (!(*p = find_pre(v->pre)))
             return hfq_fail(err, where, "tokenizer.ggml.pre \"%s\" is not rebuilt as tokenizer.json "
                             "(rebuilt: llama-bpe, qwen2): %s", v->pre, how);
-    } else if (strcmp(v->model, "llama") != 0) {
-        return hfq_fail(err, where, "tokenizer.ggml.model \"%s\" is not rebuilt as tokenizer.json "
-                        "(rebuilt: gpt2, llama): %s", v->model, how);
-    }
+    }   /* else "llama": the only other model hfq_vocab_from_gguf reads */
     if ((v->add_bos && v->bos_id < 0) || (v->add_eos && v->eos_id < 0))
         return hfq_fail(err, where, "add_%s_token is set without a %s token id", v->add_bos && v->bos_id < 0 ?
                         "bos" : "eos", v->add_bos && v->bos_id < 0 ? "bos" : "eos");
