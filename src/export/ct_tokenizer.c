@@ -292,15 +292,15 @@ static int check_vocab(const char *where, const hfq_vocab *v, const bl_pre **p, 
     return 0;
 }
 
-int ct_write_tokenizer(const gguf_file *f, const hfq_ct_dir *d, hfq_error *err) {
+int ct_write_tokenizer(const gguf_file *f, const char *dir, const char *out_dir, hfq_error *err) {
     /* the GGUF read is the export's temporary: messages name OUT_DIR */
     if (gguf_find_key(f, HFQ_KEY_TOK_MODEL) < 0)
-        return hfq_fail(err, d->out_dir, "the GGUF has no tokenizer (%s): give --tokenizer-from HF_DIR or "
+        return hfq_fail(err, out_dir, "the GGUF has no tokenizer (%s): give --tokenizer-from HF_DIR or "
                         "--no-tokenizer", HFQ_KEY_TOK_MODEL);
     hfq_vocab *v = hfq_vocab_from_gguf(f, err);
     if (!v) return -1;
     const bl_pre *p;
-    int rc = check_vocab(d->out_dir, v, &p, err);
+    int rc = check_vocab(out_dir, v, &p, err);
     char path[4096];
     cJSON *docs[3] = {NULL, NULL, NULL};
     static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
@@ -312,8 +312,10 @@ int ct_write_tokenizer(const gguf_file *f, const hfq_ct_dir *d, hfq_error *err) 
         docs[2] = special_tokens_map(v);
     }
     for (int i = 0; i < 3 && rc == 0; i++)
-        rc = docs[i] ? ct_write_json(docs[i], hfq_ct_dir_file(d, names[i], path, sizeof path), err)
-                     : hfq_fail(err, d->out_dir, "out of memory");
+        rc = !docs[i] ? hfq_fail(err, out_dir, "out of memory")
+             : snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path
+                 ? hfq_fail(err, out_dir, "path too long")
+                 : ct_write_json(docs[i], path, err);
     for (int i = 0; i < 3; i++) cJSON_Delete(docs[i]);
     hfq_vocab_free(v);
     return rc;

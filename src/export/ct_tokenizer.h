@@ -31,8 +31,8 @@
 
 #include "formats/error.h"
 #include "formats/gguf.h"
-#include "src/export/ct_export.h"
 
-int ct_write_tokenizer(const gguf_file *f, const hfq_ct_dir *d, hfq_error *err);
+/* Writes the files into folder dir; messages name out_dir (the folder dir becomes). */
+int ct_write_tokenizer(const gguf_file *f, const char *dir, const char *out_dir, hfq_error *err);
 
 #endif
