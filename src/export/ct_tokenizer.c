@@ -283,9 +283,8 @@ static int check_vocab(const char *where, const hfq_vocab *v, const bl_pre **p, 
             return hfq_fail(err, where, "tokenizer.ggml.pre \"%s\" is not rebuilt as tokenizer.json "
                             "(rebuilt: llama-bpe, qwen2): %s", v->pre, how);
     }   /* else "llama": the only other model hfq_vocab_from_gguf reads */
-    if ((v->add_bos && v->bos_id < 0) || (v->add_eos && v->eos_id < 0))
-        return hfq_fail(err, where, "add_%s_token is set without a %s token id", v->add_bos && v->bos_id < 0 ?
-                        "bos" : "eos", v->add_bos && v->bos_id < 0 ? "bos" : "eos");
+    const char *missing = v->add_bos && v->bos_id < 0 ? "bos" : v->add_eos && v->eos_id < 0 ? "eos" : NULL;
+    if (missing) return hfq_fail(err, where, "add_%s_token is set without a %s token id", missing, missing);
     for (int64_t i = 0; i < v->n_tokens; i++)
         if (strlen(v->tokens[i]) != v->token_lens[i])   /* JSON strings here are C strings */
             return hfq_fail(err, where, "token %lld holds a NUL byte: not rebuilt: %s", (long long)i, how);
