@@ -1016,6 +1016,27 @@ def _(work):
     return [QUANTIZE, bad, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"], [out], None, [bad]
 
 
+@case("quantize/export-tokenizer-pre", 'tokenizer.ggml.pre "smaug-bpe" is not rebuilt as tokenizer.json (rebuilt: '
+      "llama-bpe, qwen2): give --tokenizer-from HF_DIR or --no-tokenizer")
+def _(work):
+    from gguf import GGUFValueType
+    bad = os.path.join(work, "smaug.gguf")
+    gguf_with(B.gguf, bad, drop_keys=("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.scores"),
+              keys=(("tokenizer.ggml.model", "gpt2", GGUFValueType.STRING),
+                    ("tokenizer.ggml.pre", "smaug-bpe", GGUFValueType.STRING)))
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, bad, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"], [out], None, [bad]
+
+
+@case("quantize/export-no-tokenizer", "the GGUF has no tokenizer (tokenizer.ggml.model): give --tokenizer-from HF_DIR "
+      "or --no-tokenizer")
+def _(work):
+    bad = os.path.join(work, "notok.gguf")
+    gguf_with(B.gguf, bad, drop_keys=("tokenizer.ggml.model",))
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, bad, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"], [out], None, [bad]
+
+
 @case("quantize/export-moe", "tensor 'blk.0.ffn_gate_inp.weight' has no Hugging Face name in family 'llama'")
 def _(work):
     argv, outs, _ = moe_model(work)

@@ -26,7 +26,7 @@ ALLOWED = {
     "src/eval": {"formats", "quant", "kernels", "src/common", "src/tokenizer"},
     "src/quantize": {"formats", "quant", "kernels", "calib", "src/common", "src/tokenizer", "src/eval"},
     "src/cli": {"formats", "quant", "kernels", "src/common"},
-    "src/export": {"formats", "quant", "src/common", "src/hf"},
+    "src/export": {"formats", "quant", "src/common", "src/hf", "src/tokenizer"},
 }
 # the one sanctioned reach downward-and-back: the graph picks its default
 # backend; backends see kernels/ only through kernels/ops.h and model.h

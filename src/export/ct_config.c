@@ -238,7 +238,7 @@ static cJSON *quantization_config(const ct_linear *lin, int64_t n) {
 
 /* ---- config.json ---- */
 
-static int write_json(cJSON *root, const char *path, hfq_error *err) {
+int ct_write_json(cJSON *root, const char *path, hfq_error *err) {
     char *text = cJSON_Print(root);
     if (!text) return hfq_fail(err, path, "out of memory");
     hfq_atomic_file af;
@@ -311,7 +311,7 @@ int ct_write_config(const gguf_file *f, const hf_arch *fam, const ct_model_facts
     cJSON_AddBoolToObject(c, "use_cache", true);
     if (fam->config_sliding_window) cJSON_AddBoolToObject(c, "use_sliding_window", false);
     cJSON_AddNumberToObject(c, "vocab_size", (double)facts->vocab_size);
-    int rc = write_json(c, path, err);
+    int rc = ct_write_json(c, path, err);
     cJSON_Delete(c);
     return rc;
 }

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "formats/error.h"
 #include "formats/gguf.h"
 #include "src/hf/arch.h"
@@ -39,6 +41,9 @@ typedef struct ct_model_facts {
     const char *dtype;          /* "float16", "bfloat16", "float32" */
     bool kv_scales;             /* static FP8 KV-cache scales: kv_cache_scheme (src/export/ct_kv.h) */
 } ct_model_facts;
+
+/* Writes root as indented JSON at path (atomically). */
+int ct_write_json(cJSON *root, const char *path, hfq_error *err);
 
 /* Writes config.json at path (atomically). Fails on GGUF keys it needs that
  * are missing, or rope scaling it cannot state. */

@@ -21,6 +21,7 @@
 #include "src/export/ct_config.h"
 #include "src/export/ct_int4.h"
 #include "src/export/ct_kv.h"
+#include "src/export/ct_tokenizer.h"
 #include "src/hf/arch.h"
 
 /* ---- presets ---- */
@@ -655,6 +656,7 @@ int hfq_ct_export(const gguf_file *f, const hfq_ct_dir *d, const hfq_ct_opts *op
         rc = ct_write_config(f, arch, &p.facts, p.lin, p.n_lin, hfq_ct_dir_file(d, "config.json", path, sizeof path),
                              err);
     if (rc == 0 && opts->tokenizer_from) rc = copy_tokenizer(d, opts->tokenizer_from, err);
+    else if (rc == 0 && !opts->no_tokenizer) rc = ct_write_tokenizer(f, d->tmp_dir, d->out_dir, err);
     if (rc == 0)
         rc = write_shards(d, p.out, p.n_out, opts->max_shard_bytes ? opts->max_shard_bytes : (uint64_t)4 << 30, err);
     plan_free(&p);

@@ -5,7 +5,8 @@
  * layout plus `quantization_config` in compressed-tensors' schema), the
  * weights in safetensors (model.safetensors, or shards with
  * model.safetensors.index.json past the shard size) and, when asked, the
- * tokenizer files of a source folder. Each weight keeps the codes and scales
+ * tokenizer files of a source folder or rebuilt from the GGUF's
+ * tokenizer.* keys (src/export/ct_tokenizer.h). Each weight keeps the codes and scales
  * of the GGUF exactly; only their layout changes (docs/export.md):
  *   FP8 E4M3 / INT8 (I8 codes, docs/format-quant-ext.md): `weight` (F8_E4M3 /
  *     I8), `weight_scale` (F32: [1] per tensor, [rows, 1] per channel,
@@ -89,7 +90,8 @@ int hfq_ct_dir_commit(hfq_ct_dir *d, hfq_error *err);
 void hfq_ct_dir_abort(hfq_ct_dir *d);
 
 typedef struct hfq_ct_opts {
-    const char *tokenizer_from;   /* folder whose tokenizer files are copied; NULL: none */
+    const char *tokenizer_from;   /* folder whose tokenizer files are copied; NULL: rebuilt (ct_tokenizer.h) */
+    bool no_tokenizer;            /* without tokenizer_from: no tokenizer files */
     /* > 0: F32/F16/BF16 linear weights (lm_head excepted) become INT4 in
      * groups of this size (src/export/ct_int4.h), with zero points when
      * asymmetric; 0: they stay as they are */

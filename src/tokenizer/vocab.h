@@ -104,6 +104,10 @@ void hfq_vocab_free(hfq_vocab *v);
 #define HFQ_KEY_ADD_SPACE_PREFIX "tokenizer.ggml.add_space_prefix"
 #define HFQ_KEY_CHAT_TEMPLATE "tokenizer.chat_template"
 
+/* The Split regexes of Llama 3's and Qwen2's tokenizer.json (llama-bpe, qwen2). */
+extern const char HFQ_LLAMA3_REGEX[];
+extern const char HFQ_QWEN2_REGEX[];
+
 /* The special-token id fields (int32_t inside hfq_vocab) and their keys. */
 typedef struct hfq_vocab_id_key {
     const char *key;

@@ -16,10 +16,10 @@
 #define MAX_JSON_BYTES ((size_t)1 << 30)
 
 /* The regexes of the Split pre-tokenizers we implement (src/tokenizer/pretok.h). */
-static const char LLAMA3_REGEX[] =
+const char HFQ_LLAMA3_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char QWEN2_REGEX[] =
+const char HFQ_QWEN2_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
@@ -523,8 +523,8 @@ static const char *detect_pre(const cJSON *tok, const char **why) {
     }
     const cJSON *norm = get(tok, "normalizer");
     const char *nt = get_str(norm, "type");
-    if (!strcmp(regex, LLAMA3_REGEX) && (!norm || cJSON_IsNull(norm))) return "llama-bpe";
-    if (!strcmp(regex, QWEN2_REGEX) && nt && !strcmp(nt, "NFC")) return "qwen2";
+    if (!strcmp(regex, HFQ_LLAMA3_REGEX) && (!norm || cJSON_IsNull(norm))) return "llama-bpe";
+    if (!strcmp(regex, HFQ_QWEN2_REGEX) && nt && !strcmp(nt, "NFC")) return "qwen2";
     *why = "unsupported pre-tokenizer regex / normalizer combination (supported: Llama 3's regex without "
            "normalizer, Qwen2's regex with NFC)";
     return NULL;

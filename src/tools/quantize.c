@@ -92,7 +92,10 @@ static void usage(FILE *out) {
         "                             W4A16, W4A16_ASYM (INT4 in groups of 128, quantized by the\n"
         "                             export, importance-weighted with calibration; docs/export.md);\n"
         "                             or --recipe / a budget instead of CT_PRESET\n"
-        "  --tokenizer-from DIR       copy the tokenizer files of DIR into OUT_DIR\n"
+        "  --tokenizer-from DIR       copy the tokenizer files of DIR into OUT_DIR (without it they are\n"
+        "                             rebuilt from the GGUF: byte-level BPE llama-bpe / qwen2, or\n"
+        "                             SentencePiece-style BPE with merges; others are refused)\n"
+        "  --no-tokenizer             write no tokenizer files\n"
         "  --export-shard-size S      tensor bytes per safetensors file (default 4G; suffix K, M, G, T)\n"
         "\n"
         "mixed precision (docs/mixed.md; these replace PRESET):\n"
@@ -141,6 +144,7 @@ typedef struct args {
     int n_candidates;
     /* --export (docs/export.md): a.out is then the GGUF made in the folder's temporary folder */
     const char *export_dir, *tokenizer_from;
+    bool no_tokenizer;
     const hfq_ct_preset *ct;
     int64_t shard_size;
 } args;
@@ -157,7 +161,7 @@ static const char *const known_options[] = {
     "--importance", "--no-importance", "--act-scales", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
     "--awq", "--awq-grid", "--awq-format", "--recipe", "--target-bpw", "--target-size", "--measurements",
     "--save-measurements", "--measure-kl-chunks", "--candidates", "--measure-text", "--measure-stats",
-    "--measure-ctx", "--measure-chunks", "--export", "--tokenizer-from", "--export-shard-size", NULL};
+    "--measure-ctx", "--measure-chunks", "--export", "--tokenizer-from", "--no-tokenizer", "--export-shard-size", NULL};
 
 static int parse_fmt_arg(const char *opt, const char *val, int *out) {
     if (!val) return bad_usage("%s needs a format", opt);
@@ -226,7 +230,7 @@ static int parse_mixed_arg(const char *s, const char *next, args *a) {
     return 2;
 }
 
-/* --export and its options: how many arguments one took (2 or 3), 0 when s
+/* --export and its options: how many arguments one took (1 to 3), 0 when s
  * is none of them, -1 on bad usage. */
 static int parse_export_arg(const char *s, const char *next, const char *next2, args *a) {
     if (strcmp(s, "--export") == 0) {
@@ -241,6 +245,10 @@ static int parse_export_arg(const char *s, const char *next, const char *next2, 
         a->tokenizer_from = next;
         return 2;
     }
+    if (strcmp(s, "--no-tokenizer") == 0) {
+        a->no_tokenizer = true;
+        return 1;
+    }
     if (strcmp(s, "--export-shard-size") == 0) {
         if (!next || (a->shard_size = parse_size(next)) < 0)
             return bad_usage("--export-shard-size needs a size such as 4G, got '%s'", next ? next : "");
@@ -253,9 +261,11 @@ static int parse_export_arg(const char *s, const char *next, const char *next2, 
  * with a recipe or budget. */
 static int check_export_args(args *a, const char *const *pos, int n_pos) {
     if (!a->export_dir) {
-        if (a->tokenizer_from || a->shard_size) return bad_usage("%s", "--tokenizer-from/--export-shard-size need --export");
+        if (a->tokenizer_from || a->no_tokenizer || a->shard_size)
+            return bad_usage("%s", "--tokenizer-from/--no-tokenizer/--export-shard-size need --export");
         return 0;
     }
+    if (a->tokenizer_from && a->no_tokenizer) return bad_usage("%s", "--tokenizer-from and --no-tokenizer exclude each other");
     if (a->dry_run || a->json) return bad_usage("%s", "--export writes a folder: no --dry-run or --json");
     if (a->meas_out && !a->recipe && a->target_bpw <= 0 && a->target_size <= 0)
         return bad_usage("%s", "--save-measurements alone only measures: nothing to export");
@@ -880,7 +890,8 @@ static int run_export(args *a, const gguf_file *f) {
     int rc = mixed_mode(a) ? run_mixed(a, f) : run_preset(a, f, &cs);
     gguf_file *q = rc == HFQ_EXIT_OK ? gguf_open(a->out, &err) : NULL;
     hfq_importance_source imp = cs ? hfq_calib_session_importance(cs) : (hfq_importance_source){0};
-    const hfq_ct_opts opts = {.tokenizer_from = a->tokenizer_from, .max_shard_bytes = (uint64_t)a->shard_size,
+    const hfq_ct_opts opts = {.tokenizer_from = a->tokenizer_from, .no_tokenizer = a->no_tokenizer,
+                              .max_shard_bytes = (uint64_t)a->shard_size,
                               .int4_group = a->ct ? a->ct->int4_group : 0,
                               .int4_asymmetric = a->ct && a->ct->int4_asymmetric,
                               .importance = imp.get ? export_importance : NULL, .importance_ctx = &imp};
