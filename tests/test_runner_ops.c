@@ -538,7 +538,8 @@ static void test_i8_kernels(void) {
     enum { NMAX = 65536 + 40, ROWS = CPU_TILE_ROWS, COLS = 5 };
     static const struct { hfq_qext q; int64_t groups; } cases[] = {
         {HFQ_QEXT_INT8, 0},      {HFQ_QEXT_INT8, 1},      {HFQ_QEXT_INT8, 3},     {HFQ_QEXT_FP8_E4M3, 0},
-        {HFQ_QEXT_FP8_E4M3, 1},  {HFQ_QEXT_FP8_E5M2, 0},  {HFQ_QEXT_FP8_E5M2, 1}};
+        {HFQ_QEXT_FP8_E4M3, 1},  {HFQ_QEXT_FP8_E5M2, 0},  {HFQ_QEXT_FP8_E5M2, 1},
+        {HFQ_QEXT_FP8_E4M3, 3},  {HFQ_QEXT_FP8_E5M2, 3}}; /* FP8 groups: block scales expanded */
     /* and one past a 32-bit lane's chunk of INT8 products */
     static const int64_t lengths[] = {1, 7, 8, 9, 24, 72, 1029, 65536 + 40};
     static uint8_t codes[ROWS * NMAX], acodes[COLS][NMAX];
