@@ -1684,6 +1684,50 @@ def _(work):
     return quantize_case(work, B.gguf, "Q8_0", "--calibration-file", text, "--calib-kv-type", "fp9")
 
 
+# ---------------------------------------------------------------- FP8 128x128 block scales
+
+def fp8_block_gguf(work, hidden="64", heads="4"):
+    """A model quantized with FP8 block scales on every blk. matrix (docs/format-quant-ext.md)."""
+    m = os.path.join(work, "m")
+    must([MKMODEL, m, "--hidden", hidden, "--heads", heads, "--kv-heads", heads])
+    f32 = os.path.join(work, "m.gguf")
+    must([HFCONV, m, "-o", f32, "-q", "--outtype", "f32"])
+    recipe = os.path.join(work, "block.json")
+    with open(recipe, "w") as f:
+        json.dump({"name": "b", "rules": [{"match": "blk\\.", "format": "fp8_e4m3", "granularity": "block"}],
+                   "default": {"format": "f32"}}, f)
+    out = os.path.join(work, "block.gguf")
+    must([QUANTIZE, f32, out, "--recipe", recipe, "--quiet"])
+    return out
+
+
+def ppl_case(work, gguf):
+    text = os.path.join(work, "text.txt")
+    open(text, "w").write("some words to evaluate " * 40)
+    return [PPL_EVAL, gguf, "--text", text, "--ctx", "32"], [], None, [gguf]
+
+
+@case("ppl-eval/fp8-block-ragged-row", "FP8 block scales need rows of a multiple of 128 values, not 192")
+def _(work):
+    return ppl_case(work, fp8_block_gguf(work, hidden="192", heads="3"))
+
+
+@case("ppl-eval/fp8-block-nan-scale", "tensor 'blk.0.attn_q.scale' holds nan, not a valid scale")
+def _(work):
+    import numpy as np
+    good, bad = fp8_block_gguf(work), os.path.join(work, "bad.gguf")
+    gguf_with(good, bad, drop=("blk.0.attn_q.scale",), add=(("blk.0.attn_q.scale", np.full((1, 1), np.nan)),))
+    return ppl_case(work, bad)
+
+
+@case("ppl-eval/fp8-block-shape", "tensor 'blk.0.attn_q.scale' (f32 [1, 2]) is not the F32 scales")
+def _(work):
+    import numpy as np
+    good, bad = fp8_block_gguf(work), os.path.join(work, "bad.gguf")
+    gguf_with(good, bad, drop=("blk.0.attn_q.scale",), add=(("blk.0.attn_q.scale", np.full((2, 1), 0.01)),))
+    return ppl_case(work, bad)
+
+
 def main():
     global B
     failures = 0
