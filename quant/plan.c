@@ -627,6 +627,7 @@ static int choose(state *qs, int64_t index, const hfq_plan_tensor *tensor, enum 
      * from the two options above that cannot hold the shape would fail there,
      * so it gets the same fallback here (and a note). */
     e->fmt = fallback(tensor, t, e, n_fallback);
+    if (!o->choose && (e->fmt == HFQ_FMT_FP8_E4M3 || e->fmt == HFQ_FMT_FP8_E5M2)) e->scale_group = o->fp8_scale_group;
     return 0;
 }
 

@@ -158,6 +158,9 @@ typedef struct hfq_plan_opts {
     hfq_preset preset;
     bool pure;                 /* no per-category bumps: every quantizable tensor gets the base format */
     bool leave_output;         /* output.weight is not quantized */
+    /* granularity of the FP8 tensors the preset's rules plan (not choose's):
+     * HFQ_SCALE_PER_ROW (0, the default) or HFQ_SCALE_PER_BLOCK */
+    int64_t fp8_scale_group;
     bool has_imatrix;          /* importance data will be supplied (changes a few of llama.cpp's rules) */
     int token_embd_fmt;        /* --token-embedding-type, -1 if unset */
     int output_fmt;            /* --output-tensor-type, -1 if unset */
