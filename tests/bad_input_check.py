@@ -1686,16 +1686,25 @@ def _(work):
 
 # ---------------------------------------------------------------- FP8 128x128 block scales
 
-def fp8_block_gguf(work, hidden="64", heads="4"):
-    """A model quantized with FP8 block scales on every blk. matrix (docs/format-quant-ext.md)."""
+def block_recipe(work, fmt="fp8_e4m3"):
+    recipe = os.path.join(work, "block.json")
+    with open(recipe, "w") as f:
+        json.dump({"name": "b", "rules": [{"match": "blk\\.", "format": fmt, "granularity": "block"}],
+                   "default": {"format": "f32"}}, f)
+    return recipe
+
+
+def f32_model(work, hidden="64", heads="4"):
     m = os.path.join(work, "m")
     must([MKMODEL, m, "--hidden", hidden, "--heads", heads, "--kv-heads", heads])
     f32 = os.path.join(work, "m.gguf")
     must([HFCONV, m, "-o", f32, "-q", "--outtype", "f32"])
-    recipe = os.path.join(work, "block.json")
-    with open(recipe, "w") as f:
-        json.dump({"name": "b", "rules": [{"match": "blk\\.", "format": "fp8_e4m3", "granularity": "block"}],
-                   "default": {"format": "f32"}}, f)
+    return f32
+
+
+def fp8_block_gguf(work, hidden="64", heads="4"):
+    """A model quantized with FP8 block scales on every blk. matrix (docs/format-quant-ext.md)."""
+    f32, recipe = f32_model(work, hidden, heads), block_recipe(work)
     out = os.path.join(work, "block.gguf")
     must([QUANTIZE, f32, out, "--recipe", recipe, "--quiet"])
     return out
@@ -1705,6 +1714,19 @@ def ppl_case(work, gguf):
     text = os.path.join(work, "text.txt")
     open(text, "w").write("some words to evaluate " * 40)
     return [PPL_EVAL, gguf, "--text", text, "--ctx", "32"], [], None, [gguf]
+
+
+@case("quantize/recipe-int8-block", "int8 takes no 128x128 block scales (fp8 only)")
+def _(work):
+    out = out_in(work)
+    return [QUANTIZE, B.gguf, out, "--recipe", block_recipe(work, "int8")], [out], None
+
+
+@case("quantize/export-fp8-block-heads", "heads of 256 rows cross its 128-row scale blocks")
+def _(work):
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, f32_model(work, hidden="512", heads="2"), "--export", "compressed-tensors", out,
+            "FP8_BLOCK", "--quiet"], [out], None
 
 
 @case("ppl-eval/fp8-block-ragged-row", "FP8 block scales need rows of a multiple of 128 values, not 192")
