@@ -563,7 +563,8 @@ def fp8_block(tmp, ids):
                "default": {"format": "f32"}}, open(recipe, "w"))
     for cmd in ([HFCONV, folder, "-o", gguf, "--outtype", "f32", "-q"],
                 [QUANTIZE, gguf, ours, "--recipe", recipe, "--quiet"],
-                [QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, "FP8_BLOCK", "--quiet"]):
+                [QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, "FP8_BLOCK", "--quiet",
+                 "--tokenizer-from", folder]):
         r = run(cmd)
         if not ok(r.returncode == 0, f"{tag}: {os.path.basename(cmd[0])} failed: {r.stderr.strip()}"):
             return
@@ -575,6 +576,17 @@ def fp8_block(tmp, ids):
     sd = load_file(os.path.join(out_dir, "model.safetensors"))
     check(list(sd["model.layers.0.mlp.down_proj.weight_scale"].shape) == [2, 3] and
           list(sd["model.layers.0.mlp.up_proj.weight_scale"].shape) == [3, 2], f"{tag}: weight_scale shapes")
+    # round trip: hfconv keeps the export's block codes and scales (docs/hfconv.md)
+    back = os.path.join(tmp, "fp8block-back.gguf")
+    r = run([HFCONV, out_dir, "-o", back, "-q"])
+    if ok(r.returncode == 0, f"{tag}: hfconv of the export failed: {r.stderr.strip()}"):
+        from gguf import GGUFReader
+        a = {t.name: t for t in GGUFReader(ours).tensors}
+        b = {t.name: t for t in GGUFReader(back).tensors}
+        names = [n for n in a if n.startswith("blk.") and (n.endswith(".scale") or int(a[n].tensor_type) == 24)]
+        same = [n for n in names if n in b and int(a[n].tensor_type) == int(b[n].tensor_type) and
+                list(a[n].shape) == list(b[n].shape) and np.array_equal(np.array(a[n].data), np.array(b[n].data))]
+        check(len(names) == 28 and same == names, f"{tag}: hfconv of the export differs in {sorted(set(names) - set(same))}")
     model = ct_model(out_dir)
     worst = check_round_trip(tag, label, model, ours, 0.0)
     flat = os.path.join(tmp, "fp8block-float-acts.gguf")

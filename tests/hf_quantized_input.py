@@ -80,7 +80,7 @@ CASES = [
     ("fp8-static", preset_name_to_scheme("FP8", ["Linear"]), "float-quantized", "I8", STRICT),
     ("fp8-dynamic", preset_name_to_scheme("FP8_DYNAMIC", ["Linear"]), "float-quantized", "I8", STRICT),
     ("fp8-block", custom(dict(num_bits=8, type="float", strategy="block", block_structure=[128, 128])),
-     "float-quantized", None, STRICT),
+     "float-quantized", "I8", STRICT),
     ("int8-static", custom(dict(num_bits=8, type="int", strategy="channel"),
                            dict(num_bits=8, type="int", strategy="tensor", dynamic=False)), "int-quantized", "I8", STRICT),
     ("int8-group-asym", custom(dict(num_bits=8, type="int", strategy="group", group_size=32, symmetric=False)),

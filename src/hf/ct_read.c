@@ -636,7 +636,8 @@ static int open_int_or_fp8(hf_ct_weight *w, const char *module, hfq_error *err) 
     if (a->is_float) snprintf(w->what, sizeof w->what, "FP8 E4M3 %s", gran);
     else snprintf(w->what, sizeof w->what, "INT%d %s%s", a->bits, gran, a->symmetric ? "" : " asymmetric");
     const bool i8 = !a->is_float && a->bits == 8 && a->symmetric && a->strat <= S_GROUP;
-    const bool fp8 = a->is_float && a->strat <= S_CHANNEL;
+    /* FP8 per 128x128 block: docs/format-quant-ext.md's block granularity */
+    const bool fp8 = a->is_float && (a->strat <= S_CHANNEL || (a->strat == S_BLOCK && a->br == 128 && a->bc == 128));
     w->keep = i8 ? HF_CT_KEEP_INT8 : fp8 ? HF_CT_KEEP_FP8 : HF_CT_DEQUANT;
     return open_input(w, module, err);
 }
@@ -766,6 +767,13 @@ void hf_ct_weight_raw_row(const hf_ct_weight *w, int64_t r, void *dst) {
             b[blk].qs[j] = (uint8_t)(a | c << 4);
         }
     }
+}
+
+bool hf_ct_weight_block(const hf_ct_weight *w, int64_t *nb0, int64_t *nb1) {
+    if (w->keep != HF_CT_KEEP_FP8 || w->g->w.strat != S_BLOCK) return false;
+    *nb0 = w->scols;
+    *nb1 = (w->rows + w->g->w.br - 1) / w->g->w.br;
+    return true;
 }
 
 const float *hf_ct_weight_scales(const hf_ct_weight *w, int64_t *ne0) {
