@@ -8,6 +8,7 @@
 
 #include "formats/ggml_type.h"
 #include "kernels/arch.h"
+#include "quant/plan.h"
 
 /* Far above any real model, low enough that products of two stay in int64. */
 #define MAX_DIM ((int64_t)1 << 24)
@@ -23,12 +24,15 @@ struct hfq_model {
     hfq_tensor rope_factors;  /* data NULL when absent */
     hfq_tensor rope_long, rope_short;   /* longrope's; data NULL when absent */
     hfq_layer *layers;        /* [n_layer] */
+    float **owned;            /* scales expanded at load (FP8 block scales), [n_owned] */
+    int64_t n_owned;
 };
 
 typedef struct binder {
     const hfq_tensor_source *src;
     const char *where;
     hfq_error *err;
+    hfq_model *m;             /* owns what binding allocates */
 } binder;
 
 static int check_hparams(const hfq_hparams *hp, const char *where, hfq_error *err) {
@@ -178,23 +182,50 @@ static int bind_input_scale(const binder *b, hfq_tensor *w) {
     return 0;
 }
 
+/* FP8 block scales [ceil(ne0/128)][ceil(ne1/128)] (docs/format-quant-ext.md)
+ * as the per-group scales [ne1][ceil(ne0/128)] the I8 dots take: each row
+ * gets its block row's, one float per 128 codes (3 % of the codes' bytes),
+ * owned by the model. The dots' groups are equal, so ne0 must be 128's
+ * multiple or at most 128. */
+static int expand_block_scales(const binder *b, hfq_tensor *w, const gguf_tensor_info *ti) {
+    const int64_t nb0 = ti->ne[0];
+    if (nb0 > 1 && w->ne0 % HFQ_SCALE_BLOCK != 0)
+        return hfq_fail(b->err, b->where, "tensor '%s': FP8 block scales need rows of a multiple of %d values, not %lld",
+                        ti->name, HFQ_SCALE_BLOCK, (long long)w->ne0);
+    float **owned = realloc(b->m->owned, (size_t)(b->m->n_owned + 1) * sizeof *owned);
+    if (owned) b->m->owned = owned;
+    float *rows = owned ? malloc((size_t)(w->ne1 * nb0) * sizeof *rows) : NULL;
+    if (!rows) return hfq_fail(b->err, b->where, "tensor '%s': out of memory", ti->name);
+    b->m->owned[b->m->n_owned++] = rows;
+    for (int64_t r = 0; r < w->ne1; r++)
+        memcpy(rows + r * nb0, (const float *)ti->data + r / HFQ_SCALE_BLOCK * nb0, (size_t)nb0 * sizeof *rows);
+    w->scale = rows;
+    w->scale_groups = nb0;
+    return 0;
+}
+
 /* "<base>.scale": per tensor ([1]) for any matrix, the factor of its product;
  * I8 weights must have one, per tensor or [groups][ne1] (per channel or per
- * group along the rows; FP8: not per group). */
+ * group along the rows); FP8 also per 128x128 block ([ceil(ne0/128)]
+ * [ceil(ne1/128)], told from per group by its fewer rows). */
 static int bind_scales(const binder *b, hfq_tensor *w) {
     char name[96];
     const gguf_tensor_info *ti = b->src->find(b->src->source, side_name(name, sizeof name, w->name, "scale"));
     if (!ti) return w->qext ? hfq_fail(b->err, b->where, "tensor '%s' has no scales '%s'", w->name, name) : 0;
+    const int64_t bs = HFQ_SCALE_BLOCK;
+    const bool fp8 = w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2;
     const bool per_tensor = ti->n_dims == 1 && ti->ne[0] == 1;
     const bool per_rows = ti->ne[1] == w->ne1 && ti->ne[0] >= 1 && w->ne0 % ti->ne[0] == 0;
-    if (ti->type != GT_F32 || ti->ne[2] != 1 || ti->ne[3] != 1 || !(per_tensor || (w->qext && per_rows)) ||
+    const bool per_block = fp8 && ti->n_dims == 2 && ti->ne[1] < w->ne1 && ti->ne[0] == (w->ne0 + bs - 1) / bs &&
+                           ti->ne[1] == (w->ne1 + bs - 1) / bs;
+    if (ti->type != GT_F32 || ti->ne[2] != 1 || ti->ne[3] != 1 ||
+        !(per_tensor || (w->qext && per_rows) || per_block) ||
         ti->nbytes != (uint64_t)(ti->ne[0] * ti->ne[1]) * sizeof(float) || !ti->data)
         return hfq_fail(b->err, b->where, "tensor '%s' (%s [%lld, %lld]) is not the F32 scale%s of '%s'", ti->name,
                         ggml_type_get(ti->type) ? ggml_type_get(ti->type)->name : "?", (long long)ti->ne[0],
                         (long long)ti->ne[1], w->qext ? "s" : " [1]", w->name);
-    if (!per_tensor && ti->ne[0] > 1 && (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2))
-        return hfq_fail(b->err, b->where, "tensor '%s': FP8 scales per group of a row are not supported", ti->name);
     if (check_values(b, ti, w->qext ? 0.0f : -INFINITY, false)) return -1;
+    if (per_block) return expand_block_scales(b, w, ti);
     w->scale = ti->data;
     w->scale_groups = per_tensor ? 0 : ti->ne[0];
     return 0;
@@ -231,10 +262,12 @@ static int bind_act(const binder *b, hfq_tensor *w) {
     long long g = 0;
     int end = 0;
     if (sscanf(v, "fp8_e4m3_g%lld%n", &g, &end) == 1 && v[end] == 0) {
+        /* float weights, or FP8 codes (their scales applied after each group's dot) */
         const bool float_w = !w->qext && (w->type == GT_F32 || w->type == GT_F16 || w->type == GT_BF16);
-        if (!float_w || g < 1 || w->ne0 % g)
-            return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' needs an F32, F16 or BF16 weight whose "
-                            "rows are whole groups", w->name, v);
+        const bool fp8_w = w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2;
+        if (!(float_w || (fp8_w && !w->input_scale)) || g < 1 || w->ne0 % g)
+            return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' needs an F32, F16, BF16 or FP8 weight "
+                            "(without input_scale) whose rows are whole groups", w->name, v);
         w->act_fp8_group = g;
         return 0;
     }
@@ -404,7 +437,7 @@ hfq_model *hfq_model_bind(const hfq_hparams *hp, const hfq_tensor_source *src, h
         hfq_fail(err, where, "out of memory");
         return NULL;
     }
-    binder b = {src, m->path, err};
+    binder b = {src, m->path, err, m};
     const gguf_tensor_info *te = src->find(src->source, "token_embd.weight");
     if (!te) {
         hfq_fail(err, where, "tensor 'token_embd.weight' is missing");
@@ -444,6 +477,8 @@ fail:
 void hfq_model_free(hfq_model *m) {
     if (!m) return;
     if (m->gguf) m->close_gguf(m->gguf);
+    for (int64_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
     free(m->layers);
     free(m->path);
     free(m);

@@ -93,3 +93,23 @@ float hfq_dot_fp8_fp8(hfq_fp8_format wfmt, const void *w, float w_scale,
     for (int64_t i = 0; i < n; i++) sum[i % HFQ_LANES] += hfq_fp8_to_f32(wfmt, qw[i]) * hfq_fp8_to_f32(afmt, qa[i]);
     return hfq_lanes_sum(sum) * (w_scale * a_scale);
 }
+
+float hfq_dot_fp8_f32_groups(hfq_fp8_format wfmt, const void *w, const float *w_scales, int64_t group_size,
+                             const float *x, int64_t n) {
+    if (group_size <= 0 || group_size >= n) return hfq_dot_fp8_f32(wfmt, w, w_scales[0], x, n);
+    float sum = 0.0f;
+    for (int64_t start = 0, g = 0; start < n; start += group_size, g++)
+        sum += hfq_dot_fp8_f32(wfmt, (const uint8_t *)w + start, w_scales[g], x + start,
+                               n - start < group_size ? n - start : group_size);
+    return sum;
+}
+
+float hfq_dot_fp8_fp8_groups(hfq_fp8_format wfmt, const void *w, const float *w_scales, int64_t group_size,
+                             hfq_fp8_format afmt, const void *a, float a_scale, int64_t n) {
+    if (group_size <= 0 || group_size >= n) return hfq_dot_fp8_fp8(wfmt, w, w_scales[0], afmt, a, a_scale, n);
+    float sum = 0.0f;
+    for (int64_t start = 0, g = 0; start < n; start += group_size, g++)
+        sum += hfq_dot_fp8_fp8(wfmt, (const uint8_t *)w + start, w_scales[g], afmt, (const uint8_t *)a + start, 1.0f,
+                               n - start < group_size ? n - start : group_size);
+    return sum * a_scale;
+}

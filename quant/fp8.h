@@ -130,4 +130,14 @@ float hfq_dot_fp8_f32(hfq_fp8_format wfmt, const void *w, float w_scale, const f
 float hfq_dot_fp8_fp8(hfq_fp8_format wfmt, const void *w, float w_scale,
                       hfq_fp8_format afmt, const void *a, float a_scale, int64_t n);
 
+/* The two dots above with one weight scale per group of group_size values
+ * (FP8 block weights, their scales expanded per row): the sum over groups g
+ * of hfq_dot_fp8_f32(group g, w_scales[g]), in group order (the FP8 x FP8
+ * dot: of hfq_dot_fp8_fp8(group g, w_scales[g], a_scale 1), times a_scale);
+ * group_size 0 or >= n is the dot above with w_scales[0] itself. */
+float hfq_dot_fp8_f32_groups(hfq_fp8_format wfmt, const void *w, const float *w_scales, int64_t group_size,
+                             const float *x, int64_t n);
+float hfq_dot_fp8_fp8_groups(hfq_fp8_format wfmt, const void *w, const float *w_scales, int64_t group_size,
+                             hfq_fp8_format afmt, const void *a, float a_scale, int64_t n);
+
 #endif

@@ -65,12 +65,20 @@ int64_t hfq_fmt_nbytes(uint32_t fmt, const int64_t ne[4]) {
     return hfq_fmt_spec_nbytes(&s, ne);
 }
 
+int64_t hfq_scale_count(int64_t g, int64_t ne0, int64_t ne1) {
+    const int64_t b = HFQ_SCALE_BLOCK;
+    if (g == HFQ_SCALE_PER_TENSOR) return 1;
+    if (g == HFQ_SCALE_PER_BLOCK) return ((ne0 + b - 1) / b) * ((ne1 + b - 1) / b);
+    return ne1 * (g > 0 ? ne0 / g : 1);
+}
+
 int64_t hfq_fmt_spec_nbytes(const hfq_fmt_spec *s, const int64_t ne[4]) {
     int64_t nrows = ne[1] * ne[2] * ne[3];
     if (hfq_fmt_spec_problem(s, ne[0])) return -1;
     if (is_ext(s->fmt)) { /* I8 codes + FP32 scales */
         int64_t n_scales = s->scale_group == HFQ_SCALE_PER_TENSOR ? 1
-                           : nrows * (s->scale_group > 0 ? ne[0] / s->scale_group : 1);
+                                                                   : hfq_scale_count(s->scale_group, ne[0], ne[1]) *
+                                                                         ne[2] * ne[3];
         return nrows * ne[0] + n_scales * 4;
     }
     int64_t row = ggml_row_size(s->fmt, ne[0]);
@@ -109,6 +117,8 @@ const char *hfq_fmt_spec_problem(const hfq_fmt_spec *s, int64_t ne0) {
     if (s->scale_group == HFQ_SCALE_PER_ROW) return NULL;
     if (!is_ext(s->fmt)) return "scale granularity applies to int8 and fp8 only";
     if (s->scale_group == HFQ_SCALE_PER_TENSOR) return NULL;
+    if (s->scale_group == HFQ_SCALE_PER_BLOCK)
+        return s->fmt == HFQ_FMT_INT8 ? "int8 takes no 128x128 block scales (fp8 only)" : NULL;
     if (s->scale_group < 0) return "bad scale granularity";
     if (s->fmt != HFQ_FMT_INT8) return "fp8 takes scales per tensor or per channel, not per group";
     if (ne0 > 0 && ne0 % s->scale_group != 0) return "the group size does not divide the row";
@@ -130,6 +140,7 @@ int hfq_fmt_spec_parse(const char *str, hfq_fmt_spec *out) {
         char *end;
         if (strcmp(g, "tensor") == 0) out->scale_group = HFQ_SCALE_PER_TENSOR;
         else if (strcmp(g, "channel") == 0) out->scale_group = HFQ_SCALE_PER_ROW;
+        else if (strcmp(g, "b128") == 0) out->scale_group = HFQ_SCALE_PER_BLOCK;
         else if (g[0] == 'g' && g[1] >= '1' && g[1] <= '9') {
             long long v = strtoll(g + 1, &end, 10);
             if (*end || v > (1LL << 40)) return -1;
@@ -144,6 +155,7 @@ int hfq_fmt_spec_parse(const char *str, hfq_fmt_spec *out) {
 
 void hfq_fmt_spec_str(const hfq_fmt_spec *s, char *buf, size_t n) {
     if (s->scale_group == HFQ_SCALE_PER_TENSOR) snprintf(buf, n, "%s:tensor", hfq_fmt_name(s->fmt));
+    else if (s->scale_group == HFQ_SCALE_PER_BLOCK) snprintf(buf, n, "%s:b%d", hfq_fmt_name(s->fmt), HFQ_SCALE_BLOCK);
     else if (s->scale_group > 0) snprintf(buf, n, "%s:g%" PRId64, hfq_fmt_name(s->fmt), s->scale_group);
     else snprintf(buf, n, "%s", hfq_fmt_name(s->fmt));
 }
@@ -615,6 +627,7 @@ static int choose(state *qs, int64_t index, const hfq_plan_tensor *tensor, enum 
      * from the two options above that cannot hold the shape would fail there,
      * so it gets the same fallback here (and a note). */
     e->fmt = fallback(tensor, t, e, n_fallback);
+    if (!o->choose && (e->fmt == HFQ_FMT_FP8_E4M3 || e->fmt == HFQ_FMT_FP8_E5M2)) e->scale_group = o->fp8_scale_group;
     return 0;
 }
 

@@ -44,15 +44,22 @@ int64_t hfq_fmt_nbytes(uint32_t fmt, const int64_t ne[4]);
 #define HFQ_SCALE_PER_ROW 0       /* one scale per output row (the default) */
 #define HFQ_SCALE_PER_TENSOR (-1) /* one scale for the whole tensor */
 /* > 0: one scale per group of that many consecutive values of a row (INT8) */
+/* FP8 only: one scale per block of HFQ_SCALE_BLOCK x HFQ_SCALE_BLOCK values
+ * (DeepSeek's and compressed-tensors' block strategy; edge blocks ragged):
+ * scale tensor [ceil(ne0/128), ceil(ne1/128), ne2, ne3]. */
+#define HFQ_SCALE_PER_BLOCK (-2)
+#define HFQ_SCALE_BLOCK 128
+/* Scales of one ne0 x ne1 matrix at granularity g (PER_TENSOR: 1). */
+int64_t hfq_scale_count(int64_t g, int64_t ne0, int64_t ne1);
 
 /* A target format with its scale granularity. */
 typedef struct hfq_fmt_spec {
     uint32_t fmt;
-    int64_t scale_group;  /* HFQ_SCALE_PER_ROW, HFQ_SCALE_PER_TENSOR or a group size */
+    int64_t scale_group;  /* HFQ_SCALE_PER_ROW, HFQ_SCALE_PER_TENSOR, HFQ_SCALE_PER_BLOCK or a group size */
 } hfq_fmt_spec;
 
-/* Parses "FMT" or "FMT:GRANULARITY" (GRANULARITY: "tensor", "channel" or
- * "gN", e.g. "int8:g128", "fp8_e4m3:tensor"); -1 when malformed or when
+/* Parses "FMT" or "FMT:GRANULARITY" (GRANULARITY: "tensor", "channel",
+ * "gN" or "b128", e.g. "int8:g128", "fp8_e4m3:tensor", "fp8_e4m3:b128"); -1 when malformed or when
  * hfq_fmt_spec_problem objects. */
 int hfq_fmt_spec_parse(const char *s, hfq_fmt_spec *out);
 /* "q4_K", "int8" (per row), "int8:g128", "fp8_e4m3:tensor". */
@@ -151,6 +158,9 @@ typedef struct hfq_plan_opts {
     hfq_preset preset;
     bool pure;                 /* no per-category bumps: every quantizable tensor gets the base format */
     bool leave_output;         /* output.weight is not quantized */
+    /* granularity of the FP8 tensors the preset's rules plan (not choose's):
+     * HFQ_SCALE_PER_ROW (0, the default) or HFQ_SCALE_PER_BLOCK */
+    int64_t fp8_scale_group;
     bool has_imatrix;          /* importance data will be supplied (changes a few of llama.cpp's rules) */
     int token_embd_fmt;        /* --token-embedding-type, -1 if unset */
     int output_fmt;            /* --output-tensor-type, -1 if unset */

@@ -221,13 +221,14 @@ static int parse_action(hfq_recipe *r, const cJSON *o, int ri, action *act, hfq_
     hfq_fmt_spec spec = {(uint32_t)f, HFQ_SCALE_PER_ROW};
     const char *g = gran ? (cJSON_IsString(gran) ? gran->valuestring : "") : "channel";
     if (strcmp(g, "tensor") == 0) spec.scale_group = HFQ_SCALE_PER_TENSOR;
+    else if (strcmp(g, "block") == 0) spec.scale_group = HFQ_SCALE_PER_BLOCK;
     else if (strcmp(g, "group") == 0) {
         if (!cJSON_IsNumber(gsize) || gsize->valuedouble < 1 || gsize->valuedouble > 1e9 ||
             gsize->valuedouble != (double)(int64_t)gsize->valuedouble)
             return recipe_fail(r, err, ri, "granularity \"group\" needs a positive integer \"group_size\"", 0, 0);
         spec.scale_group = (int64_t)gsize->valuedouble;
     } else if (strcmp(g, "channel") != 0) {
-        return recipe_fail(r, err, ri, "granularity must be \"tensor\", \"channel\" or \"group\", not '%s'", g, 0);
+        return recipe_fail(r, err, ri, "granularity must be \"tensor\", \"channel\", \"group\" or \"block\", not '%s'", g, 0);
     }
     if (gsize && spec.scale_group <= 0) return recipe_fail(r, err, ri, "\"group_size\" needs granularity \"group\"", 0, 0);
     if (gran && !(spec.fmt >= HFQ_FMT_INT8 && spec.fmt <= HFQ_FMT_FP8_E5M2))

@@ -1756,6 +1756,72 @@ def _(work):
     return quantize_case(work, B.gguf, "Q8_0", "--calibration-file", text, "--calib-kv-type", "fp9")
 
 
+# ---------------------------------------------------------------- FP8 128x128 block scales
+
+def block_recipe(work, fmt="fp8_e4m3"):
+    recipe = os.path.join(work, "block.json")
+    with open(recipe, "w") as f:
+        json.dump({"name": "b", "rules": [{"match": "blk\\.", "format": fmt, "granularity": "block"}],
+                   "default": {"format": "f32"}}, f)
+    return recipe
+
+
+def f32_model(work, hidden="64", heads="4"):
+    m = os.path.join(work, "m")
+    must([MKMODEL, m, "--hidden", hidden, "--heads", heads, "--kv-heads", heads])
+    f32 = os.path.join(work, "m.gguf")
+    must([HFCONV, m, "-o", f32, "-q", "--outtype", "f32"])
+    return f32
+
+
+def fp8_block_gguf(work, hidden="64", heads="4"):
+    """A model quantized with FP8 block scales on every blk. matrix (docs/format-quant-ext.md)."""
+    f32, recipe = f32_model(work, hidden, heads), block_recipe(work)
+    out = os.path.join(work, "block.gguf")
+    must([QUANTIZE, f32, out, "--recipe", recipe, "--quiet"])
+    return out
+
+
+def ppl_case(work, gguf):
+    text = os.path.join(work, "text.txt")
+    open(text, "w").write("some words to evaluate " * 40)
+    return [PPL_EVAL, gguf, "--text", text, "--ctx", "32"], [], None, [gguf]
+
+
+@case("quantize/recipe-int8-block", "int8 takes no 128x128 block scales (fp8 only)")
+def _(work):
+    out = out_in(work)
+    return [QUANTIZE, B.gguf, out, "--recipe", block_recipe(work, "int8")], [out], None
+
+
+@case("quantize/export-fp8-block-heads", "heads of 256 rows cross its 128-row scale blocks")
+def _(work):
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, f32_model(work, hidden="512", heads="2"), "--export", "compressed-tensors", out,
+            "FP8_BLOCK", "--quiet"], [out], None
+
+
+@case("ppl-eval/fp8-block-ragged-row", "FP8 block scales need rows of a multiple of 128 values, not 192")
+def _(work):
+    return ppl_case(work, fp8_block_gguf(work, hidden="192", heads="3"))
+
+
+@case("ppl-eval/fp8-block-nan-scale", "tensor 'blk.0.attn_q.scale' holds nan, not a valid scale")
+def _(work):
+    import numpy as np
+    good, bad = fp8_block_gguf(work), os.path.join(work, "bad.gguf")
+    gguf_with(good, bad, drop=("blk.0.attn_q.scale",), add=(("blk.0.attn_q.scale", np.full((1, 1), np.nan)),))
+    return ppl_case(work, bad)
+
+
+@case("ppl-eval/fp8-block-shape", "tensor 'blk.0.attn_q.scale' (f32 [1, 2]) is not the F32 scales")
+def _(work):
+    import numpy as np
+    good, bad = fp8_block_gguf(work), os.path.join(work, "bad.gguf")
+    gguf_with(good, bad, drop=("blk.0.attn_q.scale",), add=(("blk.0.attn_q.scale", np.full((2, 1), 0.01)),))
+    return ppl_case(work, bad)
+
+
 def main():
     global B
     failures = 0

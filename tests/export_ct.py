@@ -159,6 +159,11 @@ def gguf_weights(gguf):
             else:
                 vals = torch.from_numpy(codes.view(np.uint8).copy()).view(torch.float8_e4m3fn).float().numpy()
             s = np.array(scale.data, dtype=np.float32).reshape(-1)
+            sh = [int(v) for v in scale.shape]
+            if len(sh) == 2 and sh[1] < codes.shape[0]:   # FP8 128x128 blocks: scale ne [cols/128, rows/128]
+                full = np.repeat(np.repeat(s.reshape(sh[1], sh[0]), 128, 0), 128, 1)
+                out[name] = vals * full[:codes.shape[0], :codes.shape[1]]
+                continue
             s = s.reshape(codes.shape[0], -1) if s.size > 1 else s.reshape(1, 1)
             out[name] = (vals.reshape(codes.shape[0], s.shape[1], -1) * s[:, :, None]).reshape(codes.shape)
         elif int(x.tensor_type) == 40:
@@ -521,6 +526,86 @@ def llama3_rope(tmp, ids):
         print(f"{label}: rope_parameters {rp}, KL {kl:.3g}")
 
 
+def float_acts_copy(src, dst):
+    """A copy of GGUF src whose I8 weights carry hfq.act_quant = none (float activations)."""
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+    r = GGUFReader(src)
+    w = GGUFWriter(dst, r.fields["general.architecture"].contents(), use_temp_file=False)
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        vt = f.types[0]
+        w.add_key_value(k, f.contents(), vt, sub_type=f.types[-1] if vt == GGUFValueType.ARRAY else None)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.array(t.data), raw_shape=list(reversed([int(n) for n in t.shape])),
+                     raw_dtype=t.tensor_type)
+        if int(t.tensor_type) == 24:
+            w.add_key_value("hfq.act_quant." + t.name, "none", GGUFValueType.STRING)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def fp8_block(tmp, ids):
+    """FP8_BLOCK: weights with 128x128 block scales (several blocks a matrix), exported; the config
+    validates (block_structure [128, 128], activations dynamic per group of 128), compressed-tensors
+    decompresses exactly our GGUF's values, and transformers on them with float activations matches our
+    runner on the block GGUF with float activations (hfq.act_quant none: the runner quantizes
+    activations per token, not per group of 128, so the quantized paths are only reported)."""
+    label, tag = "llama", "llama/fp8-block"
+    fields = base(hidden_size=256, intermediate_size=384)
+    folder = build_checkpoint("fp8block", transformers.LlamaConfig, transformers.LlamaForCausalLM, fields, tmp,
+                              MKMODEL, VOCAB)[0]
+    gguf, ours = os.path.join(tmp, "fp8block.gguf"), os.path.join(tmp, "fp8block-ours.gguf")
+    recipe, out_dir = os.path.join(tmp, "block.json"), os.path.join(tmp, "fp8block-ct")
+    json.dump({"name": "b", "rules": [{"match": "blk\\.", "format": "fp8_e4m3", "granularity": "block"}],
+               "default": {"format": "f32"}}, open(recipe, "w"))
+    for cmd in ([HFCONV, folder, "-o", gguf, "--outtype", "f32", "-q"],
+                [QUANTIZE, gguf, ours, "--recipe", recipe, "--quiet"],
+                [QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, "FP8_BLOCK", "--quiet",
+                 "--tokenizer-from", folder]):
+        r = run(cmd)
+        if not ok(r.returncode == 0, f"{tag}: {os.path.basename(cmd[0])} failed: {r.stderr.strip()}"):
+            return
+    check_config(tag, out_dir, "FP8_BLOCK", "block", ("group", True))
+    qc = QuantizationConfig.model_validate(json.load(open(os.path.join(out_dir, "config.json")))["quantization_config"])
+    g = list(qc.config_groups.values())[0]
+    check(g.weights.block_structure == [128, 128] and g.input_activations.group_size == 128,
+          f"{tag}: block_structure {g.weights.block_structure}, activation groups {g.input_activations.group_size}")
+    sd = load_file(os.path.join(out_dir, "model.safetensors"))
+    check(list(sd["model.layers.0.mlp.down_proj.weight_scale"].shape) == [2, 3] and
+          list(sd["model.layers.0.mlp.up_proj.weight_scale"].shape) == [3, 2], f"{tag}: weight_scale shapes")
+    # round trip: hfconv keeps the export's block codes and scales (docs/hfconv.md)
+    back = os.path.join(tmp, "fp8block-back.gguf")
+    r = run([HFCONV, out_dir, "-o", back, "-q"])
+    if ok(r.returncode == 0, f"{tag}: hfconv of the export failed: {r.stderr.strip()}"):
+        from gguf import GGUFReader
+        a = {t.name: t for t in GGUFReader(ours).tensors}
+        b = {t.name: t for t in GGUFReader(back).tensors}
+        names = [n for n in a if n.startswith("blk.") and (n.endswith(".scale") or int(a[n].tensor_type) == 24)]
+        same = [n for n in names if n in b and int(a[n].tensor_type) == int(b[n].tensor_type) and
+                list(a[n].shape) == list(b[n].shape) and np.array_equal(np.array(a[n].data), np.array(b[n].data))]
+        check(len(names) == 28 and same == names, f"{tag}: hfconv of the export differs in {sorted(set(names) - set(same))}")
+    model = ct_model(out_dir)
+    worst = check_round_trip(tag, label, model, ours, 0.0)
+    flat = os.path.join(tmp, "fp8block-float-acts.gguf")
+    float_acts_copy(ours, flat)
+    with torch.no_grad():
+        quant_acts = model(torch.tensor([ids])).logits[0].double().numpy()
+        for m in model.modules():
+            if hasattr(m, "quantization_scheme"):
+                m.quantization_enabled = False
+        theirs = model(torch.tensor([ids])).logits[0].double().numpy()
+    mine, mine_q = our_logits(flat, ids, tmp), our_logits(ours, ids, tmp)
+    if mine is None or mine_q is None:
+        return
+    kl = mean_kl(theirs, mine)
+    check(kl <= MAX_KL, f"{tag}: KL(transformers || ours), float activations, {kl:.3g} > {MAX_KL}")
+    print(f"{tag}: weights within {worst:.2g}, KL {kl:.3g} with float activations; with quantized activations "
+          f"(theirs per group of 128, ours per token) {mean_kl(quant_acts, mine_q):.3g}")
+
+
 def main():
     ids = list(np.random.default_rng(7).integers(3, VOCAB, N_POS))
     with tempfile.TemporaryDirectory() as tmp:
@@ -535,6 +620,7 @@ def main():
                 refusals(gguf, tmp)
                 shards(gguf, tmp, ids)
         int4(tmp, ids)
+        fp8_block(tmp, ids)
         llama3_rope(tmp, ids)
     sys.exit(finish())
 

@@ -85,13 +85,12 @@ CASES = [
     ("fp8-static", preset_name_to_scheme("FP8", ["Linear"]), "float-quantized", "I8", STRICT),
     ("fp8-dynamic", preset_name_to_scheme("FP8_DYNAMIC", ["Linear"]), "float-quantized", "I8", STRICT),
     ("fp8-block", custom(dict(num_bits=8, type="float", strategy="block", block_structure=[128, 128])),
-     "float-quantized", None, STRICT),
-    # dynamic per-group FP8 activations: float weights marked hfq.act_quant fp8_e4m3_g128
-    # (dequantized to F32: code * scale unrounded)
-    ("fp8-block-dynamic", preset_name_to_scheme("FP8_BLOCK", ["Linear"]), "float-quantized", "F32", STRICT),
+     "float-quantized", "I8", STRICT),
+    # dynamic per-group FP8 activations: FP8 codes kept, marked hfq.act_quant fp8_e4m3_g128
+    ("fp8-block-dynamic", preset_name_to_scheme("FP8_BLOCK", ["Linear"]), "float-quantized", "I8", STRICT),
     ("fp8-channel-group-acts", custom(dict(num_bits=8, type="float", strategy="channel"),
                                       dict(num_bits=8, type="float", strategy="group", group_size=128, dynamic=True)),
-     "float-quantized", "F32", STRICT),
+     "float-quantized", "I8", STRICT),
     ("int8-static", custom(dict(num_bits=8, type="int", strategy="channel"),
                            dict(num_bits=8, type="int", strategy="tensor", dynamic=False)), "int-quantized", "I8", STRICT),
     # dynamic per-token INT8: compressed-tensors' amax / 127.5 rule, marked hfq.act_quant int8_ct

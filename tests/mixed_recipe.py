@@ -95,6 +95,14 @@ def check_i8(name, tt, weights, enc, per):
     elif per == "channel":
         check(list(s.shape) == [1, rows], f"{name}: scale shape {list(s.shape)}")
         full = np.repeat(sc.reshape(rows, 1), cols, axis=1)
+    elif per == "block":  # one scale per 128x128 block: its amax / 448
+        nb0, nb1 = -(-cols // 128), -(-rows // 128)
+        check(list(s.shape) == [nb0, nb1], f"{name}: block scale shape {list(s.shape)}")
+        blk = sc.reshape(nb1, nb0)
+        full = np.repeat(np.repeat(blk, 128, axis=0), 128, axis=1)[:rows, :cols]
+        amax = np.array([[np.abs(w[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128]).max() for j in range(nb0)]
+                         for i in range(nb1)], dtype=np.float32)
+        check(np.array_equal(blk.astype(np.float32), amax / np.float32(448)), f"{name}: block scales = amax/448")
     else:
         g = per
         check(list(s.shape) == [cols // g, rows], f"{name}: scale shape {list(s.shape)}")
@@ -137,12 +145,18 @@ def test_granularity(model, tmp):
             {"match": "attn_(q|k)\\.", "format": "int8", "granularity": "tensor"},
             {"match": "attn_", "format": "int8"},
             {"match": "token_embd", "format": "q8_0"}], "default": {"format": "q8_0"}}, f)
+    block = os.path.join(tmp, "block.json")
+    with open(block, "w") as f:
+        json.dump({"name": "fp8 block", "rules": [
+            {"match": "blk\\.", "format": "fp8_e4m3", "granularity": "block"}], "default": {"format": "q8_0"}}, f)
     base_ppl = ppl(model) if os.path.exists(TEXT) else None
     cases = [("nvfp4_attn_fp8_ffn.json", {"blk.1.ffn_up.weight": ("fp8", "channel")}),
              ("int8_w8a8.json", {"blk.2.attn_q.weight": ("int8", "channel"), "output.weight": ("int8", "channel")}),
              (custom, {"blk.0.ffn_down.weight": ("int8", 64), "blk.3.ffn_gate.weight": ("int8", 64),
                        "blk.1.attn_k.weight": ("int8", "tensor"), "blk.1.attn_v.weight": ("int8", "channel"),
-                       "output.weight": ("fp8", "tensor")})]
+                       "output.weight": ("fp8", "tensor")}),
+             (block, {"blk.0.ffn_down.weight": ("fp8", "block"), "blk.2.ffn_up.weight": ("fp8", "block"),
+                      "blk.1.attn_k.weight": ("fp8", "block"), "blk.3.attn_q.weight": ("fp8", "block")})]
     for recipe, expect in cases:
         path = recipe if os.path.isabs(recipe) else os.path.join(RECIPES, recipe)
         out = os.path.join(tmp, os.path.basename(recipe) + ".gguf")

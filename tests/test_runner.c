@@ -553,8 +553,11 @@ static void test_qext_bind_errors(void) {
     int iw = (int)(find_info(&sm, "blk.1.ffn_down.weight") - sm.info);
     sm.qext[iw] = HFQ_QEXT_NONE;
     expect_bind_error(&sm, "tensor 'blk.1.ffn_down.weight' has type i8 but no hfq.qext encoding");
-    sm.qext[iw] = HFQ_QEXT_FP8_E4M3;   /* its scales come in groups of 4 */
-    expect_bind_error(&sm, "tensor 'blk.1.ffn_down.scale': FP8 scales per group of a row are not supported");
+    sm.qext[iw] = HFQ_QEXT_FP8_E4M3;   /* its scales come in groups of 4: FP8 per group binds */
+    hfq_error gerr = {{0}};
+    hfq_model *gm = synth_bind(&sm, &gerr);
+    CHECK_MSG(gm, "FP8 per group: %s", gerr.msg);
+    hfq_model_free(gm);
     sm.qext[iw] = HFQ_QEXT_INT8;
     synth_model plain;
     synth_spec ps = synth_default_spec();

@@ -539,11 +539,13 @@ static uint8_t finite_fp8_code(hfq_fp8_format f, uint64_t *rng) {
  * every row count and width equal to the pair alone. */
 static void test_i8_kernels(void) {
     enum { NMAX = 65536 + 40, ROWS = CPU_TILE_ROWS, COLS = 5 };
-    /* any_codes: INT8 activations over the whole range, -128 included (hfq.act_quant int8_ct) */
+    /* any_codes: INT8 activations over the whole range, -128 included (hfq.act_quant int8_ct);
+     * FP8 groups: block scales expanded */
     static const struct { hfq_qext q; int64_t groups; bool any_codes; } cases[] = {
         {HFQ_QEXT_INT8, 0, false},     {HFQ_QEXT_INT8, 1, false},     {HFQ_QEXT_INT8, 3, false},
         {HFQ_QEXT_FP8_E4M3, 0, false}, {HFQ_QEXT_FP8_E4M3, 1, false}, {HFQ_QEXT_FP8_E5M2, 0, false},
-        {HFQ_QEXT_FP8_E5M2, 1, false}, {HFQ_QEXT_INT8, 0, true},      {HFQ_QEXT_INT8, 3, true}};
+        {HFQ_QEXT_FP8_E5M2, 1, false}, {HFQ_QEXT_FP8_E4M3, 3, false}, {HFQ_QEXT_FP8_E5M2, 3, false},
+        {HFQ_QEXT_INT8, 0, true},      {HFQ_QEXT_INT8, 3, true}};
     /* and one past a 32-bit lane's chunk of INT8 products */
     static const int64_t lengths[] = {1, 7, 8, 9, 24, 72, 1029, 65536 + 40};
     static uint8_t codes[ROWS * NMAX], acodes[COLS][NMAX];

@@ -25,9 +25,10 @@ static void i8_tile_ref(const hfq_tensor *w, int64_t r0, int nr, const void *a, 
             const float *ws = w->scale + (g ? (r0 + r) * g : 0);
             if (w->qext == HFQ_QEXT_INT8 && a_scales) *o = hfq_dot_int8_int8(wr, ws, g ? n / g : 0, ac, a_scales[c], n);
             else if (w->qext == HFQ_QEXT_INT8) *o = hfq_dot_int8_f32(wr, ws, g ? n / g : 0, (const float *)ac, n);
-            else if (!a_scales) *o = hfq_dot_fp8_f32(fp8_of(w->qext), wr, w->scale[g ? r0 + r : 0], (const float *)ac, n);
+            else if (!a_scales) *o = hfq_dot_fp8_f32_groups(fp8_of(w->qext), wr, ws, g > 1 ? n / g : 0, (const float *)ac, n);
             else
-                *o = hfq_dot_fp8_fp8(fp8_of(w->qext), wr, w->scale[g ? r0 + r : 0], fp8_of(w->qext), ac, a_scales[c], n);
+                *o = hfq_dot_fp8_fp8_groups(fp8_of(w->qext), wr, ws, g > 1 ? n / g : 0, fp8_of(w->qext), ac,
+                                            a_scales[c], n);
         }
     }
 }
@@ -238,12 +239,12 @@ I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tens
     const int64_t n = w->ne0, g = w->scale_groups;
     __m128 part[CPU_TILE_COLS], sum[CPU_TILE_COLS];
     for (int c = 0; c < C; c++) sum[c] = _mm_setzero_ps();
-    if (w->qext == HFQ_QEXT_INT8) {
-        /* hfq_dot_int8_f32 / _int8: scale_g * part_g added group by group */
+    if (w->qext == HFQ_QEXT_INT8 || g > 1) {
+        /* hfq_dot_int8_f32 / _int8 / hfq_dot_fp8_*_groups: scale_g * part_g added group by group */
         const int64_t len = g ? n / g : n;
         for (int64_t k = 0; k * len < n; k++) {
-            if (a_scales) int_sums(wr, a, C, w->act_int8_ct, k * len, (k + 1) * len, part);
-            else run_sums(w->qext, wr, a, C, false, k * len, (k + 1) * len, part);
+            if (a_scales && w->qext == HFQ_QEXT_INT8) int_sums(wr, a, C, w->act_int8_ct, k * len, (k + 1) * len, part);
+            else run_sums(w->qext, wr, a, C, a_scales != NULL, k * len, (k + 1) * len, part);
             const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, k), scale_of(w, r0, 1, nr, k),
                                           scale_of(w, r0, 2, nr, k), scale_of(w, r0, 3, nr, k));
             for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));

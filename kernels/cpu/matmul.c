@@ -143,8 +143,11 @@ void cpu_row_to_f32(const hfq_tensor *t, int64_t row, float *y) {
         hfq_dequantize_row_int8(src, y, n, t->scale + (g ? row * g : 0), g ? n / g : 0);
         return;
     }
-    if (t->qext) {
-        hfq_dequantize_row_fp8(fp8_format(t->qext), src, y, n, t->scale[t->scale_groups ? row : 0]);
+    if (t->qext) { /* per group (FP8 block scales, expanded): groups of n / g */
+        const int64_t g = t->scale_groups > 1 ? t->scale_groups : 1;
+        for (int64_t k = 0; k < g; k++)
+            hfq_dequantize_row_fp8(fp8_format(t->qext), src + k * (n / g), y + k * (n / g), n / g,
+                                   t->scale[t->scale_groups ? row * t->scale_groups + k : 0]);
         return;
     }
     cpu_wkernel k;

@@ -170,6 +170,12 @@ static cJSON *quant_args(ct_kind kind, bool symmetric, const char *strategy, int
 
 static cJSON *weight_args(const ct_scheme *s) {
     if (s->kind == CT_NVFP4) return quant_args(s->kind, true, "tensor_group", 16, false);
+    if (s->group == CT_GROUP_BLOCK) { /* compressed-tensors' FP8_BLOCK: block_structure [128, 128] */
+        cJSON *a = quant_args(s->kind, true, "block", 0, false), *bs = cJSON_CreateIntArray((const int[]){128, 128}, 2);
+        if (a && bs) cJSON_AddItemToObject(a, "block_structure", bs);
+        else cJSON_Delete(bs);
+        return a;
+    }
     return quant_args(s->kind, !s->asymmetric, s->group == 0 ? "tensor" : s->group < 0 ? "channel" : "group",
                       s->group > 0 ? s->group : 0, false);
 }
@@ -184,6 +190,7 @@ static cJSON *input_args(const ct_scheme *s) {
         if (a) cJSON_ReplaceItemInObject(a, "dynamic", cJSON_CreateString("local"));
         return a;
     }
+    if (s->group == CT_GROUP_BLOCK) return quant_args(s->kind, true, "group", 128, true); /* FP8_BLOCK's */
     return s->static_input ? quant_args(s->kind, true, "tensor", 0, false) : quant_args(s->kind, true, "token", 0, true);
 }
 

@@ -19,11 +19,13 @@
 const hf_arch *ct_family_find(const gguf_file *f, hfq_error *err);
 
 typedef enum ct_kind { CT_DENSE, CT_FP8, CT_INT8, CT_NVFP4, CT_INT4 } ct_kind;
+#define CT_GROUP_BLOCK (-2)
 
 /* How one linear layer is quantized. */
 typedef struct ct_scheme {
     ct_kind kind;
-    int64_t group;              /* weights: 0 per tensor, -1 per output channel, G > 0 per group of G */
+    int64_t group;              /* weights: 0 per tensor, -1 per output channel, G > 0 per group of G,
+                                 * CT_GROUP_BLOCK per 128x128 block (FP8) */
     bool static_input;          /* an input scale: static per tensor (FP8, INT8), the global scale (NVFP4 W4A4) */
     bool asymmetric;            /* INT4 with zero points */
 } ct_scheme;

@@ -27,15 +27,16 @@
 /* ---- presets ---- */
 
 static const hfq_ct_preset presets[] = {
-    {"FP8", HFQ_PRESET_FP8_E4M3, HFQ_CT_ACTS_STATIC, 0, false},
-    {"FP8_DYNAMIC", HFQ_PRESET_FP8_E4M3, HFQ_CT_ACTS_NONE, 0, false},
-    {"W8A8", HFQ_PRESET_INT8, HFQ_CT_ACTS_EITHER, 0, false},
-    {"INT8", HFQ_PRESET_INT8, HFQ_CT_ACTS_EITHER, 0, false},
-    {"NVFP4", HFQ_PRESET_NVFP4, HFQ_CT_ACTS_STATIC, 0, false},
-    {"NVFP4A16", HFQ_PRESET_NVFP4, HFQ_CT_ACTS_NONE, 0, false},
+    {"FP8", HFQ_PRESET_FP8_E4M3, HFQ_CT_ACTS_STATIC, 0, false, false},
+    {"FP8_DYNAMIC", HFQ_PRESET_FP8_E4M3, HFQ_CT_ACTS_NONE, 0, false, false},
+    {"FP8_BLOCK", HFQ_PRESET_FP8_E4M3, HFQ_CT_ACTS_NONE, 0, false, true},
+    {"W8A8", HFQ_PRESET_INT8, HFQ_CT_ACTS_EITHER, 0, false, false},
+    {"INT8", HFQ_PRESET_INT8, HFQ_CT_ACTS_EITHER, 0, false, false},
+    {"NVFP4", HFQ_PRESET_NVFP4, HFQ_CT_ACTS_STATIC, 0, false, false},
+    {"NVFP4A16", HFQ_PRESET_NVFP4, HFQ_CT_ACTS_NONE, 0, false, false},
     /* no GGUF format holds INT4 in groups of 128: the export quantizes the BF16 weights */
-    {"W4A16", HFQ_PRESET_BF16, HFQ_CT_ACTS_NONE, 128, false},
-    {"W4A16_ASYM", HFQ_PRESET_BF16, HFQ_CT_ACTS_NONE, 128, true},
+    {"W4A16", HFQ_PRESET_BF16, HFQ_CT_ACTS_NONE, 128, false, false},
+    {"W4A16_ASYM", HFQ_PRESET_BF16, HFQ_CT_ACTS_NONE, 128, true, false},
 };
 
 const hfq_ct_preset *hfq_ct_preset_find(const char *name) {
@@ -44,7 +45,7 @@ const hfq_ct_preset *hfq_ct_preset_find(const char *name) {
     return NULL;
 }
 
-const char *hfq_ct_preset_names(void) { return "FP8, FP8_DYNAMIC, W8A8 (INT8), NVFP4, NVFP4A16, W4A16, W4A16_ASYM"; }
+const char *hfq_ct_preset_names(void) { return "FP8, FP8_DYNAMIC, FP8_BLOCK, W8A8 (INT8), NVFP4, NVFP4A16, W4A16, W4A16_ASYM"; }
 
 /* ---- the folder ---- */
 
@@ -264,6 +265,31 @@ static const gguf_tensor_info *f32_side(const gguf_file *f, const export_plan *p
     return t;
 }
 
+/* FP8 with 128x128 block scales (docs/format-quant-ext.md; scale ne
+ * [ceil(cols/128), ceil(rows/128)]): `weight` and `weight_scale`
+ * [ceil(rows/128), ceil(cols/128)], the same floats. q/k rows go back to
+ * rotate-half order within each head, which keeps them in their block only
+ * when head_dim divides 128; the block scales then stay as they are. */
+static int plan_fp8_block(const gguf_tensor_info *w, const gguf_tensor_info *scale, const gguf_tensor_info *in,
+                          const char *base, int64_t heads, ct_scheme *s, export_plan *p, hfq_error *err) {
+    const int64_t cols = w->ne[0], rows = w->ne[1], b = HFQ_SCALE_BLOCK;
+    if (scale->ne[0] != (cols + b - 1) / b || scale->ne[1] != (rows + b - 1) / b)
+        return hfq_fail(err, p->where, "tensor '%s' is not of a scale shape for '%s'", scale->name, w->name);
+    if (in) return hfq_fail(err, p->where, "tensor '%s': FP8 block weights take dynamic activations, not an input "
+                            "scale", w->name);
+    if (heads > 0 && b % (rows / heads) != 0)
+        return hfq_fail(err, p->where, "tensor '%s': heads of %" PRId64 " rows cross its 128-row scale blocks once "
+                        "back in Hugging Face's order", w->name, rows / heads);
+    s->group = CT_GROUP_BLOCK;
+    char name[256];
+    out_tensor *o;
+    snprintf(name, sizeof name, "%s.weight", base);
+    if (!(o = add_out(p, name, ST_F8_E4M3, rows, cols, w, FILL_ROWS, err))) return -1;
+    o->permute_heads = heads;
+    snprintf(name, sizeof name, "%s.weight_scale", base);
+    return add_out(p, name, ST_F32, scale->ne[1], scale->ne[0], scale, FILL_ROWS, err) ? 0 : -1;
+}
+
 /* The outputs of one quantized linear weight w (HF name hf, module base). */
 static int plan_quantized(const gguf_file *f, const gguf_tensor_info *w, const char *base, int64_t heads,
                           ct_scheme *s, export_plan *p, hfq_error *err) {
@@ -298,6 +324,7 @@ static int plan_quantized(const gguf_file *f, const gguf_tensor_info *w, const c
         return add_out(p, name, ST_F32, 1, 0, in, FILL_RECIPROCAL, err) ? 0 : -1;
     }
     if (!scale) return hfq_fail(err, where, "tensor '%s' has no scale tensor", w->name);
+    if (s->kind == CT_FP8 && scale->n_dims == 2 && scale->ne[1] < rows) return plan_fp8_block(w, scale, in, base, heads, s, p, err);
     /* docs/format-quant-ext.md: [1] per tensor, [1, rows] per channel, [cols / G, rows] per group */
     const bool per_tensor = scale->n_dims == 1 && scale->ne[0] == 1;
     if (!per_tensor && (scale->n_dims != 2 || scale->ne[1] != rows || scale->ne[0] < 1 || cols % scale->ne[0]))

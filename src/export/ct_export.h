@@ -10,7 +10,9 @@
  * of the GGUF exactly; only their layout changes (docs/export.md):
  *   FP8 E4M3 / INT8 (I8 codes, docs/format-quant-ext.md): `weight` (F8_E4M3 /
  *     I8), `weight_scale` (F32: [1] per tensor, [rows, 1] per channel,
- *     [rows, cols/G] per group), `input_scale` (F32 [1]) when the GGUF has a
+ *     [rows, cols/G] per group, [ceil(rows/128), ceil(cols/128)] per FP8
+ *     block: strategy "block", its activations dynamic per group of 128 as
+ *     compressed-tensors' FP8_BLOCK preset; q/k only with head_dim dividing 128), `input_scale` (F32 [1]) when the GGUF has a
  *     static activation scale; formats float-quantized / int-quantized.
  *   NVFP4 (ggml type 40): `weight_packed` (U8 [rows, cols/2], element 2i in
  *     the low nibble), `weight_scale` (F8_E4M3 [rows, cols/16], the block
@@ -62,11 +64,12 @@ typedef enum hfq_ct_acts {
 } hfq_ct_acts;
 
 typedef struct hfq_ct_preset {
-    const char *name;        /* "FP8", "FP8_DYNAMIC", "W8A8", "NVFP4", "NVFP4A16", "W4A16", "W4A16_ASYM" */
+    const char *name;        /* "FP8", "FP8_DYNAMIC", "FP8_BLOCK", "W8A8", "NVFP4", "NVFP4A16", "W4A16", "W4A16_ASYM" */
     hfq_preset preset;
     hfq_ct_acts acts;
     int64_t int4_group;      /* > 0: the export quantizes the float linear weights to INT4 (ct_int4.h) */
     bool int4_asymmetric;
+    bool fp8_block;          /* FP8 weights with 128x128 block scales (FP8_BLOCK) */
 } hfq_ct_preset;
 
 /* The preset of that name (case-insensitive; "INT8" is W8A8), or NULL. */

@@ -593,6 +593,14 @@ static uint32_t ct_float_type(const hf_ct_weight *w) {
     return dt == ST_F32 ? GT_F32 : dt == ST_F16 ? GT_F16 : GT_BF16;
 }
 
+/* FP8 block scales stay as they are through the q/k row permutation only
+ * when head_dim divides 128 (rows stay in their block). */
+static bool ct_block_crosses_heads(const plan_entry *e) {
+    int64_t nb0, nb1;
+    return hf_ct_weight_block(e->ct, &nb0, &nb1) && e->permute_heads > 0 &&
+           HFQ_SCALE_BLOCK % (e->rows / e->permute_heads) != 0;
+}
+
 /* Kept where a GGUF format of ours holds the same numbers, unless --outtype
  * asks for floats or adapters are merged; the embedding always as floats
  * (llama.cpp takes no .scale there). Else the exact float of compressed-
@@ -601,7 +609,10 @@ static uint32_t ct_out_type(const plan_entry *e, const hfq_convert_opts *opts, u
     if (opts->outtype_given) return matrix_type;
     if (e->map.row->role != ROLE_TOKEN_EMBD && opts->n_loras == 0) {
         switch (hf_ct_weight_keep(e->ct)) {
-        case HF_CT_KEEP_INT8: case HF_CT_KEEP_FP8: return GT_I8;
+        case HF_CT_KEEP_FP8:
+            if (ct_block_crosses_heads(e)) break;
+            return GT_I8;
+        case HF_CT_KEEP_INT8: return GT_I8;
         case HF_CT_KEEP_NVFP4: return GT_NVFP4;
         case HF_CT_KEEP_MXFP4: return GT_MXFP4;
         case HF_CT_DEQUANT: break;
@@ -617,6 +628,7 @@ static void ct_note(const hfq_convert_opts *opts, const plan_entry *e, const hf_
     char msg[400];
     const char *why = opts->outtype_given || hf_ct_weight_keep(ct) == HF_CT_DEQUANT ? ""
                       : e->experts ? " (experts are stacked as floats)"
+                      : ct_block_crosses_heads(e) ? " (its heads cross the 128-row scale blocks)"
                       : opts->n_loras ? " (adapters merged)" : " (the embedding)";
     snprintf(msg, sizeof msg, "%s (%s): dequantized %s to %s%s", e->name, hf_ct_weight_what(ct),
              opts->outtype_given ? "(--outtype)" : "exactly", ggml_type_get(e->out_type)->name, why);
@@ -678,9 +690,9 @@ static int ct_add_sides(gguf_writer *w, const plan_entry *e, int64_t *n_added, u
         if (gguf_set_str(w, name, hf_ct_weight_keep(e->ct) == HF_CT_KEEP_FP8 ? "fp8_e4m3" : "int8") ||
             gguf_set_u32(w, "hfq.qext.version", 1))
             return hfq_fail(err, NULL, "cannot set metadata");
-        int64_t ne0;
+        int64_t ne0, nb0, nb1;
         hf_ct_weight_scales(e->ct, &ne0);
-        int64_t ne[2] = {ne0 ? ne0 : 1, e->rows};
+        int64_t ne[2] = {ne0 ? ne0 : 1, hf_ct_weight_block(e->ct, &nb0, &nb1) ? nb1 : e->rows};
         ct_side_name(name, sizeof name, e->name, "scale");
         if ((idx = gguf_add_tensor(w, name, GT_F32, ne0 ? 2 : 1, ne, err)) < 0) return -1;
         *bytes += gguf_tensor_nbytes(w, idx), ++*n_added;
@@ -729,13 +741,14 @@ static int ct_write_sides(gguf_writer *w, const plan_entry *e, uint64_t *done, h
     if (is_float_type(e->out_type)) return 0;
     int rc = 0;
     if (e->out_type == GT_I8) {
-        int64_t ne0;
+        int64_t ne0, nb0, nb1 = 0;
         const float *sc = hf_ct_weight_scales(e->ct, &ne0);
-        const int64_t per_row = ne0 ? ne0 : 1, n = ne0 ? per_row * e->rows : 1;
+        const bool block = hf_ct_weight_block(e->ct, &nb0, &nb1);   /* the blocks as stored: rows stay in them */
+        const int64_t per_row = ne0 ? ne0 : 1, n = block ? nb0 * nb1 : ne0 ? per_row * e->rows : 1;
         float *v = malloc((size_t)n * sizeof *v);
         if (!v) return hfq_fail(err, NULL, "out of memory");
-        for (int64_t r = 0; r < (ne0 ? e->rows : 1); r++) {
-            int64_t sr = e->permute_heads && ne0 ? permuted_source_row(r, e->rows, e->permute_heads) : r;
+        for (int64_t r = 0; r < (block ? nb1 : ne0 ? e->rows : 1); r++) {
+            int64_t sr = e->permute_heads && ne0 && !block ? permuted_source_row(r, e->rows, e->permute_heads) : r;
             memcpy(v + r * per_row, sc + sr * per_row, (size_t)per_row * sizeof *v);
         }
         rc = gguf_writer_write_data(w, v, (uint64_t)n * 4, err);

@@ -706,11 +706,19 @@ static int open_int_or_fp8(hf_ct_weight *w, const char *module, hfq_error *err) 
     /* the runner's I8 activations are per token or static, in the weight's own
      * encoding: a weight whose checkpoint quantizes them per group (FP8_BLOCK's)
      * or in the other number kind (INT8 weights, FP8 activations) is dequantized */
-    const bool acts_ok = !(w->g->in.present && (w->g->in.strat == S_GROUP || w->g->in.is_float != a->is_float));
-    const bool i8 = !a->is_float && a->bits == 8 && a->symmetric && a->strat <= S_GROUP && acts_ok;
-    const bool fp8 = a->is_float && a->strat <= S_CHANNEL && acts_ok;
-    w->keep = i8 && !w->gidx ? HF_CT_KEEP_INT8 : fp8 ? HF_CT_KEEP_FP8 : HF_CT_DEQUANT;
     const ct_args *in = &w->g->in;
+    const bool same_kind = !in->present || in->is_float == a->is_float;
+    const bool acts_ok = same_kind && !(in->present && in->strat == S_GROUP);
+    const bool i8 = !a->is_float && a->bits == 8 && a->symmetric && a->strat <= S_GROUP && acts_ok;
+    /* FP8 per 128x128 block: docs/format-quant-ext.md's block granularity; FP8 codes
+     * also take per-group FP8 activations (hfq.act_quant fp8_e4m3_g<G>, below) */
+    const bool fp8 = a->is_float && (a->strat <= S_CHANNEL || (a->strat == S_BLOCK && a->br == 128 && a->bc == 128)) &&
+                     same_kind;
+    w->keep = i8 && !w->gidx ? HF_CT_KEEP_INT8 : fp8 ? HF_CT_KEEP_FP8 : HF_CT_DEQUANT;
+    if (w->keep == HF_CT_KEEP_FP8 && in->present && in->strat == S_GROUP) {
+        snprintf(w->float_act, sizeof w->float_act, "fp8_e4m3_g%lld", (long long)in->group);
+        return open_input(w, module, err);
+    }
     /* dynamic FP8 activations of a dequantized weight, emulated (check_group: 8-bit,
      * symmetric, dynamic per group or token; a token is one group of the whole row);
      * static ones of the other number kind stay float */
@@ -773,6 +781,7 @@ const char *hf_ct_weight_act_quant(const hf_ct_weight *w) {
     const ct_args *in = &w->g->in;
     if (!in->present) return "none";
     if (w->keep == HF_CT_KEEP_INT8 && !in->is_float && in->dynamic == DYN_TRUE && in->strat == S_TOKEN) return "int8_ct";
+    if (w->keep == HF_CT_KEEP_FP8 && w->float_act[0]) return w->float_act;
     return w->g->fmt == FMT_MXFP4 ? "mxfp4" : NULL;
 }
 
@@ -858,6 +867,13 @@ void hf_ct_weight_raw_row(const hf_ct_weight *w, int64_t r, void *dst) {
             b[blk].qs[j] = (uint8_t)(a | c << 4);
         }
     }
+}
+
+bool hf_ct_weight_block(const hf_ct_weight *w, int64_t *nb0, int64_t *nb1) {
+    if (w->keep != HF_CT_KEEP_FP8 || w->g->w.strat != S_BLOCK) return false;
+    *nb0 = w->scols;
+    *nb1 = (w->rows + w->g->w.br - 1) / w->g->w.br;
+    return true;
 }
 
 const float *hf_ct_weight_scales(const hf_ct_weight *w, int64_t *ne0) {

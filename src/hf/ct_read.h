@@ -44,7 +44,8 @@
  * wrong dtypes, NaN / Inf / negative scales are refused naming the tensor.
  *
  * Kept formats (hf_ct_weight_keep), where a GGUF format of ours holds the
- * same numbers (docs/format-quant-ext.md): FP8 E4M3 per tensor / channel and
+ * same numbers (docs/format-quant-ext.md): FP8 E4M3 per tensor / channel /
+ * 128x128 block and
  * INT8 per tensor / channel / group, symmetric (I8 codes + F32 .scale);
  * NVFP4 with rows of whole 64-value blocks (ggml NVFP4 + .scale =
  * 1 / global_scale); MXFP4 with rows of whole 32-value blocks (ggml MXFP4).
@@ -111,6 +112,10 @@ hf_ct_keep hf_ct_weight_keep(const hf_ct_weight *w);
 void hf_ct_weight_raw_row(const hf_ct_weight *w, int64_t r, void *dst);
 /* Kept I8: the F32 .scale, ne0 values per row (0: one for the tensor). */
 const float *hf_ct_weight_scales(const hf_ct_weight *w, int64_t *ne0);
+/* Kept FP8 per 128x128 block: true with the block counts (nb0 = ceil(cols /
+ * 128), nb1 = ceil(rows / 128)), the .scale's ne; hf_ct_weight_scales then
+ * holds nb1 rows of nb0 (ne0 = nb0). */
+bool hf_ct_weight_block(const hf_ct_weight *w, int64_t *nb0, int64_t *nb1);
 /* Kept NVFP4: the global scale g of W = g * block value. */
 float hf_ct_weight_global(const hf_ct_weight *w);
 /* The GGUF's hfq.act_quant for this weight when kept: "none" where the

@@ -46,6 +46,7 @@ uint32_t hfq_codec_storage_type(uint32_t fmt) { return hfq_codec_qext_encoding(f
 hfq_companion hfq_codec_companion(const hfq_fmt_spec *spec) {
     if (spec->fmt == GT_NVFP4) return HFQ_COMPANION_TENSOR_SCALE;
     if (!hfq_codec_qext_encoding(spec->fmt)) return HFQ_COMPANION_NONE;
+    if (spec->scale_group == HFQ_SCALE_PER_BLOCK) return HFQ_COMPANION_BLOCK_SCALES;
     return spec->scale_group == HFQ_SCALE_PER_TENSOR ? HFQ_COMPANION_TENSOR_SCALE : HFQ_COMPANION_ROW_SCALES;
 }
 
@@ -87,6 +88,8 @@ int hfq_codec_begin(hfq_codec_job *job, const gguf_tensor_info *t, const hfq_fmt
     int64_t n_row_scales = 0;
     if (hfq_codec_companion(spec) == HFQ_COMPANION_ROW_SCALES)
         n_row_scales = spec->scale_group > 0 ? t->ne[0] / spec->scale_group : 1;
+    if (hfq_codec_companion(spec) == HFQ_COMPANION_BLOCK_SCALES)
+        n_row_scales = (t->ne[0] + HFQ_SCALE_BLOCK - 1) / HFQ_SCALE_BLOCK;
     *job = (hfq_codec_job){t->type, fmt, spec->scale_group, t->ne[0], n_row_scales, (size_t)in_row,
                            (size_t)out_row, 0.0f};
     return 0;
@@ -99,15 +102,44 @@ void hfq_codec_decode_row(const hfq_codec_job *job, const void *src, float *dst)
 const char *hfq_codec_importance_unused(const hfq_fmt_spec *spec) {
     const hfq_qtype_traits *tr = traits_of(spec->fmt);
     if (spec->fmt == GT_NVFP4) return NULL;
-    if (hfq_codec_qext_encoding(spec->fmt))
+    if (hfq_codec_qext_encoding(spec->fmt)) {
+        if (spec->scale_group == HFQ_SCALE_PER_BLOCK) return "block scales are their blocks' amax, as checkpoints take";
         return spec->scale_group == HFQ_SCALE_PER_TENSOR ? "one scale for the whole tensor leaves no scale to search"
                                                          : NULL;
+    }
     if (!hfq_fmt_is_quantized(spec->fmt)) return "a plain float format has no rounding to weight";
     if (!tr) return "this build cannot encode it";
     /* ggml's quantize_mxfp4 takes no importance: ours neither, to stay identical */
     if (spec->fmt == GT_MXFP4) return "ggml's MXFP4 quantizer has no importance-weighted rounding";
     if (spec->fmt == GT_Q8_0) return "llama.cpp's Q8_0 has no importance-weighted rounding";
     return tr->uses_importance ? NULL : "its quantizer has no importance-weighted rounding";
+}
+
+/* Group k of a block-scaled row: [k * 128, min((k + 1) * 128, n)). */
+static int64_t group_len(const hfq_codec_job *job, int64_t k) {
+    const int64_t left = job->n_per_row - k * HFQ_SCALE_BLOCK;
+    return left < HFQ_SCALE_BLOCK ? left : HFQ_SCALE_BLOCK;
+}
+
+void hfq_codec_row_group_amax(const hfq_codec_job *job, const float *row, float *amax) {
+    for (int64_t k = 0; k < job->n_row_scales; k++) {
+        float m = 0.0f;
+        for (int64_t j = 0; j < group_len(job, k); j++) m = fmaxf(m, fabsf(row[k * HFQ_SCALE_BLOCK + j]));
+        amax[k] = m;
+    }
+}
+
+void hfq_codec_block_scales(const hfq_codec_job *job, int64_t ne1, int64_t n_mats, float *rows, float *blocks) {
+    const int64_t nb0 = job->n_row_scales, nb1 = (ne1 + HFQ_SCALE_BLOCK - 1) / HFQ_SCALE_BLOCK;
+    const float max = hfq_fp8_max(fp8_of(job->fmt));
+    for (int64_t i = 0; i < n_mats * nb1 * nb0; i++) blocks[i] = 0.0f;
+    for (int64_t r = 0; r < n_mats * ne1; r++) {
+        float *b = blocks + (r / ne1 * nb1 + r % ne1 / HFQ_SCALE_BLOCK) * nb0;
+        for (int64_t k = 0; k < nb0; k++) b[k] = fmaxf(b[k], rows[r * nb0 + k]);
+    }
+    for (int64_t i = 0; i < n_mats * nb1 * nb0; i++) blocks[i] /= max;
+    for (int64_t r = 0; r < n_mats * ne1; r++)
+        memcpy(rows + r * nb0, blocks + (r / ne1 * nb1 + r % ne1 / HFQ_SCALE_BLOCK) * nb0, (size_t)nb0 * sizeof *rows);
 }
 
 void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst, const float *importance,
@@ -122,7 +154,11 @@ void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst,
         else hfq_quantize_int8(src, dst, 1, n, importance, row_scales, job->scale_group);
         break;
     case HFQ_FMT_FP8_E4M3: case HFQ_FMT_FP8_E5M2:
-        if (per_tensor) hfq_quantize_fp8_static(fp8_of(job->fmt), src, dst, 1, n, job->global_scale);
+        if (job->scale_group == HFQ_SCALE_PER_BLOCK)
+            for (int64_t k = 0; k < job->n_row_scales; k++)
+                hfq_quantize_fp8_static(fp8_of(job->fmt), src + k * HFQ_SCALE_BLOCK,
+                                        (uint8_t *)dst + k * HFQ_SCALE_BLOCK, 1, group_len(job, k), row_scales[k]);
+        else if (per_tensor) hfq_quantize_fp8_static(fp8_of(job->fmt), src, dst, 1, n, job->global_scale);
         else hfq_quantize_fp8(fp8_of(job->fmt), src, dst, 1, n, importance, row_scales);
         break;
     default: traits_of(job->fmt)->quantize(src, dst, 1, n, importance);
@@ -134,7 +170,12 @@ void hfq_codec_decode_encoded_row(const hfq_codec_job *job, const void *enc, con
     const float *scales = job->n_row_scales > 0 ? row_scales : &job->global_scale;
     switch (job->fmt) {
     case HFQ_FMT_INT8: hfq_dequantize_row_int8(enc, dst, n, scales, job->scale_group > 0 ? job->scale_group : 0); break;
-    case HFQ_FMT_FP8_E4M3: case HFQ_FMT_FP8_E5M2: hfq_dequantize_row_fp8(fp8_of(job->fmt), enc, dst, n, scales[0]); break;
+    case HFQ_FMT_FP8_E4M3: case HFQ_FMT_FP8_E5M2:
+        if (job->scale_group != HFQ_SCALE_PER_BLOCK) hfq_dequantize_row_fp8(fp8_of(job->fmt), enc, dst, n, scales[0]);
+        for (int64_t k = 0; job->scale_group == HFQ_SCALE_PER_BLOCK && k < job->n_row_scales; k++)
+            hfq_dequantize_row_fp8(fp8_of(job->fmt), (const uint8_t *)enc + k * HFQ_SCALE_BLOCK,
+                                   dst + k * HFQ_SCALE_BLOCK, group_len(job, k), scales[k]);
+        break;
     default:
         traits_of(job->fmt)->dequantize(enc, dst, n);
         /* NVFP4 with its global scale: W = g * ggml-decode(block) */
@@ -154,12 +195,20 @@ int hfq_codec_roundtrip(const hfq_fmt_spec *spec, const float *src, float *dst, 
         job.global_scale = hfq_codec_global_scale(spec, amax);
     }
     const int64_t n_scales = job.n_row_scales > 0 ? job.n_row_scales : 1;
+    const bool block = hfq_codec_companion(spec) == HFQ_COMPANION_BLOCK_SCALES;
     uint8_t *buf = malloc((size_t)nrows * job.out_row_bytes + 1);
     float *scales = malloc((size_t)(nrows * n_scales) * sizeof *scales);
-    if (!buf || !scales) {
+    float *blocks = block ? malloc((size_t)(hfq_scale_count(HFQ_SCALE_PER_BLOCK, n, nrows)) * sizeof *blocks) : NULL;
+    if (!buf || !scales || (block && !blocks)) {
         free(buf);
         free(scales);
+        free(blocks);
         return hfq_fail(err, "round trip", "out of memory");
+    }
+    if (block) { /* a block's scale spans 128 rows: all maxima first */
+        for (int64_t r = 0; r < nrows; r++) hfq_codec_row_group_amax(&job, src + r * n, scales + r * n_scales);
+        hfq_codec_block_scales(&job, nrows, 1, scales, blocks);
+        free(blocks);
     }
     /* rows are independent: threads only for enough work to pay for them */
 #pragma omp parallel for schedule(static) if (nrows * n >= ((int64_t)1 << 16))

@@ -8,7 +8,8 @@
  * Some formats write a scale tensor beside the weight (docs/format-quant-ext.md):
  * NVFP4 its per-tensor global scale (F32, ne [1]); INT8 and FP8 one scale per
  * row (F32, ne [1, ne1, ne2, ne3]), per group of G values of a row (INT8,
- * ne [ne0/G, ne1, ne2, ne3]) or per tensor (ne [1]), plus the key
+ * ne [ne0/G, ne1, ne2, ne3]), per tensor (ne [1]) or (FP8) per 128x128 block
+ * (ne [ceil(ne0/128), ceil(ne1/128), ne2, ne3]), plus the key
  * hfq.qext.<name> naming the encoding of the I8 codes.
  */
 #ifndef HFQ_SRC_QUANTIZE_CODEC_H
@@ -26,6 +27,7 @@ typedef enum hfq_companion {
     HFQ_COMPANION_NONE,
     HFQ_COMPANION_TENSOR_SCALE,   /* one F32: NVFP4's global scale, INT8/FP8 per tensor */
     HFQ_COMPANION_ROW_SCALES,     /* F32 per row or per group of a row: INT8, FP8 */
+    HFQ_COMPANION_BLOCK_SCALES,   /* F32 per 128x128 block: FP8 (rows carry their blocks' scales) */
 } hfq_companion;
 
 typedef struct hfq_codec_job {
@@ -33,7 +35,7 @@ typedef struct hfq_codec_job {
     uint32_t fmt;            /* target format */
     int64_t scale_group;     /* INT8/FP8 granularity (quant/plan.h) */
     int64_t n_per_row;
-    int64_t n_row_scales;    /* scales each row writes (ROW_SCALES companions), else 0 */
+    int64_t n_row_scales;    /* scales each row writes (ROW_SCALES) or reads (BLOCK_SCALES), else 0 */
     size_t in_row_bytes;
     size_t out_row_bytes;    /* of the weight tensor (companion excluded) */
     float global_scale;      /* TENSOR_SCALE: hfq_codec_global_scale of the whole tensor */
@@ -66,8 +68,19 @@ void hfq_codec_decode_row(const hfq_codec_job *job, const void *src, float *dst)
  * INT8/FP8 with one scale per tensor (nothing left to search). */
 const char *hfq_codec_importance_unused(const hfq_fmt_spec *spec);
 
+/* Block scales (HFQ_COMPANION_BLOCK_SCALES) in two steps: the absolute
+ * maximum of each group of HFQ_SCALE_BLOCK values of a row into
+ * amax[n_row_scales]; then, over all rows [n_mats][ne1][n_row_scales] of such
+ * maxima, each block's scale = its maximum / the format's largest value
+ * (compressed-tensors' symmetric block strategy; 0 for an all-zero block) into
+ * blocks [n_mats][ceil(ne1/128)][n_row_scales], and every row's maxima
+ * replaced by its blocks' scales, the row_scales encode_row reads. */
+void hfq_codec_row_group_amax(const hfq_codec_job *job, const float *row, float *amax);
+void hfq_codec_block_scales(const hfq_codec_job *job, int64_t ne1, int64_t n_mats, float *rows, float *blocks);
+
 /* Encodes one row; row_scales receives the row's n_row_scales scales for
- * HFQ_COMPANION_ROW_SCALES formats (may be NULL otherwise). importance:
+ * HFQ_COMPANION_ROW_SCALES formats, holds its blocks' scales for
+ * BLOCK_SCALES ones (hfq_codec_block_scales), may be NULL otherwise. importance:
  * n_per_row weights or NULL; formats hfq_codec_importance_unused names
  * ignore it (as llama.cpp's quantizers do, so their bytes stay identical to
  * ggml's). */

@@ -334,8 +334,9 @@ static bool all_finite(const float *x, int64_t n) {
 
 /* One slab: nrows rows decoded to float, one at a time, multiplied as adj
  * says (row0: the slab's first row in the tensor) and checked; with amax !=
- * NULL only the absolute maximum is taken, else the rows are encoded
- * (row_scales gets one scale per row for the formats that have them). Rows are independent,
+ * NULL only the absolute maximum is taken (block scales: each row's group
+ * maxima, into row_scales), else the rows are encoded (row_scales gets one
+ * scale per row for the formats that have them, or holds the blocks'). Rows are independent,
  * so any thread count and any order give the same bytes: threads take
  * chunks of about 64Ki values as they come free, which keeps both busy on a
  * loaded machine. Returns the first row holding NaN/Inf, or -1. */
@@ -356,6 +357,8 @@ static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *
         }
         if (!all_finite(row, n)) {
             if (r < bad) bad = r;
+        } else if (amax && job->scale_group == HFQ_SCALE_PER_BLOCK) {
+            hfq_codec_row_group_amax(job, row, row_scales + r * job->n_row_scales);
         } else if (amax) {
             for (int64_t j = 0; j < n; j++)
                 if (fabsf(row[j]) > max) max = fabsf(row[j]);
@@ -387,23 +390,26 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     if (slab_rows < 1) slab_rows = 1;
     if (slab_rows > rows_per_mat) slab_rows = rows_per_mat;
     hfq_companion comp = step_companion(e, t->name);
+    const bool block = comp == HFQ_COMPANION_BLOCK_SCALES, rows_scaled = block || comp == HFQ_COMPANION_ROW_SCALES;
+    /* block scales: the rows' expanded ones, then the blocks' */
+    const int64_t n_blocks = block ? hfq_scale_count(HFQ_SCALE_PER_BLOCK, t->ne[0], rows_per_mat) * n_mats : 0;
     if (grow((void **)&wk->rows, &wk->rows_cap, (size_t)n_threads * (size_t)t->ne[0], sizeof(float)) < 0 ||
         grow((void **)&wk->out, &wk->out_cap, (size_t)slab_rows * job.out_row_bytes, 1) < 0 ||
         grow((void **)&wk->scales, &wk->scales_cap,
-             comp == HFQ_COMPANION_ROW_SCALES ? (size_t)(n_rows * job.n_row_scales) : 1, sizeof(float)) < 0)
+             rows_scaled ? (size_t)(n_rows * job.n_row_scales + n_blocks) : 1, sizeof(float)) < 0)
         return hfq_fail(err, path, "tensor %s: out of memory", t->name);
     const float *imp_all =
         e->importance && !amax_only ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
     const uint8_t *data = t->data;
     float amax = e->shared_amax && !amax_only ? e->amax : 0.0f;
     job.global_scale = hfq_codec_global_scale(&spec, amax);
-    const int first = comp == HFQ_COMPANION_TENSOR_SCALE && (amax_only || !e->shared_amax) ? 0 : 1;
+    const int first = (comp == HFQ_COMPANION_TENSOR_SCALE && (amax_only || !e->shared_amax)) || block ? 0 : 1;
     for (int pass = first; pass < (amax_only ? 1 : 2); pass++) {
         for (int64_t row = 0; row < n_rows;) {
             int64_t in_mat = row % rows_per_mat;
             int64_t nr = rows_per_mat - in_mat < slab_rows ? rows_per_mat - in_mat : slab_rows;
             const float *imp = imp_all ? imp_all + row / rows_per_mat * t->ne[0] : NULL;
-            float *row_scales = comp == HFQ_COMPANION_ROW_SCALES ? wk->scales + row * job.n_row_scales : NULL;
+            float *row_scales = rows_scaled ? wk->scales + row * job.n_row_scales : NULL;
             int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, wk, row, nr, &e->adj, imp, row_scales,
                                        pass == 0 ? &amax : NULL, n_threads);
             if (bad >= 0)
@@ -414,6 +420,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
             row += nr;
         }
         job.global_scale = hfq_codec_global_scale(&spec, amax);
+        if (block && pass == 0) hfq_codec_block_scales(&job, rows_per_mat, n_mats, wk->scales, wk->scales + n_rows * job.n_row_scales);
     }
     if (amax_only) {
         *amax_only = amax;
@@ -421,8 +428,10 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     }
     if (comp == HFQ_COMPANION_TENSOR_SCALE) wk->scales[0] = job.global_scale;
     if (comp != HFQ_COMPANION_NONE &&
-        gguf_writer_write_data(w, wk->scales,
-                               (comp == HFQ_COMPANION_ROW_SCALES ? (uint64_t)(n_rows * job.n_row_scales) : 1) * 4, err) < 0)
+        gguf_writer_write_data(w, wk->scales + (block ? n_rows * job.n_row_scales : 0),
+                               (block ? (uint64_t)n_blocks
+                                : comp == HFQ_COMPANION_ROW_SCALES ? (uint64_t)(n_rows * job.n_row_scales) : 1) * 4,
+                               err) < 0)
         return -1;
     if (e->adj.input_scale > 0.0f && gguf_writer_write_data(w, &e->adj.input_scale, 4, err) < 0) return -1;
     return 0;
@@ -482,9 +491,11 @@ static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *p
         if (comp != HFQ_COMPANION_NONE) {
             if (hfq_codec_scale_name(t->name, name, sizeof name) < 0) /* check_plan refused it */
                 return hfq_fail(err, gguf_path(f), "tensor %s: scale name too long", t->name);
-            /* per row: [1, ne1, ...]; per group of G: [ne0 / G, ne1, ...] */
-            const int64_t ne_rows[4] = {spec.scale_group > 0 ? t->ne[0] / spec.scale_group : 1, t->ne[1], t->ne[2],
-                                        t->ne[3]};
+            /* per row: [1, ne1, ...]; per group of G: [ne0 / G, ne1, ...]; per block: [ceil(ne0 / 128), ceil(ne1 / 128), ...] */
+            const int64_t b = HFQ_SCALE_BLOCK, per_block = spec.scale_group == HFQ_SCALE_PER_BLOCK;
+            const int64_t ne_rows[4] = {per_block ? (t->ne[0] + b - 1) / b
+                                        : spec.scale_group > 0 ? t->ne[0] / spec.scale_group : 1,
+                                        per_block ? (t->ne[1] + b - 1) / b : t->ne[1], t->ne[2], t->ne[3]};
             if (comp == HFQ_COMPANION_TENSOR_SCALE ? gguf_add_tensor(w, name, GT_F32, 1, ne_tensor, err) < 0
                                                    : gguf_add_tensor(w, name, GT_F32, t->n_dims, ne_rows, err) < 0)
                 return -1;

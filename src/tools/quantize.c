@@ -87,9 +87,9 @@ static void usage(FILE *out) {
         "  --export compressed-tensors OUT_DIR\n"
         "                             write a Hugging Face folder (config.json with quantization_config,\n"
         "                             safetensors) that vLLM, SGLang and transformers load; CT_PRESET:\n"
-        "                             FP8 (static activations: --act-scales), FP8_DYNAMIC, W8A8 (INT8;\n"
-        "                             static with --act-scales), NVFP4 (W4A4: --act-scales), NVFP4A16,\n"
-        "                             W4A16, W4A16_ASYM (INT4 in groups of 128, quantized by the\n"
+        "                             FP8 (static activations: --act-scales), FP8_DYNAMIC, FP8_BLOCK,\n"
+        "                             W8A8 (INT8; static with --act-scales), NVFP4 (W4A4: --act-scales),\n"
+        "                             NVFP4A16, W4A16, W4A16_ASYM (INT4 in groups of 128, quantized by the\n"
         "                             export, importance-weighted with calibration; docs/export.md);\n"
         "                             or --recipe / a budget instead of CT_PRESET\n"
         "  --tokenizer-from DIR       copy the tokenizer files of DIR into OUT_DIR (without it they are\n"
@@ -194,7 +194,7 @@ static int parse_candidates(const char *list, args *a) {
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         hfq_fmt_spec *c = &a->candidates[a->n_candidates];
         if (a->n_candidates == MAX_CANDIDATES) return bad_usage("%s", "--candidates: more than 64 formats");
-        if (hfq_fmt_spec_parse(tok, c) < 0) return bad_usage("--candidates: bad format '%s' (FMT or FMT:tensor|channel|gN)", tok);
+        if (hfq_fmt_spec_parse(tok, c) < 0) return bad_usage("--candidates: bad format '%s' (FMT or FMT:tensor|channel|gN|b128)", tok);
         if (!hfq_codec_can_encode(c->fmt)) return bad_usage("--candidates: format '%s' is not available in this build", tok);
         a->n_candidates++;
     }
@@ -280,6 +280,7 @@ static int check_export_args(args *a, const char *const *pos, int n_pos) {
         return bad_usage("unknown compressed-tensors preset '%s' (%s)", pos[1], hfq_ct_preset_names());
     a->in = pos[0];
     a->q.plan.preset = a->ct->preset;
+    a->q.plan.fp8_scale_group = a->ct->fp8_block ? HFQ_SCALE_PER_BLOCK : HFQ_SCALE_PER_ROW;
     return 0;
 }
 
