@@ -207,8 +207,8 @@ static void test_bad_qext(void) {
     expect_load_error_spec(&fp8, act_int8_ct, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'int8_ct' needs an INT8 I8 "
                            "weight without input_scale");
     synth_spec f32 = synth_default_spec();   /* rows of 36: not groups of 16, nor of 0 */
-    expect_load_error_spec(&f32, act_fp8_g16, "hfq.act_quant 'fp8_e4m3_g16' needs an F32, F16 or BF16 weight");
-    expect_load_error_spec(&f32, act_fp8_g0, "hfq.act_quant 'fp8_e4m3_g0' needs an F32, F16 or BF16 weight");
+    expect_load_error_spec(&f32, act_fp8_g16, "hfq.act_quant 'fp8_e4m3_g16' needs an F32, F16, BF16 or FP8 weight");
+    expect_load_error_spec(&f32, act_fp8_g0, "hfq.act_quant 'fp8_e4m3_g0' needs an F32, F16, BF16 or FP8 weight");
     s.input_scales = true;
     expect_load_error_spec(&s, act_none, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'none' needs an I8, NVFP4 or "
                            "MXFP4 weight without input_scale");

@@ -717,6 +717,7 @@ static int open_int_or_fp8(hf_ct_weight *w, const char *module, hfq_error *err) 
     w->keep = i8 && !w->gidx ? HF_CT_KEEP_INT8 : fp8 ? HF_CT_KEEP_FP8 : HF_CT_DEQUANT;
     if (w->keep == HF_CT_KEEP_FP8 && in->present && in->strat == S_GROUP) {
         snprintf(w->float_act, sizeof w->float_act, "fp8_e4m3_g%lld", (long long)in->group);
+        w->sdt = ST_F32;   /* --outtype: dequantized unrounded, as below */
         return open_input(w, module, err);
     }
     /* dynamic FP8 activations of a dequantized weight, emulated (check_group: 8-bit,
