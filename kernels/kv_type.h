@@ -2,8 +2,9 @@
  *
  * K and V are stored per position and kv head as rows of head_dim values:
  * F32/F16/BF16 values; ggml's Q8_0/Q4_0/Q5_0/Q5_1 blocks of 32 along
- * head_dim, quantized by quant/'s reference quantize_row (byte-identical to
- * ggml's, as llama.cpp writes its --cache-type-k/-v rows); FP8 E4M3/E5M2
+ * head_dim, quantized as llama.cpp's x86 CPU backend writes its
+ * --cache-type-k/-v rows (its from_float: Q8_0 the activation quantizer,
+ * quant/qtype.h quantize_row; the others ggml's reference); FP8 E4M3/E5M2
  * codes with one dynamic F32 scale per row (per token and head: amax / the
  * format's max, quant/fp8.h), the scale first. A format with blocks needs
  * head_dim a multiple of its block size (llama.cpp refuses the others too).

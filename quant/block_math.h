@@ -13,7 +13,10 @@
  * block; they agree with a double-precision dot of the decoded values up to
  * float rounding of the block results.
  *
- * Activation quantizers are ggml's quantize_row_q8_0/q8_1/q8_K_ref per block.
+ * Activation quantizers are what llama.cpp's CPU backend runs on x86:
+ * quantize_row_q8_0/q8_1 of ggml-cpu/arch/x86/quants.c (round-half-even of
+ * x * 127 / amax) and quantize_row_q8_K_ref (x86 has no other); the Q8_0
+ * weight quantizer is ggml's quantize_row_q8_0_ref.
  */
 #ifndef HFQ_QUANT_BLOCK_MATH_H
 #define HFQ_QUANT_BLOCK_MATH_H
@@ -405,11 +408,37 @@ static inline HFQ_HD void hfq_quantize_block_q8_0(const float x[HFQ_QK], hfq_blo
     hfq_quantize_q8_32(x, &b->d, b->qs, &sum);
 }
 
-/* s uses the unrounded d, as ggml. */
+/* What llama.cpp's CPU backend runs on x86 (AVX/AVX2/AVX512 builds:
+ * ggml-cpu/arch/x86/quants.c quantize_row_q8_0/q8_1) for activation rows,
+ * which is not the reference above: the same d = amax / 127, but
+ * q = round-half-even(x * (127 / amax)) (_mm256_round_ps), so ties and some
+ * last-ulp products land on other codes. Its F16C fp16 conversion rounds as
+ * hfq_f32_to_fp16. The weights' quantizer keeps the reference (llama-quantize
+ * uses quantize_row_q8_0_ref). */
+static inline HFQ_HD float hfq_quantize_q8_32_act(const float x[HFQ_QK], uint16_t *d16, int8_t qs[HFQ_QK], int *sum) {
+    float amax = hfq_abs_max(x, HFQ_QK);
+    float d = amax / 127.f, id = amax != 0.0f ? 127.f / amax : 0.0f;
+    *d16 = hfq_f32_to_fp16(d);
+    *sum = 0;
+    for (int j = 0; j < HFQ_QK; j++) {
+        qs[j] = (int8_t)hfq_nearest_int(HFQ_FMUL(x[j], id));
+        *sum += qs[j];
+    }
+    return d;
+}
+
+/* Activation rows of the Q8_0-paired formats (see hfq_quantize_q8_32_act). */
+static inline HFQ_HD void hfq_quantize_block_q8_0_act(const float x[HFQ_QK], hfq_block_q8_0 *b) {
+    int sum;
+    hfq_quantize_q8_32_act(x, &b->d, b->qs, &sum);
+}
+
+/* Q8_1 only ever holds activations: llama.cpp's x86 quantize_row_q8_1, whose
+ * s = d * sum(q) uses the unrounded d. */
 static inline HFQ_HD void hfq_quantize_block_q8_1(const float x[HFQ_QK], hfq_block_q8_1 *b) {
     int sum;
-    float d = hfq_quantize_q8_32(x, &b->d, b->qs, &sum);
-    b->s = hfq_f32_to_fp16((float)sum * d);
+    float d = hfq_quantize_q8_32_act(x, &b->d, b->qs, &sum);
+    b->s = hfq_f32_to_fp16(d * (float)sum);
 }
 
 /* Q8_K keeps d in float and scales by the signed extreme so that it lands on

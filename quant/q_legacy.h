@@ -41,8 +41,12 @@ size_t hfq_quantize_q5_0_isa(hfq_isa isa, const float *src, void *dst, int64_t n
 size_t hfq_quantize_q5_1_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                              const float *importance);
 
-/* Activation rows (ggml's quantize_row_q8_0_ref / quantize_row_q8_1_ref). */
+/* Q8_0 rows as ggml's quantize_row_q8_0_ref (the weights' quantizer). */
 void hfq_quantize_row_q8_0(const float *x, void *y, int64_t n);
+/* Activation rows as llama.cpp's CPU backend makes them on x86
+ * (quantize_row_q8_0 / q8_1 of ggml-cpu/arch/x86/quants.c: round-half-even of
+ * x * 127 / amax; see hfq_quantize_q8_32_act), on every CPU. */
+void hfq_quantize_row_q8_0_act(const float *x, void *y, int64_t n);
 void hfq_quantize_row_q8_1(const float *x, void *y, int64_t n);
 
 /* Exactly ggml's dequantize_row_<type> values. */

@@ -92,7 +92,7 @@ typedef struct hfq_qtype_traits {
     int64_t block_size;        /* elements per block */
     int64_t type_size;         /* bytes per block */
     hfq_quantize_fn quantize;
-    hfq_quantize_row_fn quantize_row;
+    hfq_quantize_row_fn quantize_row; /* activations, as llama.cpp's x86 CPU backend (may differ from quantize) */
     hfq_dequantize_fn dequantize;
     hfq_vec_dot_fn vec_dot;
     hfq_qtype vec_dot_type;    /* meaningful when vec_dot is set */

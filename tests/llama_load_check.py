@@ -45,8 +45,8 @@ CALIB = "--calibration-file"
 COMPARED_SYN = (("IQ3_XXS", CALIB), ("IQ2_S", CALIB), ("IQ1_S", CALIB), ("IQ1_M", CALIB), ("TQ1_0",), ("TQ2_0",))
 # Relative PPL tolerance against llama-perplexity, both with an F32 KV cache
 # (and llama.cpp without flash attention). Both tools quantize the
-# activations (Q8_0, Q8_1, Q8_K) but sum in their own orders, and llama.cpp's
-# AVX2 activation quantizers round as its reference does not: a value that
+# activations (Q8_0, Q8_1, Q8_K; with the same bits since the runner took
+# llama.cpp's x86 quantizers) but sum in their own orders: a value that
 # lands on the other side of a rounding boundary moves one token's logits
 # and, through the cache, later ones. That noise floor, measured on files
 # holding only formats older than this check: 2.2e-3 for TinyStories-656K's

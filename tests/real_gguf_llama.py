@@ -4,9 +4,9 @@
 and llama.cpp without flash attention. Gemma 3 270M Q4_K_M is mostly Q5_0
 and Q8_0 (rows of 640), the formats its SIMD tiles take. The perplexities
 cannot agree to many digits: this model amplifies one activation rounded to
-Q8_0 on the other side of a boundary (ggml's AVX2 quantizer rounds 127 / amax
-half-to-even where its reference, and we, round 1 / d half away: that alone
-moves our PPL by 0.3 %, docs/benchmarks.md), so the check is 3 %: it catches
+Q8_0 on the other side of a boundary (both sides now quantize activations
+with the same bits, but sum in other orders; changing only that rounding
+moved our PPL by 0.3 %, docs/ppl-eval.md), so the check is 3 %: it catches
 a wrong rope base, window, norm or kernel (tens of percent and more), not
 rounding. Skips when a file, llama-perplexity or the fixtures are absent.
 

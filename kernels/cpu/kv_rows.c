@@ -62,7 +62,11 @@ void cpu_kv_row_store(hfq_kv_type t, const float *x, void *row, int64_t hd, floa
         hfq_quantize_fp8_static(fmt, x, (char *)row + sizeof scale, 1, hd, scale);
         return;
     }
-    hfq_qtype_get(hfq_kv_type_qtype(t))->quantize(x, row, 1, hd, NULL);
+    /* llama.cpp writes its cache with the CPU from_float: for Q8_0 the x86
+     * activation quantizer (quantize_row), for the others the reference */
+    const hfq_qtype_traits *q = hfq_qtype_get(hfq_kv_type_qtype(t));
+    if (q->quantize_row) q->quantize_row(x, row, hd);
+    else q->quantize(x, row, 1, hd, NULL);
 }
 
 int64_t cpu_kv_query_bytes(hfq_kv_type t, int64_t hd) {

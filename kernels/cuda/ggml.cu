@@ -123,7 +123,7 @@ __global__ void act_kernel(cuda_act act, bool quantize, const float *x, char *q,
         float v[HFQ_QK_K];
         switch (act) {
         case CUDA_ACT_Q8_0:
-            if (quantize) hfq_quantize_block_q8_0(src, (hfq_block_q8_0 *)row + b);
+            if (quantize) hfq_quantize_block_q8_0_act(src, (hfq_block_q8_0 *)row + b);
             else hfq_decode_q8_0((const hfq_block_q8_0 *)row + b, v);
             break;
         case CUDA_ACT_Q8_1:

@@ -25,6 +25,7 @@ __global__ void block_math_check(const hfq_block_q8_0 *q8_0, const hfq_block_q8_
     dots[5] = hfq_dot_q5_k_q8_k(q5_k, a8_k);
     dots[6] = hfq_dot_q6_k_q8_k(q6_k, a8_k);
     hfq_quantize_block_q8_0(x, a8_0);
+    hfq_quantize_block_q8_0_act(x, a8_0);
     hfq_quantize_block_q8_1(x, a8_1);
     hfq_quantize_block_q8_k(x, a8_k);
 }
