@@ -282,9 +282,9 @@ def one(label, scheme, fmt, kept, limits, model, amax, ids, tmp):
     acts = [bytes(reader.fields[k].parts[-1]).decode() for k in reader.fields if k.startswith("hfq.act_quant.")]
     i = scheme.input_activations
     int8_ct = i is not None and i.type == "int" and i.dynamic is True and i.strategy == "token"
-    want = ("none" if i is None else "mxfp4" if fmt == "mxfp4-pack-quantized" else "int8_ct" if int8_ct else None) \
-        if kept else \
-        f"fp8_e4m3_g{i.group_size}" if i is not None and i.strategy == "group" and i.type == "float" else None
+    want = f"fp8_e4m3_g{i.group_size}" if group_fp8_acts(scheme) else \
+        ("none" if i is None else "mxfp4" if fmt == "mxfp4-pack-quantized" else "int8_ct" if int8_ct else None) \
+        if kept else None
     want = [want] * 14 if want else []
     check(acts == want, f"{label}: hfq.act_quant values {sorted(set(acts))} x {len(acts)}, expected {want[:1]} x {len(want)}")
     notes = [ln for ln in r.stderr.splitlines() if "dequantized exactly" in ln]

@@ -201,7 +201,7 @@ static void test_bad_qext(void) {
                            "\"none\", \"mxfp4\", \"int8_ct\" or \"fp8_e4m3_g<G>\"");
     expect_load_error_spec(&s, act_mxfp4, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'mxfp4' needs an MXFP4 weight");
     expect_load_error_spec(&s, act_fp8_g16, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'fp8_e4m3_g16' needs an F32, "
-                           "F16 or BF16 weight whose rows are whole groups");
+                           "F16, BF16 or FP8 weight (without input_scale) whose rows are whole groups");
     synth_spec fp8 = synth_default_spec();
     fp8.wqext = HFQ_QEXT_FP8_E4M3;
     expect_load_error_spec(&fp8, act_int8_ct, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'int8_ct' needs an INT8 I8 "

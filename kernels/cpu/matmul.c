@@ -197,6 +197,22 @@ static float dot_float_f32(uint32_t type, const void *wr, const float *a, int64_
     return sum;
 }
 
+/* FP8 codes row r times the F32 activations a, each weight decoded and
+ * scaled first, then the products summed in index order: the bits of the
+ * F32 weights code * scale (hfconv --outtype f32) through dot_float_f32. */
+static float dot_fp8_codes_f32(const hfq_tensor *w, int64_t r, const float *a) {
+    const uint8_t *q = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+    const int64_t n = w->ne0, g = w->scale_groups, len = g ? n / g : n;
+    const float *scales = w->scale + (g ? r * g : 0);
+    const hfq_fp8_format f = fp8_format(w->qext);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float wv = hfq_fp8_to_f32(f, q[i]) * scales[i / len];
+        sum += wv * a[i];
+    }
+    return sum;
+}
+
 /* Weight row r times activation row a of token t, without a tile. */
 static float dot_one(const product *p, int64_t r, const char *a, int64_t t) {
     const hfq_tensor *w = p->w;
@@ -205,7 +221,8 @@ static float dot_one(const product *p, int64_t r, const char *a, int64_t t) {
     case CPU_ACT_FORMAT: return p->k.dot(wr, a, w->ne0);
     case CPU_ACT_NVFP4: return hfq_dot_nvfp4_nvfp4(wr, a, w->ne0) * p->a_scales[t];
     case CPU_ACT_MXFP4: return hfq_dot_mxfp4_mxfp4(wr, a, w->ne0);
-    case CPU_ACT_FP8_GROUP: return dot_float_f32(w->type, wr, (const float *)a, w->ne0);
+    case CPU_ACT_FP8_GROUP:
+        return w->qext ? dot_fp8_codes_f32(w, r, (const float *)a) : dot_float_f32(w->type, wr, (const float *)a, w->ne0);
     case CPU_ACT_CODES:
     case CPU_ACT_F32_CODES: break;   /* p->i8's */
     }
@@ -236,7 +253,7 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
                 const float *restrict bias, const float *restrict x, int64_t n_tokens) {
     product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float), .y = y};
     if (cpu_wkernel_get(w, aq, &p.k, NULL, NULL)) return;
-    if (w->qext) p.i8 = cpu_i8_tile(true);
+    if (w->qext && p.k.act_kind != CPU_ACT_FP8_GROUP) p.i8 = cpu_i8_tile(true);
     const int64_t n_in = w->ne0, n_out = w->ne1;
     const int64_t macs = n_in * n_out * n_tokens;
     const size_t row_bytes = act_row_bytes(&p.k, n_in);
