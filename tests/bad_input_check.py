@@ -186,6 +186,12 @@ def quantize_case(work, gguf, preset="Q8_0", *extra):
     return [QUANTIZE, gguf, out, preset, *extra], [out], None
 
 
+def export_case(work, gguf):
+    """An FP8_DYNAMIC export of gguf (a bad input made for the case, kept as it was)."""
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, gguf, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"], [out], None, [gguf]
+
+
 def set_weight(model, name, fmt, value, index=5):
     """Overwrites element `index` of tensor `name` in model.safetensors."""
     path = os.path.join(model, "model.safetensors")
@@ -1012,8 +1018,7 @@ def _(work):
     bad = os.path.join(work, "rope.gguf")
     # four values between 1 and 8 that no (original context, high_freq_factor) gives
     gguf_with(B.gguf, bad, add=(("rope_freqs.weight", [1.0] * (dim // 2 - 5) + [1.5, 3.0, 2.0, 5.0, 8.0]),))
-    out = os.path.join(work, "ct")
-    return [QUANTIZE, bad, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"], [out], None, [bad]
+    return export_case(work, bad)
 
 
 @case("quantize/export-tokenizer-pre", 'tokenizer.ggml.pre "smaug-bpe" is not rebuilt as tokenizer.json (rebuilt: '
@@ -1024,8 +1029,7 @@ def _(work):
     gguf_with(B.gguf, bad, drop_keys=("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.scores"),
               keys=(("tokenizer.ggml.model", "gpt2", GGUFValueType.STRING),
                     ("tokenizer.ggml.pre", "smaug-bpe", GGUFValueType.STRING)))
-    out = os.path.join(work, "ct")
-    return [QUANTIZE, bad, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"], [out], None, [bad]
+    return export_case(work, bad)
 
 
 @case("quantize/export-no-tokenizer", "the GGUF has no tokenizer (tokenizer.ggml.model): give --tokenizer-from HF_DIR "
@@ -1033,8 +1037,7 @@ def _(work):
 def _(work):
     bad = os.path.join(work, "notok.gguf")
     gguf_with(B.gguf, bad, drop_keys=("tokenizer.ggml.model",))
-    out = os.path.join(work, "ct")
-    return [QUANTIZE, bad, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"], [out], None, [bad]
+    return export_case(work, bad)
 
 
 @case("quantize/export-moe", "tensor 'blk.0.ffn_gate_inp.weight' has no Hugging Face name in family 'llama'")

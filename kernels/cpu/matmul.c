@@ -206,10 +206,11 @@ static float dot_fp8_codes_f32(const hfq_tensor *w, int64_t r, const float *a) {
     const float *scales = w->scale + (g ? r * g : 0);
     const hfq_fp8_format f = fp8_format(w->qext);
     float sum = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        const float wv = hfq_fp8_to_f32(f, q[i]) * scales[i / len];
-        sum += wv * a[i];
-    }
+    for (int64_t k = 0; k * len < n; k++)
+        for (int64_t i = k * len; i < (k + 1) * len; i++) {
+            const float wv = hfq_fp8_to_f32(f, q[i]) * scales[k];
+            sum += wv * a[i];
+        }
     return sum;
 }
 
