@@ -211,6 +211,10 @@ static int parse_action(hfq_recipe *r, const cJSON *o, int ri, action *act, hfq_
             if (!cJSON_IsString(c) || hfq_fmt_spec_parse(c->valuestring, &act->specs[act->n_specs]) < 0)
                 return recipe_fail(r, err, ri, "bad candidate '%s' (FMT or FMT:tensor|channel|gN)",
                                    cJSON_IsString(c) ? c->valuestring : "(not a string)", 0);
+            /* the measure goes row by row, and a block scale spans 128 rows: never chosen */
+            if (act->specs[act->n_specs].scale_group == HFQ_SCALE_PER_BLOCK)
+                return recipe_fail(r, err, ri, "candidate '%s': block scales cannot be measured (give them as a format)",
+                                   c->valuestring, 0);
             act->n_specs++;
         }
         return 0;

@@ -105,7 +105,9 @@ def test_usage(tmp, model):
                        ((model, "F16", "--dry-run", "--tensor-type", "attn_v=q8_0"), "override with F16"),
                        ((model, "Q8_0", "--dry-run", "--threads", "0"), "--threads 0"),
                        ((model, "Q8_0", "--dry-run", "--output-tensor-type", "i32"), "bad output type"),
-                       ((model, "Q8_0", "--dry-run", "--frobnicate"), "unknown option")]:
+                       ((model, "Q8_0", "--dry-run", "--frobnicate"), "unknown option"),
+                       ((model, os.path.join(tmp, "o.gguf"), "--target-bpw", "6", "--candidates", "q8_0,fp8_e4m3:b128"),
+                        "block-scale candidate")]:
         r = run(*args)
         check(r.returncode == 2 and r.stderr.startswith("quantize: ") and r.stderr.count("\n") == 1,
               f"usage error ({what}): exit {r.returncode} {r.stderr!r}")

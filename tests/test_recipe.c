@@ -239,6 +239,8 @@ static void test_errors(void) {
                "\"group_size\" needs granularity \"group\"");
     expect_bad("{\"name\": \"t\", \"rules\": [{\"match\": \"a\", \"candidates\": [\"q4_K\", \"q4_K:g32\"]}]}",
                "bad candidate 'q4_K:g32'");
+    expect_bad("{\"name\": \"t\", \"rules\": [{\"match\": \"a\", \"candidates\": [\"q8_0\", \"fp8_e4m3:b128\"]}]}",
+               "candidate 'fp8_e4m3:b128': block scales cannot be measured");
     expect_bad("{\"name\": \"t\", \"rules\": [{\"match\": \"a\", \"candidates\": []}]}", "list of 1 to 64");
     expect_bad("{\"name\": \"t\", \"rules\": [{\"layers\": \"0..\", \"format\": \"q8_0\"}]}", "rule 1: layers '0..'");
     expect_bad("{\"name\": \"t\", \"rules\": [{\"layers\": \"5..3\", \"format\": \"q8_0\"}]}", "range '5..3' is empty");

@@ -194,7 +194,10 @@ static int parse_candidates(const char *list, args *a) {
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         hfq_fmt_spec *c = &a->candidates[a->n_candidates];
         if (a->n_candidates == MAX_CANDIDATES) return bad_usage("%s", "--candidates: more than 64 formats");
-        if (hfq_fmt_spec_parse(tok, c) < 0) return bad_usage("--candidates: bad format '%s' (FMT or FMT:tensor|channel|gN|b128)", tok);
+        if (hfq_fmt_spec_parse(tok, c) < 0) return bad_usage("--candidates: bad format '%s' (FMT or FMT:tensor|channel|gN)", tok);
+        /* the measure goes row by row, and a block scale spans 128 rows: it could never be chosen */
+        if (c->scale_group == HFQ_SCALE_PER_BLOCK)
+            return bad_usage("--candidates: '%s': block scales cannot be measured (give them by a recipe rule)", tok);
         if (!hfq_codec_can_encode(c->fmt)) return bad_usage("--candidates: format '%s' is not available in this build", tok);
         a->n_candidates++;
     }
