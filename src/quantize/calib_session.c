@@ -13,6 +13,7 @@
 #include "calib/fold_eval.h"
 #include "calib/fold.h"
 #include "calib/kv_stats.h"
+#include "calib/overlap.h"
 #include "calib/smoothquant.h"
 #include "calib/stats_file.h"
 #include "formats/ggml_type.h"
@@ -432,6 +433,7 @@ static int set_keys(void *ctx, gguf_writer *w, const hfq_write_effect *effect) {
     rc |= gguf_set_u64(w, "hfq.calib.chunk_count", (uint64_t)st->n_chunks);
     rc |= gguf_set_u64(w, "hfq.calib.chunk_size", (uint64_t)st->chunk_size);
     if (st->n_tokens > 0) rc |= gguf_set_u64(w, "hfq.calib.n_tokens", (uint64_t)st->n_tokens);
+    if (s->seqs.n > 0) rc |= hfq_overlap_write(w, &s->seqs);   /* ppl-eval warns on calibration text */
     rc |= gguf_set_arr_str(w, "hfq.calib.requested", requested, NULL, n_req);
     rc |= gguf_set_arr_str(w, "hfq.calib.applied", applied, NULL, n);
     if (u->act_scales) rc |= gguf_set_f32(w, "hfq.calib.act_percentile", (float)u->act_percentile);

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "calib/overlap.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cuda/device.h"
 #include "kernels/graph.h"
@@ -184,6 +185,7 @@ typedef struct run {
     hfq_kld *kld;
     float *base_logp;       /* [n_scored][n_vocab] */
     int64_t n_vocab;
+    int64_t overlap_windows;          /* the text's windows in the model's calibration set */
     hfq_ppl_memory plan, base_plan;   /* --dry-run: instead of s and base_s */
 } run;
 
@@ -234,6 +236,20 @@ static void warn_past_context(const options *o, int64_t n_ctx, const hfq_lm *lm,
     fprintf(stderr, TOOL ": warning: %s is past the %s trained context (%lld)\n", what, whose, (long long)trained);
 }
 
+/* A model scored on the text it was calibrated on looks better than it is:
+ * say so (calib/overlap.h), in the JSON too. */
+static int warn_calibration_overlap(const options *o, run *r, int64_t n_used, hfq_error *err) {
+    bool stored;
+    const int64_t n = n_used < (int64_t)r->n_ids ? n_used : (int64_t)r->n_ids;
+    if (hfq_overlap_check(hfq_model_gguf(r->lm.model), r->ids, n, &stored, &r->overlap_windows, err)) return -1;
+    if (r->overlap_windows > 0)
+        fprintf(stderr,
+                TOOL ": warning: %s shares %lld windows of %d tokens with the text %s was calibrated on: "
+                "its scores are not held-out\n",
+                o->text, (long long)r->overlap_windows, HFQ_OVERLAP_WINDOW, o->model);
+    return 0;
+}
+
 /* Loads the model, the text and the base; makes the sessions on backend ops. */
 static int run_open(run *r, const options *o, const hfq_ops *ops, hfq_error *err) {
     if (hfq_lm_load(&r->lm, o->model, err)) return -1;
@@ -258,6 +274,7 @@ static int run_open(run *r, const options *o, const hfq_ops *ops, hfq_error *err
         return -1;
     const int64_t n_chunks = o->dry_run ? r->plan.n_chunks : hfq_ppl_n_chunks(r->s);
     warn_past_context(o, pp.n_ctx, &r->lm, "model's");
+    if (warn_calibration_overlap(o, r, n_chunks * pp.n_ctx, err)) return -1;
     if (o->chunks > n_chunks)   /* fewer than asked: say so rather than score less */
         fprintf(stderr, TOOL ": warning: --chunks %lld: %s holds %lld chunks of %lld tokens; evaluating those\n",
                 (long long)o->chunks, o->text, (long long)n_chunks, (long long)pp.n_ctx);
@@ -462,6 +479,7 @@ static void print_json(const options *o, const run *rn, const hfq_ppl_result *r,
     hfq_cli_json_number(j, "n_chunks", (double)r->n_chunks);
     hfq_cli_json_number(j, "n_tokens", (double)rn->n_ids);
     hfq_cli_json_number(j, "tokens_scored", (double)r->n_scored);
+    hfq_cli_json_number(j, "calibration_overlap_windows", (double)rn->overlap_windows);
     hfq_cli_json_number(j, "nll_mean", r->nll_mean);
     hfq_cli_json_number(j, "ppl", r->ppl);
     hfq_cli_json_number(j, "ppl_err", r->ppl_err);
