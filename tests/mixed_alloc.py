@@ -210,6 +210,33 @@ def test_measure_formula(model, tmp):
         check("kl_format" not in t, f"{name}: no KL probe without a text")
     print(f"--stats: {len(got)} tensors, errors equal numpy's to {worst:.2e} (relative)")
     check(worst < 1e-9, f"measured errors vs numpy: {worst}")
+    # NVFP4 is priced as the driver writes it (--stats: importance in both):
+    # token_embd without a global scale (llama.cpp loads none there), the
+    # layers with theirs
+    p = quantize(model, "--stats", stats, "--candidates", "nvfp4", "--save-measurements", meas)
+    check(p.returncode == 0, f"--stats nvfp4: {p.stderr}")
+    nv = os.path.join(tmp, "nv.gguf")
+    p = quantize(model, nv, "NVFP4", "--pure", "--stats", stats)
+    check(p.returncode == 0, f"nvfp4 file: {p.stderr}")
+    if p.returncode == 0:
+        with open(meas) as f:
+            got = {t["name"]: t["errors"][0] for t in json.load(f)["tensors"]}
+        rd = GGUFReader(nv)
+        scales = {t.name: float(np.array(t.data)[0]) for t in rd.tensors if t.name.endswith(".scale")}
+        check("token_embd.scale" not in scales and "blk.0.attn_output.scale" in scales, f"scales: {sorted(scales)[:4]}")
+        # gguf-py decodes ggml's NVFP4 blocks; the global scale multiplies them
+        dec = {t.name: quants.dequantize(np.array(t.data), GGMLQuantizationType.NVFP4).astype(np.float64) *
+               scales.get(t.name.replace(".weight", ".scale"), 1.0)
+               for t in rd.tensors if t.tensor_type == GGMLQuantizationType.NVFP4}
+        worst = 0.0
+        # (not q/k/v or gate/up: the file's members share their group's global
+        # scale, fused.h, which the measurement, tensor by tensor, does not see)
+        for name in ("token_embd.weight", "blk.0.attn_output.weight"):
+            d2 = (weights[name].astype(np.float64) - dec[name]) ** 2
+            want = (d2 * moments[name]).sum() if name in moments else d2.sum() / weights[name].shape[0]
+            worst = max(worst, abs(got[name] - want) / want)
+        print(f"nvfp4: measured errors of token_embd and blk.0.attn_output equal the written file's to {worst:.2e}")
+        check(worst < 1e-6, f"nvfp4 measured errors vs the written file: {worst}")
     bad = os.path.join(tmp, "bad_imatrix.gguf")
     w = GGUFWriter(bad, "imatrix")
     w.add_type("imatrix")

@@ -127,9 +127,12 @@ static int measure_tensor(tensor_work *w, double *total, int n_threads, hfq_erro
                 for (int64_t r = 0; r < nr; r++)
                     for (int k = 0; k < w->n_specs; k++) total[k] += e[r * w->n_specs + k];
         }
+        /* NVFP4 as the driver writes it: a global scale only where llama.cpp
+         * loads one (token_embd: ggml's reference blocks alone) */
+        const bool nvfp4_global = hfq_plan_llama_loads_scale(t->name);
         for (int k = 0; k < w->n_specs; k++) {
             const hfq_fmt_spec sp = {w->jobs[k].fmt, w->jobs[k].scale_group};
-            w->jobs[k].global_scale = hfq_codec_global_scale(&sp, amax);
+            w->jobs[k].global_scale = sp.fmt != GT_NVFP4 || nvfp4_global ? hfq_codec_global_scale(&sp, amax) : 0.0f;
         }
     }
 done:
