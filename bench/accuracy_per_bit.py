@@ -16,6 +16,8 @@ usage: accuracy_per_bit.py --f32 MODEL.gguf --calib TEXT --eval TEXT
          [--preset Q4_K_M ...] [--method NAME=OPTIONS ...] [--build build]
          [--llama-bin .cache/llama-build/bin] [--keep DIR] [--threads N]
 e.g. --method default= --method gptq=--gptq --method rotate+gptq="--rotate --gptq"
+     --method "importance=--stats {stats}" ({stats}: our statistics of the calibration
+     text, computed once, instead of calibrating for each preset)
 """
 import argparse
 import json
@@ -74,12 +76,21 @@ def main():
     if have_llama and not os.path.exists(imatrix):
         run([li, "-m", a.f32, "-f", a.calib, "-c", ctx, "--chunks", a.calib_chunks, "-t", th, "-o", imatrix],
             "llama-imatrix")
+    stats = os.path.join(tmp, "ours.imatrix")
     rows = []
     for preset in presets:
         variants = [("none", [tools["quantize"], a.f32, None, preset, "--threads", th, "--quiet"])]
         if have_llama:
             variants.append(("llama.cpp imatrix", [lq, "--imatrix", imatrix, a.f32, None, preset, th]))
         for name, opts in methods:
+            if "{stats}" in opts:   # our statistics of the calibration text, computed once
+                if not os.path.exists(stats):
+                    run([tools["quantize"], a.f32, "--calibration-file", a.calib, "--calib-ctx", ctx,
+                         "--calib-chunks", a.calib_chunks, "--threads", th, "--save-stats", stats, "--quiet"],
+                        "statistics")
+                variants.append((name, [tools["quantize"], a.f32, None, preset, "--threads", th, "--quiet"] +
+                                 shlex.split(opts.replace("{stats}", stats))))
+                continue
             variants.append((name, [tools["quantize"], a.f32, None, preset, "--calibration-file", a.calib,
                                     "--calib-ctx", ctx, "--calib-chunks", a.calib_chunks, "--threads", th,
                                     "--quiet"] + shlex.split(opts)))
