@@ -97,7 +97,8 @@ static int check_shape(const gguf_file *f, const gguf_tensor_info *t, role r, in
                     "n_embd %" PRId64 " for --rotate", t->name, t->ne[0], t->ne[1], t->ne[2], d);
 }
 
-int hfq_rotate_check(const gguf_file *f, hfq_rotate_info *info, hfq_error *err) {
+/* Every refusal, before anything is written; *info: what the rotation will do. */
+static int rotate_check(const gguf_file *f, hfq_rotate_info *info, hfq_error *err) {
     const char *path = gguf_path(f);
     int64_t ki = gguf_find_key(f, "general.architecture");
     const char *arch = ki >= 0 ? gguf_get_str(f, ki, NULL, err) : NULL;
@@ -146,10 +147,8 @@ int hfq_rotate_check(const gguf_file *f, hfq_rotate_info *info, hfq_error *err) 
     if (!has_embd) return hfq_fail(err, path, "no token_embd.weight: --rotate needs the embedding");
     if (!has_output && !gguf_find_tensor(f, "output_norm.weight"))
         return hfq_fail(err, path, "no output_norm.weight: --rotate folds it into the output");
-    if (info) {
-        *info = (hfq_rotate_info){.n_embd = d, .block = block, .n_rotated = n_rot, .untied = !has_output};
-        snprintf(info->arch, sizeof info->arch, "%s", arch);
-    }
+    *info = (hfq_rotate_info){.n_embd = d, .block = block, .n_rotated = n_rot, .untied = !has_output};
+    snprintf(info->arch, sizeof info->arch, "%s", arch);
     return 0;
 }
 
@@ -292,7 +291,7 @@ static int declare(gguf_writer *w, const gguf_tensor_info *t, const char *name, 
 gguf_writer *hfq_rotate_write(const gguf_file *f, const char *near_path, uint64_t seed, int n_threads,
                               const char **path, hfq_rotate_info *info, hfq_error *err) {
     hfq_rotate_info ri;
-    if (hfq_rotate_check(f, &ri, err) < 0) return NULL;
+    if (rotate_check(f, &ri, err) < 0) return NULL;
     double *sign = make_signs(ri.n_embd, seed);
     gguf_writer *w = gguf_writer_new();
     char dest[4096], spec[64];

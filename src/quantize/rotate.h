@@ -49,15 +49,12 @@ typedef struct hfq_rotate_info {
     bool untied;             /* output.weight made from token_embd */
 } hfq_rotate_info;
 
-/* Every refusal hfq_rotate_write makes, without writing; info (may be NULL)
- * gets what the rotation will do. */
-int hfq_rotate_check(const gguf_file *f, hfq_rotate_info *info, hfq_error *err);
-
 /* Writes the rotated model of f into a temporary GGUF beside near_path
  * ("<near_path>.rotated.tmp.XXXXXX") and returns its writer, finished but not
  * renamed (gguf_writer_finish_temp): *path is the file to read, valid and
  * present until gguf_writer_free, which removes it. NULL with err on failure
- * (nothing left behind). n_threads 0: OpenMP's default. */
+ * (nothing left behind; every refusal above comes before any writing).
+ * info gets what the rotation did. n_threads 0: OpenMP's default. */
 gguf_writer *hfq_rotate_write(const gguf_file *f, const char *near_path, uint64_t seed, int n_threads,
                               const char **path, hfq_rotate_info *info, hfq_error *err);
 
