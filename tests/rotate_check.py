@@ -10,7 +10,7 @@ rotated F32 model against the original, in our runner and in llama.cpp's.
    original (--base, F32 KV cache on both sides): KL <= 1e-8 per token and the
    same top token everywhere. llama-perplexity on both files: the same PPL
    within 1e-4 relative (llama.cpp's gemma loads no output.weight, so the
-   untied rotated gemma is ours only: not run there).
+   untied rotated gemma is ours only: llama.cpp must refuse it, as the docs say).
 2. The fixtures (../shared/fixtures; skipped when absent): the same KL check,
    llama.cpp's own KL divergence of the rotated F32 model against the
    original's saved logits (--kl-divergence-base), and its PPL of the rotated
@@ -103,6 +103,12 @@ def one(label, gguf, tmp, llama_cpp=True):
     same_function(label, out, gguf, SYNTH_TEXT, 128, 4)
     if llama_cpp:
         llama_same_ppl(label, out, gguf, SYNTH_TEXT, 128, 2)
+    elif HAVE_LLAMA:   # what docs/quantize-tool.md says: llama.cpp's gemma refuses the untied output
+        p = run_llama([LLAMA_PPL, "-m", out, "-f", SYNTH_TEXT, "-c", 128, "--chunks", 2, "-t", "2"], "")
+        # (its logger may drop the reason at exit: the exit status is what counts)
+        refused = p.returncode != 0 and "Final estimate" not in p.stdout + p.stderr
+        print(f"{label}: llama.cpp {'refuses' if refused else 'LOADS'} the rotated file (output.weight)")
+        check(refused, f"{label}: llama.cpp now loads the rotated file: update the docs and run it")
 
 
 def transformers_families(tmp):
