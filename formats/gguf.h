@@ -186,5 +186,10 @@ int gguf_writer_write_tensor(gguf_writer *w, int64_t i, const void *data, hfq_er
 int gguf_writer_write_data(gguf_writer *w, const void *data, uint64_t n, hfq_error *err);
 /* Fails unless every tensor was written completely. */
 int gguf_writer_finish(gguf_writer *w, hfq_error *err);
+/* Completes the file like gguf_writer_finish but does not rename it: the
+ * complete file stays the temporary (registered for removal on signals) and
+ * its path is returned (owned by w) for reading back in this process; it is
+ * removed by gguf_writer_free. For intermediate files (quantize --rotate). */
+const char *gguf_writer_finish_temp(gguf_writer *w, hfq_error *err);
 
 #endif

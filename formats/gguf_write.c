@@ -32,7 +32,7 @@ typedef struct wtensor {
     uint64_t hash;    /* XXH3-64 of the data, set when written */
 } wtensor;
 
-enum wstate { W_BUILD, W_WRITING, W_DONE, W_FAILED };
+enum wstate { W_BUILD, W_WRITING, W_DONE, W_FAILED, W_KEPT };  /* W_KEPT: complete, still the temporary */
 
 struct gguf_writer {
     wkv *kv;
@@ -61,7 +61,7 @@ gguf_writer *gguf_writer_new(void) {
 
 void gguf_writer_free(gguf_writer *w) {
     if (!w) return;
-    if (w->state == W_WRITING) hfq_atomic_abort(&w->af);
+    if (w->state == W_WRITING || w->state == W_KEPT) hfq_atomic_abort(&w->af);
     for (int64_t i = 0; i < w->n_kv; i++) {
         free(w->kv[i].key);
         free(w->kv[i].val);
@@ -463,8 +463,9 @@ int gguf_writer_write_tensor(gguf_writer *w, int64_t i, const void *data, hfq_er
     return gguf_writer_write_data(w, data, w->t[i].nbytes, err);
 }
 
-int gguf_writer_finish(gguf_writer *w, hfq_error *err) {
-    if (w->state != W_WRITING) return state_error(w, "gguf_writer_finish", err);
+/* Every tensor written and the hashes patched in: the file is complete. */
+static int complete(gguf_writer *w, const char *op, hfq_error *err) {
+    if (w->state != W_WRITING) return state_error(w, op, err);
     if (w->cur < w->n_t) {
         char where[512];
         name_where(where, sizeof where, w->af.path, "tensor", w->t[w->cur].name);
@@ -481,6 +482,11 @@ int gguf_writer_finish(gguf_writer *w, hfq_error *err) {
         free(hashes);
         if (bad) return fail(w, err, w->af.path, "cannot store the tensor hashes: %s", strerror(errno));
     }
+    return 0;
+}
+
+int gguf_writer_finish(gguf_writer *w, hfq_error *err) {
+    if (complete(w, "gguf_writer_finish", err)) return -1;
     w->state = W_DONE;
     if (hfq_atomic_commit(&w->af, err)) {
         w->state = W_FAILED;
@@ -489,4 +495,14 @@ int gguf_writer_finish(gguf_writer *w, hfq_error *err) {
         return -1;
     }
     return 0;
+}
+
+const char *gguf_writer_finish_temp(gguf_writer *w, hfq_error *err) {
+    if (complete(w, "gguf_writer_finish_temp", err)) return NULL;
+    if (fflush(w->af.fp) != 0) {
+        fail(w, err, w->af.path, "write failed: %s", strerror(errno));
+        return NULL;
+    }
+    w->state = W_KEPT;
+    return w->af.tmp_path;
 }

@@ -1451,6 +1451,53 @@ def _(work):
     return quantize_case(work, B.q8, "Q4_0")
 
 
+# quantize --rotate (src/quantize/rotate.h): what the rotation cannot keep exact, refused before writing
+@case("quantize/rotate-quantized", "tensor token_embd.weight is stored as q8_0: --rotate needs F32/F16/BF16 weights")
+def _(work):
+    return quantize_case(work, B.q8, "Q8_0", "--rotate")
+
+
+@case("quantize/rotate-nan", "tensor blk.0.attn_q.weight: NaN or Inf at element 70 (cannot rotate)")
+def _(work):
+    return quantize_case(work, f16_poison(work, 0x7E00), "Q8_0", "--rotate")
+
+
+@case("quantize/rotate-post-norm", "tensor blk.0.post_attention_norm.weight: --rotate does not know how this tensor "
+                                   "meets the residual stream")
+def _(work):
+    import numpy as np
+    g = os.path.join(work, "post-norm.gguf")
+    gguf_with(B.gguf, g, add=(("blk.0.post_attention_norm.weight", np.ones(64)),))
+    return quantize_case(work, g, "Q8_0", "--rotate")
+
+
+@case("quantize/rotate-family", "general.architecture mamba: --rotate does not know this family")
+def _(work):
+    g = B.copy_gguf(work)
+    raw = open(g, "rb").read()
+    key = b"general.architecture"
+    patch(g, raw.index(key) + len(key) + 4 + 8, b"mamba")   # the value after its type and length
+    return quantize_case(work, g, "Q8_0", "--rotate")
+
+
+@case("quantize/rotate-small-block", "its largest power-of-two factor 8 is below 16")
+def _(work):
+    model, gguf = os.path.join(work, "w72"), os.path.join(work, "w72.gguf")
+    must([MKMODEL, model, "--hidden", "72", "--layers", "1"])
+    must([HFCONV, model, "-o", gguf, "-q"])
+    return quantize_case(work, gguf, "Q8_0", "--rotate")
+
+
+@case("quantize/rotate-stats", "--rotate: --stats of the unrotated model do not describe the rotated one", code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "Q8_0", "--rotate", "--stats", B.gguf)
+
+
+@case("quantize/rotate-dry-run", "--rotate writes the rotated model first: no --dry-run", code=2)
+def _(work):
+    return [QUANTIZE, B.gguf, "Q8_0", "--dry-run", "--rotate"], [], None
+
+
 @case("quantize/bad-tensor-type-regex", "--tensor-type: bad regex '(attn'", code=2)
 def _(work):
     return quantize_case(work, B.gguf, "Q8_0", "--tensor-type", "(attn=q4_0")

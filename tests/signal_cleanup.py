@@ -1,7 +1,8 @@
 """Interrupted runs leave nothing behind (formats/atomic_file.h, docs/robustness.md).
 
 Each long-running tool (hfconv on a 50M-parameter synthetic checkpoint, quantize of
-its GGUF to Q4_K_M, the same with calibration and --save-stats, ppl-eval
+its GGUF to Q4_K_M, the same with calibration and --save-stats, and with --rotate
+(whose rotated model is a temporary too), ppl-eval
 --save-logits) is started and interrupted with SIGINT, SIGTERM or SIGHUP at several
 points: a fixed time after the start, or once its temporary (OUT.tmp.XXXXXX) has
 appeared and a delay after that (polled, so a slow machine moves the points
@@ -187,6 +188,9 @@ def main():
                      [QUANTIZE, big_gguf, os.path.join(out, "c.gguf"), "Q4_K_M", "--calibration-file", TRAIN,
                       "--calib-ctx", "128", "--calib-chunks", "2", "--save-stats", os.path.join(out, "stats.gguf")],
                      [os.path.join(out, "c.gguf")], finished=[os.path.join(out, "stats.gguf")])
+        # the rotated model is a kept temporary beside q.gguf until the end (src/quantize/rotate.h)
+        rot = Tool("quantize --rotate", [QUANTIZE, big_gguf, os.path.join(out, "r.gguf"), "Q4_K_M", "--rotate"],
+                   [os.path.join(out, "r.gguf")])
         ppl = Tool("ppl-eval --save-logits",
                    [PPL_EVAL, small_gguf, "--text", VALID, "--ctx", "128", "--quiet",
                     "--save-logits", os.path.join(out, "logits.bin")], [os.path.join(out, "logits.bin")])
@@ -198,20 +202,22 @@ def main():
             (quant, S.SIGTERM, False, 0.2), (quant, S.SIGINT, True, 0.0), (quant, S.SIGTERM, True, 0.5),
             (quant, S.SIGHUP, True, 1.0),
             (calib, S.SIGINT, False, 1.0), (calib, S.SIGTERM, True, 0.0), (calib, S.SIGINT, True, 0.5),
+            (rot, S.SIGINT, True, 0.0), (rot, S.SIGTERM, True, 1.0), (rot, S.SIGHUP, False, 3.0),
             (ppl, S.SIGINT, True, 0.2), (ppl, S.SIGTERM, True, 1.0), (ppl, S.SIGHUP, False, 0.5),
         ]
         for tool, sig, wait_temp, delay in plan:
             interrupt(tool, sig, wait_temp, delay)
-        for tool in (hfconv, quant, calib, ppl):
+        for tool in (hfconv, quant, calib, rot, ppl):
             check(tool.caught > 0, f"{tool.name}: never signalled while writing (each run finished first)")
 
         sigkill_then_rerun(hfconv)
         sigkill_then_rerun(quant)
+        sigkill_then_rerun(rot)
 
         after = digests(inputs)
         changed = [f for f in before if before[f] != after.get(f)]
         check(not changed, f"inputs changed: {changed}")
-    print(f"signal_cleanup: {len(plan)} interrupted runs, 2 SIGKILL reruns, {failures} failure(s), "
+    print(f"signal_cleanup: {len(plan)} interrupted runs, 3 SIGKILL reruns, {failures} failure(s), "
           f"{time.monotonic() - t_start:.1f} s")
     return 1 if failures else 0
 

@@ -552,8 +552,40 @@ static void test_many_tensors(void) {
     gguf_writer_free(w);
 }
 
+/* gguf_writer_finish_temp: a complete file readable at the temporary's path,
+ * nothing at the destination, and gguf_writer_free removes it. */
+static void test_finish_temp(void) {
+    char path[256];
+    tmp_path(path, sizeof path, "kept.gguf");
+    hfq_error err = {{0}};
+    gguf_writer *w = two_tensor_writer(path, &err);
+    CHECK(gguf_writer_write_tensor(w, 0, (float[]){1, 2, 3, 4}, &err) == 0);
+    CHECK(gguf_writer_finish_temp(w, &err) == NULL); /* b is not written yet */
+    gguf_writer_free(w);
+    CHECK(count_entries(tmpdir) == 0);
+    w = two_tensor_writer(path, &err);
+    CHECK(gguf_writer_write_tensor(w, 0, (float[]){1, 2, 3, 4}, &err) == 0);
+    CHECK(gguf_writer_write_tensor(w, 1, (float[]){5, 6}, &err) == 0);
+    const char *kept = gguf_writer_finish_temp(w, &err);
+    CHECK_MSG(kept != NULL, "%s", err.msg);
+    CHECK(access(path, F_OK) != 0);
+    gguf_file *f = kept ? gguf_open(kept, &err) : NULL;
+    CHECK_MSG(f != NULL, "%s", err.msg);
+    if (f) {
+        const gguf_tensor_info *b = gguf_find_tensor(f, "b");
+        uint64_t h;
+        CHECK(b && memcmp(b->data, (float[]){5, 6}, 8) == 0);
+        CHECK(gguf_stored_hash(f, 1, &h, &err) == 1 && h == gguf_tensor_hash(b));
+        gguf_close(f);
+    }
+    CHECK(gguf_writer_finish(w, &err) == -1); /* no second completion */
+    gguf_writer_free(w);
+    CHECK(count_entries(tmpdir) == 0);
+}
+
 int main(void) {
     CHECK(mkdtemp(tmpdir) != NULL);
+    test_finish_temp();
     test_round_trip(GGUF_DEFAULT_ALIGNMENT);
     test_round_trip(64);
     test_round_trip(8);

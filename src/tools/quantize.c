@@ -19,6 +19,7 @@
 #include "src/quantize/codec.h"
 #include "src/quantize/driver.h"
 #include "src/quantize/mixed_run.h"
+#include "src/quantize/rotate.h"
 
 #define MAX_OVERRIDES 64
 #define MAX_CANDIDATES 64
@@ -51,6 +52,11 @@ static void usage(FILE *out) {
         "  --pure                     no per-tensor bumps: the preset's base format everywhere\n"
         "  --leave-output-tensor      do not quantize output.weight\n"
         "  --allow-requantize         accept tensors that are already quantized\n"
+        "  --rotate                   first rotate the residual stream by a randomized Hadamard matrix\n"
+        "                             folded into the weights (norm weights folded first; the same function\n"
+        "                             in F32; F32/F16/BF16 input; llama qwen2 qwen3 qwen3moe phi3 gemma);\n"
+        "                             calibration and quantization then read the rotated model; with\n"
+        "                             PRESET F32 it writes just the rotated model (docs/calibration.md)\n"
         "  --quiet                    no progress lines (on a terminal one redrawn line, elsewhere one\n"
         "                             every 5 s and one at the end of each phase)\n"
         "  -h, --help                 this help\n"
@@ -132,6 +138,7 @@ typedef struct args {
     hfq_quantize_opts q;
     hfq_calib_opts calib;
     bool dry_run, json, calibrate_only, quiet;
+    bool rotate;                    /* --rotate (src/quantize/rotate.h) */
     bool no_importance, uses_named; /* --no-importance; a use named (else the preset's default) */
     hfq_progress progress;
     hfq_plan_override overrides[MAX_OVERRIDES];
@@ -155,7 +162,7 @@ typedef struct args {
 /* Every option, for the nearest one to an unknown one. */
 static const char *const known_options[] = {
     "--dry-run", "--json", "--threads", "--tensor-type", "--token-embedding-type", "--output-tensor-type", "--pure",
-    "--leave-output-tensor", "--allow-requantize", "--quiet", "--help", "--version", "--calibration-file",
+    "--leave-output-tensor", "--allow-requantize", "--rotate", "--quiet", "--help", "--version", "--calibration-file",
     "--calib-ctx", "--calib-chunks", "--calib-lines", "--calib-chat", "--calib-all-experts", "--calib-samples",
     "--save-stats", "--stats", "--kv-scales", "--calib-kv-type",
     "--importance", "--no-importance", "--act-scales", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
@@ -431,7 +438,30 @@ static int settle_uses(args *a) {
 }
 
 /* Returns 0, 1 for --help, -1 for bad usage. */
+static int parse_args_inner(int argc, char **argv, args *a);
+
+/* --rotate with the rest of the command line: the rotated model is made
+ * here and read by everything after, so what was computed on the unrotated
+ * one does not describe it. */
+static int check_rotate_args(const args *a) {
+    if (!a->rotate) return 0;
+    if (a->dry_run) return bad_usage("%s", "--rotate writes the rotated model first: no --dry-run");
+    if (a->calib.stats_path)
+        return bad_usage("%s", "--rotate: --stats of the unrotated model do not describe the rotated one (give "
+                               "--calibration-file)");
+    if (a->meas_in) return bad_usage("%s", "--rotate: --measurements of the unrotated model do not describe the "
+                                           "rotated one (measure now)");
+    if (a->calibrate_only || (mixed_mode(a) && !a->out && !a->export_dir))
+        return bad_usage("%s", "--rotate needs an output (OUT.gguf or --export)");
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, args *a) {
+    int rc = parse_args_inner(argc, argv, a);
+    return rc == 0 ? check_rotate_args(a) : rc;
+}
+
+static int parse_args_inner(int argc, char **argv, args *a) {
     const char *pos[3];
     int n_pos = 0, used;
     hfq_plan_opts *p = &a->q.plan;
@@ -444,6 +474,7 @@ static int parse_args(int argc, char **argv, args *a) {
         else if (strcmp(s, "--pure") == 0) p->pure = true;
         else if (strcmp(s, "--leave-output-tensor") == 0) p->leave_output = true;
         else if (strcmp(s, "--allow-requantize") == 0) a->q.allow_requantize = true;
+        else if (strcmp(s, "--rotate") == 0) a->rotate = true;
         else if (strcmp(s, "--threads") == 0) {
             char *end;
             long v = next ? strtol(next, &end, 10) : 0;
@@ -913,6 +944,34 @@ static int run_export(args *a, const gguf_file *f) {
     return rc;
 }
 
+/* --rotate: IN rotated into a temporary beside the output, which replaces
+ * IN for the rest of the run (f is closed); *keep holds it until the end.
+ * NULL after saying why. */
+static gguf_file *rotate_input(args *a, gguf_file *f, gguf_writer **keep) {
+    hfq_error err = {{0}};
+    hfq_rotate_info ri;
+    const char *path = NULL;
+    gguf_writer *w = hfq_rotate_write(f, a->out ? a->out : a->export_dir, HFQ_ROTATE_DEFAULT_SEED, a->q.n_threads,
+                                      &path, &ri, &err);
+    gguf_close(f);
+    gguf_file *r = w ? gguf_open(path, &err) : NULL;
+    if (!r) {
+        fprintf(stderr, "quantize: %s\n", err.msg);
+        gguf_writer_free(w);
+        return NULL;
+    }
+    if (!a->quiet)
+        fprintf(stderr, "quantize: rotated %" PRId64 " tensors (n_embd %" PRId64 ", Hadamard blocks of %" PRId64
+                        ", seed %d)%s\n", ri.n_rotated, ri.n_embd, ri.block, HFQ_ROTATE_DEFAULT_SEED,
+                ri.untied ? "; the tied output became its own output.weight" : "");
+    if (ri.untied && strcmp(ri.arch, "gemma") == 0)
+        fprintf(stderr, "quantize: note: llama.cpp's gemma loads no output.weight: this rotated file runs in hfq's "
+                        "runner only\n");
+    a->in = path;
+    *keep = w;
+    return r;
+}
+
 static int run(args *a) {
     hfq_error err = {{0}};
     /* refused outputs are bad command lines, as the same-file check always was */
@@ -930,11 +989,14 @@ static int run(args *a) {
         return HFQ_EXIT_FAILURE;
     }
     warn_calib_ctx(a, f);
+    gguf_writer *rotated = NULL;
+    if (a->rotate && !(f = rotate_input(a, f, &rotated))) return HFQ_EXIT_FAILURE;
     int rc = a->export_dir          ? run_export(a, f)
              : mixed_mode(a)        ? run_mixed(a, f)
              : a->calibrate_only    ? calibrate_only(a)
                                     : run_preset(a, f, NULL);
     gguf_close(f);
+    gguf_writer_free(rotated); /* removes the rotated temporary */
     return rc;
 }
 
