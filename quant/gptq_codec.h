@@ -49,10 +49,15 @@ typedef struct hfq_gptq_codec {
     hfq_qtype type;
     int64_t block;           /* values one header covers (the block or super-block) */
     size_t block_bytes;      /* bytes of one stored block */
-    size_t state_bytes;      /* scratch round reads (decoded scales), at most HFQ_GPTQ_STATE_MAX */
+    size_t state_bytes;      /* scratch round reads (decoded scales), at most HFQ_GPTQ_STATE_MAX,
+                              * aligned as malloc's (codecs keep floats and pointers there) */
     /* Chooses the block's header from in, writes its header fields into blk
      * (block_bytes; the codes are left for round) and what round needs into
-     * state (state_bytes). */
+     * state (state_bytes). The codecs of quant/gptq_*.c write the whole
+     * block their quantizer writes; round rewrites each code, except in
+     * sub-blocks whose stored scale is zero, where it keeps the header's
+     * (every code decodes alike there): pass round the blk header wrote.
+     * Legacy formats with importance read in->row (whole row) too. */
     void (*header)(const hfq_gptq_block_in *in, void *blk, void *state);
     /* Stores into blk the code of position i (0 <= i < block) nearest x
      * under the header, and returns the value that code decodes to. */
