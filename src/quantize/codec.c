@@ -104,14 +104,14 @@ const char *hfq_codec_importance_unused(const hfq_fmt_spec *spec) {
     if (spec->fmt == GT_NVFP4) return NULL;
     if (hfq_codec_qext_encoding(spec->fmt)) {
         if (spec->scale_group == HFQ_SCALE_PER_BLOCK) return "block scales are their blocks' amax, as checkpoints take";
-        return spec->scale_group == HFQ_SCALE_PER_TENSOR ? "one scale for the whole tensor leaves no scale to search"
-                                                         : NULL;
+        /* INT8 per tensor: the scale is searched (tensor_scale.h); for FP8 the
+         * same search measured no gain (docs/calibration.md) */
+        if (spec->scale_group == HFQ_SCALE_PER_TENSOR && spec->fmt != HFQ_FMT_INT8)
+            return "its one scale per tensor stays amax/max (a searched scale measured no gain)";
+        return NULL;
     }
     if (!hfq_fmt_is_quantized(spec->fmt)) return "a plain float format has no rounding to weight";
     if (!tr) return "this build cannot encode it";
-    /* ggml's quantize_mxfp4 takes no importance: ours neither, to stay identical */
-    if (spec->fmt == GT_MXFP4) return "ggml's MXFP4 quantizer has no importance-weighted rounding";
-    if (spec->fmt == GT_Q8_0) return "llama.cpp's Q8_0 has no importance-weighted rounding";
     return tr->uses_importance ? NULL : "its quantizer has no importance-weighted rounding";
 }
 

@@ -63,9 +63,10 @@ float hfq_codec_global_scale(const hfq_fmt_spec *spec, float amax);
 int hfq_codec_begin(hfq_codec_job *job, const gguf_tensor_info *t, const hfq_fmt_spec *spec, hfq_error *err);
 void hfq_codec_decode_row(const hfq_codec_job *job, const void *src, float *dst);
 /* NULL when encoding to spec uses importance rows (importance-weighted
- * rounding or scale searches), else why it cannot: the formats whose
- * llama.cpp quantizer has none (Q8_0, MXFP4), the plain float formats, and
- * INT8/FP8 with one scale per tensor (nothing left to search). */
+ * rounding or scale searches; Q8_0 and MXFP4 have ours, unlike ggml's;
+ * INT8 per tensor its tensor scale, src/quantize/tensor_scale.h), else why
+ * it cannot: the plain float formats, formats whose quantizer has none, FP8
+ * per block and FP8 per tensor (a searched scale measured no gain). */
 const char *hfq_codec_importance_unused(const hfq_fmt_spec *spec);
 
 /* Block scales (HFQ_COMPANION_BLOCK_SCALES) in two steps: the absolute
