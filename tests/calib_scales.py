@@ -13,7 +13,8 @@ against numpy re-implementations:
   amax/127 * 2^(-k/32) with k of the least weighted error over the whole tensor
   (numpy, every row), codes round(x / scale); without statistics amax/127.
 - NVFP4: the global scale is amax/(6*448) * 2^(k/8), k in -2..9, one per fused group
-  (q/k/v, gate/up share one); without statistics amax/(6*448) exactly.
+  (q/k/v, gate/up share one); without statistics amax/(6*448) exactly; one thread
+  writes the same bytes as several.
 
 usage: calib_scales.py QUANTIZE HFCONV MKMODEL
 """
@@ -165,6 +166,10 @@ def test_nvfp4(tmp, model, stats, src):
     plain, cal = os.path.join(tmp, "nv.gguf"), os.path.join(tmp, "nv_cal.gguf")
     ok(QUANTIZE, model, plain, "NVFP4", "--quiet")
     ok(QUANTIZE, model, cal, "NVFP4", "--stats", stats, "--importance", "--quiet")
+    one = os.path.join(tmp, "nv_cal1.gguf")   # the searches' choices do not depend on the threads
+    ok(QUANTIZE, model, one, "NVFP4", "--stats", stats, "--importance", "--quiet", "--threads", 1)
+    check(all(np.array_equal(np.asarray(t.data), np.asarray(tensors(one)[n].data)) for n, t in tensors(cal).items()),
+          "NVFP4 with statistics: other bytes with one thread")
     p, c = tensors(plain), tensors(cal)
     groups = {}
     for name in src:

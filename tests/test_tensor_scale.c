@@ -61,7 +61,10 @@ static void check_format(uint32_t fmt, const float *x, const float *imp) {
     const float *imps[ROWS];
     for (int r = 0; r < ROWS; r++) imps[r] = imp;
     double errs[HFQ_TENSOR_SCALE_MAX_CANDIDATES];
-    CHECK(hfq_tensor_scale_errors(&job, g0, factors, n, x, imps, ROWS, errs, &err) == 0);
+    CHECK(hfq_tensor_scale_errors(&job, g0, factors, n, x, imps, ROWS, 2, errs, &err) == 0);
+    double errs1[HFQ_TENSOR_SCALE_MAX_CANDIDATES]; /* one thread: the same sums */
+    CHECK(hfq_tensor_scale_errors(&job, g0, factors, n, x, imps, ROWS, 1, errs1, &err) == 0);
+    for (int k = 0; k < n; k++) CHECK(errs1[k] == errs[k]);
     int best = 0;
     for (int k = 0; k < n; k++) {
         const double want = direct_error(fmt, x, imp, g0 * factors[k]);

@@ -503,7 +503,8 @@ static int share_fused_amax(const gguf_file *f, step *steps, int64_t n, const hf
 /* errs[k] (tensor_scale.h) for step st of tensor t over its sampled rows;
  * *n_factors their count. */
 static int tensor_scale_errors(const gguf_file *f, const gguf_tensor_info *t, const step *st,
-                               const hfq_quantize_opts *o, double *errs, int *n_factors, hfq_error *err) {
+                               const hfq_quantize_opts *o, int n_threads, double *errs, int *n_factors,
+                               hfq_error *err) {
     hfq_codec_job job;
     if (hfq_codec_begin(&job, t, &st->spec, err) < 0) {
         hfq_error_prefix(err, gguf_path(f));
@@ -525,7 +526,7 @@ static int tensor_scale_errors(const gguf_file *f, const gguf_tensor_info *t, co
     }
     if (rc == 0)
         rc = hfq_tensor_scale_errors(&job, hfq_codec_global_scale(&st->spec, st->amax), factors, *n_factors, rows,
-                                     imp, ns, errs, err);
+                                     imp, ns, n_threads, errs, err);
     gguf_release(f, t->data, t->nbytes); /* and what read-ahead brought in around the rows */
     free(rows);
     free(imp);
@@ -549,7 +550,7 @@ static int search_tensor_scales(const gguf_file *f, step *steps, int64_t n, cons
         if (!st->importance || step_companion(st, t->name) != HFQ_COMPANION_TENSOR_SCALE) continue;
         if (!st->shared_amax) rc = convert_tensor(NULL, f, t, st, o, wk, n_threads, &st->amax, err);
         st->shared_amax = true;
-        if (rc == 0) rc = tensor_scale_errors(f, t, st, o, errs + i * M, &nf[i], err);
+        if (rc == 0) rc = tensor_scale_errors(f, t, st, o, n_threads, errs + i * M, &nf[i], err);
     }
     char key[GGUF_MAX_NAME + 16], other[GGUF_MAX_NAME + 16];
     for (int64_t i = 0; rc == 0 && i < n; i++) {

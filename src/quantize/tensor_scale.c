@@ -23,12 +23,13 @@ int hfq_tensor_scale_factors(const hfq_fmt_spec *spec, float *factors) {
 }
 
 int hfq_tensor_scale_errors(const hfq_codec_job *job, float g0, const float *factors, int n_factors,
-                            const float *rows, const float *const *imp, int64_t nrows, double *err, hfq_error *err_out) {
+                            const float *rows, const float *const *imp, int64_t nrows, int n_threads, double *err,
+                            hfq_error *err_out) {
     const int64_t n = job->n_per_row;
     double *per_row = malloc((size_t)(nrows * n_factors + 1) * sizeof *per_row);
     if (!per_row) return hfq_fail(err_out, "tensor scale search", "out of memory");
     int failed = 0;
-#pragma omp parallel reduction(| : failed)
+#pragma omp parallel num_threads(n_threads > 0 ? n_threads : 1) reduction(| : failed)
     {
         uint8_t *enc = malloc(job->out_row_bytes + 1);
         float *dec = malloc((size_t)n * sizeof *dec);

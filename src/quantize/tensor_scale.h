@@ -28,8 +28,10 @@ int hfq_tensor_scale_factors(const hfq_fmt_spec *spec, float *factors);
 
 /* err[k] = the weighted error of nrows decoded rows (rows, n_per_row each)
  * under the scale g0 * factors[k], k < n_factors; imp[r] the importance of
- * row r (n_per_row values). Fails only out of memory. */
+ * row r (n_per_row values); n_threads > 0 threads (the result does not
+ * depend on them). Fails only out of memory. */
 int hfq_tensor_scale_errors(const hfq_codec_job *job, float g0, const float *factors, int n_factors,
-                            const float *rows, const float *const *imp, int64_t nrows, double *err, hfq_error *err_out);
+                            const float *rows, const float *const *imp, int64_t nrows, int n_threads, double *err,
+                            hfq_error *err_out);
 
 #endif
