@@ -175,13 +175,11 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
 /* ---- the tensors ---- */
 
 /* Why st's format takes no importance in this write, or NULL: the codec's
- * reason, or Q8_0 outside the Q8_0 preset, whose tensors (fallbacks, output
- * layers) keep llama-quantize --imatrix's bytes: ours searches Q8_0 block
- * scales, which measured a gain in the Q8_0 preset only (docs/calibration.md). */
+ * reason, except for Q8_0 in the Q8_0 preset, which takes our block-scale
+ * search (measured to pay there only; other presets' Q8_0 tensors keep
+ * llama-quantize --imatrix's bytes: docs/calibration.md). */
 static const char *importance_unused(const hfq_fmt_spec *spec, hfq_preset preset) {
-    if (spec->fmt == GT_Q8_0 && preset != HFQ_PRESET_Q8_0)
-        return "llama.cpp's Q8_0 has no importance-weighted rounding (ours serves the Q8_0 preset only)";
-    return hfq_codec_importance_unused(spec);
+    return spec->fmt == GT_Q8_0 && preset == HFQ_PRESET_Q8_0 ? NULL : hfq_codec_importance_unused(spec);
 }
 
 static step *plan_steps(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o, hfq_error *err) {
@@ -410,6 +408,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         hfq_error_prefix(err, path);
         return -1;
     }
+    job.q8_0_search = e->importance; /* plan_steps decided it (importance_unused) */
     const int64_t rows_per_mat = t->ne[1], n_mats = t->ne[2] * t->ne[3], n_rows = rows_per_mat * n_mats;
     int64_t slab_rows = (o->slab_floats > 0 ? o->slab_floats : SLAB_FLOATS) / t->ne[0];
     if (slab_rows < 1) slab_rows = 1;
