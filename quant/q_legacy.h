@@ -5,7 +5,9 @@
  * rows of n_per_row elements (a positive multiple of 32); importance NULL
  * gives exactly quantize_row_<type>_ref, importance (n_per_row per-column
  * weights, shared by all rows, e.g. an imatrix's mean x^2) gives exactly
- * ggml's importance-weighted quantizer. Q8_0 ignores importance, as ggml.
+ * ggml's importance-weighted quantizer. ggml's Q8_0 has no such quantizer:
+ * ours with importance searches each block's scale (q_legacy.c,
+ * q8_0_weighted_row), never worse than the reference on the weighted error.
  * They return the bytes written (0 for a bad n_per_row or nrows < 0).
  *
  * Input must be finite: NaN/Inf make scales NaN/Inf and the bytes are

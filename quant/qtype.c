@@ -34,7 +34,7 @@ static const hfq_qtype_traits traits[HFQ_QT_COUNT] = {
         hfq_dequantize_f16, hfq_vec_dot_f16, HFQ_QT_F16),
     ROW(HFQ_QT_BF16, "bf16", GT_BF16, true, false, false, 1, 2, hfq_quantize_bf16, hfq_quantize_row_bf16,
         hfq_dequantize_bf16, hfq_vec_dot_bf16, HFQ_QT_BF16),
-    ROW(HFQ_QT_Q8_0, "q8_0", GT_Q8_0, true, false, false, HFQ_QK, sizeof(hfq_block_q8_0), hfq_quantize_q8_0,
+    ROW(HFQ_QT_Q8_0, "q8_0", GT_Q8_0, true, false, true, HFQ_QK, sizeof(hfq_block_q8_0), hfq_quantize_q8_0,
         hfq_quantize_row_q8_0_act, hfq_dequantize_q8_0, hfq_vec_dot_q8_0, HFQ_QT_Q8_0),
     ROW(HFQ_QT_Q4_0, "q4_0", GT_Q4_0, true, false, true, HFQ_QK, sizeof(hfq_block_q4_0), hfq_quantize_q4_0, NULL,
         hfq_dequantize_q4_0, hfq_vec_dot_q4_0, HFQ_QT_Q8_0),

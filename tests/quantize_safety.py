@@ -10,9 +10,9 @@
   --no-importance turns it off; with no use named, the preset's default
   (importance, plus SmoothQuant with a searched alpha for NVFP4 and AWQ for INT8 when
   the statistics hold samples).
-- The output records what calibration changed: Q8_0 with statistics writes
-  the tensors it writes without them, records no importance and says so in
-  one stderr line; hfq.quantize.importance_tensors names the tensors rounded
+- The output records what calibration changed: FP8 with one scale per tensor
+  with statistics writes the tensors it writes without them, records no
+  importance and says so in one stderr line; hfq.quantize.importance_tensors names the tensors rounded
   with importance; hfq.calib.requested / hfq.calib.applied.
 - A dry run refuses what the real run refuses (requantizing without
   --allow-requantize), and the real run refuses it before calibrating.
@@ -186,19 +186,24 @@ def test_uses(tmp, model, text, stats):
 
 def test_records(tmp, model, text, stats):
     covered = {k[:-len(".in_sum2")] for k in (t.name for t in GGUFReader(stats).tensors) if k.endswith(".in_sum2")}
-    plain, cal = os.path.join(tmp, "q8.gguf"), os.path.join(tmp, "q8_cal.gguf")
-    ok(QUANTIZE, model, plain, "Q8_0", "--quiet")
-    r = ok(QUANTIZE, model, cal, "Q8_0", "--stats", stats, "--quiet")
-    check(tensor_bytes(plain) == tensor_bytes(cal), "Q8_0 with statistics wrote other tensor bytes")
+    # FP8 with one scale per tensor takes no importance (its searched scale measured no gain)
+    recipe = os.path.join(tmp, "fp8t.json")
+    with open(recipe, "w") as f:
+        json.dump({"name": "fp8t", "default": {"format": "fp8_e4m3", "granularity": "tensor"}}, f)
+    plain, cal = os.path.join(tmp, "fp8t.gguf"), os.path.join(tmp, "fp8t_cal.gguf")
+    ok(QUANTIZE, model, plain, "--recipe", recipe, "--quiet")
+    r = ok(QUANTIZE, model, cal, "--recipe", recipe, "--stats", stats, "--quiet")
+    check(tensor_bytes(plain) == tensor_bytes(cal), "FP8 per tensor with statistics wrote other tensor bytes")
     k = fields(cal)
     check("hfq.quantize.importance" not in k and "hfq.quantize.importance_tensors" not in k and
           k.get("hfq.calib.applied") == [] and k.get("hfq.calib.requested") == ["importance"],
-          f"Q8_0 records importance it did not use: {k}")
-    n_q8 = sum(1 for t in GGUFReader(cal).tensors if t.name in covered and int(t.tensor_type) == 8)
-    want = (f"quantize: calibration: importance does not change q8_0 ({n_q8} tensors): "
-            "llama.cpp's Q8_0 has no importance-weighted rounding")
-    check(r.stderr.splitlines() == [want], f"Q8_0 note: {r.stderr!r}, want {want!r}")
-    # Q4_0: the 64-wide weights take importance, the output layer falls back to q8_0, which does not
+          f"FP8 per tensor records importance it did not use: {k}")
+    n_fp8 = sum(1 for t in GGUFReader(cal).tensors if t.name in covered and int(t.tensor_type) == 24)
+    want = (f"quantize: calibration: importance does not change fp8_e4m3:tensor ({n_fp8} tensors): "
+            "its one scale per tensor stays amax/max (a searched scale measured no gain)")
+    check(r.stderr.splitlines() == [want], f"FP8 per tensor note: {r.stderr!r}, want {want!r}")
+    # Q4_0: the 64-wide weights take importance, the output layer falls back to q8_0, which
+    # keeps llama-quantize --imatrix's bytes outside the Q8_0 preset
     out = os.path.join(tmp, "q4.gguf")
     r = ok(QUANTIZE, model, out, "Q4_0", "--stats", stats, "--quiet")
     k = fields(out)
@@ -206,9 +211,17 @@ def test_records(tmp, model, text, stats):
     want_names = sorted(n for n in covered if types.get(n) in (2, 6, 7))  # q4_0, q5_0, q5_1
     check(k.get("hfq.quantize.importance") is True and sorted(k.get("hfq.quantize.importance_tensors", [])) == want_names,
           f"importance_tensors {k.get('hfq.quantize.importance_tensors')}, want {want_names}")
-    check("importance does not change q8_0 (1 tensor)" in r.stderr, f"Q4_0 note: {r.stderr!r}")
+    q8_note = ("importance does not change q8_0 (1 tensor): llama.cpp's Q8_0 has no importance-weighted "
+               "rounding (ours serves the Q8_0 preset only)")
+    check(q8_note in r.stderr, f"Q4_0 note: {r.stderr!r}")
     r = ok(QUANTIZE, model, "Q4_0", "--stats", stats, "--dry-run", "--quiet")
-    check("importance does not change q8_0 (1 tensor)" in r.stderr, f"the dry run says it too: {r.stderr!r}")
+    check(q8_note in r.stderr, f"the dry run says it too: {r.stderr!r}")
+    # the Q8_0 preset takes it (its block-scale search: tests/calib_scales.py)
+    q8 = os.path.join(tmp, "q8_cal.gguf")
+    r = ok(QUANTIZE, model, q8, "Q8_0", "--stats", stats, "--quiet")
+    n_q8 = sum(1 for t in GGUFReader(q8).tensors if t.name in covered and int(t.tensor_type) == 8)
+    check(n_q8 > 0 and len(fields(q8).get("hfq.quantize.importance_tensors", [])) == n_q8 and not r.stderr,
+          f"Q8_0 preset: {n_q8} q8_0 tensors, importance on {fields(q8).get('hfq.quantize.importance_tensors')}")
     r = ok(QUANTIZE, model, out, "Q4_0", "--stats", stats, "--act-scales", "--quiet")
     check("--act-scales changes no tensor" in r.stderr and fields(out).get("hfq.calib.applied") == ["importance"],
           f"--act-scales on Q4_0: {r.stderr!r}")

@@ -91,7 +91,7 @@ int hfq_codec_begin(hfq_codec_job *job, const gguf_tensor_info *t, const hfq_fmt
     if (hfq_codec_companion(spec) == HFQ_COMPANION_BLOCK_SCALES)
         n_row_scales = (t->ne[0] + HFQ_SCALE_BLOCK - 1) / HFQ_SCALE_BLOCK;
     *job = (hfq_codec_job){t->type, fmt, spec->scale_group, t->ne[0], n_row_scales, (size_t)in_row,
-                           (size_t)out_row, 0.0f};
+                           (size_t)out_row, 0.0f, false};
     return 0;
 }
 
@@ -104,14 +104,16 @@ const char *hfq_codec_importance_unused(const hfq_fmt_spec *spec) {
     if (spec->fmt == GT_NVFP4) return NULL;
     if (hfq_codec_qext_encoding(spec->fmt)) {
         if (spec->scale_group == HFQ_SCALE_PER_BLOCK) return "block scales are their blocks' amax, as checkpoints take";
-        return spec->scale_group == HFQ_SCALE_PER_TENSOR ? "one scale for the whole tensor leaves no scale to search"
-                                                         : NULL;
+        /* INT8 per tensor: the scale is searched (tensor_scale.h); for FP8 the
+         * same search measured no gain (docs/calibration.md) */
+        if (spec->scale_group == HFQ_SCALE_PER_TENSOR && spec->fmt != HFQ_FMT_INT8)
+            return "its one scale per tensor stays amax/max (a searched scale measured no gain)";
+        return NULL;
     }
     if (!hfq_fmt_is_quantized(spec->fmt)) return "a plain float format has no rounding to weight";
     if (!tr) return "this build cannot encode it";
-    /* ggml's quantize_mxfp4 takes no importance: ours neither, to stay identical */
-    if (spec->fmt == GT_MXFP4) return "ggml's MXFP4 quantizer has no importance-weighted rounding";
-    if (spec->fmt == GT_Q8_0) return "llama.cpp's Q8_0 has no importance-weighted rounding";
+    if (spec->fmt == GT_Q8_0)
+        return "llama.cpp's Q8_0 has no importance-weighted rounding (ours serves the Q8_0 preset only)";
     return tr->uses_importance ? NULL : "its quantizer has no importance-weighted rounding";
 }
 
@@ -146,7 +148,9 @@ void hfq_codec_encode_row(const hfq_codec_job *job, const float *src, void *dst,
                           float *row_scales) {
     const int64_t n = job->n_per_row;
     const bool per_tensor = job->scale_group == HFQ_SCALE_PER_TENSOR;
-    if (importance && hfq_codec_importance_unused(&(hfq_fmt_spec){job->fmt, job->scale_group})) importance = NULL;
+    if (importance && !(job->q8_0_search && job->fmt == GT_Q8_0) &&
+        hfq_codec_importance_unused(&(hfq_fmt_spec){job->fmt, job->scale_group}))
+        importance = NULL;
     switch (job->fmt) {
     case GT_NVFP4: hfq_quantize_nvfp4(src, dst, 1, n, importance, job->global_scale); break;
     case HFQ_FMT_INT8:

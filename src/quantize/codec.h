@@ -39,6 +39,8 @@ typedef struct hfq_codec_job {
     size_t in_row_bytes;
     size_t out_row_bytes;    /* of the weight tensor (companion excluded) */
     float global_scale;      /* TENSOR_SCALE: hfq_codec_global_scale of the whole tensor */
+    bool q8_0_search;        /* Q8_0: encode with importance (ours, quant/q_legacy.h), which
+                              * hfq_codec_importance_unused otherwise refuses */
 } hfq_codec_job;
 
 bool hfq_codec_can_decode(uint32_t type);
@@ -63,9 +65,13 @@ float hfq_codec_global_scale(const hfq_fmt_spec *spec, float amax);
 int hfq_codec_begin(hfq_codec_job *job, const gguf_tensor_info *t, const hfq_fmt_spec *spec, hfq_error *err);
 void hfq_codec_decode_row(const hfq_codec_job *job, const void *src, float *dst);
 /* NULL when encoding to spec uses importance rows (importance-weighted
- * rounding or scale searches), else why it cannot: the formats whose
- * llama.cpp quantizer has none (Q8_0, MXFP4), the plain float formats, and
- * INT8/FP8 with one scale per tensor (nothing left to search). */
+ * rounding or scale searches; MXFP4 has ours, unlike ggml's; INT8 per
+ * tensor its tensor scale, src/quantize/tensor_scale.h), else why it
+ * cannot: the plain float formats, formats whose quantizer has none, FP8 per
+ * block and FP8 per tensor (a searched scale measured no gain), and Q8_0,
+ * whose search (ours) a job takes only with q8_0_search set (the quantize
+ * tool: in the Q8_0 preset), so that other presets' Q8_0 tensors and the
+ * round trips measured for them keep llama.cpp's bytes. */
 const char *hfq_codec_importance_unused(const hfq_fmt_spec *spec);
 
 /* Block scales (HFQ_COMPANION_BLOCK_SCALES) in two steps: the absolute

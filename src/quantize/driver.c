@@ -11,6 +11,7 @@
 #include "formats/ggml_type.h"
 #include "src/quantize/codec.h"
 #include "src/quantize/fused.h"
+#include "src/quantize/tensor_scale.h"
 
 /* Floats decoded at a time by default: bounds memory whatever the tensor's size. */
 #define SLAB_FLOATS ((int64_t)1 << 24)
@@ -125,6 +126,7 @@ typedef struct step {
     hfq_tensor_adjust adj;
     float amax;             /* NVFP4 of a fused group (fused.h): the group's amax, shared_amax set */
     bool shared_amax;
+    float scale_factor;     /* tensor scale = the amax-derived one times this (tensor_scale.h); 0: 1 */
 } step;
 
 /* imp_names: the effect->n_importance tensors rounded with importance */
@@ -172,6 +174,14 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
 
 /* ---- the tensors ---- */
 
+/* Why st's format takes no importance in this write, or NULL: the codec's
+ * reason, except for Q8_0 in the Q8_0 preset, which takes our block-scale
+ * search (measured to pay there only; other presets' Q8_0 tensors keep
+ * llama-quantize --imatrix's bytes: docs/calibration.md). */
+static const char *importance_unused(const hfq_fmt_spec *spec, hfq_preset preset) {
+    return spec->fmt == GT_Q8_0 && preset == HFQ_PRESET_Q8_0 ? NULL : hfq_codec_importance_unused(spec);
+}
+
 static step *plan_steps(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o, hfq_error *err) {
     if (plan->n != gguf_n_tensors(f)) {
         hfq_fail(err, gguf_path(f), "the plan is for another file");
@@ -193,12 +203,12 @@ static step *plan_steps(const gguf_file *f, const hfq_plan *plan, const hfq_quan
         if (!st->convert) st->adj.input_scale = 0.0f;
         const hfq_importance_source *imp = &o->importance;
         st->rows = st->convert && imp->get && (!imp->has || imp->has(imp->ctx, t->name, t->ne[0], t->ne[2] * t->ne[3]));
-        st->importance = st->rows && !hfq_codec_importance_unused(&st->spec);
+        st->importance = st->rows && !importance_unused(&st->spec, o->plan.preset);
     }
     return steps;
 }
 
-static void count_effect(const hfq_plan *plan, const step *steps, hfq_write_effect *out) {
+static void count_effect(const hfq_plan *plan, const step *steps, hfq_preset preset, hfq_write_effect *out) {
     memset(out, 0, sizeof *out);
     for (int64_t i = 0; i < plan->n; i++) {
         const step *st = &steps[i];
@@ -213,7 +223,7 @@ static void count_effect(const hfq_plan *plan, const step *steps, hfq_write_effe
         if (k == HFQ_EFFECT_MAX_UNUSED) continue; /* more formats than any plan has */
         if (k == out->n_unused) {
             out->unused[k].spec = st->spec;
-            out->unused[k].why = hfq_codec_importance_unused(&st->spec);
+            out->unused[k].why = importance_unused(&st->spec, preset);
             out->n_unused++;
         }
         out->unused[k].n++;
@@ -298,7 +308,7 @@ int hfq_quantize_effect(const gguf_file *f, const hfq_plan *plan, const hfq_quan
                         hfq_write_effect *out, hfq_error *err) {
     step *steps = plan_steps(f, plan, opts, err);
     if (!steps) return -1;
-    count_effect(plan, steps, out);
+    count_effect(plan, steps, opts->plan.preset, out);
     free(steps);
     return 0;
 }
@@ -332,6 +342,17 @@ static bool all_finite(const float *x, int64_t n) {
     return !inf_or_nan;
 }
 
+/* Row r of the tensor (src: its bytes) decoded and multiplied as adj says. */
+static void decode_adjusted_row(const hfq_codec_job *job, const uint8_t *src, const hfq_tensor_adjust *adj,
+                                int64_t r, float *row) {
+    const int64_t n = job->n_per_row;
+    hfq_codec_decode_row(job, src, row);
+    if (adj->col_scale || adj->row_scale) {
+        const float rs = adj->row_scale ? adj->row_scale[r] : 1.0f;
+        for (int64_t j = 0; j < n; j++) row[j] = row[j] * (adj->col_scale ? adj->col_scale[j] : 1.0f) * rs;
+    }
+}
+
 /* One slab: nrows rows decoded to float, one at a time, multiplied as adj
  * says (row0: the slab's first row in the tensor) and checked; with amax !=
  * NULL only the absolute maximum is taken (block scales: each row's group
@@ -350,11 +371,7 @@ static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *
 #pragma omp parallel for schedule(dynamic, chunk) num_threads(n_threads) reduction(min : bad) reduction(max : max)
     for (int64_t r = 0; r < nrows; r++) {
         float *row = wk->rows + omp_get_thread_num() * n; /* stays in cache until encoded */
-        hfq_codec_decode_row(job, src + r * job->in_row_bytes, row);
-        if (adj->col_scale || adj->row_scale) {
-            const float rs = adj->row_scale ? adj->row_scale[row0 + r] : 1.0f;
-            for (int64_t j = 0; j < n; j++) row[j] = row[j] * (adj->col_scale ? adj->col_scale[j] : 1.0f) * rs;
-        }
+        decode_adjusted_row(job, src + r * job->in_row_bytes, adj, row0 + r, row);
         if (!all_finite(row, n)) {
             if (r < bad) bad = r;
         } else if (amax && job->scale_group == HFQ_SCALE_PER_BLOCK) {
@@ -371,6 +388,12 @@ static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *
     return bad == INT64_MAX ? -1 : bad;
 }
 
+/* The tensor scale of step e from the tensor's (or its group's) amax. */
+static float step_global_scale(const step *e, float amax) {
+    const float g = hfq_codec_global_scale(&e->spec, amax);
+    return e->scale_factor > 0.0f ? g * e->scale_factor : g;
+}
+
 /* Streams tensor t through the codec in slabs of whole rows that never cross
  * a matrix (expert) boundary: a pass for the absolute maximum when the format
  * needs it (unless the step has its group's), then the encoding pass, written
@@ -385,6 +408,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         hfq_error_prefix(err, path);
         return -1;
     }
+    job.q8_0_search = e->importance; /* plan_steps decided it (importance_unused) */
     const int64_t rows_per_mat = t->ne[1], n_mats = t->ne[2] * t->ne[3], n_rows = rows_per_mat * n_mats;
     int64_t slab_rows = (o->slab_floats > 0 ? o->slab_floats : SLAB_FLOATS) / t->ne[0];
     if (slab_rows < 1) slab_rows = 1;
@@ -402,7 +426,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         e->importance && !amax_only ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
     const uint8_t *data = t->data;
     float amax = e->shared_amax && !amax_only ? e->amax : 0.0f;
-    job.global_scale = hfq_codec_global_scale(&spec, amax);
+    job.global_scale = step_global_scale(e, amax);
     const int first = (comp == HFQ_COMPANION_TENSOR_SCALE && (amax_only || !e->shared_amax)) || block ? 0 : 1;
     for (int pass = first; pass < (amax_only ? 1 : 2); pass++) {
         for (int64_t row = 0; row < n_rows;) {
@@ -419,7 +443,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
             gguf_release(f, data + row * job.in_row_bytes, (uint64_t)nr * job.in_row_bytes);
             row += nr;
         }
-        job.global_scale = hfq_codec_global_scale(&spec, amax);
+        job.global_scale = step_global_scale(e, amax);
         if (block && pass == 0) hfq_codec_block_scales(&job, rows_per_mat, n_mats, wk->scales, wk->scales + n_rows * job.n_row_scales);
     }
     if (amax_only) {
@@ -467,6 +491,90 @@ static int share_fused_amax(const gguf_file *f, step *steps, int64_t n, const hf
         steps[i].amax = amax;
     }
     return 0;
+}
+
+/* Floats of evenly spaced rows the tensor-scale search reads at most: enough
+ * to price a scale (every row of the fixtures' tensors), and on large tensors
+ * 12 NVFP4 candidates cost about a quarter of an 11 Mi-value tensor's
+ * encoding. */
+#define SEARCH_FLOATS ((int64_t)1 << 18)
+
+/* errs[k] (tensor_scale.h) for step st of tensor t over its sampled rows;
+ * *n_factors their count. */
+static int tensor_scale_errors(const gguf_file *f, const gguf_tensor_info *t, const step *st,
+                               const hfq_quantize_opts *o, int n_threads, double *errs, int *n_factors,
+                               hfq_error *err) {
+    hfq_codec_job job;
+    if (hfq_codec_begin(&job, t, &st->spec, err) < 0) {
+        hfq_error_prefix(err, gguf_path(f));
+        return -1;
+    }
+    float factors[HFQ_TENSOR_SCALE_MAX_CANDIDATES];
+    *n_factors = hfq_tensor_scale_factors(&st->spec, factors);
+    const int64_t ne0 = t->ne[0], per_mat = t->ne[1], n_mats = t->ne[2] * t->ne[3], n_rows = per_mat * n_mats;
+    int64_t ns = SEARCH_FLOATS / ne0;
+    ns = ns < 1 ? 1 : ns > n_rows ? n_rows : ns;
+    const float *imp_all = o->importance.get(o->importance.ctx, t->name, ne0, n_mats);
+    float *rows = malloc((size_t)(ns * ne0) * sizeof *rows);
+    const float **imp = malloc((size_t)ns * sizeof *imp);
+    int rc = rows && imp && imp_all ? 0 : hfq_fail(err, gguf_path(f), "tensor %s: out of memory", t->name);
+    for (int64_t k = 0; rc == 0 && k < ns; k++) {
+        const int64_t r = (int64_t)((double)k * (double)n_rows / (double)ns);
+        decode_adjusted_row(&job, (const uint8_t *)t->data + r * job.in_row_bytes, &st->adj, r, rows + k * ne0);
+        imp[k] = imp_all + r / per_mat * ne0;
+    }
+    if (rc == 0)
+        rc = hfq_tensor_scale_errors(&job, hfq_codec_global_scale(&st->spec, st->amax), factors, *n_factors, rows,
+                                     imp, ns, n_threads, errs, err);
+    gguf_release(f, t->data, t->nbytes); /* and what read-ahead brought in around the rows */
+    free(rows);
+    free(imp);
+    return rc;
+}
+
+/* With importance, each tensor scale (NVFP4's global scale; INT8/FP8 with one
+ * scale per tensor) is the candidate of least importance-weighted error
+ * (tensor_scale.h), the errors of a fused group's members summed so that
+ * they keep one scale (share_fused_amax); a group any member of which has no
+ * importance keeps the reference. */
+static int search_tensor_scales(const gguf_file *f, step *steps, int64_t n, const hfq_quantize_opts *o, work *wk,
+                                int n_threads, hfq_error *err) {
+    enum { M = HFQ_TENSOR_SCALE_MAX_CANDIDATES };
+    double *errs = calloc((size_t)(n > 0 ? n : 1) * M, sizeof *errs);
+    int *nf = calloc((size_t)(n > 0 ? n : 1), sizeof *nf);
+    int rc = errs && nf ? 0 : hfq_fail(err, gguf_path(f), "out of memory");
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+        const gguf_tensor_info *t = gguf_tensor_at(f, i);
+        step *st = &steps[i];
+        if (!st->importance || step_companion(st, t->name) != HFQ_COMPANION_TENSOR_SCALE) continue;
+        if (!st->shared_amax) rc = convert_tensor(NULL, f, t, st, o, wk, n_threads, &st->amax, err);
+        st->shared_amax = true;
+        if (rc == 0) rc = tensor_scale_errors(f, t, st, o, n_threads, errs + i * M, &nf[i], err);
+    }
+    char key[GGUF_MAX_NAME + 16], other[GGUF_MAX_NAME + 16];
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+        if (nf[i] == 0) continue;
+        double sum[M];
+        for (int k = 0; k < nf[i]; k++) sum[k] = errs[i * M + k];
+        bool whole = true;
+        if (global_nvfp4(&steps[i], gguf_tensor_at(f, i)->name) && hfq_fused_group(gguf_tensor_at(f, i)->name, key, sizeof key))
+            for (int64_t j = 0; j < n; j++) {
+                if (j == i || !global_nvfp4(&steps[j], gguf_tensor_at(f, j)->name) ||
+                    !hfq_fused_group(gguf_tensor_at(f, j)->name, other, sizeof other) || strcmp(key, other) != 0)
+                    continue;
+                whole = whole && nf[j] == nf[i];
+                for (int k = 0; whole && k < nf[i]; k++) sum[k] += errs[j * M + k];
+            }
+        int best = 0;
+        for (int k = 1; whole && k < nf[i]; k++)
+            if (sum[k] < sum[best]) best = k;
+        float factors[M];
+        hfq_tensor_scale_factors(&steps[i].spec, factors);
+        steps[i].scale_factor = factors[best];
+    }
+    free(errs);
+    free(nf);
+    return rc;
 }
 
 /* "<base>.input_scale" for weight "<base>.weight" (or "<name>.input_scale"). */
@@ -517,7 +625,7 @@ int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out
         return -1;
     }
     hfq_write_effect effect;
-    count_effect(plan, steps, &effect);
+    count_effect(plan, steps, o->plan.preset, &effect);
     gguf_writer *w = gguf_writer_new();
     const char **imp_names = malloc((size_t)(effect.n_importance > 0 ? effect.n_importance : 1) * sizeof *imp_names);
     if (!w || !imp_names) {
@@ -533,6 +641,7 @@ int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out
     int n_threads = o->n_threads > 0 ? o->n_threads : omp_get_max_threads();
     work wk = {0};
     int rc = share_fused_amax(f, steps, plan->n, o, &wk, n_threads, err);
+    if (rc == 0) rc = search_tensor_scales(f, steps, plan->n, o, &wk, n_threads, err);
     if (rc == 0) rc = declare_tensors(w, f, plan, steps, err);
     if (rc == 0) rc = gguf_writer_begin(w, out_path, err);
     for (int64_t i = 0; rc == 0 && i < plan->n; i++) {
