@@ -3,7 +3,9 @@
  * codes, one float scale per 32 values) so the algorithm is checked apart
  * from the formats:
  *   - U is the upper Cholesky factor of the damped H's inverse (U^T U H = I);
- *   - a diagonal Hessian (no feedback) gives exactly the plain quantizer's bytes;
+ *   - a diagonal Hessian (no feedback) gives exactly the plain quantizer's
+ *     bytes: the toy's, and every format's with a codec (quant/gptq_codec.h),
+ *     with and without importance;
  *   - on correlated inputs the layer's output error ||X W^T - X Q^T||^2 is
  *     below plain rounding's;
  *   - the bytes are the same with 1 and 2 threads, and the Hessian sums too.
@@ -90,6 +92,42 @@ static double out_error(const float *x, int64_t t, const float *w, const float *
             e += d * d;
         }
     return e;
+}
+
+/* Every format with a GPTQ codec: with a diagonal Hessian, the bytes of its
+ * own quantizer (qtype.h), with and without importance. */
+static void plain_formats(void) {
+    enum { N = 512, ROWS = 6 };
+    float *w = malloc(ROWS * N * sizeof *w), imp[N];
+    double *u = calloc(N * N, sizeof *u);
+    for (int64_t i = 0; i < ROWS * N; i++) w[i] = rnd_gauss() * (i % 37 == 0 ? 5.0f : 1.0f);
+    for (int64_t j = 0; j < N; j++) {
+        imp[j] = 0.1f + rnd_uniform() * (j % 7 == 0 ? 10.0f : 1.0f);
+        u[j * N + j] = 1.0 + j % 5; /* a diagonal H: no feedback */
+    }
+    CHECK(hfq_gptq_prepare(u, N, 0.01, 1) == 0);
+    int n_codecs = 0;
+    for (int t = 0; t < HFQ_QT_COUNT; t++) {
+        const hfq_gptq_codec *c = hfq_gptq_codec_get((hfq_qtype)t);
+        const hfq_qtype_traits *tr = hfq_qtype_get((hfq_qtype)t);
+        if (!c || !tr || N % c->block) continue;
+        n_codecs++;
+        const size_t bytes = (size_t)ROWS * (N / c->block) * c->block_bytes;
+        unsigned char *a = calloc(bytes, 1), *b = calloc(bytes, 1);
+        for (int with_imp = 0; with_imp < 2; with_imp++) {
+            const float *im = with_imp ? imp : NULL;
+            CHECK(tr->quantize(w, a, ROWS, N, im) == bytes);
+            CHECK(hfq_gptq_encode(c, u, w, ROWS, N, im, 0.0f, 0, b, 2) == 0);
+            CHECK_MSG(memcmp(a, b, bytes) == 0, "%s%s: GPTQ without feedback is not the plain quantizer", tr->name,
+                      with_imp ? " with importance" : "");
+        }
+        free(a);
+        free(b);
+    }
+    printf("%d formats with a GPTQ codec give their plain bytes without feedback\n", n_codecs);
+    CHECK(n_codecs > 0);
+    free(w);
+    free(u);
 }
 
 int main(void) {
@@ -181,6 +219,7 @@ int main(void) {
     CHECK(hfq_hessian_window(ins, 5, 2, 1 << 30) == 5);
     CHECK(hfq_hessian_window(ins, 5, 4, 1) == 5);
 
+    plain_formats();
     hfq_hessian_set_free(&s1);
     hfq_hessian_set_free(&s2);
     free(x); free(w); free(hd); free(u); free(plain); free(g1); free(g2); free(diag); free(qp); free(qg);
