@@ -26,41 +26,89 @@ static double dot(const double *a, const double *b, int64_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-/* H = R R^T with R upper (the Cholesky factorization of H with rows and
- * columns reversed), in place: R_jj = sqrt(H_jj - sum_{k>j} R_jk^2),
- * R_ij = (H_ij - sum_{k>j} R_ik R_jk) / R_jj for i < j, columns from the
- * last. Then H^-1 = R^-T R^-1, so U = R^-1 is the upper Cholesky factor of
- * H^-1 without forming the inverse. */
-static int upper_factor(double *h, int64_t n, int n_threads) {
-    for (int64_t j = n - 1; j >= 0; j--) {
-        double *rj = h + j * n;
-        const double d = rj[j] - dot(rj + j + 1, rj + j + 1, n - j - 1);
-        if (!(d > 0.0) || !isfinite(d)) return -1;
-        rj[j] = sqrt(d);
-        const double inv = 1.0 / rj[j];
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (j > 256)
-        for (int64_t i = 0; i < j; i++) {
-            double *ri = h + i * n;
-            ri[j] = (ri[j] - dot(ri + j + 1, rj + j + 1, n - j - 1)) * inv;
-        }
+/* Column blocks of the factorization and of the inverse: a block's rows
+ * (factorization) or its columns' values (inverse) stay in cache while the
+ * matrix streams past once per block. */
+#define FACTOR_BLOCK 64
+#define INVERSE_BLOCK 32
+
+/* Reverses the n*n values: element (i, j) <-> (n-1-i, n-1-j), i.e. J A J
+ * with J the reversal permutation. */
+static void reverse(double *a, int64_t n) {
+    for (int64_t i = 0, k = n * n - 1; i < k; i++, k--) {
+        const double t = a[i];
+        a[i] = a[k];
+        a[k] = t;
+    }
+}
+
+/* Lower Cholesky factor of the lower triangle of a, in place, left-looking
+ * by blocks of columns: L_ij = (A_ij - sum_{k<j} L_ik L_jk) / L_jj, each
+ * element one dot of a fixed order (the same for any thread count). */
+static int cholesky_lower(double *a, int64_t n, int n_threads) {
+    for (int64_t k0 = 0; k0 < n; k0 += FACTOR_BLOCK) {
+        const int64_t k1 = k0 + FACTOR_BLOCK < n ? k0 + FACTOR_BLOCK : n;
+        for (int64_t i = k0; i < k1; i++) /* the diagonal block */
+            for (int64_t j = k0; j <= i; j++) {
+                const double v = a[i * n + j] - dot(a + i * n, a + j * n, j);
+                if (i == j && (!(v > 0.0) || !isfinite(v))) return -1;
+                a[i * n + j] = i == j ? sqrt(v) : v / a[j * n + j];
+            }
+#pragma omp parallel for schedule(static) num_threads(n_threads) if (n - k1 > 256)
+        for (int64_t i = k1; i < n; i++)
+            for (int64_t j = k0; j < k1; j++) a[i * n + j] = (a[i * n + j] - dot(a + i * n, a + j * n, j)) / a[j * n + j];
     }
     return 0;
 }
 
-/* R (upper) -> R^-1 in place, column by column from the first:
- * U_jj = 1 / R_jj, U_ij = -(sum_{k=i}^{j-1} U_ik R_kj) / R_jj for i < j
- * (U R = I), reading the columns of U already made and R's column j. */
-static int upper_inverse(double *h, int64_t n, int n_threads) {
-    double *col = malloc((size_t)(n > 0 ? n : 1) * sizeof *col);
-    if (!col) return -1;
-    for (int64_t j = 0; j < n; j++) {
-        for (int64_t k = 0; k < j; k++) col[k] = h[k * n + j];
-        const double inv = 1.0 / h[j * n + j];
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (j > 256)
-        for (int64_t i = 0; i < j; i++) h[i * n + j] = -dot(h + i * n + i, col + i, j - i) * inv;
-        h[j * n + j] = inv;
+/* X = L^-1 (lower) by forward substitution, column j of X in row j's upper
+ * part (X_kj at (j, k), k >= j), which L does not use; columns in blocks,
+ * in parallel (each column's arithmetic fixed). L's diagonal is read from
+ * d, as the inverse's overwrites it. */
+static int inverse_lower(double *a, const double *d, int64_t n, int n_threads) {
+    const int64_t n_blocks = (n + INVERSE_BLOCK - 1) / INVERSE_BLOCK;
+    int failed = 0;
+#pragma omp parallel num_threads(n_threads) reduction(| : failed)
+    {
+        double *x = malloc((size_t)INVERSE_BLOCK * (size_t)n * sizeof *x);
+        failed = !x;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < n_blocks; b++) {
+            if (failed) continue;
+            const int64_t j0 = b * INVERSE_BLOCK, j1 = j0 + INVERSE_BLOCK < n ? j0 + INVERSE_BLOCK : n;
+            for (int64_t k = j0; k < n; k++)
+                for (int64_t j = j0; j < j1 && j <= k; j++) {
+                    double *xj = x + (j - j0) * n;
+                    xj[k] = k == j ? 1.0 / d[k] : -dot(a + k * n + j, xj + j, k - j) / d[k];
+                }
+            for (int64_t j = j0; j < j1; j++) memcpy(a + j * n + j, x + (j - j0) * n + j, (size_t)(n - j) * sizeof *a);
+        }
+        free(x);
     }
-    free(col);
+    return failed ? -1 : 0;
+}
+
+/* U, the upper Cholesky factor of H^-1, without forming the inverse: with
+ * J H J = L L^T, H = R R^T for the upper R = J L J, so H^-1 = U^T U with
+ * U = R^-1 = J L^-1 J. On entry the upper triangle of h is H's; on return
+ * h's upper triangle is U, its strict lower triangle 0. */
+static int upper_inverse_factor(double *h, int64_t n, int n_threads) {
+    reverse(h, n); /* H's upper triangle is now J H J's lower one */
+    double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
+    if (!d || cholesky_lower(h, n, n_threads)) {
+        free(d);
+        return -1;
+    }
+    for (int64_t k = 0; k < n; k++) d[k] = h[k * n + k];
+    const int rc = inverse_lower(h, d, n, n_threads);
+    free(d);
+    if (rc) return -1;
+    reverse(h, n); /* X^T's upper triangle becomes (J X J)^T's lower one: U transposed */
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = i + 1; j < n; j++) {
+            h[i * n + j] = h[j * n + i];
+            h[j * n + i] = 0.0;
+        }
     return 0;
 }
 
@@ -75,9 +123,7 @@ int hfq_gptq_prepare(double *h, int64_t n, double damp, int n_threads) {
     mean /= (double)n;
     if (!isfinite(mean)) return -1;
     for (int64_t j = 0; j < n; j++) h[j * n + j] += damp * mean;
-    if (upper_factor(h, n, n_threads) || upper_inverse(h, n, n_threads)) return -1;
-    for (int64_t i = 1; i < n; i++) memset(h + i * n, 0, (size_t)i * sizeof *h);
-    return 0;
+    return upper_inverse_factor(h, n, n_threads);
 }
 
 int64_t hfq_gptq_batch(const hfq_gptq_codec *c, int64_t batch) {
