@@ -179,15 +179,23 @@ int hfq_gptq_encode(const hfq_gptq_codec *c, const double *u, const float *w, in
                 for (int64_t r = 0; r < nr; r++)
                     round_batch(c, u, n, wd + r * n, w + (r0 + r) * n, importance, global_scale, i1, i2,
                                 (uint8_t *)out + (size_t)(r0 + r) * row_bytes, e + r * batch, xf, state);
-                /* the later columns get the batch's errors, j ascending for every element */
+                /* the later columns get the batch's errors, four of its
+                 * columns at a time (then the rest one by one), in a fixed
+                 * order for every element */
+                const int64_t i4 = i1 + (i2 - i1) / 4 * 4;
                 for (int64_t k0 = i2; k0 < n; k0 += TILE) {
                     const int64_t k1 = k0 + TILE < n ? k0 + TILE : n;
-                    for (int64_t j = i1; j < i2; j++) {
-                        const double *uj = u + j * n;
+                    for (int64_t j = i4; j < i2; j++)
+                        for (int64_t r = 0; r < nr; r++)
+                            for (int64_t k = k0; k < k1; k++) wd[r * n + k] -= e[r * batch + j - i1] * u[j * n + k];
+                    for (int64_t j = i1; j < i4; j += 4) {
+                        const double *u0 = u + j * n, *u1 = u0 + n, *u2 = u1 + n, *u3 = u2 + n;
                         for (int64_t r = 0; r < nr; r++) {
-                            const double err = e[r * batch + j - i1];
+                            const double *er = e + r * batch + j - i1;
+                            const double e0 = er[0], e1 = er[1], e2 = er[2], e3 = er[3];
                             double *wr = wd + r * n;
-                            for (int64_t k = k0; k < k1; k++) wr[k] -= err * uj[k];
+                            for (int64_t k = k0; k < k1; k++)
+                                wr[k] -= (e0 * u0[k] + e1 * u1[k]) + (e2 * u2[k] + e3 * u3[k]);
                         }
                     }
                 }
