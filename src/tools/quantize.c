@@ -444,7 +444,7 @@ static int settle_uses(args *a) {
         hfq_calib_default_uses(a->q.plan.preset, u);
         u->importance = !a->no_importance;
     }
-    if (!u->importance && !u->act_scales && !u->smoothquant && !u->awq && !u->kv_scales &&
+    if (!u->importance && !u->act_scales && !u->smoothquant && !u->awq && !u->kv_scales && !u->gptq &&
         u->fold_if_possible == HFQ_CALIB_FOLD_NONE)
         return bad_usage("--no-importance leaves no use of the statistics with %s (name --act-scales, --smoothquant "
                          "or --awq)", hfq_preset_name(a->q.plan.preset));
