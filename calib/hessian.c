@@ -96,7 +96,7 @@ void hfq_hessian_add(hfq_hessian *h, const float *x, int64_t n_tokens, int n_thr
     const int64_t n = h->in.n, nt = (n + TILE - 1) / TILE, n_tiles = nt * (nt + 1) / 2;
     double *hh = h->h;
     h->n_tokens += n_tokens;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads())
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads()) if (n > 256)
     for (int64_t k = 0; k < n_tiles; k++) {
         /* tile k of the upper triangle: row block bi, column block bj >= bi */
         int64_t bi = 0, rem = k;
