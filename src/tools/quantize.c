@@ -675,6 +675,9 @@ static void print_calib_notes(const args *a, const hfq_calib_uses *used, const h
                 hfq_preset_name(a->q.plan.preset), searched ? " or samples" : "",
                 searched ? "; --calib-samples 0 keeps no samples" : "");
     }
+    if (used->gptq && e->n_gptq == 0)
+        fprintf(stderr, "quantize: calibration: --gptq changes no tensor: no dense weight's format has a GPTQ codec "
+                        "(docs/calibration.md, \"GPTQ\")\n");
     if (!folds_known) return;
     if (used->act_scales && e->n_input_scales == 0)
         fprintf(stderr, "quantize: calibration: --act-scales changes no tensor: only INT8, FP8 and NVFP4 weights "
