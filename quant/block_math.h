@@ -391,13 +391,29 @@ static inline HFQ_HD float hfq_abs_max(const float *x, int n) {
 
 /* d = amax / 127 stored as fp16; q = round(x / d) (half away from zero, as
  * roundf). Returns the unrounded d; *sum gets the sum of the quants. */
-static inline HFQ_HD float hfq_quantize_q8_32(const float x[HFQ_QK], uint16_t *d16, int8_t qs[HFQ_QK], int *sum) {
+static inline HFQ_HD float hfq_q8_32_scale(const float x[HFQ_QK], float *id) {
     float d = hfq_abs_max(x, HFQ_QK) / 127;
-    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *id = d != 0.0f ? 1.0f / d : 0.0f;
+    return d;
+}
+
+/* The level of x under inverse scale id; values beyond the block's range
+ * (only ever rounded by GPTQ, quant/gptq_codec.h) take the end levels. An
+ * underflowed scale (id = inf) gives infinities and NaNs, which ggml's
+ * conversion turns into 0 on x86. */
+static inline HFQ_HD int8_t hfq_q8_level(float x, float id) {
+    float r = roundf(x * id);
+    if (!isfinite(r)) return 0;
+    return (int8_t)(r < -128.0f ? -128.0f : r > 127.0f ? 127.0f : r);
+}
+
+static inline HFQ_HD float hfq_quantize_q8_32(const float x[HFQ_QK], uint16_t *d16, int8_t qs[HFQ_QK], int *sum) {
+    float id;
+    float d = hfq_q8_32_scale(x, &id);
     *d16 = hfq_f32_to_fp16(d);
     *sum = 0;
     for (int j = 0; j < HFQ_QK; j++) {
-        qs[j] = (int8_t)roundf(x[j] * id);
+        qs[j] = hfq_q8_level(x[j], id);
         *sum += qs[j];
     }
     return d;

@@ -49,7 +49,8 @@ typedef struct hfq_gptq_codec {
     hfq_qtype type;
     int64_t block;           /* values one header covers (the block or super-block) */
     size_t block_bytes;      /* bytes of one stored block */
-    size_t state_bytes;      /* scratch round reads (decoded scales), at most HFQ_GPTQ_STATE_MAX */
+    size_t state_bytes;      /* scratch round reads (decoded scales), at most HFQ_GPTQ_STATE_MAX,
+                              * aligned as malloc's (codecs keep floats and pointers there) */
     /* Chooses the block's header from in, writes its header fields into blk
      * (block_bytes; the codes are left for round) and what round needs into
      * state (state_bytes). */

@@ -15,20 +15,6 @@
 
 static const int8_t levels[16] = HFQ_IQ4NL_LEVELS;
 
-/* The code of the level nearest to x (ggml's best_index_int8: bisection,
- * ties to the lower level). */
-static uint8_t nearest_level(float x) {
-    if (x <= levels[0]) return 0;
-    if (x >= levels[15]) return 15;
-    int lo = 0, hi = 15;
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (x < levels[mid]) hi = mid;
-        else lo = mid;
-    }
-    return (uint8_t)(x - levels[hi - 1] < levels[hi] - x ? hi - 1 : hi);
-}
-
 /* The least-squares scale of one 32-element block over the candidates, or
  * 0 for an all-zero block (L then left as it was). L gets the levels of the
  * first candidate, which maps the signed extreme onto the most negative
@@ -45,7 +31,7 @@ static float block_scale(const float *x, const float *w, uint8_t L[HFQ_QK]) {
     float id = 1 / (-max / levels[0]);
     float sumqx = 0, sumq2 = 0;
     for (int j = 0; j < HFQ_QK; ++j) {
-        L[j] = nearest_level(id * x[j]);
+        L[j] = hfq_iq4_nearest_level(id * x[j]);
         float q = levels[L[j]];
         sumqx += w[j] * q * x[j];
         sumq2 += w[j] * q * q;
@@ -56,7 +42,7 @@ static float block_scale(const float *x, const float *w, uint8_t L[HFQ_QK]) {
         id = (t + levels[0]) / max;
         sumqx = sumq2 = 0;
         for (int j = 0; j < HFQ_QK; ++j) {
-            float q = levels[nearest_level(id * x[j])];
+            float q = levels[hfq_iq4_nearest_level(id * x[j])];
             sumqx += w[j] * q * x[j];
             sumq2 += w[j] * q * q;
         }
@@ -76,7 +62,7 @@ static float block_scale(const float *x, const float *w, uint8_t L[HFQ_QK]) {
  * scale) / 32 and 6-bit block scales in scales_l/scales_h; IQ4_NL (n = 32)
  * stores the block's scale itself. */
 static void iq4_superblock(int n, const float *x, const float *importance, uint16_t *d16, uint8_t *qs,
-                           uint16_t *scales_h, uint8_t *scales_l) {
+                           uint16_t *scales_h, uint8_t *scales_l, float *idl_out) {
     const int nblk = n / HFQ_QK;
     const float sigma2 = hfq_sum_squares(n, x) * (2.f / n);
     uint8_t L[HFQ_QK_K];
@@ -104,7 +90,8 @@ static void iq4_superblock(int n, const float *x, const float *importance, uint1
             l = l < -32 ? -32 : l > 31 ? 31 : l;
             const float dl = d * l;
             const float idl = dl ? 1 / dl : 0.f;
-            for (int j = 0; j < HFQ_QK; ++j) L[HFQ_QK * ib + j] = nearest_level(idl * x[HFQ_QK * ib + j]);
+            idl_out[ib] = idl;
+            for (int j = 0; j < HFQ_QK; ++j) L[HFQ_QK * ib + j] = hfq_iq4_nearest_level(idl * x[HFQ_QK * ib + j]);
             l += 32;
             if (ib % 2 == 0) scales_l[ib / 2] = (uint8_t)(l & 0xf);
             else scales_l[ib / 2] |= (uint8_t)((l & 0xf) << 4);
@@ -113,28 +100,41 @@ static void iq4_superblock(int n, const float *x, const float *importance, uint1
     } else {
         *d16 = hfq_f32_to_fp16(scales[0]);
         const float id = scales[0] ? 1 / scales[0] : 0;
-        for (int j = 0; j < HFQ_QK; ++j) L[j] = nearest_level(id * x[j]);
+        idl_out[0] = id;
+        for (int j = 0; j < HFQ_QK; ++j) L[j] = hfq_iq4_nearest_level(id * x[j]);
     }
     for (int ib = 0; ib < nblk; ++ib)
         for (int j = 0; j < HFQ_QK / 2; ++j)
             qs[16 * ib + j] = (uint8_t)(L[HFQ_QK * ib + j] | L[HFQ_QK * ib + 16 + j] << 4);
 }
 
+void hfq_iq4_block(int n, const float *x, const float *importance, void *block, float *idl) {
+    if (n == HFQ_QK) {
+        hfq_block_iq4_nl *b = (hfq_block_iq4_nl *)block;
+        iq4_superblock(HFQ_QK, x, importance, &b->d, b->qs, NULL, NULL, idl);
+    } else {
+        hfq_block_iq4_xs *b = (hfq_block_iq4_xs *)block;
+        iq4_superblock(HFQ_QK_K, x, importance, &b->d, b->qs, &b->scales_h, b->scales_l, idl);
+    }
+}
+
 /* Rows are quantized with scalar code only: the isa is not consulted. */
 static void iq4_nl_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
     (void)isa;
-    hfq_block_iq4_nl *b = (hfq_block_iq4_nl *)y;
-    for (int64_t i = 0; i < n / HFQ_QK; i++)
-        iq4_superblock(HFQ_QK, x + i * HFQ_QK, importance ? importance + i * HFQ_QK : NULL, &b[i].d, b[i].qs, NULL,
-                       NULL);
+    for (int64_t i = 0; i < n / HFQ_QK; i++) {
+        float idl[1];
+        hfq_iq4_block(HFQ_QK, x + i * HFQ_QK, importance ? importance + i * HFQ_QK : NULL,
+                      (hfq_block_iq4_nl *)y + i, idl);
+    }
 }
 
 static void iq4_xs_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
     (void)isa;
-    hfq_block_iq4_xs *b = (hfq_block_iq4_xs *)y;
-    for (int64_t i = 0; i < n / HFQ_QK_K; i++)
-        iq4_superblock(HFQ_QK_K, x + i * HFQ_QK_K, importance ? importance + i * HFQ_QK_K : NULL, &b[i].d, b[i].qs,
-                       &b[i].scales_h, b[i].scales_l);
+    for (int64_t i = 0; i < n / HFQ_QK_K; i++) {
+        float idl[HFQ_QK_K / HFQ_QK];
+        hfq_iq4_block(HFQ_QK_K, x + i * HFQ_QK_K, importance ? importance + i * HFQ_QK_K : NULL,
+                      (hfq_block_iq4_xs *)y + i, idl);
+    }
 }
 
 size_t hfq_quantize_iq4_nl(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance) {

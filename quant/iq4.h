@@ -39,6 +39,27 @@ static inline HFQ_HD int hfq_iq4nl_value(int code) {
     return levels[code & 15];
 }
 
+/* The code of the level nearest to x (ggml's best_index_int8: bisection,
+ * ties to the lower level). CPU only. */
+static inline uint8_t hfq_iq4_nearest_level(float x) {
+    static const int8_t levels[16] = HFQ_IQ4NL_LEVELS;
+    if (x <= levels[0]) return 0;
+    if (x >= levels[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (x < levels[mid]) hi = mid;
+        else lo = mid;
+    }
+    return (uint8_t)(x - levels[hi - 1] < levels[hi] - x ? hi - 1 : hi);
+}
+
+/* The value code c stands for when codes are hfq_iq4_nearest_level(idl * x)
+ * (0 where idl = 0: every value then gets the same code). */
+static inline float hfq_iq4_grid(float idl, int c) {
+    return idl ? (float)hfq_iq4nl_value(c) / idl : 0.0f;
+}
+
 /* Levels of 32 elements from 16 bytes: element j the low nibble of qs[j],
  * j + 16 the high one. */
 static inline HFQ_HD void hfq_iq4_levels32(const uint8_t qs[HFQ_QK / 2], int8_t v[HFQ_QK]) {
@@ -88,6 +109,13 @@ static inline HFQ_HD float hfq_dot_iq4_xs_sub_q8_k(const hfq_block_iq4_xs *w, co
     const float d = hfq_fp16_to_f32(w->d) * a->d * (float)(hfq_iq4_xs_scale(w, j) - 32);
     return d * (float)hfq_iq4_dot32(w->qs + 16 * j, a->qs + 32 * j);
 }
+
+/* Internal to quant/ (the GPTQ codecs): one IQ4_NL block (n = 32) or
+ * IQ4_XS super-block (n = 256) as the quantizers write it, and the inverse
+ * scale each 32-block's codes were rounded with (n / 32 of them: codes are
+ * hfq_iq4_nearest_level of
+ * idl[b] * x). */
+void hfq_iq4_block(int n, const float *x, const float *importance, void *block, float *idl);
 
 size_t hfq_quantize_iq4_nl(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_iq4_xs(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);

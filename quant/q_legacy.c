@@ -37,45 +37,48 @@ static void pack_q5(const uint8_t L[HFQ_QK], uint8_t qs[HFQ_QK / 2], uint8_t qh_
 typedef struct legacy_format {
     int nmax;           /* symmetric: levels 0..2 nmax - 1 around nmax; affine: 0..nmax */
     bool affine;        /* x = d * L + m (Q4_1, Q5_1) rather than d * (L - nmax) */
-    bool ref_capped;    /* the affine reference caps levels at nmax (Q4_1; Q5_1's does not) */
     size_t block_bytes;
     void (*store)(const uint8_t L[HFQ_QK], float d, float m, void *block);
 } legacy_format;
 
+static const legacy_format *legacy_format_of(hfq_legacy_kind k);
+
 /* Reference, symmetric: d maps the signed extreme to level 0 (value
- * -nmax * d); levels are truncate(x / d + nmax + 0.5), capped at 2 nmax - 1. */
-static float symmetric_levels_ref(const float x[HFQ_QK], int nmax, uint8_t L[HFQ_QK]) {
-    const float d = hfq_signed_extreme(x, HFQ_QK) / -nmax;
-    const float id = d ? 1.0f / d : 0.0f;
-    const int8_t top = (int8_t)(2 * nmax - 1);
-    for (int j = 0; j < HFQ_QK; j++) {
-        int8_t t = (int8_t)(x[j] * id + (nmax + 0.5f));
-        L[j] = (uint8_t)(t < top ? t : top);
+ * -nmax * d); levels are truncate(x / d + nmax + 0.5), capped at 2 nmax - 1.
+ * Reference, affine: min and d = range / nmax from the block's extremes;
+ * levels truncate((x - min) / d + 0.5), capped at nmax (ggml's Q5_1 does not
+ * cap, but its levels never exceed 31). The weighted searches keep the scale
+ * (and min) of their best fit and the levels they rounded it with. */
+void hfq_legacy_block_map(hfq_legacy_kind k, const float *x, const float *w, hfq_legacy_map *map) {
+    const legacy_format *f = legacy_format_of(k);
+    *map = (hfq_legacy_map){.nmax = f->nmax, .top = f->affine ? f->nmax : 2 * f->nmax - 1, .affine = f->affine,
+                            .weighted = w != NULL};
+    uint8_t L[HFQ_QK];
+    if (w && f->affine) {
+        float neg_min;
+        map->d = hfq_search_affine_map(HFQ_QK, f->nmax, x, w, L, &neg_min, -0.9f, 0.05f, 36, false, &map->iscale,
+                                       &map->min);
+        map->m = -neg_min;
+    } else if (w) {
+        map->d = hfq_search_symmetric_iscale(HFQ_QK, f->nmax, x, w, (int8_t *)L, &map->iscale);
+        map->zero = map->iscale == 0.0f;
+    } else if (f->affine) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < HFQ_QK; j++) {
+            if (x[j] < min) min = x[j];
+            if (x[j] > max) max = x[j];
+        }
+        map->d = (max - min) / f->nmax;
+        map->iscale = map->d ? 1.0f / map->d : 0.0f;
+        map->m = map->min = min;
+    } else {
+        map->d = hfq_signed_extreme(x, HFQ_QK) / -f->nmax;
+        map->iscale = map->d ? 1.0f / map->d : 0.0f;
     }
-    return d;
 }
 
-/* Reference, affine: min and d = range / nmax from the block's extremes;
- * levels truncate((x - min) / d + 0.5), capped at nmax only where ggml caps
- * them (through int8_t, as ggml converts). */
-static float affine_levels_ref(const float x[HFQ_QK], int nmax, bool capped, uint8_t L[HFQ_QK], float *m) {
-    float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < HFQ_QK; j++) {
-        if (x[j] < min) min = x[j];
-        if (x[j] > max) max = x[j];
-    }
-    const float d = (max - min) / nmax;
-    const float id = d ? 1.0f / d : 0.0f;
-    for (int j = 0; j < HFQ_QK; j++) {
-        if (capped) {
-            int8_t t = (int8_t)((x[j] - min) * id + 0.5f);
-            L[j] = (uint8_t)(t < nmax ? t : nmax);
-        } else {
-            L[j] = (uint8_t)((x[j] - min) * id + 0.5f);
-        }
-    }
-    *m = min;
-    return d;
+void hfq_legacy_store(hfq_legacy_kind k, const uint8_t *L, float d, float m, void *block) {
+    legacy_format_of(k)->store(L, d, m, block);
 }
 
 /* Weighted levels, d and m of nblk <= 8 consecutive blocks with error
@@ -106,17 +109,18 @@ static void weighted_levels(const legacy_format *f, hfq_isa isa, int nblk, const
 }
 
 /* One row; the weighted paths weight errors relative to the row's mean square. */
-static void legacy_row(const legacy_format *f, hfq_isa isa, const float *x, void *y, int64_t n,
+static void legacy_row(hfq_legacy_kind k, hfq_isa isa, const float *x, void *y, int64_t n,
                        const float *importance) {
+    const legacy_format *f = legacy_format_of(k);
     const int64_t nb = n / HFQ_QK;
     if (!importance) {
         for (int64_t i = 0; i < nb; i++) {
             uint8_t L[HFQ_QK];
-            float m = 0.0f;
             const float *xb = x + i * HFQ_QK;
-            float d = f->affine ? affine_levels_ref(xb, f->nmax, f->ref_capped, L, &m)
-                                : symmetric_levels_ref(xb, f->nmax, L);
-            f->store(L, d, m, (char *)y + (size_t)i * f->block_bytes);
+            hfq_legacy_map map;
+            hfq_legacy_block_map(k, xb, NULL, &map);
+            for (int j = 0; j < HFQ_QK; j++) L[j] = (uint8_t)hfq_legacy_level(&map, xb[j]);
+            f->store(L, map.d, map.m, (char *)y + (size_t)i * f->block_bytes);
         }
         return;
     }
@@ -160,10 +164,16 @@ static void store_q5_1(const uint8_t L[HFQ_QK], float d, float m, void *block) {
     pack_q5(L, b->qs, b->qh);
 }
 
-static const legacy_format Q4_0_FORMAT = {8, false, false, sizeof(hfq_block_q4_0), store_q4_0};
-static const legacy_format Q4_1_FORMAT = {15, true, true, sizeof(hfq_block_q4_1), store_q4_1};
-static const legacy_format Q5_0_FORMAT = {16, false, false, sizeof(hfq_block_q5_0), store_q5_0};
-static const legacy_format Q5_1_FORMAT = {31, true, false, sizeof(hfq_block_q5_1), store_q5_1};
+static const legacy_format FORMATS[] = {
+    [HFQ_LEGACY_Q4_0] = {8, false, sizeof(hfq_block_q4_0), store_q4_0},
+    [HFQ_LEGACY_Q4_1] = {15, true, sizeof(hfq_block_q4_1), store_q4_1},
+    [HFQ_LEGACY_Q5_0] = {16, false, sizeof(hfq_block_q5_0), store_q5_0},
+    [HFQ_LEGACY_Q5_1] = {31, true, sizeof(hfq_block_q5_1), store_q5_1},
+};
+
+static const legacy_format *legacy_format_of(hfq_legacy_kind k) {
+    return &FORMATS[k];
+}
 
 /* ---- rows ---- */
 
@@ -180,19 +190,19 @@ static void q8_0_row(hfq_isa isa, const float *x, void *y, int64_t n, const floa
 }
 
 static void q4_0_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
-    legacy_row(&Q4_0_FORMAT, isa, x, y, n, importance);
+    legacy_row(HFQ_LEGACY_Q4_0, isa, x, y, n, importance);
 }
 
 static void q4_1_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
-    legacy_row(&Q4_1_FORMAT, isa, x, y, n, importance);
+    legacy_row(HFQ_LEGACY_Q4_1, isa, x, y, n, importance);
 }
 
 static void q5_0_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
-    legacy_row(&Q5_0_FORMAT, isa, x, y, n, importance);
+    legacy_row(HFQ_LEGACY_Q5_0, isa, x, y, n, importance);
 }
 
 static void q5_1_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
-    legacy_row(&Q5_1_FORMAT, isa, x, y, n, importance);
+    legacy_row(HFQ_LEGACY_Q5_1, isa, x, y, n, importance);
 }
 
 HFQ_DEFINE_QUANTIZE(hfq_quantize_q8_0, hfq_block_q8_0, HFQ_QK, q8_0_row)

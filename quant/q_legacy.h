@@ -17,10 +17,13 @@
 #ifndef HFQ_QUANT_Q_LEGACY_H
 #define HFQ_QUANT_Q_LEGACY_H
 
+#include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "quant/isa.h"
+#include "quant/scale_search.h"
 
 size_t hfq_quantize_q8_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_q4_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
@@ -64,5 +67,49 @@ float hfq_vec_dot_q4_0(const void *w, const void *a, int64_t n);
 float hfq_vec_dot_q4_1(const void *w, const void *a, int64_t n);
 float hfq_vec_dot_q5_0(const void *w, const void *a, int64_t n);
 float hfq_vec_dot_q5_1(const void *w, const void *a, int64_t n);
+
+/* ---- internal to quant/: one block's header and level map as the
+ * quantizers above choose them, shared with the GPTQ codecs
+ * (quant/gptq_legacy.c), which round one value at a time ---- */
+
+typedef enum hfq_legacy_kind { HFQ_LEGACY_Q4_0, HFQ_LEGACY_Q4_1, HFQ_LEGACY_Q5_0, HFQ_LEGACY_Q5_1 } hfq_legacy_kind;
+
+typedef struct hfq_legacy_map {
+    float d, m;        /* the block's scale and min, before fp16 */
+    float iscale, min; /* what levels are rounded with (reference: 1 / d and the block min) */
+    int nmax, top;     /* levels 0..top; symmetric formats centre them on nmax */
+    bool affine, weighted, zero; /* zero: an all-zero weighted symmetric block, all levels 0 */
+} hfq_legacy_map;
+
+/* The header of one 32-block of kind k: the reference quantizer's for w
+ * NULL, else the importance-weighted one's with error weights w
+ * (hfq_importance_weights with the row's mean square). */
+void hfq_legacy_block_map(hfq_legacy_kind k, const float *x, const float *w, hfq_legacy_map *map);
+
+/* The level the quantizer gives x under map (the reference's truncating
+ * conversions, the searches' nearest_int), clamped to the format's levels
+ * (only values GPTQ has moved off the block reach the clamps). */
+static inline int hfq_legacy_level(const hfq_legacy_map *map, float x) {
+    if (map->weighted) {
+        if (map->affine) return hfq_level_affine(map->iscale, x, map->min, map->nmax);
+        return map->zero ? 0 : hfq_level_symmetric(map->iscale, x, map->nmax) + map->nmax;
+    }
+    const float t = map->affine ? (x - map->min) * map->iscale + 0.5f : x * map->iscale + (map->nmax + 0.5f);
+    /* an underflowed scale makes t infinite or NaN (iscale = inf), which
+     * ggml's conversion turns into level 0 on x86 */
+    if (!isfinite(t) || !(t > 0.0f)) return 0;
+    return t >= (float)map->top ? map->top : (int)t;
+}
+
+/* The value level L stands for in hfq_legacy_level's arithmetic (it picks
+ * the level of the nearest): (L - nmax) / iscale, or min + L / iscale; 0
+ * (affine: min) where every value gets the same level. */
+static inline float hfq_legacy_grid(const hfq_legacy_map *map, int L) {
+    if (!map->iscale || map->zero) return map->affine ? map->min : 0.0f;
+    return map->affine ? map->min + (float)L / map->iscale : (float)(L - map->nmax) / map->iscale;
+}
+
+/* Stores levels L (0..top) with d and m (converted to fp16) as a block of kind k. */
+void hfq_legacy_store(hfq_legacy_kind k, const uint8_t *L, float d, float m, void *block);
 
 #endif

@@ -9,10 +9,6 @@
 
 #include "quant/block_math.h"
 
-static inline int clamp_int(int v, int lo, int hi) {
-    return v < lo ? lo : v > hi ? hi : v;
-}
-
 void hfq_importance_weights(int n, const float *x, const float *importance, float sigma2, float *w) {
     for (int i = 0; i < n; ++i) w[i] = importance[i] * sqrtf(sigma2 + x[i] * x[i]);
 }
@@ -33,7 +29,13 @@ float hfq_sum_squares(int64_t n, const float *x) {
 #define SYMMETRIC_CANDIDATES 19 /* the starting scale, then nmax + 0.1 * (-9..9, not 0) */
 
 float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8_t *L) {
+    float iscale;
+    return hfq_search_symmetric_iscale(n, nmax, x, w, L, &iscale);
+}
+
+float hfq_search_symmetric_iscale(int n, int nmax, const float *x, const float *w, int8_t *L, float *code_iscale) {
     const float extreme = hfq_signed_extreme(x, n);
+    *code_iscale = 0.f;
     if (fabsf(extreme) < HFQ_GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
@@ -45,7 +47,7 @@ float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8
     for (int i = 0; i < n; ++i) {
         const float xi = x[i], wi = w ? w[i] : x[i] * x[i];
         for (int c = 0; c < SYMMETRIC_CANDIDATES; ++c) {
-            int l = clamp_int(hfq_nearest_int(iscale[c] * xi), -nmax, nmax - 1);
+            int l = hfq_level_symmetric(iscale[c], xi, nmax);
             sumlx[c] += wi * xi * l;
             suml2[c] += wi * l * l;
         }
@@ -61,8 +63,8 @@ float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8
             best = scale * sumlx[c];
         }
     }
-    for (int i = 0; i < n; ++i)
-        L[i] = (int8_t)(clamp_int(hfq_nearest_int(iscale[chosen] * x[i]), -nmax, nmax - 1) + nmax);
+    for (int i = 0; i < n; ++i) L[i] = (int8_t)(hfq_level_symmetric(iscale[chosen], x[i], nmax) + nmax);
+    *code_iscale = iscale[chosen];
     return scale;
 }
 
@@ -80,6 +82,12 @@ static float affine_error(int n, const float *x, const float *w, const uint8_t *
 
 float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
                         float rdelta, int nstep, bool abs_error) {
+    float iscale, min;
+    return hfq_search_affine_map(n, nmax, x, w, L, neg_min, rmin, rdelta, nstep, abs_error, &iscale, &min);
+}
+
+float hfq_search_affine_map(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
+                            float rdelta, int nstep, bool abs_error, float *code_iscale, float *code_min) {
     float min = x[0], max = x[0];
     float sum_w = w[0];
     float sum_x = sum_w * x[0];
@@ -93,11 +101,14 @@ float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t
     if (max == min) {
         memset(L, 0, (size_t)n);
         *neg_min = -min;
+        *code_iscale = *code_min = 0.f;
         return 0.f;
     }
     float iscale = nmax / (max - min);
     float scale = 1 / iscale;
-    for (int i = 0; i < n; ++i) L[i] = (uint8_t)clamp_int(hfq_nearest_int(iscale * (x[i] - min)), 0, nmax);
+    for (int i = 0; i < n; ++i) L[i] = (uint8_t)hfq_level_affine(iscale, x[i], min, nmax);
+    *code_iscale = iscale;
+    *code_min = min;
     float best_error = affine_error(n, x, w, L, scale, min, abs_error);
 
     /* Each candidate rounds with the min of the best fit so far, so unlike
@@ -108,7 +119,7 @@ float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t
         iscale = (rmin + rdelta * is + nmax) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; ++i) {
-            int l = clamp_int(hfq_nearest_int(iscale * (x[i] - min)), 0, nmax);
+            int l = hfq_level_affine(iscale, x[i], min, nmax);
             aux[i] = (uint8_t)l;
             sum_l += w[i] * l;
             sum_l2 += w[i] * l * l;
@@ -126,6 +137,8 @@ float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t
         float err = affine_error(n, x, w, aux, this_scale, this_min, abs_error);
         if (err < best_error) {
             memcpy(L, aux, (size_t)n);
+            *code_iscale = iscale;
+            *code_min = min; /* the min aux was rounded with, before this fit's */
             best_error = err;
             scale = this_scale;
             min = this_min;
@@ -144,7 +157,7 @@ float hfq_search_symmetric_refined(int n, int nmax, const float *x, int8_t *L) {
     const float iscale = -nmax / extreme;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; ++i) {
-        int l = clamp_int(hfq_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        int l = hfq_clamp_int(hfq_nearest_int(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)l;
         float w = x[i] * x[i];
         sumlx += w * x[i] * l;
@@ -159,7 +172,7 @@ float hfq_search_symmetric_refined(int n, int nmax, const float *x, int8_t *L) {
             float slx = sumlx - w * x[i] * L[i];
             if (!(slx > 0)) continue;
             float sl2 = suml2 - w * L[i] * L[i];
-            int new_l = clamp_int(hfq_nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+            int new_l = hfq_clamp_int(hfq_nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
             if (new_l == L[i]) continue;
             slx += w * x[i] * new_l;
             sl2 += w * new_l * new_l;
@@ -279,7 +292,7 @@ void hfq_requantize_affine(hfq_isa isa, int n, int nmax, const float *x, float d
     }
 #endif
     (void)isa;
-    for (; i < n; ++i) L[i] = (uint8_t)clamp_int(hfq_nearest_int((x[i] + m) / d), 0, nmax);
+    for (; i < n; ++i) L[i] = (uint8_t)hfq_relevel_affine(x[i], d, m, nmax);
 }
 
 void hfq_requantize_symmetric(hfq_isa isa, int n, int nmax, const float *x, float d, int8_t *L) {
@@ -291,5 +304,5 @@ void hfq_requantize_symmetric(hfq_isa isa, int n, int nmax, const float *x, floa
     }
 #endif
     (void)isa;
-    for (; i < n; ++i) L[i] = (int8_t)(clamp_int(hfq_nearest_int(x[i] / d), -nmax, nmax - 1) + nmax);
+    for (; i < n; ++i) L[i] = (int8_t)hfq_relevel_symmetric(x[i], d, nmax);
 }

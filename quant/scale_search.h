@@ -17,7 +17,35 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "quant/block_math.h"
 #include "quant/isa.h"
+
+static inline int hfq_clamp_int(int v, int lo, int hi) {
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* ---- the level of one value, as the searches and the final passes compute
+ * it (shared with the GPTQ codecs, which round one value at a time) ---- */
+
+/* Symmetric level under a candidate inverse scale: in [-nmax, nmax - 1]. */
+static inline int hfq_level_symmetric(float iscale, float x, int nmax) {
+    return hfq_clamp_int(hfq_nearest_int(iscale * x), -nmax, nmax - 1);
+}
+
+/* Affine level under a candidate inverse scale and min: in [0, nmax]. */
+static inline int hfq_level_affine(float iscale, float x, float min, int nmax) {
+    return hfq_clamp_int(hfq_nearest_int(iscale * (x - min)), 0, nmax);
+}
+
+/* Level against a stored scale d and offset m (hfq_requantize_affine). */
+static inline int hfq_relevel_affine(float x, float d, float m, int nmax) {
+    return hfq_clamp_int(hfq_nearest_int((x + m) / d), 0, nmax);
+}
+
+/* Level against a stored scale d, biased by nmax (hfq_requantize_symmetric). */
+static inline int hfq_relevel_symmetric(float x, float d, int nmax) {
+    return hfq_clamp_int(hfq_nearest_int(x / d), -nmax, nmax - 1) + nmax;
+}
 
 /* ggml's threshold below which a group counts as all zero. */
 #define HFQ_GROUP_MAX_EPS 1e-15f
@@ -37,6 +65,11 @@ float hfq_sum_squares(int64_t n, const float *x);
  * all L = 0 for an all-zero group). */
 float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8_t *L);
 
+/* The same, also giving the inverse scale the levels were rounded with:
+ * L[i] = hfq_level_symmetric(*iscale, x[i], nmax) + nmax; *iscale is 0
+ * for an all-zero group (whose levels are all 0). */
+float hfq_search_symmetric_iscale(int n, int nmax, const float *x, const float *w, int8_t *L, float *iscale);
+
 /* Largest group hfq_search_affine takes (ggml's are 32). */
 #define HFQ_AFFINE_MAX_N 32
 
@@ -48,6 +81,12 @@ float hfq_search_symmetric(int n, int nmax, const float *x, const float *w, int8
  * HFQ_AFFINE_MAX_N. Returns scale; *neg_min gets -min (>= 0). */
 float hfq_search_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
                         float rdelta, int nstep, bool abs_error);
+
+/* The same, also giving the inverse scale and min the levels were rounded
+ * with: L[i] = hfq_level_affine(*iscale, x[i], *min, nmax) (0 and 0 for a
+ * constant group, whose levels are all 0). */
+float hfq_search_affine_map(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
+                            float rdelta, int nstep, bool abs_error, float *iscale, float *min);
 
 /* Symmetric levels as hfq_search_symmetric, weights x^2, from the one
  * scale mapping the signed extreme to -nmax, then single levels moved to
