@@ -118,6 +118,10 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
 
 void hfq_calib_default_uses(hfq_preset preset, hfq_calib_uses *u) {
     u->importance = true;
+    /* GPTQ (with importance headers) was best on both fixtures for these:
+     * KLD 21-40 % below importance rounding, NVFP4 also below SmoothQuant,
+     * which it replaces (docs/calibration.md, "GPTQ") */
+    u->gptq = preset == HFQ_PRESET_Q4_K_M || preset == HFQ_PRESET_Q4_0 || preset == HFQ_PRESET_NVFP4;
     /* NVFP4 (block scales searched with four over six): SmoothQuant with its
      * alpha searched per group was best on both fixtures (KLD 8 % / 3 % below
      * AWQ on stories260K / TinyStories-656K); MXFP4: importance alone, the
@@ -189,7 +193,7 @@ hfq_calib_session *hfq_calib_session_new(const char *model_path, const hfq_calib
     if (rc == 0 && o->save_path) rc = hfq_calib_stats_save(&s->stats, o->save_path, err);
     if (rc == 0) warn_sparse_experts(s);
     hfq_calib_uses *u = &s->o.uses;
-    if (u->fold_if_possible != HFQ_CALIB_FOLD_NONE && !u->awq && !u->smoothquant && can_fold(&s->stats, u))
+    if (u->fold_if_possible != HFQ_CALIB_FOLD_NONE && !u->awq && !u->smoothquant && !u->gptq && can_fold(&s->stats, u))
         *(u->fold_if_possible == HFQ_CALIB_FOLD_AWQ ? &u->awq : &u->smoothquant) = true;
     if (rc) {
         hfq_calib_session_free(s);

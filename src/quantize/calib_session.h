@@ -60,7 +60,8 @@ typedef enum hfq_calib_fold {
 typedef struct hfq_calib_uses {
     bool importance, act_scales, smoothquant, awq, kv_scales, gptq;
     /* the preset's default rescaling (docs/calibration.md, "Defaults"),
-     * taken when no rescaling is named and the statistics can serve it
+     * taken when no rescaling is named, GPTQ is not used and the statistics
+     * can serve it
      * (activation maxima and mean |x|, and for AWQ and SmoothQuant with a
      * searched alpha samples: not a llama-imatrix file, for those not
      * --calib-samples 0); hfq_calib_session_uses says whether it was */
@@ -71,9 +72,11 @@ typedef struct hfq_calib_uses {
     int awq_fmt;               /* format AWQ searches with; -1: each weight's planned format */
 } hfq_calib_uses;
 
-/* The uses with none named: importance-weighted rounding, plus the
- * rescaling that measured best with it on the fixtures for the preset (when
- * the statistics can serve it): SmoothQuant with alpha searched per group
+/* The uses with none named: importance-weighted rounding, plus what
+ * measured best with it on the fixtures for the preset: GPTQ for Q4_K_M,
+ * Q4_0 and NVFP4 (gptq: it needs a calibration text, so a caller with a
+ * statistics file clears it); the rescaling, when the statistics can serve
+ * it and GPTQ is not used: SmoothQuant with alpha searched per group
  * (smoothquant_alpha = -1) for NVFP4, AWQ for INT8, none for the others
  * (docs/calibration.md, "Defaults"). Leaves the other fields. */
 void hfq_calib_default_uses(hfq_preset preset, hfq_calib_uses *u);

@@ -68,8 +68,8 @@ static void usage(FILE *out) {
         "  --save-stats FILE          write the statistics (llama.cpp's imatrix GGUF plus our tensors)\n"
         "  --stats FILE               read statistics written before (ours or llama-imatrix's)\n"
         "  uses of the statistics: importance always (unless --no-importance); with no other use named,\n"
-        "  also SmoothQuant (alpha searched) for NVFP4 and --awq for INT8 (where each measured best;\n"
-        "  docs/calibration.md)\n"
+        "  also --gptq for Q4_K_M, Q4_0 and NVFP4 with --calibration-file, SmoothQuant (alpha searched)\n"
+        "  for NVFP4 otherwise (--stats) and --awq for INT8 (where each measured best; docs/calibration.md)\n"
         "  --importance               importance-weighted rounding (llama.cpp's imatrix), scale searches\n"
         "  --no-importance            round without the importance rows\n"
         "  --act-scales               static activation scales <name>.input_scale for INT8, FP8, NVFP4\n"
@@ -139,6 +139,7 @@ typedef struct args {
     hfq_calib_opts calib;
     bool dry_run, json, calibrate_only, quiet;
     bool no_importance, uses_named; /* --no-importance; a use named (else the preset's default) */
+    bool gptq_left_out;             /* the preset's default GPTQ, dropped for a statistics file */
     hfq_progress progress;
     hfq_plan_override overrides[MAX_OVERRIDES];
     const char *override_args[MAX_OVERRIDES];
@@ -443,6 +444,8 @@ static int settle_uses(args *a) {
     if (!a->uses_named) {
         hfq_calib_default_uses(a->q.plan.preset, u);
         u->importance = !a->no_importance;
+        a->gptq_left_out = u->gptq && !a->calib.text_path; /* a statistics file holds no Hessians */
+        u->gptq &= !a->gptq_left_out;
     }
     if (!u->importance && !u->act_scales && !u->smoothquant && !u->awq && !u->kv_scales && !u->gptq &&
         u->fold_if_possible == HFQ_CALIB_FOLD_NONE)
@@ -667,8 +670,11 @@ static void print_calib_notes(const args *a, const hfq_calib_uses *used, const h
         fprintf(stderr, "quantize: calibration: importance does not change %s (%" PRId64 " tensor%s): %s\n", spec,
                 e->unused[k].n, e->unused[k].n == 1 ? "" : "s", e->unused[k].why);
     }
+    if (a->gptq_left_out)
+        fprintf(stderr, "quantize: calibration: GPTQ, %s's default, is left out: statistics files hold no Hessians "
+                        "(calibrate with --calibration-file)\n", hfq_preset_name(a->q.plan.preset));
     const hfq_calib_fold fold = a->calib.uses.fold_if_possible;
-    if (fold != HFQ_CALIB_FOLD_NONE && !used->awq && !used->smoothquant) {
+    if (fold != HFQ_CALIB_FOLD_NONE && !used->awq && !used->smoothquant && !used->gptq) {
         const bool awq = fold == HFQ_CALIB_FOLD_AWQ, searched = awq || a->calib.uses.smoothquant_alpha < 0.0;
         fprintf(stderr, "quantize: calibration: %s, %s's default, is left out: the statistics hold no activation "
                         "maxima%s (llama-imatrix files hold sums of squares only%s)\n", awq ? "AWQ" : "SmoothQuant",
