@@ -121,7 +121,10 @@ void hfq_calib_default_uses(hfq_preset preset, hfq_calib_uses *u) {
     /* GPTQ (with importance headers) was best on both fixtures for these:
      * KLD 21-40 % below importance rounding, NVFP4 also below SmoothQuant,
      * which it replaces (docs/calibration.md, "GPTQ") */
-    u->gptq = preset == HFQ_PRESET_Q4_K_M || preset == HFQ_PRESET_Q4_0 || preset == HFQ_PRESET_NVFP4;
+    static const hfq_preset gptq_best[] = {HFQ_PRESET_Q4_K_M, HFQ_PRESET_Q4_0, HFQ_PRESET_NVFP4, HFQ_PRESET_Q3_K_M,
+                                           HFQ_PRESET_Q5_K_M, HFQ_PRESET_IQ4_XS, HFQ_PRESET_MXFP4};
+    u->gptq = false;
+    for (size_t i = 0; i < sizeof gptq_best / sizeof gptq_best[0]; i++) u->gptq |= preset == gptq_best[i];
     /* NVFP4 (block scales searched with four over six): SmoothQuant with its
      * alpha searched per group was best on both fixtures (KLD 8 % / 3 % below
      * AWQ on stories260K / TinyStories-656K); MXFP4: importance alone, the

@@ -74,7 +74,8 @@ typedef struct hfq_calib_uses {
 
 /* The uses with none named: importance-weighted rounding, plus what
  * measured best with it on the fixtures for the preset: GPTQ for Q4_K_M,
- * Q4_0 and NVFP4 (gptq: it needs a calibration text, so a caller with a
+ * Q3_K_M, Q5_K_M, Q4_0, IQ4_XS, NVFP4 and MXFP4 (gptq: it needs a
+ * calibration text, so a caller with a
  * statistics file clears it); the rescaling, when the statistics can serve
  * it and GPTQ is not used: SmoothQuant with alpha searched per group
  * (smoothquant_alpha = -1) for NVFP4, AWQ for INT8, none for the others
