@@ -118,11 +118,14 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
 
 void hfq_calib_default_uses(hfq_preset preset, hfq_calib_uses *u) {
     u->importance = true;
-    /* GPTQ (with importance headers) was best on both fixtures for these:
-     * KLD 21-40 % below importance rounding, NVFP4 also below SmoothQuant,
-     * which it replaces (docs/calibration.md, "GPTQ") */
-    static const hfq_preset gptq_best[] = {HFQ_PRESET_Q4_K_M, HFQ_PRESET_Q4_0, HFQ_PRESET_NVFP4, HFQ_PRESET_Q3_K_M,
-                                           HFQ_PRESET_Q5_K_M, HFQ_PRESET_IQ4_XS, HFQ_PRESET_MXFP4};
+    /* GPTQ (with importance headers) was better on both fixtures for every
+     * preset measured: KLD 21-40 % below importance rounding (Q6_K, Q8_0:
+     * 7-10 %), NVFP4 also below SmoothQuant, which it replaces
+     * (docs/calibration.md, "GPTQ") */
+    static const hfq_preset gptq_best[] = {
+        HFQ_PRESET_Q2_K,   HFQ_PRESET_Q3_K_S, HFQ_PRESET_Q3_K_M, HFQ_PRESET_Q3_K_L, HFQ_PRESET_Q4_K_S, HFQ_PRESET_Q4_K_M,
+        HFQ_PRESET_Q5_K_S, HFQ_PRESET_Q5_K_M, HFQ_PRESET_Q6_K,   HFQ_PRESET_Q4_0,   HFQ_PRESET_Q4_1,   HFQ_PRESET_Q5_0,
+        HFQ_PRESET_Q5_1,   HFQ_PRESET_Q8_0,   HFQ_PRESET_IQ4_NL, HFQ_PRESET_IQ4_XS, HFQ_PRESET_NVFP4,  HFQ_PRESET_MXFP4};
     u->gptq = false;
     for (size_t i = 0; i < sizeof gptq_best / sizeof gptq_best[0]; i++) u->gptq |= preset == gptq_best[i];
     /* NVFP4 (block scales searched with four over six): SmoothQuant with its

@@ -73,8 +73,9 @@ typedef struct hfq_calib_uses {
 } hfq_calib_uses;
 
 /* The uses with none named: importance-weighted rounding, plus what
- * measured best with it on the fixtures for the preset: GPTQ for Q4_K_M,
- * Q3_K_M, Q5_K_M, Q4_0, IQ4_XS, NVFP4 and MXFP4 (gptq: it needs a
+ * measured best with it on the fixtures for the preset: GPTQ for the ggml
+ * presets Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q8_0, IQ4_NL, IQ4_XS and for NVFP4, MXFP4 (gptq: it needs a
  * calibration text, so a caller with a
  * statistics file clears it); the rescaling, when the statistics can serve
  * it and GPTQ is not used: SmoothQuant with alpha searched per group
