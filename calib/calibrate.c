@@ -128,6 +128,7 @@ int hfq_calib_sequences(const char *text, size_t len, const char *where, const h
 
 typedef struct observe_ctx {
     hfq_calib_stats *stats;
+    const hfq_calib_run_params *p;
     int64_t n_layer;
     hfq_error err;
     bool failed;
@@ -137,6 +138,7 @@ static void observe(void *user, const char *weight_name, const float *x, int64_t
     observe_ctx *o = user;
     if (o->failed) return;
     if (hfq_calib_stats_add(o->stats, weight_name, 0, 1, x, n_tokens, n_in, &o->err)) o->failed = true;
+    if (o->p->observe) o->p->observe(o->p->observe_user, weight_name, x, n_tokens, n_in);
 }
 
 static void observe_kv(void *user, int64_t layer, const float *k, const float *v, int64_t n_tokens, int64_t n_head_kv,
@@ -173,7 +175,7 @@ int hfq_calibrate(const hfq_model *m, const hfq_calib_seqs *seqs, const hfq_cali
         hfq_context_free(c);
         return c ? hfq_fail(err, hfq_model_path(m), "out of memory for the logits") : -1;
     }
-    observe_ctx oc = {.stats = stats, .n_layer = hp->n_layer};
+    observe_ctx oc = {.stats = stats, .p = p, .n_layer = hp->n_layer};
     hfq_context_set_observer(c, observe, &oc);
     hfq_context_set_kv_observer(c, observe_kv, &oc);
     hfq_context_set_expert_observer(c, observe_expert, &oc, p->all_experts);

@@ -85,6 +85,10 @@ typedef struct hfq_calib_run_params {
     /* called after each sequence (may be NULL) */
     void (*progress)(void *ctx, int64_t done, int64_t n);
     void *progress_ctx;
+    /* also called with every dense weight's input (kernels/graph.h's
+     * observer; may be NULL): GPTQ's Hessians (calib/hessian.h) */
+    void (*observe)(void *user, const char *weight_name, const float *x, int64_t n_tokens, int64_t n_in);
+    void *observe_user;
 } hfq_calib_run_params;
 
 /* Evaluates every sequence from an empty cache, adding the activations to

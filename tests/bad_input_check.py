@@ -1806,6 +1806,40 @@ def _(work):
     return quantize_case(work, B.gguf, "Q8_0", "--calibration-file", text, "--calib-kv-type", "fp9")
 
 
+# ---------------------------------------------------------------- GPTQ (docs/calibration.md, "GPTQ")
+
+@case("quantize/gptq-stats", "--gptq needs --calibration-file (statistics files hold no Hessians)", code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "Q4_0", "--stats", kv_stats(work), "--gptq")
+
+
+@case("quantize/gptq-alone", "calibration uses need --calibration-file or --stats", code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "Q4_0", "--gptq")
+
+
+def gptq_case(work, *extra):
+    """quantize to Q4_0 calibrated on a short text, with extra options."""
+    text = os.path.join(work, "calib.txt")
+    open(text, "w").write("once upon a time " * 30)
+    return quantize_case(work, B.gguf, "Q4_0", "--calibration-file", text, *extra)
+
+
+@case("quantize/gptq-damp-alone", "--gptq-damp/--gptq-block/--gptq-memory need --gptq", code=2)
+def _(work):
+    return gptq_case(work, "--gptq-damp", "0.1")
+
+
+@case("quantize/gptq-damp-range", "--gptq-damp", code=2)
+def _(work):
+    return gptq_case(work, "--gptq", "--gptq-damp", "-1")
+
+
+@case("quantize/gptq-memory-bad", "--gptq-memory needs a size such as 4G, got '0'", code=2)
+def _(work):
+    return gptq_case(work, "--gptq", "--gptq-memory", "0")
+
+
 # ---------------------------------------------------------------- FP8 128x128 block scales
 
 def block_recipe(work, fmt="fp8_e4m3"):

@@ -74,7 +74,9 @@ def size_bpw(path):
     return os.path.getsize(path), 8.0 * sum(int(t.n_bytes) for t in r.tensors) / n
 
 
-def main():
+def fixture_args(extra=False):
+    """The command line of a fixture run (this one's; gptq_e2e.py's without --extra) and the
+    texts: (args, fixtures, train, valid), or None when the fixtures are absent (said)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("hfconv")
     ap.add_argument("quantize")
@@ -83,7 +85,8 @@ def main():
     ap.add_argument("--calib-chunks", type=int, default=32)
     ap.add_argument("--eval-chunks", type=int, default=12)
     ap.add_argument("--ctx", type=int, default=256)
-    ap.add_argument("--extra", action="store_true")
+    if extra:
+        ap.add_argument("--extra", action="store_true")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--row", action="append", default=[])
     a = ap.parse_args()
@@ -92,7 +95,15 @@ def main():
     valid = os.path.join(fixtures, "text", "tinystories-valid.txt")
     if not all(os.path.exists(p) for p in [train, valid] + [os.path.join(fixtures, FIXTURE_MODELS[m]) for m in a.model]):
         print(f"SKIP: fixtures not found under {fixtures!r}")
+        return None
+    return a, fixtures, train, valid
+
+
+def main():
+    got = fixture_args(extra=True)
+    if not got:
         return 77
+    a, fixtures, train, valid = got
     failures = []
     for name in a.model:
         with tempfile.TemporaryDirectory() as tmp:

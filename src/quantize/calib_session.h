@@ -21,6 +21,10 @@
  *   kv_scales    static FP8 KV-cache scales hfq.kv_cache.k_scale / v_scale
  *                (quant/kv_scales.h): per layer, the calibrated max |K|
  *                (after rope) or |V| over 448 (calib/kv_stats.h)
+ *   gptq         GPTQ's error-feedback rounding (quant/gptq.h) with each
+ *                dense weight input's Hessian (src/quantize/calib_gptq.h);
+ *                needs a calibration text (statistics files hold no
+ *                Hessians)
  * The searches (AWQ, SmoothQuant's automatic alpha) quantize each weight to
  * its planned format (or awq_fmt) and its activations as the runner does.
  * A rescaled weight's importance is divided by its column scale squared and
@@ -30,7 +34,7 @@
  * (hfq.calib.requested) and what changed at least one tensor
  * (hfq.calib.applied: importance only when some tensor's format rounds with
  * it, act_scales when an input scale was written, smoothquant / awq when a
- * group was folded).
+ * group was folded, gptq when a tensor was rounded by GPTQ).
  */
 #ifndef HFQ_SRC_QUANTIZE_CALIB_SESSION_H
 #define HFQ_SRC_QUANTIZE_CALIB_SESSION_H
@@ -41,6 +45,7 @@
 #include "calib/calibrate.h"
 #include "calib/stats.h"
 #include "formats/error.h"
+#include "src/quantize/calib_gptq.h"
 #include "formats/gguf.h"
 #include "quant/plan.h"
 #include "src/quantize/driver.h"
@@ -53,9 +58,10 @@ typedef enum hfq_calib_fold {
 } hfq_calib_fold;
 
 typedef struct hfq_calib_uses {
-    bool importance, act_scales, smoothquant, awq, kv_scales;
+    bool importance, act_scales, smoothquant, awq, kv_scales, gptq;
     /* the preset's default rescaling (docs/calibration.md, "Defaults"),
-     * taken when no rescaling is named and the statistics can serve it
+     * taken when no rescaling is named, GPTQ is not used and the statistics
+     * can serve it
      * (activation maxima and mean |x|, and for AWQ and SmoothQuant with a
      * searched alpha samples: not a llama-imatrix file, for those not
      * --calib-samples 0); hfq_calib_session_uses says whether it was */
@@ -66,9 +72,13 @@ typedef struct hfq_calib_uses {
     int awq_fmt;               /* format AWQ searches with; -1: each weight's planned format */
 } hfq_calib_uses;
 
-/* The uses with none named: importance-weighted rounding, plus the
- * rescaling that measured best with it on the fixtures for the preset (when
- * the statistics can serve it): SmoothQuant with alpha searched per group
+/* The uses with none named: importance-weighted rounding, plus what
+ * measured best with it on the fixtures for the preset: GPTQ for the ggml
+ * presets Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q8_0, IQ4_NL, IQ4_XS and for NVFP4, MXFP4 (gptq: it needs a
+ * calibration text, so a caller with a
+ * statistics file clears it); the rescaling, when the statistics can serve
+ * it and GPTQ is not used: SmoothQuant with alpha searched per group
  * (smoothquant_alpha = -1) for NVFP4, AWQ for INT8, none for the others
  * (docs/calibration.md, "Defaults"). Leaves the other fields. */
 void hfq_calib_default_uses(hfq_preset preset, hfq_calib_uses *u);
@@ -80,6 +90,7 @@ typedef struct hfq_calib_opts {
     const char *stats_path;        /* or read statistics from this file */
     const char *save_path;         /* write the statistics here (may be NULL) */
     hfq_calib_uses uses;
+    hfq_calib_gptq_opts gptq;      /* uses.gptq: its options (n_threads is taken from here) */
     int n_threads;                 /* <= 0: all */
     bool all_experts;              /* every expert over every calibration token (calibrate.h) */
     hfq_kv_type kv_k, kv_v;        /* the calibration run's KV cache formats (calibrate.h; 0: default) */
@@ -115,8 +126,9 @@ hfq_importance_source hfq_calib_session_importance(hfq_calib_session *s);
  * length or matrix count). */
 int hfq_calib_session_check(const hfq_calib_session *s, const gguf_file *f, hfq_error *err);
 
-/* Computes the transforms for plan and points q->importance and q->adjust
- * at the session (which must outlive the write). */
+/* Computes the transforms for plan and points q->importance, q->adjust
+ * (and with uses.gptq q->gptq) at the session (which must outlive the
+ * write). */
 int hfq_calib_session_prepare(hfq_calib_session *s, const gguf_file *f, const hfq_plan *plan, hfq_quantize_opts *q,
                               hfq_error *err);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "formats/ggml_type.h"
+#include "quant/gptq.h"
 #include "src/quantize/codec.h"
 #include "src/quantize/fused.h"
 #include "src/quantize/tensor_scale.h"
@@ -127,6 +128,7 @@ typedef struct step {
     float amax;             /* NVFP4 of a fused group (fused.h): the group's amax, shared_amax set */
     bool shared_amax;
     float scale_factor;     /* tensor scale = the amax-derived one times this (tensor_scale.h); 0: 1 */
+    const hfq_gptq_codec *gptq; /* rounded by GPTQ with this codec (hfq_gptq_source), or NULL */
 } step;
 
 /* imp_names: the effect->n_importance tensors rounded with importance */
@@ -157,6 +159,12 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
         rc |= gguf_set_bool(w, "hfq.quantize.importance", true);
         rc |= gguf_set_arr_str(w, "hfq.quantize.importance_tensors", imp_names, NULL, effect->n_importance);
     }
+    if (effect->n_gptq > 0) {
+        rc |= gguf_set_bool(w, "hfq.quantize.gptq", true);
+        rc |= gguf_set_f32(w, "hfq.quantize.gptq_damp", (float)o->gptq.damp);
+        rc |= gguf_set_u32(w, "hfq.quantize.gptq_block",
+                           (uint32_t)(o->gptq.batch > 0 ? o->gptq.batch : HFQ_GPTQ_DEFAULT_BATCH));
+    }
     if (o->recipe_name) rc |= gguf_set_str(w, "hfq.quantize.recipe", o->recipe_name);
     if (o->target_bytes > 0) rc |= gguf_set_u64(w, "hfq.quantize.target_bytes", (uint64_t)o->target_bytes);
     if (o->adjust.metadata) rc |= o->adjust.metadata(o->adjust.ctx, w, effect);
@@ -182,6 +190,17 @@ static const char *importance_unused(const hfq_fmt_spec *spec, hfq_preset preset
     return spec->fmt == GT_Q8_0 && preset == HFQ_PRESET_Q8_0 ? NULL : hfq_codec_importance_unused(spec);
 }
 
+/* The GPTQ codec of tensor t converted by st, when the source has its
+ * Hessian: dense matrices only, not the token embedding (driver.h). */
+static const hfq_gptq_codec *gptq_codec(const hfq_quantize_opts *o, const gguf_tensor_info *t, const step *st) {
+    const int q = st->convert && o->gptq.get ? hfq_qtype_from_ggml(st->spec.fmt) : -1;
+    const hfq_gptq_codec *c = q >= 0 ? hfq_gptq_codec_get((hfq_qtype)q) : NULL;
+    if (!c || t->ne[2] * t->ne[3] != 1 || t->ne[0] % c->block != 0 || strcmp(t->name, "token_embd.weight") == 0 ||
+        !o->gptq.has(o->gptq.ctx, t->name, t->ne[0]))
+        return NULL;
+    return c;
+}
+
 static step *plan_steps(const gguf_file *f, const hfq_plan *plan, const hfq_quantize_opts *o, hfq_error *err) {
     if (plan->n != gguf_n_tensors(f)) {
         hfq_fail(err, gguf_path(f), "the plan is for another file");
@@ -204,6 +223,7 @@ static step *plan_steps(const gguf_file *f, const hfq_plan *plan, const hfq_quan
         const hfq_importance_source *imp = &o->importance;
         st->rows = st->convert && imp->get && (!imp->has || imp->has(imp->ctx, t->name, t->ne[0], t->ne[2] * t->ne[3]));
         st->importance = st->rows && !importance_unused(&st->spec, o->plan.preset);
+        st->gptq = gptq_codec(o, t, st);
     }
     return steps;
 }
@@ -215,6 +235,7 @@ static void count_effect(const hfq_plan *plan, const step *steps, hfq_preset pre
         out->n_importance += st->importance;
         out->n_rescaled += st->adj.col_scale || st->adj.row_scale;
         out->n_input_scales += st->adj.input_scale > 0.0f;
+        out->n_gptq += st->gptq != NULL;
         if (!st->rows || st->importance || !hfq_fmt_is_quantized(st->spec.fmt)) continue;
         int k = 0;
         while (k < out->n_unused && (out->unused[k].spec.fmt != st->spec.fmt ||
@@ -318,8 +339,16 @@ typedef struct work {
     float *rows;            /* one decoded row per thread */
     uint8_t *out;           /* the slab encoded */
     float *scales;          /* the companion's values */
-    size_t rows_cap, out_cap, scales_cap;
+    float *slab;            /* GPTQ: the slab's rows decoded, encoded together */
+    size_t rows_cap, out_cap, scales_cap, slab_cap;
 } work;
+
+/* A tensor GPTQ rounds: its codec and U (driver.h's hfq_gptq_source). */
+typedef struct gptq_job {
+    const hfq_gptq_codec *codec;
+    const double *u;
+    int64_t batch;
+} gptq_job;
 
 static int grow(void **p, size_t *cap, size_t n, size_t elem) {
     if (n <= *cap) return 0;
@@ -360,17 +389,19 @@ static void decode_adjusted_row(const hfq_codec_job *job, const uint8_t *src, co
  * scale per row for the formats that have them, or holds the blocks'). Rows are independent,
  * so any thread count and any order give the same bytes: threads take
  * chunks of about 64Ki values as they come free, which keeps both busy on a
- * loaded machine. Returns the first row holding NaN/Inf, or -1. */
+ * loaded machine. With gj the rows are kept in wk->slab and GPTQ encodes
+ * them together. Returns the first row holding NaN/Inf, or -1 (-2: out of
+ * memory). */
 static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *wk, int64_t row0, int64_t nrows,
                             const hfq_tensor_adjust *adj, const float *importance, float *row_scales, float *amax,
-                            int n_threads) {
+                            const gptq_job *gj, int n_threads) {
     const int64_t n = job->n_per_row;
     const int64_t chunk = n < 65536 ? 65536 / n : 1;
     int64_t bad = INT64_MAX;
     float max = 0.0f;
 #pragma omp parallel for schedule(dynamic, chunk) num_threads(n_threads) reduction(min : bad) reduction(max : max)
     for (int64_t r = 0; r < nrows; r++) {
-        float *row = wk->rows + omp_get_thread_num() * n; /* stays in cache until encoded */
+        float *row = gj ? wk->slab + r * n : wk->rows + omp_get_thread_num() * n; /* in cache until encoded */
         decode_adjusted_row(job, src + r * job->in_row_bytes, adj, row0 + r, row);
         if (!all_finite(row, n)) {
             if (r < bad) bad = r;
@@ -379,12 +410,16 @@ static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *
         } else if (amax) {
             for (int64_t j = 0; j < n; j++)
                 if (fabsf(row[j]) > max) max = fabsf(row[j]);
-        } else {
+        } else if (!gj) {
             hfq_codec_encode_row(job, row, wk->out + r * job->out_row_bytes, importance,
                                  row_scales ? row_scales + r * job->n_row_scales : NULL);
         }
     }
     if (amax && max > *amax) *amax = max;
+    if (bad == INT64_MAX && gj &&
+        hfq_gptq_encode(gj->codec, gj->u, wk->slab, nrows, n, importance, job->global_scale, gj->batch, wk->out,
+                        n_threads) < 0)
+        return -2;
     return bad == INT64_MAX ? -1 : bad;
 }
 
@@ -424,6 +459,12 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         return hfq_fail(err, path, "tensor %s: out of memory", t->name);
     const float *imp_all =
         e->importance && !amax_only ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
+    gptq_job gj = {e->gptq, NULL, o->gptq.batch};
+    if (e->gptq && !amax_only) {
+        if (!(gj.u = o->gptq.get(o->gptq.ctx, t->name, t->ne[0], err))) return -1;
+        if (grow((void **)&wk->slab, &wk->slab_cap, (size_t)slab_rows * (size_t)t->ne[0], sizeof(float)) < 0)
+            return hfq_fail(err, path, "tensor %s: out of memory", t->name);
+    }
     const uint8_t *data = t->data;
     float amax = e->shared_amax && !amax_only ? e->amax : 0.0f;
     job.global_scale = step_global_scale(e, amax);
@@ -435,7 +476,8 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
             const float *imp = imp_all ? imp_all + row / rows_per_mat * t->ne[0] : NULL;
             float *row_scales = rows_scaled ? wk->scales + row * job.n_row_scales : NULL;
             int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, wk, row, nr, &e->adj, imp, row_scales,
-                                       pass == 0 ? &amax : NULL, n_threads);
+                                       pass == 0 ? &amax : NULL, pass == 1 && gj.u ? &gj : NULL, n_threads);
+            if (bad == -2) return hfq_fail(err, path, "tensor %s: out of memory", t->name);
             if (bad >= 0)
                 return hfq_fail(err, path, "tensor %s: row %" PRId64 " holds NaN or Inf", t->name, row + bad);
             if (pass == 1 && gguf_writer_write_data(w, wk->out, (uint64_t)nr * job.out_row_bytes, err) < 0)
@@ -661,5 +703,6 @@ int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out
     free(wk.rows);
     free(wk.out);
     free(wk.scales);
+    free(wk.slab);
     return rc;
 }

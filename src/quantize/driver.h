@@ -44,6 +44,7 @@ typedef struct hfq_write_effect {
     int64_t n_importance;       /* converted tensors rounded with importance */
     int64_t n_rescaled;         /* tensors whose values calibration multiplies (SmoothQuant/AWQ) */
     int64_t n_input_scales;     /* "<base>.input_scale" tensors written */
+    int64_t n_gptq;             /* converted tensors rounded by GPTQ (hfq_gptq_source) */
     /* importance rows given to quantized formats that cannot use them: how
      * many tensors per format, and why (hfq_codec_importance_unused) */
     int n_unused;
@@ -72,6 +73,21 @@ typedef struct hfq_adjust_source {
     void *ctx;
 } hfq_adjust_source;
 
+/* GPTQ's inverse Hessians (quant/gptq.h). has says whether tensor `name`
+ * (one matrix of n_per_row columns) has one; get returns its U
+ * [n_per_row][n_per_row], valid until the next get, or NULL with err set
+ * (a calibration pass failed, a Hessian not positive definite). A tensor
+ * with one whose format has a GPTQ codec (quant/gptq_codec.h) is encoded by
+ * hfq_gptq_encode, importance rows included; experts (3-D tensors) and the
+ * token embedding (its rows are also looked up) are not. */
+typedef struct hfq_gptq_source {
+    bool (*has)(void *ctx, const char *name, int64_t n_per_row);
+    const double *(*get)(void *ctx, const char *name, int64_t n_per_row, hfq_error *err);
+    void *ctx;
+    double damp;                    /* recorded as hfq.quantize.gptq_damp */
+    int64_t batch;                  /* lazy batch (quant/gptq.h); <= 0: the default */
+} hfq_gptq_source;
+
 typedef struct hfq_quantize_opts {
     hfq_plan_opts plan;
     int n_threads;                  /* 0: OpenMP's default */
@@ -81,6 +97,7 @@ typedef struct hfq_quantize_opts {
     int n_override_args;
     hfq_importance_source importance; /* get == NULL: none */
     hfq_adjust_source adjust;       /* get == NULL: none */
+    hfq_gptq_source gptq;           /* get == NULL: none */
     const char *recipe_name;        /* recorded as hfq.quantize.recipe; NULL: none */
     int64_t target_bytes;           /* measured allocation's budget, recorded as hfq.quantize.target_bytes; 0: none */
     /* Called before each tensor is written (i counts from 0); may be NULL. */

@@ -74,8 +74,9 @@ static void usage(FILE *out) {
         "  --save-stats FILE          write the statistics (llama.cpp's imatrix GGUF plus our tensors)\n"
         "  --stats FILE               read statistics written before (ours or llama-imatrix's)\n"
         "  uses of the statistics: importance always (unless --no-importance); with no other use named,\n"
-        "  also SmoothQuant (alpha searched) for NVFP4 and --awq for INT8 (where each measured best;\n"
-        "  docs/calibration.md)\n"
+        "  also --gptq with --calibration-file for Q2_K, Q3_K_*, Q4_K_*, Q5_K_*, Q6_K, Q4_0, Q4_1, Q5_0,\n"
+        "  Q5_1, Q8_0, IQ4_NL, IQ4_XS, NVFP4, MXFP4, SmoothQuant (alpha searched) for NVFP4 otherwise\n"
+        "  (--stats) and --awq for INT8 (where each measured best; docs/calibration.md)\n"
         "  --importance               importance-weighted rounding (llama.cpp's imatrix), scale searches\n"
         "  --no-importance            round without the importance rows\n"
         "  --act-scales               static activation scales <name>.input_scale for INT8, FP8, NVFP4\n"
@@ -88,6 +89,12 @@ static void usage(FILE *out) {
         "  --kv-scales                static FP8 KV-cache scales (hfq.kv_cache.k_scale / v_scale keys: per\n"
         "                             layer max |K| after rope and max |V| over 448) for --kv-type fp8_*\n"
         "  --calib-kv-type K[,V]      KV cache formats of the calibration run (default f16; ppl-eval's names)\n"
+        "  --gptq                     GPTQ: error-feedback rounding with each layer input's Hessian (needs\n"
+        "                             --calibration-file; dense weights, not experts nor token_embd)\n"
+        "  --gptq-damp F              damping, times the mean of the Hessian's diagonal (default 0.01)\n"
+        "  --gptq-block N             columns per lazy batch, rounded up to the format's block (default 128)\n"
+        "  --gptq-memory S            Hessian memory per calibration pass (default 4G; suffix K, M, G, T;\n"
+        "                             at least one layer's; more layers than fit take more passes)\n"
         "\n"
         "export for serving engines (docs/export.md):\n"
         "  --export compressed-tensors OUT_DIR\n"
@@ -140,6 +147,7 @@ typedef struct args {
     bool dry_run, json, calibrate_only, quiet;
     bool rotate;                    /* --rotate (src/quantize/rotate.h) */
     bool no_importance, uses_named; /* --no-importance; a use named (else the preset's default) */
+    bool gptq_left_out;             /* the preset's default GPTQ, dropped for a statistics file */
     hfq_progress progress;
     hfq_plan_override overrides[MAX_OVERRIDES];
     const char *override_args[MAX_OVERRIDES];
@@ -164,7 +172,8 @@ static const char *const known_options[] = {
     "--dry-run", "--json", "--threads", "--tensor-type", "--token-embedding-type", "--output-tensor-type", "--pure",
     "--leave-output-tensor", "--allow-requantize", "--rotate", "--quiet", "--help", "--version", "--calibration-file",
     "--calib-ctx", "--calib-chunks", "--calib-lines", "--calib-chat", "--calib-all-experts", "--calib-samples",
-    "--save-stats", "--stats", "--kv-scales", "--calib-kv-type",
+    "--save-stats", "--stats", "--kv-scales", "--calib-kv-type", "--gptq", "--gptq-damp", "--gptq-block",
+    "--gptq-memory",
     "--importance", "--no-importance", "--act-scales", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
     "--awq", "--awq-grid", "--awq-format", "--recipe", "--target-bpw", "--target-size", "--measurements",
     "--save-measurements", "--measure-kl-chunks", "--candidates", "--measure-text", "--measure-stats",
@@ -353,6 +362,7 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
     if (strcmp(s, "--smoothquant") == 0) return u->smoothquant = true, 0;
     if (strcmp(s, "--awq") == 0) return u->awq = true, 0;
     if (strcmp(s, "--kv-scales") == 0) return u->kv_scales = true, 0;
+    if (strcmp(s, "--gptq") == 0) return u->gptq = true, 0;
     if (strcmp(s, "--calibration-file") == 0 || strcmp(s, "--save-stats") == 0 || strcmp(s, "--stats") == 0) {
         if (!next) return bad_usage("%s needs a file", s);
         *(s[2] == 'c' ? &c->text_path : s[3] == 'a' ? &c->save_path : &c->stats_path) = next;
@@ -371,6 +381,13 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
         else if ((rc = hfq_cli_float(s, next, 0.0, 1.0, &d, &err)) == 0) u->smoothquant_alpha = d;
     } else if (strcmp(s, "--awq-format") == 0) {
         if (parse_fmt_arg(s, next, &u->awq_fmt) < 0) return -1;
+    } else if (strcmp(s, "--gptq-damp") == 0) {
+        if ((rc = hfq_cli_float(s, next, 1e-6, 10.0, &d, &err)) == 0) c->gptq.damp = d;
+    } else if (strcmp(s, "--gptq-block") == 0) {
+        if ((rc = hfq_cli_int(s, next, 1, 1 << 16, &v, &err)) == 0) c->gptq.batch = v;
+    } else if (strcmp(s, "--gptq-memory") == 0) {
+        if (!next || (c->gptq.memory = parse_size(next)) <= 0)
+            return bad_usage("--gptq-memory needs a size such as 4G, got '%s'", next ? next : "");
     } else if (strcmp(s, "--calib-kv-type") == 0) {
         rc = hfq_cli_kv_types(s, next, &c->kv_k, &c->kv_v, &err);
     } else {
@@ -386,7 +403,9 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
 static int check_calib_args(args *a, int n_pos, bool mixed) {
     hfq_calib_opts *c = &a->calib;
     hfq_calib_uses *u = &c->uses;
-    const bool any_use = u->importance || u->act_scales || u->smoothquant || u->awq || u->kv_scales || a->no_importance;
+    const bool any_use =
+        u->importance || u->act_scales || u->smoothquant || u->awq || u->kv_scales || u->gptq || a->no_importance;
+    const bool gptq_opts = c->gptq.damp >= 0.0 || c->gptq.batch || c->gptq.memory;
     if (u->importance && a->no_importance) return bad_usage("%s", "--importance and --no-importance contradict");
     if (c->text_path && c->stats_path) return bad_usage("%s", "--calibration-file and --stats are alternatives");
     if (!c->text_path &&
@@ -395,10 +414,14 @@ static int check_calib_args(args *a, int n_pos, bool mixed) {
     if (c->save_path && !c->text_path) return bad_usage("%s", "--save-stats needs --calibration-file");
     if (c->text.chat && !c->text.lines) return bad_usage("%s", "--calib-chat needs --calib-lines");
     if (!c->text_path && !c->stats_path) {
-        if (any_use || u->act_percentile != 100.0 || u->smoothquant_alpha != 0.5 || u->awq_grid || u->awq_fmt >= 0)
+        if (any_use || gptq_opts || u->act_percentile != 100.0 || u->smoothquant_alpha != 0.5 || u->awq_grid ||
+            u->awq_fmt >= 0)
             return bad_usage("%s", "calibration uses need --calibration-file or --stats");
         return 0;
     }
+    if (u->gptq && !c->text_path)
+        return bad_usage("%s", "--gptq needs --calibration-file (statistics files hold no Hessians)");
+    if (gptq_opts && !u->gptq) return bad_usage("%s", "--gptq-damp/--gptq-block/--gptq-memory need --gptq");
     if (u->smoothquant && u->awq) return bad_usage("%s", "--smoothquant and --awq rescale the same channels: choose one");
     if (u->act_percentile < 100.0 && (u->smoothquant || u->awq))
         return bad_usage("%s", "--act-percentile below 100 cannot follow --smoothquant/--awq (its histogram is of "
@@ -415,7 +438,7 @@ static int check_calib_args(args *a, int n_pos, bool mixed) {
     /* importance is the base every other use adds to (naming --awq must not
      * turn it off); with no use named the preset's default applies, which
      * needs the preset (settle_uses) */
-    a->uses_named = u->importance || u->act_scales || u->smoothquant || u->awq;
+    a->uses_named = u->importance || u->act_scales || u->smoothquant || u->awq || u->gptq;
     u->importance = !a->no_importance;
     a->q.plan.has_imatrix = u->importance;
     return 0;
@@ -429,8 +452,10 @@ static int settle_uses(args *a) {
     if (!a->uses_named) {
         hfq_calib_default_uses(a->q.plan.preset, u);
         u->importance = !a->no_importance;
+        a->gptq_left_out = u->gptq && !a->calib.text_path; /* a statistics file holds no Hessians */
+        u->gptq &= !a->gptq_left_out;
     }
-    if (!u->importance && !u->act_scales && !u->smoothquant && !u->awq && !u->kv_scales &&
+    if (!u->importance && !u->act_scales && !u->smoothquant && !u->awq && !u->kv_scales && !u->gptq &&
         u->fold_if_possible == HFQ_CALIB_FOLD_NONE)
         return bad_usage("--no-importance leaves no use of the statistics with %s (name --act-scales, --smoothquant "
                          "or --awq)", hfq_preset_name(a->q.plan.preset));
@@ -661,6 +686,10 @@ static void calib_warn(void *ctx, const char *msg) {
     fprintf(stderr, "quantize: warning: %s\n", msg);
 }
 
+static void calib_note(void *ctx, const char *msg) {
+    if (((hfq_progress *)ctx)->enabled) fprintf(stderr, "quantize: %s\n", msg);
+}
+
 /* ---- what calibration cannot change, said once each (docs/calibration.md) ---- */
 
 /* used: the uses as the session settled them; folds_known: prepare ran (the
@@ -673,14 +702,20 @@ static void print_calib_notes(const args *a, const hfq_calib_uses *used, const h
         fprintf(stderr, "quantize: calibration: importance does not change %s (%" PRId64 " tensor%s): %s\n", spec,
                 e->unused[k].n, e->unused[k].n == 1 ? "" : "s", e->unused[k].why);
     }
+    if (a->gptq_left_out)
+        fprintf(stderr, "quantize: calibration: GPTQ, %s's default, is left out: statistics files hold no Hessians "
+                        "(calibrate with --calibration-file)\n", hfq_preset_name(a->q.plan.preset));
     const hfq_calib_fold fold = a->calib.uses.fold_if_possible;
-    if (fold != HFQ_CALIB_FOLD_NONE && !used->awq && !used->smoothquant) {
+    if (fold != HFQ_CALIB_FOLD_NONE && !used->awq && !used->smoothquant && !used->gptq) {
         const bool awq = fold == HFQ_CALIB_FOLD_AWQ, searched = awq || a->calib.uses.smoothquant_alpha < 0.0;
         fprintf(stderr, "quantize: calibration: %s, %s's default, is left out: the statistics hold no activation "
                         "maxima%s (llama-imatrix files hold sums of squares only%s)\n", awq ? "AWQ" : "SmoothQuant",
                 hfq_preset_name(a->q.plan.preset), searched ? " or samples" : "",
                 searched ? "; --calib-samples 0 keeps no samples" : "");
     }
+    if (used->gptq && e->n_gptq == 0)
+        fprintf(stderr, "quantize: calibration: --gptq changes no tensor: no dense weight's format has a GPTQ codec "
+                        "(docs/calibration.md, \"GPTQ\")\n");
     if (!folds_known) return;
     if (used->act_scales && e->n_input_scales == 0)
         fprintf(stderr, "quantize: calibration: --act-scales changes no tensor: only INT8, FP8 and NVFP4 weights "
@@ -983,6 +1018,8 @@ static int run(args *a) {
     a->calib.progress = calib_progress;
     a->calib.progress_ctx = &a->progress;
     a->calib.warn = calib_warn;
+    a->calib.gptq.note = calib_note;
+    a->calib.gptq.note_ctx = &a->progress;
     gguf_file *f = gguf_open(a->in, &err);
     if (!f) {
         fprintf(stderr, "quantize: %s\n", err.msg);
@@ -1006,7 +1043,8 @@ int main(int argc, char **argv) {
     a.q = hfq_quantize_opts_default(HFQ_PRESET_Q8_0);
     a.measure_kl_chunks = 4;
     a.calib = (hfq_calib_opts){.sample_rows = -1,
-                               .uses = {.act_percentile = 100.0, .smoothquant_alpha = 0.5, .awq_fmt = -1}};
+                               .uses = {.act_percentile = 100.0, .smoothquant_alpha = 0.5, .awq_fmt = -1},
+                               .gptq = {.damp = -1.0}};
     int parsed = parse_args(argc, argv, &a), rc;
     if (parsed == 1) {
         usage(stdout);

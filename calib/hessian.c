@@ -1,0 +1,129 @@
+/* hessian.c - see calib/hessian.h. */
+#include "calib/hessian.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/names.h"
+
+/* Rows and columns of H per tile (a tile of doubles stays in cache while
+ * the batch's tokens stream through it). */
+#define TILE 64
+
+static int64_t layer_of(const char *name, int64_t n_layer) {
+    if (strncmp(name, "blk.", 4) != 0) return n_layer;
+    return strtoll(name + 4, NULL, 10);
+}
+
+static int by_layer(const void *a, const void *b) {
+    const hfq_hessian_input *x = a, *y = b;
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+int hfq_hessian_plan(const gguf_file *f, hfq_hessian_input **out, int64_t *n, hfq_error *err) {
+    const int64_t nt = gguf_n_tensors(f);
+    *out = calloc((size_t)(nt > 0 ? nt : 1), sizeof **out);
+    *n = 0;
+    if (!*out) return hfq_fail(err, gguf_path(f), "out of memory");
+    int64_t max_layer = -1;
+    for (int64_t i = 0; i < nt; i++) {
+        const gguf_tensor_info *t = gguf_tensor_at(f, i);
+        const size_t len = strlen(t->name);
+        char leader[HFQ_HESSIAN_NAME];
+        const bool blk = strncmp(t->name, "blk.", 4) == 0;
+        if (!(blk || strcmp(t->name, "output.weight") == 0) || len >= HFQ_HESSIAN_NAME || t->n_dims != 2 ||
+            len < 7 || strcmp(t->name + len - 7, ".weight") != 0 ||
+            !hfq_calib_input_leader(t->name, leader, sizeof leader))
+            continue;
+        hfq_hessian_input *in = &(*out)[(*n)++];
+        memcpy(in->name, t->name, len + 1);
+        in->n = t->ne[0];
+        in->layer = blk ? layer_of(t->name, 0) : -1;
+        if (in->layer > max_layer) max_layer = in->layer;
+    }
+    for (int64_t i = 0; i < *n; i++)
+        if ((*out)[i].layer < 0) (*out)[i].layer = max_layer + 1;
+    qsort(*out, (size_t)*n, sizeof **out, by_layer);
+    return 0;
+}
+
+int64_t hfq_hessian_bytes(const hfq_hessian_input *in) { return in->n * in->n * (int64_t)sizeof(double); }
+
+int64_t hfq_hessian_window(const hfq_hessian_input *in, int64_t n, int64_t first, int64_t budget) {
+    int64_t end = first, used = 0;
+    while (end < n) {
+        int64_t e = end, layer_bytes = 0;
+        while (e < n && in[e].layer == in[end].layer) layer_bytes += hfq_hessian_bytes(&in[e++]);
+        if (end > first && used + layer_bytes > budget) break;
+        used += layer_bytes;
+        end = e;
+    }
+    return end;
+}
+
+int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_t n, int n_threads, hfq_error *err) {
+    memset(s, 0, sizeof *s);
+    s->n_threads = n_threads;
+    s->e = calloc((size_t)(n > 0 ? n : 1), sizeof *s->e);
+    if (!s->e) return hfq_fail(err, "GPTQ", "out of memory");
+    for (int64_t i = 0; i < n; i++, s->n++) {
+        s->e[i].in = in[i];
+        s->e[i].h = calloc((size_t)(in[i].n * in[i].n), sizeof(double));
+        if (!s->e[i].h) {
+            hfq_hessian_set_free(s);
+            return hfq_fail(err, in[i].name, "out of memory for its %lld x %lld Hessian (--gptq-memory)",
+                            (long long)in[i].n, (long long)in[i].n);
+        }
+    }
+    return 0;
+}
+
+void hfq_hessian_set_free(hfq_hessian_set *s) {
+    for (int64_t i = 0; i < s->n; i++) free(s->e[i].h);
+    free(s->e);
+    memset(s, 0, sizeof *s);
+}
+
+hfq_hessian *hfq_hessian_find(hfq_hessian_set *s, const char *name) {
+    for (int64_t i = 0; i < s->n; i++)
+        if (strcmp(s->e[i].in.name, name) == 0) return &s->e[i];
+    return NULL;
+}
+
+void hfq_hessian_add(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads) {
+    const int64_t n = h->in.n, nt = (n + TILE - 1) / TILE, n_tiles = nt * (nt + 1) / 2;
+    double *hh = h->h;
+    h->n_tokens += n_tokens;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads()) if (n > 256)
+    for (int64_t k = 0; k < n_tiles; k++) {
+        /* tile k of the upper triangle: row block bi, column block bj >= bi */
+        int64_t bi = 0, rem = k;
+        while (rem >= nt - bi) rem -= nt - bi++;
+        const int64_t bj = bi + rem;
+        const int64_t i0 = bi * TILE, i1 = i0 + TILE < n ? i0 + TILE : n;
+        const int64_t j0 = bj * TILE, j1 = j0 + TILE < n ? j0 + TILE : n;
+        for (int64_t t = 0; t < n_tokens; t++) {
+            const float *xt = x + t * n;
+            for (int64_t i = i0; i < i1; i++) {
+                const double a = xt[i];
+                double *row = hh + i * n;
+                for (int64_t j = j0 > i ? j0 : i; j < j1; j++) row[j] += a * (double)xt[j];
+            }
+        }
+    }
+}
+
+void hfq_hessian_observe(void *user, const char *weight_name, const float *x, int64_t n_tokens, int64_t n_in) {
+    hfq_hessian_set *s = user;
+    hfq_hessian *h = s->failed ? NULL : hfq_hessian_find(s, weight_name);
+    if (!h) return;
+    if (n_in != h->in.n) {
+        s->failed = true;
+        hfq_fail(&s->err, weight_name, "input of %lld channels, the weight takes %lld", (long long)n_in,
+                 (long long)h->in.n);
+        return;
+    }
+    hfq_hessian_add(h, x, n_tokens, s->n_threads);
+}

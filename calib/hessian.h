@@ -1,0 +1,71 @@
+/* hessian.h - the Hessians GPTQ needs (quant/gptq.h): per weight input,
+ * H = sum over calibration tokens of x x^T, from the runner's observer.
+ *
+ * Inputs are planned from the model file: every 2-D weight of a layer
+ * ("blk.N.*.weight") that leads its input (calib/names.h: q/k/v share
+ * attn_q's, gate/up ffn_gate's) and the output layer "output.weight", in
+ * layer order (the output last). The tied token embedding, experts and
+ * 1-D tensors get none. A window is a run of whole layers whose Hessians
+ * (n^2 doubles each) fit a memory budget, at least one layer: a calibration
+ * pass collects one window, so memory is bounded by the budget (or one
+ * layer), not by the model.
+ *
+ * Accumulation is in double over the upper triangle, in tiles of H: each
+ * element sums the tokens in their order, whatever the thread count (threads
+ * take tiles, never tokens), so the sums are deterministic.
+ */
+#ifndef HFQ_CALIB_HESSIAN_H
+#define HFQ_CALIB_HESSIAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "formats/error.h"
+#include "formats/gguf.h"
+
+#define HFQ_HESSIAN_NAME 96
+
+typedef struct hfq_hessian_input {
+    char name[HFQ_HESSIAN_NAME]; /* the leading weight */
+    int64_t n;                   /* channels (its row length) */
+    int64_t layer;               /* its block; the output layer: after the last */
+} hfq_hessian_input;
+
+/* The inputs of f in layer order; *out malloc'd (NULL when *n is 0). */
+int hfq_hessian_plan(const gguf_file *f, hfq_hessian_input **out, int64_t *n, hfq_error *err);
+
+/* Bytes of one input's Hessian (n^2 doubles). */
+int64_t hfq_hessian_bytes(const hfq_hessian_input *in);
+
+/* End of the window starting at inputs[first] (the first input of a
+ * layer): the whole layers from there whose Hessians fit budget bytes, at
+ * least one. */
+int64_t hfq_hessian_window(const hfq_hessian_input *in, int64_t n, int64_t first, int64_t budget);
+
+typedef struct hfq_hessian {
+    hfq_hessian_input in;
+    double *h;                   /* [n][n], upper triangle */
+    int64_t n_tokens;
+} hfq_hessian;
+
+typedef struct hfq_hessian_set {
+    hfq_hessian *e;
+    int64_t n;
+    int n_threads;               /* <= 0: OpenMP's default */
+    bool failed;                 /* an input was seen with another row length */
+    hfq_error err;
+} hfq_hessian_set;
+
+/* Zeroed Hessians for inputs in[0..n). */
+int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_t n, int n_threads, hfq_error *err);
+void hfq_hessian_set_free(hfq_hessian_set *s);
+hfq_hessian *hfq_hessian_find(hfq_hessian_set *s, const char *name);
+
+/* H += X^T X for x [n_tokens][h->in.n]. */
+void hfq_hessian_add(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads);
+
+/* An observer (kernels/graph.h's hfq_observer_fn, user = the set): adds x
+ * to the Hessian of weight_name when the set has it. */
+void hfq_hessian_observe(void *user, const char *weight_name, const float *x, int64_t n_tokens, int64_t n_in);
+
+#endif

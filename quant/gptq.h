@@ -1,0 +1,58 @@
+/* gptq.h - GPTQ: rounding a weight matrix column by column, each column's
+ * rounding error pushed onto the columns not yet rounded through the inverse
+ * of its input's Hessian (Frantar et al., "GPTQ", 2022; the same algorithm as
+ * auto-gptq's fasterquant, without act-order).
+ *
+ * For a weight W [rows][n] whose inputs x (calibration tokens) give the
+ * Hessian H = sum x x^T [n][n]:
+ *
+ *   hfq_gptq_prepare  H += damp * mean(diag H) * I (a column never active,
+ *                     H_jj = 0, gets H_jj = 1 first: its weights are only
+ *                     rounded), then U = the upper Cholesky factor of H^-1
+ *                     (H^-1 = U^T U), in double, in place. U is the same for
+ *                     every weight reading that input.
+ *   hfq_gptq_encode   each row, left to right in lazy batches of `batch`
+ *                     columns (a multiple of the codec's block, so a block's
+ *                     header is chosen once all earlier columns have fed it):
+ *                     at each block start the codec's header from the current
+ *                     values, then per column q = round(w_j),
+ *                     e = (w_j - q) / U_jj, w_k -= e U_jk for the batch's later
+ *                     columns; after the batch, the later columns get the
+ *                     batch's errors at once (a GEMM-shaped update).
+ *
+ * Rows are independent given U; each row's arithmetic has a fixed order
+ * (double, column by column), so the bytes do not depend on the thread
+ * count or on how rows are split. With a diagonal H (no feedback) the bytes
+ * are the codec's plain ones (quant/gptq_codec.h's promise): the format's
+ * quantizer with the same importance.
+ */
+#ifndef HFQ_QUANT_GPTQ_H
+#define HFQ_QUANT_GPTQ_H
+
+#include <stdint.h>
+
+#include "quant/gptq_codec.h"
+
+#define HFQ_GPTQ_DEFAULT_DAMP 0.01
+#define HFQ_GPTQ_DEFAULT_BATCH 128
+
+/* Damps H [n][n] (symmetric, row-major; only its upper triangle is read) and
+ * overwrites it with U (upper triangle; the strict lower triangle is set to
+ * 0). Returns 0, or -1 when H + damping is not positive definite (a NaN or
+ * negative diagonal: the caller names the tensor). n_threads <= 0: OpenMP's
+ * default. */
+int hfq_gptq_prepare(double *h, int64_t n, double damp, int n_threads);
+
+/* The lazy batch used for codec c: batch (<= 0: HFQ_GPTQ_DEFAULT_BATCH)
+ * rounded up to a multiple of c->block. */
+int64_t hfq_gptq_batch(const hfq_gptq_codec *c, int64_t batch);
+
+/* Encodes rows w [nrows][n] (n a multiple of c->block) with U from
+ * hfq_gptq_prepare into out (nrows rows of n / c->block * c->block_bytes
+ * bytes). importance: n floats shared by all rows, or NULL; global_scale:
+ * NVFP4's per-tensor scale (0: none). w is left unchanged. Returns 0, or -1
+ * out of memory. */
+int hfq_gptq_encode(const hfq_gptq_codec *c, const double *u, const float *w, int64_t nrows, int64_t n,
+                    const float *importance, float global_scale, int64_t batch, void *out, int n_threads);
+
+#endif

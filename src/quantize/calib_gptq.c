@@ -1,0 +1,152 @@
+/* calib_gptq.c - see src/quantize/calib_gptq.h. */
+#include "src/quantize/calib_gptq.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/hessian.h"
+#include "calib/names.h"
+#include "quant/gptq.h"
+#include "src/eval/lm.h"
+
+struct hfq_calib_gptq {
+    char *model_path;
+    hfq_calib_gptq_opts o;
+    hfq_hessian_input *in;     /* every input, in layer order */
+    int64_t n_in;
+    int64_t w0, w1;            /* the current window: in[w0 .. w1) */
+    hfq_hessian_set win;
+    bool *ready;               /* win.e[i].h holds U */
+    int64_t n_passes;
+    /* for the later windows' passes */
+    const hfq_calib_seqs *seqs;
+    const hfq_calib_run_params *rp;
+    const hfq_transforms *ts;
+};
+
+static int open_window(hfq_calib_gptq *g, int64_t first, hfq_error *err) {
+    hfq_hessian_set_free(&g->win);
+    free(g->ready);
+    g->ready = NULL;
+    g->w0 = first;
+    g->w1 = hfq_hessian_window(g->in, g->n_in, first, g->o.memory);
+    if (hfq_hessian_set_init(&g->win, g->in + first, g->w1 - first, g->o.n_threads, err)) {
+        g->w1 = g->w0;
+        return -1;
+    }
+    g->ready = calloc((size_t)(g->w1 - first > 0 ? g->w1 - first : 1), sizeof *g->ready);
+    return g->ready ? 0 : hfq_fail(err, g->model_path, "out of memory");
+}
+
+hfq_calib_gptq *hfq_calib_gptq_new(const char *model_path, const gguf_file *f, const hfq_calib_gptq_opts *o,
+                                   hfq_error *err) {
+    hfq_calib_gptq *g = calloc(1, sizeof *g);
+    if (!g || !(g->model_path = strdup(model_path))) {
+        free(g);
+        hfq_fail(err, model_path, "out of memory");
+        return NULL;
+    }
+    g->o = *o;
+    if (g->o.damp < 0.0) g->o.damp = HFQ_GPTQ_DEFAULT_DAMP;
+    if (g->o.memory <= 0) g->o.memory = HFQ_GPTQ_DEFAULT_MEMORY;
+    if (hfq_hessian_plan(f, &g->in, &g->n_in, err) || open_window(g, 0, err)) {
+        hfq_calib_gptq_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void hfq_calib_gptq_free(hfq_calib_gptq *g) {
+    if (!g) return;
+    hfq_hessian_set_free(&g->win);
+    free(g->ready);
+    free(g->in);
+    free(g->model_path);
+    free(g);
+}
+
+void hfq_calib_gptq_observe(void *user, const char *weight_name, const float *x, int64_t n_tokens, int64_t n_in) {
+    hfq_calib_gptq *g = user;
+    hfq_hessian_observe(&g->win, weight_name, x, n_tokens, n_in);
+}
+
+int hfq_calib_gptq_pass_done(hfq_calib_gptq *g, hfq_error *err) {
+    if (g->win.failed) {
+        *err = g->win.err;
+        hfq_error_prefix(err, g->model_path);
+        return -1;
+    }
+    g->n_passes++;
+    if (!g->o.note || g->w1 <= g->w0) return 0;
+    int64_t bytes = 0;
+    for (int64_t i = g->w0; i < g->w1; i++) bytes += hfq_hessian_bytes(&g->in[i]);
+    char msg[2 * HFQ_HESSIAN_NAME + 160];
+    snprintf(msg, sizeof msg, "GPTQ Hessians, calibration pass %lld: %lld inputs (%s .. %s), %.1f MiB",
+             (long long)g->n_passes, (long long)(g->w1 - g->w0), g->in[g->w0].name, g->in[g->w1 - 1].name,
+             (double)bytes / (1 << 20));
+    g->o.note(g->o.note_ctx, msg);
+    return 0;
+}
+
+static int64_t find_input(const hfq_calib_gptq *g, const char *name) {
+    char leader[HFQ_HESSIAN_NAME];
+    hfq_calib_input_leader(name, leader, sizeof leader);
+    for (int64_t i = 0; i < g->n_in; i++)
+        if (strcmp(g->in[i].name, leader) == 0) return i;
+    return -1;
+}
+
+static bool has(void *ctx, const char *name, int64_t n_per_row) {
+    const int64_t i = find_input(ctx, name);
+    return i >= 0 && ((hfq_calib_gptq *)ctx)->in[i].n == n_per_row;
+}
+
+/* Collects the window starting at the first input of in[i]'s layer. */
+static int window_pass(hfq_calib_gptq *g, int64_t i, hfq_error *err) {
+    int64_t first = i;
+    while (first > 0 && g->in[first - 1].layer == g->in[i].layer) first--;
+    if (open_window(g, first, err)) return -1;
+    hfq_lm lm;
+    if (hfq_lm_load(&lm, g->model_path, err)) return -1;
+    hfq_calib_stats scratch; /* the statistics are the first pass's: these are dropped */
+    hfq_calib_stats_init(&scratch, 0);
+    hfq_calib_run_params rp = *g->rp;
+    rp.observe = hfq_calib_gptq_observe;
+    rp.observe_user = g;
+    int rc = hfq_calibrate(lm.model, g->seqs, &rp, &scratch, err) || hfq_calib_gptq_pass_done(g, err) ? -1 : 0;
+    hfq_calib_stats_free(&scratch);
+    hfq_lm_free(&lm);
+    return rc;
+}
+
+static const double *get(void *ctx, const char *name, int64_t n_per_row, hfq_error *err) {
+    hfq_calib_gptq *g = ctx;
+    const int64_t i = find_input(g, name);
+    if (i < 0 || g->in[i].n != n_per_row) {
+        hfq_fail(err, name, "no Hessian for its input");
+        return NULL;
+    }
+    if ((i < g->w0 || i >= g->w1) && window_pass(g, i, err)) return NULL;
+    hfq_hessian *h = &g->win.e[i - g->w0];
+    if (g->ready[i - g->w0]) return h->h;
+    const int64_t n = h->in.n;
+    const hfq_transform *t = g->ts ? hfq_transforms_find(g->ts, name) : NULL;
+    for (int64_t r = 0; t && t->col && r < n; r++)
+        for (int64_t c = r; c < n; c++) h->h[r * n + c] /= (double)t->col[r] * (double)t->col[c];
+    if (hfq_gptq_prepare(h->h, n, g->o.damp, g->o.n_threads)) {
+        hfq_fail(err, name, "its input's Hessian plus damping %g is not positive definite (raise --gptq-damp)",
+                 g->o.damp);
+        return NULL;
+    }
+    g->ready[i - g->w0] = true;
+    return h->h;
+}
+
+hfq_gptq_source hfq_calib_gptq_source(hfq_calib_gptq *g, const hfq_calib_seqs *seqs, const hfq_calib_run_params *rp,
+                                      const hfq_transforms *ts) {
+    g->seqs = seqs;
+    g->rp = rp;
+    g->ts = ts;
+    return (hfq_gptq_source){.has = has, .get = get, .ctx = g, .damp = g->o.damp, .batch = g->o.batch};
+}

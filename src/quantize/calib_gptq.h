@@ -1,0 +1,62 @@
+/* calib_gptq.h - GPTQ's Hessians for the quantize tool's calibration
+ * session (src/quantize/calib_session.h): windows of layers collected by
+ * calibration passes as the driver asks for them.
+ *
+ * The inputs are planned from the model (calib/hessian.h); window 0 (the
+ * first layers whose Hessians fit the memory budget) is collected during
+ * the statistics' own calibration pass (hfq_calib_gptq_observe). When the
+ * driver asks for a tensor outside the current window, that window is
+ * dropped and the window starting at the tensor's layer is collected by a
+ * new pass over the same sequences (a note line says which layers each pass
+ * covers). The model and tokens are the statistics' own, so every pass sees
+ * the activations the statistics saw.
+ *
+ * get hands out U (quant/gptq.h) of the tensor's input, made once per input
+ * from its Hessian with the input's column multipliers (SmoothQuant / AWQ:
+ * the folded input is x / s, so H_ij / (s_i s_j)) and the damping.
+ */
+#ifndef HFQ_SRC_QUANTIZE_CALIB_GPTQ_H
+#define HFQ_SRC_QUANTIZE_CALIB_GPTQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "calib/calibrate.h"
+#include "calib/fold.h"
+#include "formats/error.h"
+#include "formats/gguf.h"
+#include "src/quantize/driver.h"
+
+#define HFQ_GPTQ_DEFAULT_MEMORY ((int64_t)4 << 30)
+
+typedef struct hfq_calib_gptq_opts {
+    double damp;               /* < 0: HFQ_GPTQ_DEFAULT_DAMP */
+    int64_t batch;             /* <= 0: HFQ_GPTQ_DEFAULT_BATCH */
+    int64_t memory;            /* Hessian bytes per window; <= 0: HFQ_GPTQ_DEFAULT_MEMORY */
+    int n_threads;             /* <= 0: all */
+    /* one line per calibration pass (may be NULL) */
+    void (*note)(void *ctx, const char *msg);
+    void *note_ctx;
+} hfq_calib_gptq_opts;
+
+typedef struct hfq_calib_gptq hfq_calib_gptq;
+
+/* Plans the inputs of model file f (the model at model_path) and allocates
+ * window 0. */
+hfq_calib_gptq *hfq_calib_gptq_new(const char *model_path, const gguf_file *f, const hfq_calib_gptq_opts *o,
+                                   hfq_error *err);
+void hfq_calib_gptq_free(hfq_calib_gptq *g);
+
+/* The observer (calibrate.h's observe, user = g) collecting the current
+ * window during a pass; hfq_calib_gptq_pass_done after that pass reports
+ * the observer's failure and says the note line. */
+void hfq_calib_gptq_observe(void *user, const char *weight_name, const float *x, int64_t n_tokens, int64_t n_in);
+int hfq_calib_gptq_pass_done(hfq_calib_gptq *g, hfq_error *err);
+
+/* The driver's source, reading later windows' passes over seqs with run
+ * params rp and applying ts's column multipliers; seqs, rp and ts must
+ * outlive the write. */
+hfq_gptq_source hfq_calib_gptq_source(hfq_calib_gptq *g, const hfq_calib_seqs *seqs, const hfq_calib_run_params *rp,
+                                      const hfq_transforms *ts);
+
+#endif
