@@ -97,7 +97,18 @@ def main():
         for name, cmd in variants:
             out = os.path.join(tmp, f"{preset}.{name.replace(' ', '_').replace('/', '_')}.gguf")
             cmd = [out if c is None else c for c in cmd]
-            _, secs = run(cmd, f"{preset} {name}")
+            if a.keep and os.path.exists(out):   # kept from an earlier run
+                secs = float("nan")
+            elif name == "llama.cpp imatrix":      # a preset llama-quantize lacks: no reference row
+                t0 = time.time()
+                r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+                secs = time.time() - t0
+                if r.returncode != 0:
+                    print(f"{preset}: llama-quantize cannot make it ({r.stderr.strip().splitlines()[-1:]})",
+                          file=sys.stderr)
+                    continue
+            else:
+                _, secs = run(cmd, f"{preset} {name}")
             r, _ = run([tools["ppl-eval"], out, "--text", a.eval, "--base-logits", base_logits, "--threads", th,
                         "--json", "--quiet"], f"score {preset} {name}")
             j = json.loads(r.stdout)
@@ -105,7 +116,8 @@ def main():
                 print(f"warning: {preset} {name}: the evaluation text overlaps the calibration text", file=sys.stderr)
             size, bpw = size_bpw(out)
             rows.append((preset, name, size, bpw, j["ppl"], j["kl"]["kld"], j["kl"]["same_top"], secs))
-            print(f"{preset} {name}: KLD {j['kl']['kld']:.6f} ({secs:.0f} s)", file=sys.stderr, flush=True)
+            print(f"| {preset} | {name} | {size} | {bpw:.2f} | {j['ppl']:.4f} | {j['kl']['kld']:.6f} | "
+                  f"{j['kl']['same_top']:.4f} | {secs:.1f} s |", file=sys.stderr, flush=True)
             if not a.keep:
                 os.remove(out)
     ref = {p: k for p, n, _, _, _, k, _, _ in rows if n == "llama.cpp imatrix"}
