@@ -108,23 +108,26 @@ static void q5_1_header(const hfq_gptq_block_in *in, void *blk, void *state) {
     legacy_header(HFQ_LEGACY_Q5_1, q5_1_set, in, blk, state);
 }
 
-/* ---- Q8_0: no importance, as ggml ---- */
+/* ---- Q8_0: ggml's rounding, or with importance our block-scale search
+ * (quant/q_legacy.h), as the quantizer chooses ---- */
 
 typedef struct q8_0_state {
     float id, d;
+    bool searched; /* id is the search's code scale: hfq_level_symmetric's rounding */
 } q8_0_state;
 
 static void q8_0_header(const hfq_gptq_block_in *in, void *blk, void *state) {
     q8_0_state *st = (q8_0_state *)state;
     hfq_block_q8_0 *b = (hfq_block_q8_0 *)blk;
-    hfq_quantize_block_q8_0(in->x, b);
-    hfq_q8_32_scale(in->x, &st->id);
+    st->searched = in->importance && hfq_q8_0_weighted_block(in->x, in->importance, b, &st->id);
+    if (!in->importance) hfq_quantize_block_q8_0(in->x, b);
+    if (!st->searched) hfq_q8_32_scale(in->x, &st->id);
     st->d = hfq_fp16_to_f32(b->d);
 }
 
 static float q8_0_round(const void *state, void *blk, int64_t i, float x) {
     const q8_0_state *st = (const q8_0_state *)state;
-    const int8_t q = hfq_q8_level(x, st->id);
+    const int8_t q = st->searched ? (int8_t)hfq_level_symmetric(st->id, x, 128) : hfq_q8_level(x, st->id);
     ((hfq_block_q8_0 *)blk)->qs[i] = q;
     return (float)q * st->d;
 }

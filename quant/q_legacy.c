@@ -188,21 +188,20 @@ static double q8_0_block_error(const float x[HFQ_QK], const float w[HFQ_QK], con
     return err;
 }
 
-/* Q8_0 with importance (ours: ggml's Q8_0 has none). Per block, the
- * reference or the least-squares scale of hfq_search_symmetric over levels
- * -128..127 (19 scales mapping the signed extreme near -128), whichever
- * decodes with the lesser importance-weighted error, the reference on ties:
- * never worse than the reference on that error. */
+bool hfq_q8_0_weighted_block(const float *x, const float *w, hfq_block_q8_0 *y, float *iscale) {
+    hfq_quantize_block_q8_0(x, y);
+    int8_t L[HFQ_QK];
+    hfq_block_q8_0 t = {.d = hfq_f32_to_fp16(hfq_search_symmetric_iscale(HFQ_QK, 128, x, w, L, iscale))};
+    /* L holds level + 128 in a byte: flipping bit 7 gives the level */
+    for (int j = 0; j < HFQ_QK; j++) t.qs[j] = (int8_t)((uint8_t)L[j] ^ 0x80u);
+    if (!(q8_0_block_error(x, w, &t) < q8_0_block_error(x, w, y))) return false;
+    *y = t;
+    return true;
+}
+
 static void q8_0_weighted_row(const float *x, hfq_block_q8_0 *y, int64_t n, const float *importance) {
-    for (int64_t i = 0; i < n / HFQ_QK; i++) {
-        const float *xb = x + i * HFQ_QK, *wb = importance + i * HFQ_QK;
-        hfq_quantize_block_q8_0(xb, y + i);
-        int8_t L[HFQ_QK];
-        hfq_block_q8_0 t = {.d = hfq_f32_to_fp16(hfq_search_symmetric(HFQ_QK, 128, xb, wb, L))};
-        /* L holds level + 128 in a byte: flipping bit 7 gives the level */
-        for (int j = 0; j < HFQ_QK; j++) t.qs[j] = (int8_t)((uint8_t)L[j] ^ 0x80u);
-        if (q8_0_block_error(xb, wb, &t) < q8_0_block_error(xb, wb, y + i)) y[i] = t;
-    }
+    float iscale;
+    for (int64_t i = 0; i < n / HFQ_QK; i++) hfq_q8_0_weighted_block(x + i * HFQ_QK, importance + i * HFQ_QK, y + i, &iscale);
 }
 
 static void q8_0_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {

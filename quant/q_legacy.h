@@ -46,6 +46,14 @@ size_t hfq_quantize_q5_0_isa(hfq_isa isa, const float *src, void *dst, int64_t n
 size_t hfq_quantize_q5_1_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                              const float *importance);
 
+/* One Q8_0 block with importance w (ours: ggml's Q8_0 has none): the
+ * reference or the least-squares scale of hfq_search_symmetric over levels
+ * -128..127 (19 scales mapping the signed extreme near -128), whichever
+ * decodes with the lesser importance-weighted error, the reference on ties:
+ * never worse than the reference on that error. Returns true when the
+ * searched scale won, its codes hfq_level_symmetric(*iscale, x, 128). */
+bool hfq_q8_0_weighted_block(const float *x, const float *w, hfq_block_q8_0 *y, float *iscale);
+
 /* Q8_0 rows as ggml's quantize_row_q8_0_ref (the weights' quantizer). */
 void hfq_quantize_row_q8_0(const float *x, void *y, int64_t n);
 /* Activation rows as llama.cpp's CPU backend makes them on x86

@@ -228,15 +228,17 @@ def test_measure_formula(model, tmp):
         dec = {t.name: quants.dequantize(np.array(t.data), GGMLQuantizationType.NVFP4).astype(np.float64) *
                scales.get(t.name.replace(".weight", ".scale"), 1.0)
                for t in rd.tensors if t.tensor_type == GGMLQuantizationType.NVFP4}
-        worst = 0.0
-        # (not q/k/v or gate/up: the file's members share their group's global
-        # scale, fused.h, which the measurement, tensor by tensor, does not see)
-        for name in ("token_embd.weight", "blk.0.attn_output.weight"):
+        def written(name):
             d2 = (weights[name].astype(np.float64) - dec[name]) ** 2
-            want = (d2 * moments[name]).sum() if name in moments else d2.sum() / weights[name].shape[0]
-            worst = max(worst, abs(got[name] - want) / want)
-        print(f"nvfp4: measured errors of token_embd and blk.0.attn_output equal the written file's to {worst:.2e}")
-        check(worst < 1e-6, f"nvfp4 measured errors vs the written file: {worst}")
+            return (d2 * moments[name]).sum() if name in moments else d2.sum() / weights[name].shape[0]
+        emb = abs(got["token_embd.weight"] - written("token_embd.weight")) / written("token_embd.weight")
+        print(f"nvfp4: measured error of token_embd equals the written file's to {emb:.2e}")
+        check(emb < 1e-6, f"nvfp4 token_embd measured error vs the written file: {emb}")
+        # a layer's global scale is searched with the statistics (tensor_scale.h),
+        # which never does worse than the amax-derived one the measurement prices
+        # (not q/k/v or gate/up: those share their group's scale, fused.h)
+        name = "blk.0.attn_output.weight"
+        check(written(name) <= got[name] * (1 + 1e-9), f"{name}: written error {written(name)} above measured {got[name]}")
     bad = os.path.join(tmp, "bad_imatrix.gguf")
     w = GGUFWriter(bad, "imatrix")
     w.add_type("imatrix")
