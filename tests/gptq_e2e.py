@@ -10,7 +10,8 @@ importance rounding's (and NVFP4's SmoothQuant's) for the presets listed in
 BETTER (where it measured better, with a margin); --calibration-file alone
 gives --gptq's tensors for those presets (the default); GPTQ's output records
 hfq.calib.applied "gptq" and its options; the same bytes with --threads 1
-and 2.
+and 2; llama-perplexity runs the GPTQ Q4_K_M / Q4_0 files and gets our
+perplexity (within 0.5 %).
 
 usage: gptq_e2e.py HFCONV QUANTIZE PPL_EVAL --model NAME [--model NAME]
          [--calib-chunks N] [--eval-chunks N] [--ctx N] [--extra] [--markdown]
@@ -19,6 +20,7 @@ Exit status 0 ok, 1 failed, 77 fixtures absent.
 import filecmp
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -125,6 +127,22 @@ def main():
             for preset in DEFAULT_GPTQ:
                 if tensors(res[(preset, "default")]["path"]) != tensors(res[(preset, "gptq")]["path"]):
                     failures.append(f"{name} {preset}: --calibration-file alone is not --gptq")
+            # GPTQ's files are ordinary ggml-type files: llama.cpp loads them and
+            # computes what we do (its perplexity on the same chunks, F32 KV as ours)
+            llama = os.path.join(os.environ.get("HFQ_SOURCE", "."), ".cache", "llama-build", "bin", "llama-perplexity")
+            if not os.access(llama, os.X_OK):
+                print(f"SKIP part: no {llama}: GPTQ files not run in llama.cpp")
+            for preset in ("Q4_K_M", "Q4_0") if os.access(llama, os.X_OK) else ():
+                r = res[(preset, "gptq")]
+                p = subprocess.run([llama, "-m", r["path"], "-f", valid, "-c", str(a.ctx), "-b", str(a.ctx),
+                                    "--chunks", str(a.eval_chunks), "-ctk", "f32", "-ctv", "f32", "-t", "2"],
+                                   capture_output=True, text=True)
+                m = re.search(r"Final estimate: PPL = ([0-9.]+)", p.stdout + p.stderr)
+                theirs = float(m.group(1)) if p.returncode == 0 and m else None
+                print(f"{name} {preset} gptq: llama-perplexity {theirs}, ppl-eval {r['ppl']:.4f}")
+                if theirs is None or abs(theirs - r["ppl"]) > 5e-3 * r["ppl"]:
+                    failures.append(f"{name} {preset}: llama-perplexity on the GPTQ file gives {theirs}, "
+                                    f"ppl-eval {r['ppl']:.4f}: {(p.stdout + p.stderr)[-300:]}")
             for preset, method, against, ratio in BETTER:
                 g, o = res[(preset, method)]["kld"], res[(preset, against)]["kld"]
                 if not g < o * ratio:
