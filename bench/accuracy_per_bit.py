@@ -74,8 +74,11 @@ def main():
              "--save-logits", base_logits, "--quiet"], "base logits")
     imatrix = os.path.join(tmp, "llama.imatrix")
     if have_llama and not os.path.exists(imatrix):
-        run([li, "-m", a.f32, "-f", a.calib, "-c", ctx, "--chunks", a.calib_chunks, "-t", th, "-o", imatrix],
-            "llama-imatrix")
+        r = subprocess.run([str(c) for c in (li, "-m", a.f32, "-f", a.calib, "-c", ctx, "--chunks", a.calib_chunks,
+                                             "-t", th, "-o", imatrix)], capture_output=True, text=True)
+        if r.returncode != 0:   # e.g. a vocabulary llama.cpp's tokenizer cannot read: no reference rows
+            print(f"llama-imatrix failed: {r.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+            have_llama = False
     stats = os.path.join(tmp, "ours.imatrix")
     rows = []
     for preset in presets:
