@@ -8,7 +8,8 @@ the F32 model on tinystories-valid.txt (ppl-eval --base-logits: KL divergence,
 top-1, PPL), as calib_acceptance.py does. Asserted: GPTQ's KLD is below
 importance rounding's (and NVFP4's SmoothQuant's) for the presets listed in
 BETTER (where it measured better, with a margin); --calibration-file alone
-gives --gptq's tensors for those presets (the default); GPTQ's output records
+gives --gptq's tensors for those presets (the default), and NVFP4
+--act-scales alone --act-scales --gptq's; GPTQ's output records
 hfq.calib.applied "gptq" and its options; the same bytes with --threads 1
 and 2; llama-perplexity runs the GPTQ Q4_K_M / Q4_0 files and gets our
 perplexity (within 0.5 %).
@@ -105,6 +106,12 @@ def main():
                 run([a.quantize, base, path, "Q4_K_M", "--gptq", "--threads", t, "--quiet"] + calib)
             if not filecmp.cmp(one, two, shallow=False):
                 failures.append(f"{name}: GPTQ Q4_K_M bytes differ between --threads 1 and 2")
+            # --act-scales (W4A4) says what to write: NVFP4's GPTQ default still rounds
+            w4a4, w4a4_gptq = os.path.join(tmp, "w4a4.gguf"), os.path.join(tmp, "w4a4_gptq.gguf")
+            run([a.quantize, base, w4a4, "NVFP4", "--act-scales", "--quiet"] + calib)
+            run([a.quantize, base, w4a4_gptq, "NVFP4", "--act-scales", "--gptq", "--quiet"] + calib)
+            if not filecmp.cmp(w4a4, w4a4_gptq, shallow=False):
+                failures.append(f"{name}: NVFP4 --act-scales alone is not --act-scales --gptq")
             base_logits = os.path.join(tmp, "base.logits")
             run([a.ppl_eval, base, "--text", valid, "--ctx", str(a.ctx), "--chunks", str(a.eval_chunks),
                  "--kv-type", "f32", "--save-logits", base_logits])

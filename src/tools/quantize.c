@@ -76,7 +76,8 @@ static void usage(FILE *out) {
         "  uses of the statistics: importance always (unless --no-importance); with no other use named,\n"
         "  also --gptq with --calibration-file for Q2_K, Q3_K_*, Q4_K_*, Q5_K_*, Q6_K, Q4_0, Q4_1, Q5_0,\n"
         "  Q5_1, Q8_0, IQ4_NL, IQ4_XS, NVFP4, MXFP4, SmoothQuant (alpha searched) for NVFP4 otherwise\n"
-        "  (--stats) and --awq for INT8 (where each measured best; docs/calibration.md)\n"
+        "  (--stats) and --awq for INT8 (where each measured best; docs/calibration.md); --act-scales\n"
+        "  alone keeps the --gptq default, not the rescalings\n"
         "  --importance               importance-weighted rounding (llama.cpp's imatrix), scale searches\n"
         "  --no-importance            round without the importance rows\n"
         "  --act-scales               static activation scales <name>.input_scale for INT8, FP8, NVFP4\n"
@@ -147,6 +148,7 @@ typedef struct args {
     bool dry_run, json, calibrate_only, quiet;
     bool rotate;                    /* --rotate (src/quantize/rotate.h) */
     bool no_importance, uses_named; /* --no-importance; a use named (else the preset's default) */
+    bool act_scales_only;           /* --act-scales with no rounding use named */
     bool gptq_left_out;             /* the preset's default GPTQ, dropped for a statistics file */
     hfq_progress progress;
     hfq_plan_override overrides[MAX_OVERRIDES];
@@ -438,7 +440,11 @@ static int check_calib_args(args *a, int n_pos, bool mixed) {
     /* importance is the base every other use adds to (naming --awq must not
      * turn it off); with no use named the preset's default applies, which
      * needs the preset (settle_uses) */
-    a->uses_named = u->importance || u->act_scales || u->smoothquant || u->awq || u->gptq;
+    a->uses_named = u->importance || u->smoothquant || u->awq || u->gptq || (u->act_scales && a->no_importance);
+    /* --act-scales says what to write, not how to round: the preset's
+     * rounding default (GPTQ) still applies, without the rescalings, which
+     * were measured without static activation scales (docs/calibration.md) */
+    a->act_scales_only = u->act_scales && !a->uses_named;
     u->importance = !a->no_importance;
     a->q.plan.has_imatrix = u->importance;
     return 0;
@@ -454,6 +460,7 @@ static int settle_uses(args *a) {
         u->importance = !a->no_importance;
         a->gptq_left_out = u->gptq && !a->calib.text_path; /* a statistics file holds no Hessians */
         u->gptq &= !a->gptq_left_out;
+        if (a->act_scales_only) u->fold_if_possible = HFQ_CALIB_FOLD_NONE;
     }
     if (!u->importance && !u->act_scales && !u->smoothquant && !u->awq && !u->kv_scales && !u->gptq &&
         u->fold_if_possible == HFQ_CALIB_FOLD_NONE)
