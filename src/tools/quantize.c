@@ -713,7 +713,7 @@ static void print_calib_notes(const args *a, const hfq_calib_uses *used, const h
                 hfq_preset_name(a->q.plan.preset), searched ? " or samples" : "",
                 searched ? "; --calib-samples 0 keeps no samples" : "");
     }
-    if (used->gptq && e->n_gptq == 0)
+    if (used->gptq && e->n_gptq == 0 && !(a->ct && a->ct->int4_group > 0)) /* the export's INT4 rounds by GPTQ */
         fprintf(stderr, "quantize: calibration: --gptq changes no tensor: no dense weight's format has a GPTQ codec "
                         "(docs/calibration.md, \"GPTQ\")\n");
     if (!folds_known) return;
@@ -945,6 +945,12 @@ static const float *export_importance(void *ctx, const char *name, int64_t n_per
     return imp->get(imp->ctx, name, n_per_row, 1);
 }
 
+/* The export's INT4 GPTQ inverse Hessians: the session's (driver.h). */
+static const double *export_gptq(void *ctx, const char *name, int64_t n_per_row, hfq_error *err) {
+    const hfq_gptq_source *g = ctx;
+    return g->has(g->ctx, name, n_per_row) ? g->get(g->ctx, name, n_per_row, err) : NULL;
+}
+
 /* --export: the quantize job writes a GGUF inside the folder's temporary
  * folder, the export reads it, and the folder is renamed into place. */
 static int run_export(args *a, const gguf_file *f) {
@@ -964,7 +970,9 @@ static int run_export(args *a, const gguf_file *f) {
                               .max_shard_bytes = (uint64_t)a->shard_size,
                               .int4_group = a->ct ? a->ct->int4_group : 0,
                               .int4_asymmetric = a->ct && a->ct->int4_asymmetric,
-                              .importance = imp.get ? export_importance : NULL, .importance_ctx = &imp};
+                              .importance = imp.get ? export_importance : NULL, .importance_ctx = &imp,
+                              .gptq = a->q.gptq.get ? export_gptq : NULL, .gptq_ctx = &a->q.gptq,
+                              .gptq_batch = a->q.gptq.batch, .n_threads = a->q.n_threads};
     if (rc == HFQ_EXIT_OK && (!q || hfq_ct_export(q, &d, &opts, &err) < 0 || unlink(a->out) != 0 ||
                               hfq_ct_dir_commit(&d, &err) < 0)) {
         if (!err.msg[0]) snprintf(err.msg, sizeof err.msg, "%s: cannot remove: %s", a->out, strerror(errno));
