@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "src/export/ct_int4.h"
-#include "src/hf/ct_read.h"
 
 typedef struct ct_int4_state {
     float scale, zero_point;
@@ -28,7 +27,9 @@ static float round_code(const void *state, void *blk, int64_t i, float x) {
     const int q = ct_int4_code(x, st->scale, st->zero_point, st->symmetric, st->dt);
     const int shift = 4 * (int)(i % 8);
     b->packed[i / 8] = (b->packed[i / 8] & ~(0xFu << shift)) | (uint32_t)(q + 8) << shift;
-    return hf_ct_round_to(st->dt, ((float)q - st->zero_point) * st->scale);
+    /* exact in F32 for F16 / BF16 scales (|q - z| <= 15): the value compressed-tensors decompresses into a
+     * float32 model, and what a serving engine's GEMM multiplies, unrounded to the dtype */
+    return ((float)q - st->zero_point) * st->scale;
 }
 
 /* One codec per (symmetric, dtype): header has no other way to know them.

@@ -6,8 +6,10 @@
  * them from the current values (the importance-weighted range shrink
  * included); round: compressed-tensors' code round(clamp(x / s + z, -8, 7))
  * in the weight dtype's arithmetic (ct_int4_code), returning what its
- * decompression gives, (q - z) * s rounded to that dtype. Without feedback
- * the blocks unpack to ct_int4_row's own codes, scales and zero points.
+ * decompression into a float32 model gives, (q - z) * s (exact in F32 for
+ * F16 / BF16 scales, as a serving engine's GEMM multiplies them; not
+ * rounded to the dtype). Without feedback the blocks unpack to
+ * ct_int4_row's own codes, scales and zero points.
  */
 #ifndef HFQ_SRC_EXPORT_CT_INT4_GPTQ_H
 #define HFQ_SRC_EXPORT_CT_INT4_GPTQ_H

@@ -75,8 +75,8 @@ static void usage(FILE *out) {
         "  --stats FILE               read statistics written before (ours or llama-imatrix's)\n"
         "  uses of the statistics: importance always (unless --no-importance); with no other use named,\n"
         "  also --gptq with --calibration-file for Q2_K, Q3_K_*, Q4_K_*, Q5_K_*, Q6_K, Q4_0, Q4_1, Q5_0,\n"
-        "  Q5_1, Q8_0, IQ4_NL, IQ4_XS, NVFP4, MXFP4, SmoothQuant (alpha searched) for NVFP4 otherwise\n"
-        "  (--stats) and --awq for INT8 (where each measured best; docs/calibration.md)\n"
+        "  Q5_1, Q8_0, IQ4_NL, IQ4_XS, NVFP4, MXFP4 and the W4A16 exports, SmoothQuant (alpha searched)\n"
+        "  for NVFP4 otherwise (--stats) and --awq for INT8 (where each measured best; docs/calibration.md)\n"
         "  --importance               importance-weighted rounding (llama.cpp's imatrix), scale searches\n"
         "  --no-importance            round without the importance rows\n"
         "  --act-scales               static activation scales <name>.input_scale for INT8, FP8, NVFP4\n"
@@ -103,7 +103,8 @@ static void usage(FILE *out) {
         "                             FP8 (static activations: --act-scales), FP8_DYNAMIC, FP8_BLOCK,\n"
         "                             W8A8 (INT8; static with --act-scales), NVFP4 (W4A4: --act-scales),\n"
         "                             NVFP4A16, W4A16, W4A16_ASYM (INT4 in groups of 128, quantized by the\n"
-        "                             export, importance-weighted with calibration; docs/export.md);\n"
+        "                             export, importance-weighted with calibration, GPTQ-rounded with\n"
+        "                             --calibration-file; docs/export.md);\n"
         "                             or --recipe / a budget instead of CT_PRESET\n"
         "  --tokenizer-from DIR       copy the tokenizer files of DIR into OUT_DIR (without it they are\n"
         "                             rebuilt from the GGUF: byte-level BPE llama-bpe / qwen2, or\n"
@@ -451,6 +452,8 @@ static int settle_uses(args *a) {
     if (!a->calib.text_path && !a->calib.stats_path) return 0;
     if (!a->uses_named) {
         hfq_calib_default_uses(a->q.plan.preset, u);
+        /* the export's INT4 (W4A16*): GPTQ measured better on both fixtures (docs/calibration.md, "GPTQ") */
+        u->gptq |= a->ct && a->ct->int4_group > 0;
         u->importance = !a->no_importance;
         a->gptq_left_out = u->gptq && !a->calib.text_path; /* a statistics file holds no Hessians */
         u->gptq &= !a->gptq_left_out;
@@ -704,7 +707,8 @@ static void print_calib_notes(const args *a, const hfq_calib_uses *used, const h
     }
     if (a->gptq_left_out)
         fprintf(stderr, "quantize: calibration: GPTQ, %s's default, is left out: statistics files hold no Hessians "
-                        "(calibrate with --calibration-file)\n", hfq_preset_name(a->q.plan.preset));
+                        "(calibrate with --calibration-file)\n",
+                a->ct && a->ct->int4_group > 0 ? a->ct->name : hfq_preset_name(a->q.plan.preset));
     const hfq_calib_fold fold = a->calib.uses.fold_if_possible;
     if (fold != HFQ_CALIB_FOLD_NONE && !used->awq && !used->smoothquant && !used->gptq) {
         const bool awq = fold == HFQ_CALIB_FOLD_AWQ, searched = awq || a->calib.uses.smoothquant_alpha < 0.0;
