@@ -431,14 +431,16 @@ def int4_gptq(tag, gguf, preset, mine, kl_imp, imp, ids, tmp):
     """W4A16 with --calibration-file and nothing named: GPTQ rounds the codes (src/export/ct_int4_gptq.h),
     the folder validates and loads, compressed-tensors decompresses every weight to exactly (q - z) * s of
     our codes (what the codec fed back), the codes differ from the importance-only export's, and the bytes
-    do not depend on threads. Its KL is printed, not asserted: on these random weights GPTQ is no better
+    do not depend on threads and are --gptq's. Its KL is printed, not asserted: on these random weights GPTQ is no better
     than importance alone; export_w4a16_e2e.py asserts it on the fixtures' trained models."""
-    outs = [os.path.join(tmp, f"llama-w4-{preset}-gptq{n}-ct") for n in (1, 2)]
-    for out_dir, threads in zip(outs, ("1", "2")):
-        r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, preset, "--quiet", "--threads", threads]
-                + CALIB)
+    outs = [os.path.join(tmp, f"llama-w4-{preset}-gptq{n}-ct") for n in (1, 2, 3)]
+    for out_dir, extra in zip(outs, (["--threads", "1"], ["--threads", "2"], ["--gptq"])):
+        r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, preset, "--quiet"] + extra + CALIB)
         if not ok(r.returncode == 0, f"{tag} GPTQ: export failed: {r.stderr.strip()}"):
             return
+    explicit = open(os.path.join(outs[2], "model.safetensors"), "rb").read()
+    check(explicit == open(os.path.join(outs[0], "model.safetensors"), "rb").read(),
+          f"{tag} GPTQ: --gptq named and the default wrote different tensors")
     QuantizationConfig.model_validate(json.load(open(os.path.join(outs[0], "config.json")))["quantization_config"])
     same = open(os.path.join(outs[0], "model.safetensors"), "rb").read() == \
         open(os.path.join(outs[1], "model.safetensors"), "rb").read()
