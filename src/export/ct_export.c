@@ -155,7 +155,15 @@ typedef struct out_tensor {
     bool int4_asymmetric;
     float value;                /* FILL_VALUE */
     const hfq_ct_opts *opts;    /* FILL_INT4_*: the importance rows */
+    struct int4_cache *cache;   /* FILL_INT4_*: the plan's last GPTQ result */
 } out_tensor;
+
+/* A weight's GPTQ-rounded INT4 groups, kept for its next outputs (codes,
+ * scales, zero points are filled one after another): GPTQ runs once. */
+typedef struct int4_cache {
+    const gguf_tensor_info *src;
+    struct ct_int4_block *blocks;
+} int4_cache;
 
 typedef struct export_plan {
     out_tensor *out;
@@ -165,6 +173,7 @@ typedef struct export_plan {
     ct_model_facts facts;
     ct_kv kv;                   /* static KV-cache scales (src/export/ct_kv.h) */
     const char *where;          /* errors name the output folder: the GGUF read is a temporary */
+    int4_cache int4;
 } export_plan;
 
 static void *grow(void *p, int64_t *cap, int64_t need, size_t size) {
@@ -196,6 +205,7 @@ static void plan_free(export_plan *p) {
     for (int64_t i = 0; i < p->n_out; i++) free((char *)p->out[i].st.name);
     free(p->out);
     free(p->lin);
+    free(p->int4.blocks);
     ct_kv_free(&p->kv);
 }
 
@@ -370,6 +380,7 @@ static int plan_int4(const gguf_tensor_info *w, const char *base, int64_t heads,
         o->int4_group = g;
         o->int4_asymmetric = s->asymmetric;
         o->opts = opts;
+        o->cache = &p->int4;
     }
     return 0;
 }
@@ -529,13 +540,16 @@ static float decode_float(uint32_t type, const unsigned char *p, int64_t i) {
 }
 
 /* A float weight's INT4 groups rounded by GPTQ (opts->gptq), all rows in
- * GGUF order, into *blocks (left NULL when the weight has no Hessian). Rows
- * are independent, so the q/k rows' permutation to Hugging Face order after
- * does not change them. */
+ * GGUF order, into *blocks (o->cache's; left NULL when the weight has no
+ * Hessian). Rows are independent, so the q/k rows' permutation to Hugging
+ * Face order after does not change them. */
 static int gptq_int4(const out_tensor *o, st_dtype dt, int64_t cols, const float *imp, ct_int4_block **blocks,
                      hfq_error *err) {
     const gguf_tensor_info *t = o->src;
     const hfq_ct_opts *op = o->opts;
+    if (o->cache->src == t) return *blocks = o->cache->blocks, 0;
+    free(o->cache->blocks);
+    *o->cache = (int4_cache){0};
     const double *u = op && op->gptq ? op->gptq(op->gptq_ctx, t->name, cols, err) : NULL;
     if (!u) return err->msg[0] ? -1 : 0;
     const hfq_gptq_codec *c = ct_int4_gptq_codec(o->int4_group, !o->int4_asymmetric, dt);
@@ -557,6 +571,7 @@ static int gptq_int4(const out_tensor *o, st_dtype dt, int64_t cols, const float
         free(*blocks), *blocks = NULL;
         return hfq_fail(err, t->name, "out of memory");
     }
+    *o->cache = (int4_cache){t, *blocks};
     return 0;
 }
 
@@ -602,7 +617,7 @@ static int fill_int4(const out_tensor *o, unsigned char *buf, uint64_t nbytes, h
             put_u32(word, v | (uint32_t)(zp[g] + 8) << (4 * (hr % 8)));
         }
     }
-    free(x), free(packed), free(zp), free(blocks);
+    free(x), free(packed), free(zp);
     return 0;
 }
 
