@@ -1813,6 +1813,14 @@ def _(work):
     return quantize_case(work, B.gguf, "Q4_0", "--stats", kv_stats(work), "--gptq")
 
 
+@case("quantize/export-w4a16-gptq-stats", "--gptq needs --calibration-file (statistics files hold no Hessians)",
+      code=2)
+def _(work):
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, B.gguf, "--export", "compressed-tensors", out, "W4A16", "--quiet", "--stats", kv_stats(work),
+            "--gptq"], [out], None
+
+
 @case("quantize/gptq-alone", "calibration uses need --calibration-file or --stats", code=2)
 def _(work):
     return quantize_case(work, B.gguf, "Q4_0", "--gptq")

@@ -26,7 +26,9 @@ options, so the same codes and scales):
 - W4A16 / W4A16_ASYM (no GGUF of ours holds INT4 in groups of 128): every
   packed weight, scale, zero point and shape bit-identical to
   compressed-tensors' own compression of the same BF16 weights, and the
-  folder loads and runs in transformers.
+  folder loads and runs in transformers; calibrated: importance-weighted
+  scales (--importance) and GPTQ (the default), whose decompressed weights are
+  exactly its codes' (q - z) * s and whose bytes do not depend on threads.
 
 Skips (exit 77) without torch, transformers or compressed-tensors.
 
@@ -389,10 +391,10 @@ def int4(tmp, ids):
 
 
 def int4_calibrated(tag, gguf, preset, mine, kl_rtn, rtn, ids, tmp):
-    """W4A16 with --calibration-file: importance-weighted group scales (ct_int4.h), still a folder
-    compressed-tensors validates and loads, closer to the BF16 model than min-max."""
+    """W4A16 with --calibration-file --importance: importance-weighted group scales (ct_int4.h), still a
+    folder compressed-tensors validates and loads, closer to the BF16 model than min-max."""
     out_dir = os.path.join(tmp, f"llama-w4-{preset}-calib-ct")
-    r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, preset, "--quiet"] + CALIB)
+    r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, preset, "--quiet", "--importance"] + CALIB)
     if not ok(r.returncode == 0, f"{tag} calibrated: export failed: {r.stderr.strip()}"):
         return
     QuantizationConfig.model_validate(json.load(open(os.path.join(out_dir, "config.json")))["quantization_config"])
@@ -408,6 +410,56 @@ def int4_calibrated(tag, gguf, preset, mine, kl_rtn, rtn, ids, tmp):
     check(kl < kl_rtn, f"{tag} calibrated: KL {kl:.3g} to our BF16 runner, min-max {kl_rtn:.3g}")
     print(f"{tag} calibrated: {moved} of {total} group scales moved, KL(INT4 transformers || our BF16 runner) "
           f"{kl:.3g} (min-max {kl_rtn:.3g})")
+    int4_gptq(tag, gguf, preset, mine, kl, cal, ids, tmp)
+
+
+def int4_decoded(state, base_name):
+    """(q - z) * s in float32 (exact for BF16 scales) from the folder's packed codes, scales and zero points."""
+    packed, scale = state[f"{base_name}.weight_packed"], state[f"{base_name}.weight_scale"]
+    rows, groups = scale.shape
+    shifts = 4 * torch.arange(8, dtype=torch.int32)
+    q = ((packed.unsqueeze(-1) >> shifts) & 0xF).reshape(rows, -1) - 8
+    z = torch.zeros(rows, groups, dtype=torch.int32)
+    if f"{base_name}.weight_zero_point" in state:
+        zp = state[f"{base_name}.weight_zero_point"]
+        z = ((zp.unsqueeze(1) >> shifts.view(1, 8, 1)) & 0xF).reshape(-1, groups)[:rows] - 8
+    g = q.shape[1] // groups
+    return (q - z.repeat_interleave(g, 1)).float() * scale.float().repeat_interleave(g, 1)
+
+
+def int4_gptq(tag, gguf, preset, mine, kl_imp, imp, ids, tmp):
+    """W4A16 with --calibration-file and nothing named: GPTQ rounds the codes (src/export/ct_int4_gptq.h),
+    the folder validates and loads, compressed-tensors decompresses every weight to exactly (q - z) * s of
+    our codes (what the codec fed back), the codes differ from the importance-only export's, and the bytes
+    do not depend on threads and are --gptq's. Its KL is printed, not asserted: on these random weights GPTQ is no better
+    than importance alone; export_w4a16_e2e.py asserts it on the fixtures' trained models."""
+    outs = [os.path.join(tmp, f"llama-w4-{preset}-gptq{n}-ct") for n in (1, 2, 3)]
+    for out_dir, extra in zip(outs, (["--threads", "1"], ["--threads", "2"], ["--gptq"])):
+        r = run([QUANTIZE, gguf, "--export", "compressed-tensors", out_dir, preset, "--quiet"] + extra + CALIB)
+        if not ok(r.returncode == 0, f"{tag} GPTQ: export failed: {r.stderr.strip()}"):
+            return
+    explicit = open(os.path.join(outs[2], "model.safetensors"), "rb").read()
+    check(explicit == open(os.path.join(outs[0], "model.safetensors"), "rb").read(),
+          f"{tag} GPTQ: --gptq named and the default wrote different tensors")
+    QuantizationConfig.model_validate(json.load(open(os.path.join(outs[0], "config.json")))["quantization_config"])
+    same = open(os.path.join(outs[0], "model.safetensors"), "rb").read() == \
+        open(os.path.join(outs[1], "model.safetensors"), "rb").read()
+    check(same, f"{tag} GPTQ: --threads 1 and 2 wrote different tensors")
+    state = load_file(os.path.join(outs[0], "model.safetensors"))
+    model = ct_model(outs[0])
+    params = dict(model.named_parameters())
+    bases = [k[:-len(".weight_packed")] for k in state if k.endswith(".weight_packed")]
+    exact = sum(torch.equal(params[b + ".weight"].to(torch.float32), int4_decoded(state, b).to(torch.float32))
+                for b in bases)
+    check(exact == len(bases) == 14, f"{tag} GPTQ: {exact} of {len(bases)} weights decompress to (q - z) * s")
+    moved = sum(not torch.equal(state[b + ".weight_packed"], imp[b + ".weight_packed"]) for b in bases)
+    check(moved == len(bases), f"{tag} GPTQ: {moved} of {len(bases)} weights' codes differ from importance only")
+    with torch.no_grad():
+        theirs = model(torch.tensor([ids])).logits[0].double().numpy()
+    kl = mean_kl(theirs, mine)
+    check(np.all(np.isfinite(theirs)), f"{tag} GPTQ: non-finite logits")
+    print(f"{tag} GPTQ: {exact} of 14 weights decompress to our codes' values, threads 1 = 2: {same}, "
+          f"KL(INT4 transformers || our BF16 runner) {kl:.3g} (importance only {kl_imp:.3g})")
 
 
 def shards(gguf, tmp, ids):

@@ -16,10 +16,12 @@
 #include "formats/ggml_type.h"
 #include "formats/safetensors.h"
 #include "quant/fp4.h"
+#include "quant/gptq.h"
 #include "quant/half.h"
 #include "src/common/read_file.h"
 #include "src/export/ct_config.h"
 #include "src/export/ct_int4.h"
+#include "src/export/ct_int4_gptq.h"
 #include "src/export/ct_kv.h"
 #include "src/export/ct_tokenizer.h"
 #include "src/hf/arch.h"
@@ -153,7 +155,15 @@ typedef struct out_tensor {
     bool int4_asymmetric;
     float value;                /* FILL_VALUE */
     const hfq_ct_opts *opts;    /* FILL_INT4_*: the importance rows */
+    struct int4_cache *cache;   /* FILL_INT4_*: the plan's last GPTQ result */
 } out_tensor;
+
+/* A weight's GPTQ-rounded INT4 groups, kept for its next outputs (codes,
+ * scales, zero points are filled one after another): GPTQ runs once. */
+typedef struct int4_cache {
+    const gguf_tensor_info *src;
+    struct ct_int4_block *blocks;
+} int4_cache;
 
 typedef struct export_plan {
     out_tensor *out;
@@ -163,6 +173,7 @@ typedef struct export_plan {
     ct_model_facts facts;
     ct_kv kv;                   /* static KV-cache scales (src/export/ct_kv.h) */
     const char *where;          /* errors name the output folder: the GGUF read is a temporary */
+    int4_cache int4;
 } export_plan;
 
 static void *grow(void *p, int64_t *cap, int64_t need, size_t size) {
@@ -194,6 +205,7 @@ static void plan_free(export_plan *p) {
     for (int64_t i = 0; i < p->n_out; i++) free((char *)p->out[i].st.name);
     free(p->out);
     free(p->lin);
+    free(p->int4.blocks);
     ct_kv_free(&p->kv);
 }
 
@@ -368,6 +380,7 @@ static int plan_int4(const gguf_tensor_info *w, const char *base, int64_t heads,
         o->int4_group = g;
         o->int4_asymmetric = s->asymmetric;
         o->opts = opts;
+        o->cache = &p->int4;
     }
     return 0;
 }
@@ -526,6 +539,42 @@ static float decode_float(uint32_t type, const unsigned char *p, int64_t i) {
     return type == GT_F16 ? hfq_fp16_to_f32(h) : hfq_bf16_to_f32(h);
 }
 
+/* A float weight's INT4 groups rounded by GPTQ (opts->gptq), all rows in
+ * GGUF order, into *blocks (o->cache's; left NULL when the weight has no
+ * Hessian). Rows are independent, so the q/k rows' permutation to Hugging
+ * Face order after does not change them. */
+static int gptq_int4(const out_tensor *o, st_dtype dt, int64_t cols, const float *imp, ct_int4_block **blocks,
+                     hfq_error *err) {
+    const gguf_tensor_info *t = o->src;
+    const hfq_ct_opts *op = o->opts;
+    if (o->cache->src == t) return *blocks = o->cache->blocks, 0;
+    free(o->cache->blocks);
+    *o->cache = (int4_cache){0};
+    const double *u = op && op->gptq ? op->gptq(op->gptq_ctx, t->name, cols, err) : NULL;
+    if (!u) return err->msg[0] ? -1 : 0;
+    const hfq_gptq_codec *c = ct_int4_gptq_codec(o->int4_group, !o->int4_asymmetric, dt);
+    if (!c) return hfq_fail(err, t->name, "GPTQ rounds INT4 in groups of %d only", CT_INT4_GPTQ_GROUP);
+    const int64_t rows = o->rows;
+    float *w = malloc((size_t)rows * (size_t)cols * sizeof *w);
+    *blocks = malloc((size_t)rows * (size_t)(cols / c->block) * c->block_bytes);
+    if (!w || !*blocks) {
+        free(w), free(*blocks), *blocks = NULL;
+        return hfq_fail(err, t->name, "out of memory");
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const unsigned char *src = (const unsigned char *)t->data + (uint64_t)r * (t->nbytes / (uint64_t)rows);
+        for (int64_t k = 0; k < cols; k++) w[r * cols + k] = decode_float(t->type, src, k);
+    }
+    const int rc = hfq_gptq_encode(c, u, w, rows, cols, imp, 0.0f, op->gptq_batch, *blocks, op->n_threads);
+    free(w);
+    if (rc < 0) {
+        free(*blocks), *blocks = NULL;
+        return hfq_fail(err, t->name, "out of memory");
+    }
+    *o->cache = (int4_cache){t, *blocks};
+    return 0;
+}
+
 /* The INT4 outputs of a float weight (ct_int4.h), rows in Hugging Face order. */
 static int fill_int4(const out_tensor *o, unsigned char *buf, uint64_t nbytes, hfq_error *err) {
     const gguf_tensor_info *t = o->src;
@@ -547,12 +596,18 @@ static int fill_int4(const out_tensor *o, unsigned char *buf, uint64_t nbytes, h
     float *scales = x + cols;
     const hfq_ct_opts *op = o->opts;
     const float *imp = op && op->importance ? op->importance(op->importance_ctx, t->name, cols) : NULL;
+    ct_int4_block *blocks = NULL;
+    if (gptq_int4(o, dt, cols, imp, &blocks, err) < 0) {
+        free(x), free(packed), free(zp);
+        return -1;
+    }
     memset(buf, 0, nbytes);
     const size_t es = st_dtype_size(o->st.dtype);
     for (int64_t r = 0; r < rows; r++) {
         const unsigned char *src = (const unsigned char *)t->data + (uint64_t)r * (t->nbytes / (uint64_t)rows);
-        for (int64_t c = 0; c < cols; c++) x[c] = decode_float(t->type, src, c);
-        ct_int4_row(x, cols, o->int4_group, !o->int4_asymmetric, dt, imp, packed, scales, zp);
+        for (int64_t c = 0; c < cols && !blocks; c++) x[c] = decode_float(t->type, src, c);
+        if (blocks) ct_int4_gptq_unpack(blocks + r * groups, cols, packed, scales, zp);
+        else ct_int4_row(x, cols, o->int4_group, !o->int4_asymmetric, dt, imp, packed, scales, zp);
         const int64_t hr = hf_row(r, rows, o->permute_heads);
         for (int64_t k = 0; o->fill == FILL_INT4_CODES && k < cols / 8; k++) put_u32(buf + 4 * (hr * (cols / 8) + k), packed[k]);
         for (int64_t g = 0; o->fill == FILL_INT4_SCALES && g < groups; g++) put_float(buf + es * (hr * groups + g), dt, scales[g]);

@@ -105,6 +105,14 @@ typedef struct hfq_ct_opts {
      * importance NULL: compressed-tensors' min-max (ct_int4.h) */
     const float *(*importance)(void *ctx, const char *name, int64_t n_per_row);
     void *importance_ctx;
+    /* INT4 rounded by GPTQ (src/export/ct_int4_gptq.h): U (quant/gptq.h) of
+     * the named GGUF weight's input ([n_per_row][n_per_row], valid until the
+     * next call), or NULL: none (err untouched; rounded as above) or a
+     * failure (err set). gptq NULL: no GPTQ */
+    const double *(*gptq)(void *ctx, const char *name, int64_t n_per_row, hfq_error *err);
+    void *gptq_ctx;
+    int64_t gptq_batch;           /* lazy batch (quant/gptq.h); <= 0: the default */
+    int n_threads;                /* GPTQ's threads; <= 0: OpenMP's default */
     uint64_t max_shard_bytes;     /* tensor bytes per safetensors file; 0: 4 GiB */
 } hfq_ct_opts;
 

@@ -36,4 +36,12 @@
 void ct_int4_row(const float *x, int64_t cols, int64_t group, bool symmetric, st_dtype dt, const float *importance,
                  uint32_t *packed, float *scales, int8_t *zero_points);
 
+/* The scale and zero point ct_int4_row chooses for one group of `group`
+ * values xg (importance wg, group values, or NULL: min-max). */
+void ct_int4_group_params(const float *xg, const float *wg, int64_t group, bool symmetric, st_dtype dt, float *s,
+                          float *z);
+/* compressed-tensors' code of x (-8 .. 7) under scale s and zero point z:
+ * round(clamp(x / s + z, -8, 7)) in dt's arithmetic. */
+int ct_int4_code(float x, float s, float z, bool symmetric, st_dtype dt);
+
 #endif

@@ -75,9 +75,9 @@ static void usage(FILE *out) {
         "  --stats FILE               read statistics written before (ours or llama-imatrix's)\n"
         "  uses of the statistics: importance always (unless --no-importance); with no other use named,\n"
         "  also --gptq with --calibration-file for Q2_K, Q3_K_*, Q4_K_*, Q5_K_*, Q6_K, Q4_0, Q4_1, Q5_0,\n"
-        "  Q5_1, Q8_0, IQ4_NL, IQ4_XS, NVFP4, MXFP4, SmoothQuant (alpha searched) for NVFP4 otherwise\n"
-        "  (--stats) and --awq for INT8 (where each measured best; docs/calibration.md); --act-scales\n"
-        "  alone keeps the --gptq default, not the rescalings\n"
+        "  Q5_1, Q8_0, IQ4_NL, IQ4_XS, NVFP4, MXFP4 and the W4A16 exports, SmoothQuant (alpha searched)\n"
+        "  for NVFP4 otherwise (--stats) and --awq for INT8 (where each measured best; docs/calibration.md);\n"
+        "  --act-scales alone keeps the --gptq default, not the rescalings\n"
         "  --importance               importance-weighted rounding (llama.cpp's imatrix), scale searches\n"
         "  --no-importance            round without the importance rows\n"
         "  --act-scales               static activation scales <name>.input_scale for INT8, FP8, NVFP4\n"
@@ -104,7 +104,8 @@ static void usage(FILE *out) {
         "                             FP8 (static activations: --act-scales), FP8_DYNAMIC, FP8_BLOCK,\n"
         "                             W8A8 (INT8; static with --act-scales), NVFP4 (W4A4: --act-scales),\n"
         "                             NVFP4A16, W4A16, W4A16_ASYM (INT4 in groups of 128, quantized by the\n"
-        "                             export, importance-weighted with calibration; docs/export.md);\n"
+        "                             export, importance-weighted with calibration, GPTQ-rounded with\n"
+        "                             --calibration-file; docs/export.md);\n"
         "                             or --recipe / a budget instead of CT_PRESET\n"
         "  --tokenizer-from DIR       copy the tokenizer files of DIR into OUT_DIR (without it they are\n"
         "                             rebuilt from the GGUF: byte-level BPE llama-bpe / qwen2, or\n"
@@ -457,6 +458,8 @@ static int settle_uses(args *a) {
     if (!a->calib.text_path && !a->calib.stats_path) return 0;
     if (!a->uses_named) {
         hfq_calib_default_uses(a->q.plan.preset, u);
+        /* the export's INT4 (W4A16*): GPTQ measured better on both fixtures (docs/calibration.md, "GPTQ") */
+        u->gptq |= a->ct && a->ct->int4_group > 0;
         u->importance = !a->no_importance;
         a->gptq_left_out = u->gptq && !a->calib.text_path; /* a statistics file holds no Hessians */
         u->gptq &= !a->gptq_left_out;
@@ -711,7 +714,8 @@ static void print_calib_notes(const args *a, const hfq_calib_uses *used, const h
     }
     if (a->gptq_left_out)
         fprintf(stderr, "quantize: calibration: GPTQ, %s's default, is left out: statistics files hold no Hessians "
-                        "(calibrate with --calibration-file)\n", hfq_preset_name(a->q.plan.preset));
+                        "(calibrate with --calibration-file)\n",
+                a->ct && a->ct->int4_group > 0 ? a->ct->name : hfq_preset_name(a->q.plan.preset));
     const hfq_calib_fold fold = a->calib.uses.fold_if_possible;
     if (fold != HFQ_CALIB_FOLD_NONE && !used->awq && !used->smoothquant && !used->gptq) {
         const bool awq = fold == HFQ_CALIB_FOLD_AWQ, searched = awq || a->calib.uses.smoothquant_alpha < 0.0;
@@ -720,7 +724,7 @@ static void print_calib_notes(const args *a, const hfq_calib_uses *used, const h
                 hfq_preset_name(a->q.plan.preset), searched ? " or samples" : "",
                 searched ? "; --calib-samples 0 keeps no samples" : "");
     }
-    if (used->gptq && e->n_gptq == 0)
+    if (used->gptq && e->n_gptq == 0 && !(a->ct && a->ct->int4_group > 0)) /* the export's INT4 rounds by GPTQ */
         fprintf(stderr, "quantize: calibration: --gptq changes no tensor: no dense weight's format has a GPTQ codec "
                         "(docs/calibration.md, \"GPTQ\")\n");
     if (!folds_known) return;
@@ -952,6 +956,12 @@ static const float *export_importance(void *ctx, const char *name, int64_t n_per
     return imp->get(imp->ctx, name, n_per_row, 1);
 }
 
+/* The export's INT4 GPTQ inverse Hessians: the session's (driver.h). */
+static const double *export_gptq(void *ctx, const char *name, int64_t n_per_row, hfq_error *err) {
+    const hfq_gptq_source *g = ctx;
+    return g->has(g->ctx, name, n_per_row) ? g->get(g->ctx, name, n_per_row, err) : NULL;
+}
+
 /* --export: the quantize job writes a GGUF inside the folder's temporary
  * folder, the export reads it, and the folder is renamed into place. */
 static int run_export(args *a, const gguf_file *f) {
@@ -971,7 +981,9 @@ static int run_export(args *a, const gguf_file *f) {
                               .max_shard_bytes = (uint64_t)a->shard_size,
                               .int4_group = a->ct ? a->ct->int4_group : 0,
                               .int4_asymmetric = a->ct && a->ct->int4_asymmetric,
-                              .importance = imp.get ? export_importance : NULL, .importance_ctx = &imp};
+                              .importance = imp.get ? export_importance : NULL, .importance_ctx = &imp,
+                              .gptq = a->q.gptq.get ? export_gptq : NULL, .gptq_ctx = &a->q.gptq,
+                              .gptq_batch = a->q.gptq.batch, .n_threads = a->q.n_threads};
     if (rc == HFQ_EXIT_OK && (!q || hfq_ct_export(q, &d, &opts, &err) < 0 || unlink(a->out) != 0 ||
                               hfq_ct_dir_commit(&d, &err) < 0)) {
         if (!err.msg[0]) snprintf(err.msg, sizeof err.msg, "%s: cannot remove: %s", a->out, strerror(errno));
