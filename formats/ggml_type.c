@@ -40,6 +40,7 @@ static const ggml_type_info type_table[GT_COUNT] = {
     [GT_MXFP4] = {"mxfp4", 32, 1 + 16},
     [GT_NVFP4] = {"nvfp4", 64, 4 + 32},
     [GT_Q1_0] = {"q1_0", 128, 2 + 16},
+    [GT_Q2_0] = {"q2_0", 64, 2 + 16},
 };
 
 const ggml_type_info *ggml_type_get(uint32_t id) {

@@ -49,7 +49,8 @@ enum ggml_type_id {
     GT_MXFP4 = 39,
     GT_NVFP4 = 40,
     GT_Q1_0 = 41,
-    GT_COUNT = 42,
+    GT_Q2_0 = 42,
+    GT_COUNT = 43,
 };
 
 typedef struct ggml_type_info {

@@ -46,6 +46,22 @@ typedef struct hfq_block_q4_0 {
     uint8_t qs[HFQ_QK / 2];
 } hfq_block_q4_0;
 
+/* Q1_0 (128 elements): x = +d or -d, bit j of the block (byte j / 8, bit
+ * j % 8) set for +d; d the block's mean |x|. */
+#define HFQ_QK1_0 128
+typedef struct hfq_block_q1_0 {
+    uint16_t d;
+    uint8_t qs[HFQ_QK1_0 / 8];
+} hfq_block_q1_0;
+
+/* Q2_0 (64 elements): x = d * (q - 1), q in [0, 3] two bits each, element
+ * j at byte j / 4, bits 2 (j % 4); d the block's max |x|. */
+#define HFQ_QK2_0 64
+typedef struct hfq_block_q2_0 {
+    uint16_t d;
+    uint8_t qs[HFQ_QK2_0 / 4];
+} hfq_block_q2_0;
+
 /* Q4_1: x = d * q + m, q in [0, 15], nibbles as Q4_0. */
 typedef struct hfq_block_q4_1 {
     uint16_t d;
@@ -147,6 +163,8 @@ typedef struct hfq_block_iq4_xs {
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q8_0) == 34, "q8_0 block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q8_1) == 36, "q8_1 block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q4_0) == 18, "q4_0 block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_q1_0) == 18, "q1_0 block size");
+HFQ_STATIC_ASSERT(sizeof(hfq_block_q2_0) == 18, "q2_0 block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q4_1) == 20, "q4_1 block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q5_0) == 22, "q5_0 block size");
 HFQ_STATIC_ASSERT(sizeof(hfq_block_q5_1) == 24, "q5_1 block size");

@@ -30,6 +30,7 @@ static const uint32_t ggml_targets[] = {
     GT_F32, GT_F16, GT_BF16, GT_Q4_0, GT_Q4_1, GT_Q5_0, GT_Q5_1, GT_Q8_0,
     GT_Q2_K, GT_Q3_K, GT_Q4_K, GT_Q5_K, GT_Q6_K, GT_IQ4_NL, GT_IQ4_XS, GT_MXFP4, GT_NVFP4,
     GT_IQ3_XXS, GT_IQ3_S, GT_IQ2_XXS, GT_IQ2_XS, GT_IQ2_S, GT_IQ1_S, GT_IQ1_M, GT_TQ1_0, GT_TQ2_0,
+    GT_Q1_0, GT_Q2_0,
 };
 
 static bool is_ext(uint32_t fmt) { return fmt >= HFQ_FMT_INT8 && fmt <= HFQ_FMT_FP8_E5M2; }
@@ -219,6 +220,8 @@ static const preset_info presets[HFQ_PRESET_COUNT] = {
     [HFQ_PRESET_TQ1_0] = {"TQ1_0", 36, GT_TQ1_0, FAM_LLAMA},
     [HFQ_PRESET_TQ2_0] = {"TQ2_0", 37, GT_TQ2_0, FAM_LLAMA},
     [HFQ_PRESET_Q2_K_S] = {"Q2_K_S", 21, GT_Q2_K, FAM_LLAMA},
+    [HFQ_PRESET_Q1_0] = {"Q1_0", 40, GT_Q1_0, FAM_LLAMA},
+    [HFQ_PRESET_Q2_0] = {"Q2_0", 41, GT_Q2_0, FAM_LLAMA},
 };
 
 int hfq_preset_from_name(const char *name) {
@@ -357,7 +360,7 @@ enum {
     FT_Q3_K_L = 13, FT_Q4_K_S = 14, FT_Q4_K_M = 15, FT_Q5_K_M = 17, FT_IQ4_NL = 25,
     FT_IQ4_XS = 30, FT_MXFP4_MOE = 38, FT_IQ2_XXS = 19, FT_IQ2_XS = 20, FT_IQ3_XS = 22, FT_IQ3_XXS = 23,
     FT_IQ1_S = 24, FT_IQ3_S = 26, FT_IQ3_M = 27, FT_IQ2_S = 28, FT_IQ2_M = 29, FT_IQ1_M = 31, FT_TQ1_0 = 36,
-    FT_TQ2_0 = 37, FT_Q2_K_S = 21,
+    FT_TQ2_0 = 37, FT_Q2_K_S = 21, FT_Q2_0 = 41,
 };
 
 typedef struct state {
@@ -478,7 +481,7 @@ static int llama_rule(state *qs, uint32_t t, const hfq_plan_tensor *tensor, enum
         /* (--token-embedding-type was taken before the rules) */
         if (ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ1_M) t = GT_Q2_K;
         else if (ft == FT_IQ2_S || ft == FT_IQ2_M || ft == FT_IQ3_XXS) t = GT_IQ3_S;
-        else if (ft == FT_TQ1_0 || ft == FT_TQ2_0) t = GT_Q4_K;
+        else if (ft == FT_TQ1_0 || ft == FT_TQ2_0 || ft == FT_Q2_0) t = GT_Q4_K;
     } else if (ftype_iq12(ft)) {
         return llama_rule_iq12(qs, t, tensor, cat, out, err);
     } else if (cat_is_attn_v(cat)) {
@@ -558,7 +561,8 @@ static uint32_t hfq_rule(const state *qs, uint32_t t, const hfq_plan_tensor *ten
 }
 
 /* tensor_type_fallback: a format whose block does not divide the row length
- * is replaced by the nearest one that fits, or F16. */
+ * is replaced by the nearest one that fits, or F16; UINT32_MAX for Q1_0,
+ * which llama.cpp gives no fallback (it refuses the tensor). */
 static uint32_t fallback(const hfq_plan_tensor *tensor, uint32_t t, hfq_plan_entry *e,
                          int64_t *n_fallback) {
     int64_t ncols = tensor->ne[0], qk = hfq_fmt_block_size(t);
@@ -567,11 +571,12 @@ static uint32_t fallback(const hfq_plan_tensor *tensor, uint32_t t, hfq_plan_ent
     switch (t) {
     case GT_IQ1_S: case GT_IQ1_M: case GT_IQ2_XXS: case GT_IQ2_XS: case GT_IQ2_S: case GT_IQ3_XXS: case GT_IQ3_S:
     case GT_IQ4_XS: r = GT_IQ4_NL; break;
-    case GT_Q2_K: case GT_Q3_K: case GT_TQ1_0: case GT_TQ2_0: r = GT_Q4_0; break;
+    case GT_Q2_0: case GT_Q2_K: case GT_Q3_K: case GT_TQ1_0: case GT_TQ2_0: r = GT_Q4_0; break;
     case GT_Q4_K: r = GT_Q5_0; break;
     case GT_Q5_K: r = GT_Q5_1; break;
     case GT_Q6_K: r = GT_Q8_0; break;
     case GT_NVFP4: r = GT_MXFP4; break; /* ours: the 4-bit format with 32-blocks */
+    case GT_Q1_0: return UINT32_MAX;
     default: r = t; break;              /* 32-blocks: only F16 is left */
     }
     bool f16 = ncols % hfq_fmt_block_size(r) != 0;
@@ -627,6 +632,9 @@ static int choose(state *qs, int64_t index, const hfq_plan_tensor *tensor, enum 
      * from the two options above that cannot hold the shape would fail there,
      * so it gets the same fallback here (and a note). */
     e->fmt = fallback(tensor, t, e, n_fallback);
+    if (e->fmt == UINT32_MAX)
+        return hfq_fail(err, tensor->name, "ne[0]=%" PRId64 " is not a multiple of %" PRId64 " and %s has no fallback type "
+                        "(llama-quantize refuses it too)", tensor->ne[0], hfq_fmt_block_size(t), hfq_fmt_name(t));
     if (!o->choose && (e->fmt == HFQ_FMT_FP8_E4M3 || e->fmt == HFQ_FMT_FP8_E5M2)) e->scale_group = o->fp8_scale_group;
     return 0;
 }

@@ -15,6 +15,7 @@
 #include "quant/q_k.h"
 #include "quant/q_k_low.h"
 #include "quant/q_legacy.h"
+#include "quant/q_lowbit.h"
 #include "quant/tq.h"
 
 #define ROW(t, nm, gt, native, act_only, imp, bs, ts, q, qr, dq, dot, dot_t)                                   \
@@ -94,6 +95,10 @@ static const hfq_qtype_traits traits[HFQ_QT_COUNT] = {
         NULL, hfq_dequantize_tq1_0, hfq_vec_dot_tq1_0, HFQ_QT_Q8_K),
     ROW(HFQ_QT_TQ2_0, "tq2_0", GT_TQ2_0, true, false, false, HFQ_QK_K, sizeof(hfq_block_tq2_0), hfq_quantize_tq2_0,
         NULL, hfq_dequantize_tq2_0, hfq_vec_dot_tq2_0, HFQ_QT_Q8_K),
+    ROW(HFQ_QT_Q1_0, "q1_0", GT_Q1_0, true, false, false, HFQ_QK1_0, sizeof(hfq_block_q1_0), hfq_quantize_q1_0,
+        NULL, hfq_dequantize_q1_0, hfq_vec_dot_q1_0, HFQ_QT_Q8_0),
+    ROW(HFQ_QT_Q2_0, "q2_0", GT_Q2_0, true, false, false, HFQ_QK2_0, sizeof(hfq_block_q2_0), hfq_quantize_q2_0,
+        NULL, hfq_dequantize_q2_0, hfq_vec_dot_q2_0, HFQ_QT_Q8_0),
 };
 
 const hfq_qtype_traits *hfq_qtype_get(hfq_qtype t) {

@@ -62,6 +62,8 @@ typedef enum hfq_qtype {
     HFQ_QT_IQ1_M,
     HFQ_QT_TQ1_0, /* ternary, quant/tq.h */
     HFQ_QT_TQ2_0,
+    HFQ_QT_Q1_0, /* quant/q_lowbit.h */
+    HFQ_QT_Q2_0,
     HFQ_QT_COUNT
 } hfq_qtype;
 

@@ -8,8 +8,8 @@ a working model (MXFP4 and NVFP4, plain and --pure, too). The fixtures' rows (64
 256-element formats, which fall back there, so a synthetic checkpoint with
 rows of 256 and 512 (mkmodel; untrained, its perplexity is near its
 vocabulary size) carries the K-quants and IQ4_XS themselves, and the grid
-i-quants and ternary formats (IQ3_XXS, IQ2_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0
-presets; the very low-bit ones with importance computed from the text). For the presets of the low-bit and FP4 formats (Q4_1, Q2_K, Q3_K_*,
+i-quants, ternary and 1/2-bit formats (IQ3_XXS, IQ2_S, IQ1_S, IQ1_M, TQ1_0,
+TQ2_0, Q1_0, Q2_0 presets; the very low-bit ones with importance computed from the text). For the presets of the low-bit and FP4 formats (Q4_1, Q2_K, Q3_K_*,
 IQ4_*, MXFP4, NVFP4, and those) ppl-eval must also score each file as
 llama-perplexity does. Skips when the reference build or the
 fixtures are absent.
@@ -42,7 +42,8 @@ COMPARED = (("Q4_1",), ("Q2_K",), ("Q3_K_S",), ("Q3_K_M",), ("Q3_K_L",), ("IQ4_N
 CALIB = "--calibration-file"
 # (IQ3_XXS holds iq3_xxs, iq2_s for attn_q/k and iq3_s for attn_output and the
 # embedding; IQ2_S iq2_xs; IQ1_S and IQ1_M their own and iq2_xxs)
-COMPARED_SYN = (("IQ3_XXS", CALIB), ("IQ2_S", CALIB), ("IQ1_S", CALIB), ("IQ1_M", CALIB), ("TQ1_0",), ("TQ2_0",))
+COMPARED_SYN = (("IQ3_XXS", CALIB), ("IQ2_S", CALIB), ("IQ1_S", CALIB), ("IQ1_M", CALIB), ("TQ1_0",), ("TQ2_0",),
+                ("Q1_0",), ("Q2_0",))
 # Relative PPL tolerance against llama-perplexity, both with an F32 KV cache
 # (and llama.cpp without flash attention). Both tools quantize the
 # activations (Q8_0, Q8_1, Q8_K; with the same bits since the runner took

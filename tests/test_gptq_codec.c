@@ -30,7 +30,7 @@ static const hfq_qtype TYPES[] = {HFQ_QT_Q8_0, HFQ_QT_Q4_0, HFQ_QT_Q4_1,   HFQ_Q
 static const hfq_qtype NO_CODEC[] = {HFQ_QT_F32,    HFQ_QT_F16,    HFQ_QT_BF16,    HFQ_QT_Q8_1,   HFQ_QT_Q8_K,
                                      HFQ_QT_IQ3_XXS, HFQ_QT_IQ3_S,  HFQ_QT_IQ2_XXS, HFQ_QT_IQ2_XS, HFQ_QT_IQ2_S,
                                      HFQ_QT_IQ1_S,  HFQ_QT_IQ1_M,  HFQ_QT_TQ1_0,   HFQ_QT_TQ2_0,  HFQ_QT_INT8,
-                                     HFQ_QT_FP8_E4M3, HFQ_QT_FP8_E5M2};
+                                     HFQ_QT_FP8_E4M3, HFQ_QT_FP8_E5M2, HFQ_QT_Q1_0,  HFQ_QT_Q2_0};
 
 #define MAX_BLOCK 256
 #define MAX_BYTES 256

@@ -42,11 +42,15 @@ static void test_table(void) {
     CHECK(hfq_qtype_from_name(NULL) == -1);
     CHECK(hfq_qtype_from_ggml(GT_Q4_1) == HFQ_QT_Q4_1);
     CHECK(hfq_qtype_from_ggml(GT_IQ2_XXS) == HFQ_QT_IQ2_XXS);
-    CHECK(hfq_qtype_from_ggml(GT_Q1_0) == -1);
+    CHECK(hfq_qtype_from_ggml(GT_Q1_0) == HFQ_QT_Q1_0);
+    CHECK(hfq_qtype_from_ggml(GT_Q2_0) == HFQ_QT_Q2_0);
+    CHECK(hfq_qtype_from_ggml(43) == -1);
     CHECK(hfq_qtype_from_ggml(12345) == -1);
     /* ggml's CPU pairings (ggml-cpu.c type_traits vec_dot_type) */
     CHECK(hfq_qtype_get(HFQ_QT_Q4_0)->vec_dot_type == HFQ_QT_Q8_0);
     CHECK(hfq_qtype_get(HFQ_QT_Q5_0)->vec_dot_type == HFQ_QT_Q8_0);
+    CHECK(hfq_qtype_get(HFQ_QT_Q1_0)->vec_dot_type == HFQ_QT_Q8_0);
+    CHECK(hfq_qtype_get(HFQ_QT_Q2_0)->vec_dot_type == HFQ_QT_Q8_0);
     CHECK(hfq_qtype_get(HFQ_QT_Q4_1)->vec_dot_type == HFQ_QT_Q8_1);
     CHECK(hfq_qtype_get(HFQ_QT_Q5_1)->vec_dot_type == HFQ_QT_Q8_1);
     CHECK(hfq_qtype_get(HFQ_QT_Q2_K)->vec_dot_type == HFQ_QT_Q8_K);

@@ -73,6 +73,8 @@ static const ref_case cases[] = {
     {HFQ_QT_IQ1_M, quantize_iq1_m, dequantize_row_iq1_m, ggml_vec_dot_iq1_m_q8_K, quantize_row_q8_K_ref, true, false},
     {HFQ_QT_TQ1_0, quantize_tq1_0, dequantize_row_tq1_0, ggml_vec_dot_tq1_0_q8_K, quantize_row_q8_K_ref, true, false},
     {HFQ_QT_TQ2_0, quantize_tq2_0, dequantize_row_tq2_0, ggml_vec_dot_tq2_0_q8_K, quantize_row_q8_K_ref, true, false},
+    {HFQ_QT_Q1_0, quantize_q1_0, dequantize_row_q1_0, ggml_vec_dot_q1_0_q8_0, NULL, true, false},
+    {HFQ_QT_Q2_0, quantize_q2_0, dequantize_row_q2_0, ggml_vec_dot_q2_0_q8_0, NULL, true, false},
 };
 
 enum { MAX_N = 4096, NROWS = 6 };

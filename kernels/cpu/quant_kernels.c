@@ -183,6 +183,9 @@ static const tile_row tile_rows[] = {
     TILE_ROW(Q4_1, q4_1, NCK, NCK),
     TILE_ROW(Q5_1, q5_1, NCK, NCK),
     TILE_ROW(IQ4_NL, iq4_nl, NCK, NCK),
+    /* Q1_0 and Q2_0 (quant_tiles_lowbit.inc) */
+    TILE_ROW(Q1_0, q1_0, NCK, NCK),
+    TILE_ROW(Q2_0, q2_0, NCK, NCK),
     /* FP4 (quant_tiles_fp4.inc): decoding a block costs more than a column's dot, shared by NCK */
     TILE_ROW(MXFP4, mxfp4, NCK, NCK),
     TILE_ROW(NVFP4, nvfp4, NCK, NCK),

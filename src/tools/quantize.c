@@ -38,8 +38,8 @@ static void usage(FILE *out) {
         "presets: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M (Q3_K) Q3_K_L\n"
         "         Q4_K_S Q4_K_M (Q4_K) Q5_K_S Q5_K_M (Q5_K) Q6_K IQ4_NL IQ4_XS MXFP4_MOE\n"
         "         MXFP4 NVFP4 INT8 FP8_E4M3 FP8_E5M2 IQ3_S IQ3_M IQ3_XS IQ3_XXS IQ2_XXS IQ2_XS\n"
-        "         IQ2_S IQ2_M IQ1_S IQ1_M TQ1_0 TQ2_0 (see docs/quantize-tool.md; IQ3_XXS and below\n"
-        "         need importance data, as in llama-quantize)\n"
+        "         IQ2_S IQ2_M IQ1_S IQ1_M TQ1_0 TQ2_0 Q1_0 Q2_0 (see docs/quantize-tool.md; IQ3_XXS\n"
+        "         to IQ1_M need importance data, as in llama-quantize)\n"
         "\n"
         "options:\n"
         "  --dry-run                  print the plan (every tensor and the totals); write nothing\n"
@@ -128,7 +128,8 @@ static void usage(FILE *out) {
         "                             (default " HFQ_MIXED_DEFAULT_CANDIDATES ")\n"
         "\n"
         "FMT: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs\n"
-        "     iq3_xxs iq3_s iq2_xxs iq2_xs iq2_s iq1_s iq1_m tq1_0 tq2_0 mxfp4 nvfp4 int8 fp8_e4m3 fp8_e5m2\n"
+        "     iq3_xxs iq3_s iq2_xxs iq2_xs iq2_s iq1_s iq1_m tq1_0 tq2_0 q1_0 q2_0 mxfp4 nvfp4 int8\n"
+        "     fp8_e4m3 fp8_e5m2\n"
         "exit status: 0 ok, 1 failure, 2 usage (also an output that is, or links to, an input or another\n"
         "             output, a folder, or lies in a missing folder: refused before any work)\n");
     /* (a build lacking a preset's format plans it and refuses the real run) */

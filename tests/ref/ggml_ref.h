@@ -11,7 +11,7 @@
 #define GGML_REF_FORMATS(X)                                                                                   \
     X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q2_K) X(q3_K) X(q4_K) X(q5_K) X(q6_K) X(iq4_nl) X(iq4_xs)  \
         X(iq3_xxs) X(iq3_s) X(iq2_xxs) X(iq2_xs) X(iq2_s)  \
-        X(iq1_s) X(iq1_m) X(tq1_0) X(tq2_0)
+        X(iq1_s) X(iq1_m) X(tq1_0) X(tq2_0) X(q1_0) X(q2_0)
 
 #define GGML_REF_DECLARE(t)                                                              \
     void quantize_row_##t##_ref(const float *x, void *y, int64_t k);                      \
@@ -63,6 +63,8 @@ void ggml_vec_dot_iq1_m_q8_K(int n, float *s, size_t bs, const void *vx, size_t 
                              int nrc);
 void ggml_vec_dot_tq1_0_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
                              int nrc);
+void ggml_vec_dot_q1_0_q8_0(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
+void ggml_vec_dot_q2_0_q8_0(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by, int nrc);
 void ggml_vec_dot_tq2_0_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
                              int nrc);
 void ggml_vec_dot_iq3_s_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
