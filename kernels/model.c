@@ -204,22 +204,24 @@ static int expand_block_scales(const binder *b, hfq_tensor *w, const gguf_tensor
     return 0;
 }
 
-/* "<base>.scale": per tensor ([1]) for any matrix, the factor of its product;
- * I8 weights must have one, per tensor or [groups][ne1] (per channel or per
- * group along the rows); FP8 also per 128x128 block ([ceil(ne0/128)]
- * [ceil(ne1/128)], told from per group by its fewer rows). */
-static int bind_scales(const binder *b, hfq_tensor *w) {
+/* "<base>.scale": per tensor ([1]) for any matrix, the factor of its product,
+ * or per expert ([n_expert]) for a stacked matrix of ne2 > 1 experts of
+ * ggml's types; I8 weights must have one, per tensor or [groups][ne1] (per
+ * channel or per group along the rows); FP8 also per 128x128 block
+ * ([ceil(ne0/128)] [ceil(ne1/128)], told from per group by its fewer rows). */
+static int bind_scales(const binder *b, hfq_tensor *w, int64_t ne2) {
     char name[96];
     const gguf_tensor_info *ti = b->src->find(b->src->source, side_name(name, sizeof name, w->name, "scale"));
     if (!ti) return w->qext ? hfq_fail(b->err, b->where, "tensor '%s' has no scales '%s'", w->name, name) : 0;
     const int64_t bs = HFQ_SCALE_BLOCK;
     const bool fp8 = w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2;
     const bool per_tensor = ti->n_dims == 1 && ti->ne[0] == 1;
+    const bool per_expert = !w->qext && ne2 > 1 && ti->n_dims == 1 && ti->ne[0] == ne2;
     const bool per_rows = ti->ne[1] == w->ne1 && ti->ne[0] >= 1 && w->ne0 % ti->ne[0] == 0;
     const bool per_block = fp8 && ti->n_dims == 2 && ti->ne[1] < w->ne1 && ti->ne[0] == (w->ne0 + bs - 1) / bs &&
                            ti->ne[1] == (w->ne1 + bs - 1) / bs;
     if (ti->type != GT_F32 || ti->ne[2] != 1 || ti->ne[3] != 1 ||
-        !(per_tensor || (w->qext && per_rows) || per_block) ||
+        !(per_tensor || per_expert || (w->qext && per_rows) || per_block) ||
         ti->nbytes != (uint64_t)(ti->ne[0] * ti->ne[1]) * sizeof(float) || !ti->data)
         return hfq_fail(b->err, b->where, "tensor '%s' (%s [%lld, %lld]) is not the F32 scale%s of '%s'", ti->name,
                         ggml_type_get(ti->type) ? ggml_type_get(ti->type)->name : "?", (long long)ti->ne[0],
@@ -227,7 +229,8 @@ static int bind_scales(const binder *b, hfq_tensor *w) {
     if (check_values(b, ti, w->qext ? 0.0f : -INFINITY, false)) return -1;
     if (per_block) return expand_block_scales(b, w, ti);
     w->scale = ti->data;
-    w->scale_groups = per_tensor ? 0 : ti->ne[0];
+    w->scale_groups = per_tensor || per_expert ? 0 : ti->ne[0];
+    w->scale_experts = per_expert ? ne2 : 0;
     return 0;
 }
 
@@ -300,7 +303,7 @@ static int bind_matrix3(const binder *b, hfq_tensor *w, const char *name, int64_
                         bool optional) {
     if (bind_tensor3(b, w, name, ne0, ne1, ne2, optional)) return -1;
     if (!w->data) return 0;
-    return bind_qext(b, w) || bind_scales(b, w) || bind_input_scale(b, w) || bind_act(b, w) ? -1 : 0;
+    return bind_qext(b, w) || bind_scales(b, w, ne2) || bind_input_scale(b, w) || bind_act(b, w) ? -1 : 0;
 }
 
 /* Rows [row0, row0 + n) of matrix t, as a matrix of its own (the same
@@ -526,6 +529,8 @@ hfq_tensor hfq_expert_slice(const hfq_tensor *stacked, int64_t n_expert, int64_t
     t.ne1 = stacked->ne1 / n_expert;
     t.data = (const char *)stacked->data + (size_t)e * (size_t)t.ne1 * stacked->row_bytes;
     if (t.scale && t.scale_groups) t.scale += e * t.ne1 * t.scale_groups;
+    if (t.scale && t.scale_experts) t.scale += e;
+    t.scale_experts = 0;
     return t;
 }
 

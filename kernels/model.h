@@ -45,6 +45,10 @@ typedef struct hfq_tensor {
      * each row's scales for scale_groups equal groups of values (I8 codes). */
     const float *scale;
     int64_t scale_groups;
+    /* > 0: a stacked expert tensor's scale holds one value per expert
+     * ([n_expert], NVFP4's per-expert global scales as llama.cpp loads them),
+     * each expert's product factor (hfq_expert_slice picks it); 0: not so. */
+    int64_t scale_experts;
     hfq_qext qext;          /* I8 tensors: how the codes encode values */
     /* "<base>.input_scale" (F32 [1], > 0), read for I8 and NVFP4 weights: the
      * static scale of their activation quantization (I8: the activation

@@ -84,8 +84,8 @@ int64_t hfq_fmt_spec_nbytes(const hfq_fmt_spec *s, const int64_t ne[4]) {
     }
     int64_t row = ggml_row_size(s->fmt, ne[0]);
     if (row < 0) return -1;
-    /* NVFP4 carries one FP32 global scale tensor beside it */
-    return nrows * row + (s->fmt == GT_NVFP4 ? 4 : 0);
+    /* NVFP4 carries an FP32 global scale per matrix beside it */
+    return nrows * row + (s->fmt == GT_NVFP4 ? 4 * ne[2] * ne[3] : 0);
 }
 
 /* the layer weights of hfq_plan_llama_loads_scale, as "blk.N.<these>.weight" */
@@ -109,9 +109,13 @@ bool hfq_plan_llama_loads_scale(const char *name) {
     return false;
 }
 
+int64_t hfq_plan_nvfp4_scales(const char *name, const int64_t ne[4]) {
+    return hfq_plan_llama_loads_scale(name) ? ne[2] * ne[3] : 0;
+}
+
 int64_t hfq_fmt_tensor_nbytes(const hfq_fmt_spec *s, const char *name, const int64_t ne[4]) {
     int64_t n = hfq_fmt_spec_nbytes(s, ne);
-    return n >= 0 && s->fmt == GT_NVFP4 && !hfq_plan_llama_loads_scale(name) ? n - 4 : n;
+    return n >= 0 && s->fmt == GT_NVFP4 ? n - 4 * (ne[2] * ne[3] - hfq_plan_nvfp4_scales(name, ne)) : n;
 }
 
 const char *hfq_fmt_spec_problem(const hfq_fmt_spec *s, int64_t ne0) {

@@ -70,7 +70,8 @@ void hfq_fmt_spec_str(const hfq_fmt_spec *s, char *buf, size_t n);
  * refuses it), a group size that does not divide the row. */
 const char *hfq_fmt_spec_problem(const hfq_fmt_spec *s, int64_t ne0);
 /* hfq_fmt_nbytes with the spec's scale tensor: per tensor one FP32, per row
- * one per row, per group ne0/G per row; -1 when the shape does not fit. */
+ * one per row, per group ne0/G per row (NVFP4: one per matrix, ne[2] *
+ * ne[3]); -1 when the shape does not fit. */
 int64_t hfq_fmt_spec_nbytes(const hfq_fmt_spec *s, const int64_t ne[4]);
 
 /* Whether llama.cpp's loader takes an optional per-tensor "<base>.scale"
@@ -81,6 +82,11 @@ int64_t hfq_fmt_spec_nbytes(const hfq_fmt_spec *s, const int64_t ne[4]);
  * nextn.shared_head_head>.weight", and "output.weight"). A file with a scale
  * tensor anywhere else (token_embd) does not load there. */
 bool hfq_plan_llama_loads_scale(const char *name);
+/* NVFP4 global scales written for tensor `name` of shape ne: none where
+ * llama.cpp loads none (hfq_plan_llama_loads_scale), else one per matrix
+ * (a stacked expert tensor [ne0, ne1, n_expert]: one per expert, the
+ * [n_expert] ".scale" llama.cpp's loader takes; otherwise 1). */
+int64_t hfq_plan_nvfp4_scales(const char *name, const int64_t ne[4]);
 /* Bytes of tensor `name` in the output for spec: hfq_fmt_spec_nbytes, less
  * NVFP4's global scale tensor where llama.cpp loads none (the driver folds
  * the global scale into the block scales there). */

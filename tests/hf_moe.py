@@ -312,6 +312,32 @@ def mixed(gguf, tmp):
         check(all(v == "Q4_K" for k, v in types.items() if "_exps" in k), f"mixed: recipe types {types}")
 
 
+def nvfp4_experts(label, gguf, tmp):
+    """Our NVFP4 of a MoE file: one global scale per expert ([n_expert], the
+    scale llama.cpp's loader takes for *_exps), each expert's own max |w| /
+    (6 * 448); llama-perplexity runs it with ppl-eval's perplexity."""
+    out = os.path.join(tmp, f"{label}-nvfp4.gguf")
+    q = H.subprocess.run([H.QUANTIZE, gguf, out, "NVFP4", "--quiet"], capture_output=True, text=True)
+    check(q.returncode == 0, f"{label} NVFP4: quantize: {q.stderr.strip()[-300:]}")
+    if q.returncode != 0:
+        return
+    src = {t.name: t for t in H.GGUFReader(gguf).tensors}
+    got = {t.name: t for t in H.GGUFReader(out).tensors}
+    n_exps = 0
+    for name, t in got.items():
+        if not name.endswith("_exps.weight") or t.tensor_type.name != "NVFP4":
+            continue   # (rows NVFP4's 64 do not divide fall back to MXFP4)
+        n_exps += 1
+        w = np.asarray(src[name].data, dtype=np.float32)   # [n_expert][rows][cols]
+        scale = np.asarray(got[name[:-len("weight")] + "scale"].data, dtype=np.float32)
+        want = np.abs(w.reshape(w.shape[0], -1)).max(axis=1) / np.float32(6.0 * 448.0)
+        check(scale.shape == (w.shape[0],) and np.array_equal(scale, want.astype(np.float32)),
+              f"{label} NVFP4 {name}: scales {scale} are not each expert's max / 2688 {want}")
+    check(n_exps > 0, f"{label} NVFP4: no NVFP4 expert tensors")
+    # NVFP4's Q8_0 activation rows add rounding flips (llama_load_check.py's 5e-3)
+    H.against_llama_runtime(f"{label} NVFP4", out, tol=5e-3)
+
+
 def main():
     rng = np.random.default_rng(18)
     ids = [1] + [int(i) for i in rng.integers(3, H.VOCAB, H.N_POS - 1)]
@@ -348,6 +374,8 @@ def main():
                 H.KEYS_APART = apart
             if have_runtime and same_in_llama:
                 H.against_llama_runtime(label, ours)
+            if have_runtime and same_in_llama and have_quantize:
+                nvfp4_experts(label, ours, tmp)
             if have_quantize:
                 H.against_llama_quantize(label, ours, tmp)
             if have_quantize and have_runtime and same_in_llama and os.access(LLAMA_IMATRIX, os.X_OK):

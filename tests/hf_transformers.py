@@ -293,8 +293,10 @@ def against_llama_cpp(label, folder, tmp):
           f"{len(theirs[1])} keys compared")
 
 
-def against_llama_runtime(label, gguf):
-    """llama-perplexity and ppl-eval on our file: the same perplexity."""
+def against_llama_runtime(label, gguf, tol=None):
+    """llama-perplexity and ppl-eval on our file: the same perplexity (within
+    tol, relative; default PPL_TOL)."""
+    tol = PPL_TOL if tol is None else tol
     p = run_llama([LLAMA_PPL, "-m", gguf, "-f", PPL_TEXT, "-c", PPL_CTX, "--chunks", PPL_CHUNKS, "-t", "2"],
                   "Final estimate")
     m = re.search(r"Final estimate: PPL = ([0-9.]+)", p.stdout + p.stderr)
@@ -306,7 +308,7 @@ def against_llama_runtime(label, gguf):
         return
     theirs, ours = float(m.group(1)), json.loads(q.stdout)["ppl"]
     print(f"{label}: llama-perplexity {theirs:.4f}, ppl-eval {ours:.4f} ({abs(ours - theirs) / theirs:.1e} apart)")
-    check(abs(ours - theirs) <= PPL_TOL * theirs, f"{label}: PPL {ours} vs llama-perplexity's {theirs}")
+    check(abs(ours - theirs) <= tol * theirs, f"{label}: PPL {ours} vs llama-perplexity's {theirs}")
 
 
 def against_llama_quantize(label, gguf, tmp, presets=("Q4_K_M", "Q8_0")):

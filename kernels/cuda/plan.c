@@ -62,6 +62,9 @@ int cuda_wplan_get(const hfq_tensor *w, const cuda_caps *caps, cuda_wplan *p, co
     const fmt_row *r = &fmt_rows[f];
     *p = (cuda_wplan){.fmt = (cuda_wfmt)f, .act = r->act, .block_elems = gt->block_size,
                       .block_bytes = (size_t)gt->type_size, .gemm = r->gemm};
+    if (w->scale_experts)
+        return hfq_fail(err, where, "tensor '%s': per-expert scales are not supported by the cuda backend (the cpu "
+                        "backend runs them)", w->name);
     if ((w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2) && w->scale_groups > 1)
         return hfq_fail(err, where, "tensor '%s': FP8 scales per group or 128x128 block are not supported by the cuda "
                         "backend (the cpu backend runs them)", w->name);

@@ -432,8 +432,9 @@ static float step_global_scale(const step *e, float amax) {
 /* Streams tensor t through the codec in slabs of whole rows that never cross
  * a matrix (expert) boundary: a pass for the absolute maximum when the format
  * needs it (unless the step has its group's), then the encoding pass, written
- * as it goes. With amax_only != NULL only the first pass runs: its maximum is
- * stored there and nothing is written. */
+ * as it goes. NVFP4 experts get a global scale each (hfq_plan_nvfp4_scales),
+ * from their own maxima. With amax_only != NULL only the first pass runs: its
+ * maximum is stored there and nothing is written. */
 static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_info *t, const step *e,
                           const hfq_quantize_opts *o, work *wk, int n_threads, float *amax_only, hfq_error *err) {
     const char *path = gguf_path(f);
@@ -450,13 +451,17 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     if (slab_rows > rows_per_mat) slab_rows = rows_per_mat;
     hfq_companion comp = step_companion(e, t->name);
     const bool block = comp == HFQ_COMPANION_BLOCK_SCALES, rows_scaled = block || comp == HFQ_COMPANION_ROW_SCALES;
+    /* NVFP4 experts: scales[m] the maximum of matrix m, then its global scale */
+    const bool per_mat = comp == HFQ_COMPANION_TENSOR_SCALE && spec.fmt == GT_NVFP4 &&
+                         hfq_plan_nvfp4_scales(t->name, t->ne) > 1 && !amax_only;
     /* block scales: the rows' expanded ones, then the blocks' */
     const int64_t n_blocks = block ? hfq_scale_count(HFQ_SCALE_PER_BLOCK, t->ne[0], rows_per_mat) * n_mats : 0;
     if (grow((void **)&wk->rows, &wk->rows_cap, (size_t)n_threads * (size_t)t->ne[0], sizeof(float)) < 0 ||
         grow((void **)&wk->out, &wk->out_cap, (size_t)slab_rows * job.out_row_bytes, 1) < 0 ||
         grow((void **)&wk->scales, &wk->scales_cap,
-             rows_scaled ? (size_t)(n_rows * job.n_row_scales + n_blocks) : 1, sizeof(float)) < 0)
+             rows_scaled ? (size_t)(n_rows * job.n_row_scales + n_blocks) : (size_t)n_mats, sizeof(float)) < 0)
         return hfq_fail(err, path, "tensor %s: out of memory", t->name);
+    if (per_mat) memset(wk->scales, 0, (size_t)n_mats * sizeof(float));
     const float *imp_all =
         e->importance && !amax_only ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
     gptq_job gj = {e->gptq, NULL, o->gptq.batch};
@@ -475,8 +480,10 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
             int64_t nr = rows_per_mat - in_mat < slab_rows ? rows_per_mat - in_mat : slab_rows;
             const float *imp = imp_all ? imp_all + row / rows_per_mat * t->ne[0] : NULL;
             float *row_scales = rows_scaled ? wk->scales + row * job.n_row_scales : NULL;
+            if (per_mat && pass == 1) job.global_scale = step_global_scale(e, wk->scales[row / rows_per_mat]);
             int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, wk, row, nr, &e->adj, imp, row_scales,
-                                       pass == 0 ? &amax : NULL, pass == 1 && gj.u ? &gj : NULL, n_threads);
+                                       pass == 0 ? per_mat ? &wk->scales[row / rows_per_mat] : &amax : NULL,
+                                       pass == 1 && gj.u ? &gj : NULL, n_threads);
             if (bad == -2) return hfq_fail(err, path, "tensor %s: out of memory", t->name);
             if (bad >= 0)
                 return hfq_fail(err, path, "tensor %s: row %" PRId64 " holds NaN or Inf", t->name, row + bad);
@@ -492,11 +499,15 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
         *amax_only = amax;
         return 0;
     }
-    if (comp == HFQ_COMPANION_TENSOR_SCALE) wk->scales[0] = job.global_scale;
+    if (per_mat)
+        for (int64_t m = 0; m < n_mats; m++) wk->scales[m] = step_global_scale(e, wk->scales[m]);
+    else if (comp == HFQ_COMPANION_TENSOR_SCALE)
+        wk->scales[0] = job.global_scale;
     if (comp != HFQ_COMPANION_NONE &&
         gguf_writer_write_data(w, wk->scales + (block ? n_rows * job.n_row_scales : 0),
                                (block ? (uint64_t)n_blocks
-                                : comp == HFQ_COMPANION_ROW_SCALES ? (uint64_t)(n_rows * job.n_row_scales) : 1) * 4,
+                                : comp == HFQ_COMPANION_ROW_SCALES ? (uint64_t)(n_rows * job.n_row_scales)
+                                : per_mat ? (uint64_t)n_mats : 1) * 4,
                                err) < 0)
         return -1;
     if (e->adj.input_scale > 0.0f && gguf_writer_write_data(w, &e->adj.input_scale, 4, err) < 0) return -1;
@@ -508,6 +519,12 @@ static bool global_nvfp4(const step *e, const char *name) {
     return e->convert && e->spec.fmt == GT_NVFP4 && step_companion(e, name) == HFQ_COMPANION_TENSOR_SCALE;
 }
 
+/* Whether tensor t converted by e takes one NVFP4 global scale per expert
+ * (hfq_plan_nvfp4_scales): those are neither shared nor searched. */
+static bool nvfp4_per_expert(const step *e, const gguf_tensor_info *t) {
+    return global_nvfp4(e, t->name) && hfq_plan_nvfp4_scales(t->name, t->ne) > 1;
+}
+
 /* The NVFP4 weights of each fused group (fused.h) get the group's largest
  * amax, so they share one global scale, as llm-compressor writes them and
  * vLLM's fused layers need. Each member's amax pass runs here instead of in
@@ -517,7 +534,9 @@ static int share_fused_amax(const gguf_file *f, step *steps, int64_t n, const hf
     char key[GGUF_MAX_NAME + 16], other[GGUF_MAX_NAME + 16];
     for (int64_t i = 0; i < n; i++) {
         const char *name = gguf_tensor_at(f, i)->name;
-        if (!global_nvfp4(&steps[i], name) || !hfq_fused_group(name, key, sizeof key)) continue;
+        if (!global_nvfp4(&steps[i], name) || nvfp4_per_expert(&steps[i], gguf_tensor_at(f, i)) ||
+            !hfq_fused_group(name, key, sizeof key))
+            continue;
         if (convert_tensor(NULL, f, gguf_tensor_at(f, i), &steps[i], o, wk, n_threads, &steps[i].amax, err) < 0)
             return -1;
         steps[i].shared_amax = true;
@@ -588,7 +607,8 @@ static int search_tensor_scales(const gguf_file *f, step *steps, int64_t n, cons
     for (int64_t i = 0; rc == 0 && i < n; i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
         step *st = &steps[i];
-        if (!st->importance || step_companion(st, t->name) != HFQ_COMPANION_TENSOR_SCALE) continue;
+        if (!st->importance || step_companion(st, t->name) != HFQ_COMPANION_TENSOR_SCALE || nvfp4_per_expert(st, t))
+            continue;
         if (!st->shared_amax) rc = convert_tensor(NULL, f, t, st, o, wk, n_threads, &st->amax, err);
         st->shared_amax = true;
         if (rc == 0) rc = tensor_scale_errors(f, t, st, o, n_threads, errs + i * M, &nf[i], err);
@@ -646,7 +666,9 @@ static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *p
             const int64_t ne_rows[4] = {per_block ? (t->ne[0] + b - 1) / b
                                         : spec.scale_group > 0 ? t->ne[0] / spec.scale_group : 1,
                                         per_block ? (t->ne[1] + b - 1) / b : t->ne[1], t->ne[2], t->ne[3]};
-            if (comp == HFQ_COMPANION_TENSOR_SCALE ? gguf_add_tensor(w, name, GT_F32, 1, ne_tensor, err) < 0
+            const int64_t ne_experts[1] = {t->ne[2] * t->ne[3]};
+            if (comp == HFQ_COMPANION_TENSOR_SCALE
+                    ? gguf_add_tensor(w, name, GT_F32, 1, nvfp4_per_expert(&steps[i], t) ? ne_experts : ne_tensor, err) < 0
                                                    : gguf_add_tensor(w, name, GT_F32, t->n_dims, ne_rows, err) < 0)
                 return -1;
         }

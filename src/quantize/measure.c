@@ -42,6 +42,7 @@ typedef struct tensor_work {
     double n_tokens;
     const float *importance;  /* [n_mats][ne0] or NULL */
     size_t max_out_row;
+    float *amax;              /* [n_mats] each matrix's, then the tensor's (measure_tensor) */
 } tensor_work;
 
 /* Error of each spec on one row (decoded input x), into e[n_specs]. */
@@ -70,13 +71,29 @@ static void row_errors(const tensor_work *w, int64_t row, const float *x, uint8_
     }
 }
 
-/* Measures one tensor in slabs of rows: a pass for the absolute maximum when
- * a spec needs it, then the errors, summed in row order. */
+/* The global scales of the specs of w for matrix m (NVFP4 as the driver
+ * writes it: one per expert of a stacked tensor, hfq_plan_nvfp4_scales; none
+ * where llama.cpp loads none, token_embd: ggml's reference blocks alone). */
+static void set_global_scales(tensor_work *w, int64_t m) {
+    const float *amax = w->amax;
+    const int64_t n_mats = w->t->ne[2] * w->t->ne[3], nvfp4_scales = hfq_plan_nvfp4_scales(w->t->name, w->t->ne);
+    for (int k = 0; k < w->n_specs; k++) {
+        const hfq_fmt_spec sp = {w->jobs[k].fmt, w->jobs[k].scale_group};
+        const bool nvfp4 = sp.fmt == GT_NVFP4;
+        w->jobs[k].global_scale = nvfp4 && nvfp4_scales == 0
+                                      ? 0.0f
+                                      : hfq_codec_global_scale(&sp, amax[nvfp4 && nvfp4_scales > 1 ? m : n_mats]);
+    }
+}
+
+/* Measures one tensor in slabs of rows that never cross a matrix (expert):
+ * a pass for the absolute maxima (per matrix) when a spec needs them, then
+ * the errors, summed in row order. */
 static int measure_tensor(tensor_work *w, double *total, int n_threads, hfq_error *err) {
     const gguf_tensor_info *t = w->t;
-    const int64_t ne0 = t->ne[0], n_rows = t->ne[1] * t->ne[2] * t->ne[3];
+    const int64_t ne0 = t->ne[0], per_mat = t->ne[1], n_mats = t->ne[2] * t->ne[3], n_rows = per_mat * n_mats;
     int64_t slab = SLAB_FLOATS / ne0 < 1 ? 1 : SLAB_FLOATS / ne0;
-    if (slab > n_rows) slab = n_rows;
+    if (slab > per_mat) slab = per_mat;
     const hfq_codec_job *dec = NULL;
     bool need_amax = false;
     for (int k = 0; k < w->n_specs; k++) {
@@ -89,15 +106,17 @@ static int measure_tensor(tensor_work *w, double *total, int n_threads, hfq_erro
     if (!dec) return 0;
     float *x = malloc((size_t)(slab * ne0) * sizeof *x);
     double *e = malloc((size_t)(slab * w->n_specs) * sizeof *e);
+    float *amax = w->amax = calloc((size_t)n_mats + 1, sizeof *amax);
     int rc = 0;
-    if (!x || !e) {
+    if (!x || !e || !amax) {
         rc = hfq_fail(err, t->name, "out of memory");
         goto done;
     }
-    float amax = 0.0f;
     for (int pass = need_amax ? 0 : 1; pass < 2 && rc == 0; pass++) {
-        for (int64_t r0 = 0; r0 < n_rows && rc == 0; r0 += slab) {
-            const int64_t nr = n_rows - r0 < slab ? n_rows - r0 : slab;
+        for (int64_t r0 = 0, nr; r0 < n_rows && rc == 0; r0 += nr) {
+            const int64_t left = per_mat - r0 % per_mat;
+            nr = left < slab ? left : slab;
+            if (pass == 1) set_global_scales(w, r0 / per_mat);
             int64_t bad = INT64_MAX;
             bool oom = false;
             float max = 0.0f;
@@ -122,17 +141,12 @@ static int measure_tensor(tensor_work *w, double *total, int n_threads, hfq_erro
             }
             if (oom) rc = hfq_fail(err, t->name, "out of memory");
             else if (bad != INT64_MAX) rc = hfq_fail(err, t->name, "row %" PRId64 " holds NaN or Inf", r0 + bad);
-            amax = max > amax ? max : amax;
+            float *mat = &amax[r0 / per_mat];
+            *mat = max > *mat ? max : *mat;
+            amax[n_mats] = max > amax[n_mats] ? max : amax[n_mats];
             if (pass == 1)
                 for (int64_t r = 0; r < nr; r++)
                     for (int k = 0; k < w->n_specs; k++) total[k] += e[r * w->n_specs + k];
-        }
-        /* NVFP4 as the driver writes it: a global scale only where llama.cpp
-         * loads one (token_embd: ggml's reference blocks alone) */
-        const bool nvfp4_global = hfq_plan_llama_loads_scale(t->name);
-        for (int k = 0; k < w->n_specs; k++) {
-            const hfq_fmt_spec sp = {w->jobs[k].fmt, w->jobs[k].scale_group};
-            w->jobs[k].global_scale = sp.fmt != GT_NVFP4 || nvfp4_global ? hfq_codec_global_scale(&sp, amax) : 0.0f;
         }
     }
 done:
@@ -186,32 +200,35 @@ static int prepare_tensor(tensor_work *w, const gguf_tensor_info *t, const hfq_c
     return 0;
 }
 
-/* Q(W) in full for spec k (the jobs' global scales set by measure_tensor). */
-static int quantized_values(const tensor_work *w, int k, float *out, int n_threads, hfq_error *err) {
+/* Q(W) in full for spec k (global scales from measure_tensor's maxima). */
+static int quantized_values(tensor_work *w, int k, float *out, int n_threads, hfq_error *err) {
     const gguf_tensor_info *t = w->t;
     const hfq_codec_job *job = &w->jobs[k];
-    const int64_t ne0 = t->ne[0], n_rows = t->ne[1] * t->ne[2] * t->ne[3];
+    const int64_t ne0 = t->ne[0], per_mat = t->ne[1], n_mats = t->ne[2] * t->ne[3];
     bool oom = false;
+    for (int64_t m = 0; m < n_mats && !oom; m++) {
+        set_global_scales(w, m);
 #pragma omp parallel num_threads(n_threads) reduction(|| : oom)
-    {
-        uint8_t *enc = malloc(w->max_out_row);
-        float *scales = malloc((size_t)ne0 * sizeof *scales), *x = malloc((size_t)ne0 * sizeof *x);
-        oom = !enc || !scales || !x;
+        {
+            uint8_t *enc = malloc(w->max_out_row);
+            float *scales = malloc((size_t)ne0 * sizeof *scales), *x = malloc((size_t)ne0 * sizeof *x);
+            oom = !enc || !scales || !x;
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < n_rows; r++) {
-            if (oom) continue;
-            const float *imp = w->importance ? w->importance + r / t->ne[1] * ne0 : NULL;
-            hfq_codec_decode_row(job, (const uint8_t *)t->data + r * job->in_row_bytes, x);
-            hfq_codec_encode_row(job, x, enc, imp, scales);
-            hfq_codec_decode_encoded_row(job, enc, scales, out + r * ne0);
+            for (int64_t r = m * per_mat; r < (m + 1) * per_mat; r++) {
+                if (oom) continue;
+                const float *imp = w->importance ? w->importance + m * ne0 : NULL;
+                hfq_codec_decode_row(job, (const uint8_t *)t->data + r * job->in_row_bytes, x);
+                hfq_codec_encode_row(job, x, enc, imp, scales);
+                hfq_codec_decode_encoded_row(job, enc, scales, out + r * ne0);
+            }
+            free(enc), free(scales), free(x);
         }
-        free(enc), free(scales), free(x);
     }
     return oom ? hfq_fail(err, t->name, "out of memory") : 0;
 }
 
 /* The KL divergence of the tensor's worst spec (largest error) alone. */
-static int probe_tensor(const tensor_work *w, hfq_measured_tensor *mt, hfq_kl_probe *probe, int n_threads,
+static int probe_tensor(tensor_work *w, hfq_measured_tensor *mt, hfq_kl_probe *probe, int n_threads,
                         hfq_error *err) {
     int ref = -1, n_valid = 0;
     for (int k = 0; k < w->n_specs; k++) {
@@ -300,6 +317,7 @@ int hfq_measure(const gguf_file *f, const hfq_calib_stats *st, const hfq_fmt_spe
         if (rc == 0) rc = measure_tensor(&wk, mt->err, n_threads, err);
         if (rc == 0 && o->probe) rc = probe_tensor(&wk, mt, o->probe, n_threads, err);
         free(wk.col_w);
+        free(wk.amax);
         if (rc < 0) hfq_error_prefix(err, gguf_path(f));
     }
 done:
