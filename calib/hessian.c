@@ -6,10 +6,15 @@
 #include <string.h>
 
 #include "calib/names.h"
+#include "quant/dgemm.h"
 
-/* Rows and columns of H per tile (a tile of doubles stays in cache while
- * the batch's tokens stream through it). */
-#define TILE 64
+/* Rows and columns of H per thread's tile (the tile's columns of a chunk
+ * stay in cache while its rows stream past). */
+#define TILE 128
+
+/* Row stride of the double copy of a chunk: n rounded up to 8, plus 8 (a
+ * stride of a multiple of 4 KiB would put a tile's token rows in one L1 set). */
+static int64_t chunk_ld(int64_t n) { return (n + 7) / 8 * 8 + 8; }
 
 static int64_t layer_of(const char *name, int64_t n_layer) {
     if (strncmp(name, "blk.", 4) != 0) return n_layer;
@@ -71,7 +76,9 @@ int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_
     for (int64_t i = 0; i < n; i++, s->n++) {
         s->e[i].in = in[i];
         s->e[i].h = calloc((size_t)(in[i].n * in[i].n), sizeof(double));
-        if (!s->e[i].h) {
+        s->e[i].xd = malloc((size_t)(HFQ_HESSIAN_CHUNK * chunk_ld(in[i].n)) * sizeof(double));
+        if (!s->e[i].h || !s->e[i].xd) {
+            s->n++; /* frees this one too */
             hfq_hessian_set_free(s);
             return hfq_fail(err, in[i].name, "out of memory for its %lld x %lld Hessian (--gptq-memory)",
                             (long long)in[i].n, (long long)in[i].n);
@@ -81,7 +88,10 @@ int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_
 }
 
 void hfq_hessian_set_free(hfq_hessian_set *s) {
-    for (int64_t i = 0; i < s->n; i++) free(s->e[i].h);
+    for (int64_t i = 0; i < s->n; i++) {
+        free(s->e[i].h);
+        free(s->e[i].xd);
+    }
     free(s->e);
     memset(s, 0, sizeof *s);
 }
@@ -92,27 +102,33 @@ hfq_hessian *hfq_hessian_find(hfq_hessian_set *s, const char *name) {
     return NULL;
 }
 
-void hfq_hessian_add(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads) {
-    const int64_t n = h->in.n, nt = (n + TILE - 1) / TILE, n_tiles = nt * (nt + 1) / 2;
-    double *hh = h->h;
+void hfq_hessian_add_isa(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads, hfq_isa isa) {
+    const int64_t n = h->in.n, nt = (n + TILE - 1) / TILE, n_tiles = nt * (nt + 1) / 2, ld = chunk_ld(n);
+    double *hh = h->h, *xd = h->xd;
     h->n_tokens += n_tokens;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += HFQ_HESSIAN_CHUNK) {
+        const int64_t tc = n_tokens - t0 < HFQ_HESSIAN_CHUNK ? n_tokens - t0 : HFQ_HESSIAN_CHUNK;
+        for (int64_t t = 0; t < tc; t++)
+            for (int64_t i = 0; i < n; i++) xd[t * ld + i] = x[(t0 + t) * n + i];
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads()) if (n > 256)
-    for (int64_t k = 0; k < n_tiles; k++) {
-        /* tile k of the upper triangle: row block bi, column block bj >= bi */
-        int64_t bi = 0, rem = k;
-        while (rem >= nt - bi) rem -= nt - bi++;
-        const int64_t bj = bi + rem;
-        const int64_t i0 = bi * TILE, i1 = i0 + TILE < n ? i0 + TILE : n;
-        const int64_t j0 = bj * TILE, j1 = j0 + TILE < n ? j0 + TILE : n;
-        for (int64_t t = 0; t < n_tokens; t++) {
-            const float *xt = x + t * n;
-            for (int64_t i = i0; i < i1; i++) {
-                const double a = xt[i];
-                double *row = hh + i * n;
-                for (int64_t j = j0 > i ? j0 : i; j < j1; j++) row[j] += a * (double)xt[j];
-            }
+        for (int64_t k = 0; k < n_tiles; k++) {
+            /* tile k of the upper triangle: row block bi, column block bj >= bi */
+            int64_t bi = 0, rem = k;
+            while (rem >= nt - bi) rem -= nt - bi++;
+            const int64_t bj = bi + rem;
+            const int64_t i0 = bi * TILE, i1 = i0 + TILE < n ? i0 + TILE : n;
+            const int64_t j0 = bj * TILE, j1 = j0 + TILE < n ? j0 + TILE : n;
+            /* H_ij += x_ti x_tj for the chunk's tokens t in order, j >= i */
+            const hfq_dgemm g = {.m = i1 - i0, .n = j1 - j0, .k = tc, .a = xd + i0, .a_row = 1, .a_col = ld,
+                                 .b = xd + j0, .ldb = ld, .c = hh + i0 * n + j0, .ldc = n, .lo = i0 - j0,
+                                 .hi = INT64_MAX / 2};
+            hfq_dgemm_run(&g, isa);
         }
     }
+}
+
+void hfq_hessian_add(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads) {
+    hfq_hessian_add_isa(h, x, n_tokens, n_threads, hfq_dgemm_isa());
 }
 
 void hfq_hessian_observe(void *user, const char *weight_name, const float *x, int64_t n_tokens, int64_t n_in) {
