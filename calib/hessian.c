@@ -12,9 +12,10 @@
  * stay in cache while its rows stream past). */
 #define TILE 128
 
-/* Row stride of the double copy of a chunk: n rounded up to 8, plus 8 (a
- * stride of a multiple of 4 KiB would put a tile's token rows in one L1 set). */
-static int64_t chunk_ld(int64_t n) { return (n + 7) / 8 * 8 + 8; }
+/* Doubles of the copies of a chunk: by channels (the broadcast side, a
+ * channel's tokens contiguous) and by panels of 8 channels (quant/dgemm.h's
+ * packed B): a tile's tokens then lie in a few pages, not one page each. */
+static int64_t chunk_doubles(int64_t n) { return HFQ_HESSIAN_CHUNK * (n + (n + 7) / 8 * 8); }
 
 static int64_t layer_of(const char *name, int64_t n_layer) {
     if (strncmp(name, "blk.", 4) != 0) return n_layer;
@@ -76,7 +77,7 @@ int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_
     for (int64_t i = 0; i < n; i++, s->n++) {
         s->e[i].in = in[i];
         s->e[i].h = calloc((size_t)(in[i].n * in[i].n), sizeof(double));
-        s->e[i].xd = malloc((size_t)(HFQ_HESSIAN_CHUNK * chunk_ld(in[i].n)) * sizeof(double));
+        s->e[i].xd = malloc((size_t)chunk_doubles(in[i].n) * sizeof(double));
         if (!s->e[i].h || !s->e[i].xd) {
             s->n++; /* frees this one too */
             hfq_hessian_set_free(s);
@@ -103,13 +104,18 @@ hfq_hessian *hfq_hessian_find(hfq_hessian_set *s, const char *name) {
 }
 
 void hfq_hessian_add_isa(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads, hfq_isa isa) {
-    const int64_t n = h->in.n, nt = (n + TILE - 1) / TILE, n_tiles = nt * (nt + 1) / 2, ld = chunk_ld(n);
-    double *hh = h->h, *xd = h->xd;
+    enum { CH = HFQ_HESSIAN_CHUNK, NR = HFQ_DGEMM_NR };
+    const int64_t n = h->in.n, nt = (n + TILE - 1) / TILE, n_tiles = nt * (nt + 1) / 2;
+    double *hh = h->h, *xt = h->xd, *xp = h->xd + n * CH;
     h->n_tokens += n_tokens;
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += HFQ_HESSIAN_CHUNK) {
-        const int64_t tc = n_tokens - t0 < HFQ_HESSIAN_CHUNK ? n_tokens - t0 : HFQ_HESSIAN_CHUNK;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += CH) {
+        const int64_t tc = n_tokens - t0 < CH ? n_tokens - t0 : CH;
         for (int64_t t = 0; t < tc; t++)
-            for (int64_t i = 0; i < n; i++) xd[t * ld + i] = x[(t0 + t) * n + i];
+            for (int64_t i = 0; i < n; i++) {
+                const double v = x[(t0 + t) * n + i];
+                xt[i * CH + t] = v;
+                xp[i / NR * (CH * NR) + t * NR + i % NR] = v;
+            }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads()) if (n > 256)
         for (int64_t k = 0; k < n_tiles; k++) {
             /* tile k of the upper triangle: row block bi, column block bj >= bi */
@@ -119,9 +125,9 @@ void hfq_hessian_add_isa(hfq_hessian *h, const float *x, int64_t n_tokens, int n
             const int64_t i0 = bi * TILE, i1 = i0 + TILE < n ? i0 + TILE : n;
             const int64_t j0 = bj * TILE, j1 = j0 + TILE < n ? j0 + TILE : n;
             /* H_ij += x_ti x_tj for the chunk's tokens t in order, j >= i */
-            const hfq_dgemm g = {.m = i1 - i0, .n = j1 - j0, .k = tc, .a = xd + i0, .a_row = 1, .a_col = ld,
-                                 .b = xd + j0, .ldb = ld, .c = hh + i0 * n + j0, .ldc = n, .lo = i0 - j0,
-                                 .hi = INT64_MAX / 2};
+            const hfq_dgemm g = {.m = i1 - i0, .n = j1 - j0, .k = tc, .a = xt + i0 * CH, .a_row = CH, .a_col = 1,
+                                 .b = xp + j0 / NR * (CH * NR), .ldb = NR, .b_panel = CH * NR,
+                                 .c = hh + i0 * n + j0, .ldc = n, .lo = i0 - j0, .hi = INT64_MAX / 2};
             hfq_dgemm_run(&g, isa);
         }
     }

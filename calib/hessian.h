@@ -51,7 +51,7 @@ int64_t hfq_hessian_window(const hfq_hessian_input *in, int64_t n, int64_t first
 typedef struct hfq_hessian {
     hfq_hessian_input in;
     double *h;                   /* [n][n], upper triangle */
-    double *xd;                  /* a chunk of tokens in double (HFQ_HESSIAN_CHUNK x (n + 8 .. 15)) */
+    double *xd;                  /* a chunk of tokens in double, twice (2 HFQ_HESSIAN_CHUNK n or a little more) */
     int64_t n_tokens;
 } hfq_hessian;
 

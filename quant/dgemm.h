@@ -12,8 +12,10 @@
  * double sum c + a b in k order, bit for bit.
  *
  * A element (i, k) at a[i * a_row + k * a_col] (broadcast: any strides),
- * B element (k, j) at b[k * ldb + j] (rows of B contiguous), C element
- * (i, j) at c[i * ldc + j]. Only the elements with lo <= j - i <= hi are
+ * B element (k, j) at b[k * ldb + j] (rows of B contiguous) or, packed by
+ * panels of HFQ_DGEMM_NR columns (b_panel > 0), at
+ * b[(j / NR) * b_panel + k * ldb + j % NR] (one panel's rows in a few pages
+ * where B's own rows are far apart), C element (i, j) at c[i * ldc + j]. Only the elements with lo <= j - i <= hi are
  * computed (a triangle's tiles: HFQ_DGEMM_ALL for a whole rectangle); the
  * others are neither read nor written. Internal to quant/, calib/ and their
  * tests. */
@@ -30,7 +32,7 @@ typedef struct hfq_dgemm {
     const double *a;
     int64_t a_row, a_col;
     const double *b;
-    int64_t ldb;
+    int64_t ldb, b_panel;
     double *c;
     int64_t ldc;
     int64_t lo, hi;           /* the band of j - i computed */
@@ -38,6 +40,8 @@ typedef struct hfq_dgemm {
 } hfq_dgemm;
 
 #define HFQ_DGEMM_ALL .lo = INT64_MIN / 2, .hi = INT64_MAX / 2
+/* Columns of a tile, and of a panel of a packed B. */
+#define HFQ_DGEMM_NR 8
 
 /* The instruction set hfq_dgemm runs with on this CPU: AVX2 needs FMA. */
 hfq_isa hfq_dgemm_isa(void);
@@ -46,9 +50,10 @@ hfq_isa hfq_dgemm_isa(void);
 void hfq_dgemm_run(const hfq_dgemm *g, hfq_isa isa);
 
 #ifdef HFQ_HAVE_AVX2_KERNELS
-/* quant/dgemm_simd.c: hfq_dgemm_run's AVX2 tiles: rows [i0, i1) of columns
- * j0 .. j0 + 7, every element in g's band. */
-void hfq_dgemm_cols_avx2(const hfq_dgemm *g, int64_t i0, int64_t i1, int64_t j0);
+/* quant/dgemm_simd.c: hfq_dgemm_run's AVX2 tiles: rows [i0, i1) of the
+ * HFQ_DGEMM_NR columns from j0 (fewer at C's end), the elements in g's
+ * band; B's column j0 + j at b[k * g->ldb + j]. */
+void hfq_dgemm_cols_avx2(const hfq_dgemm *g, const double *b, int64_t i0, int64_t i1, int64_t j0);
 #endif
 
 #endif

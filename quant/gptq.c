@@ -19,8 +19,13 @@
 #define NB 64
 #define ROW_BLOCK 48
 #define TRAIL 96
-/* Row stride of the panel's transposed copy (not a multiple of 4 KiB). */
-#define LDP(n) ((n) + 8)
+/* Columns per sub-block of the triangular solves. */
+#define SB 8
+/* Doubles of the panel's transposed copy, by panels of HFQ_DGEMM_NR
+ * columns (quant/dgemm.h's packed B); and the chain length per step of the
+ * inverse's products (a step's A and B stay in cache). */
+#define PT_DOUBLES(n) (((n) + HFQ_DGEMM_NR - 1) / HFQ_DGEMM_NR * HFQ_DGEMM_NR * NB)
+#define K_STEP 256
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -36,14 +41,23 @@ static void reverse(double *a, int64_t n) {
 
 /* Columns [k0, k1) of rows [r0, r1) of the factor: L_ic = (A_ic - the
  * chain over the panel's m < c of L_im L_cm) / L_cc, the panel's columns in
- * order; lt is L11 transposed (row c: L_c'c for the panel's c'). */
+ * order, by sub-blocks of SB (within one, a column at a time; the later
+ * columns then get the sub-block's SB terms in one product); lt is L11
+ * transposed (row c: L_c'c for the panel's c'). */
 static void panel_rows(double *a, int64_t n, int64_t k0, int64_t k1, int64_t r0, int64_t r1, const double *lt,
                        hfq_isa isa) {
-    for (int64_t c = k0; c < k1; c++) {
-        const double d = a[c * n + c];
-        for (int64_t i = r0; i < r1; i++) a[i * n + c] /= d;
-        const hfq_dgemm g = {.m = r1 - r0, .n = k1 - c - 1, .k = 1, .a = a + r0 * n + c, .a_row = n,
-                             .b = lt + (c - k0) * NB + (c - k0) + 1, .c = a + r0 * n + c + 1, .ldc = n,
+    for (int64_t s0 = k0; s0 < k1; s0 += SB) {
+        const int64_t s1 = min64(s0 + SB, k1);
+        for (int64_t c = s0; c < s1; c++) {
+            const double d = a[c * n + c];
+            for (int64_t i = r0; i < r1; i++) a[i * n + c] /= d;
+            const hfq_dgemm g = {.m = r1 - r0, .n = s1 - c - 1, .k = 1, .a = a + r0 * n + c, .a_row = n,
+                                 .b = lt + (c - k0) * NB + (c - k0) + 1, .c = a + r0 * n + c + 1, .ldc = n,
+                                 HFQ_DGEMM_ALL, .neg = true};
+            hfq_dgemm_run(&g, isa);
+        }
+        const hfq_dgemm g = {.m = r1 - r0, .n = k1 - s1, .k = s1 - s0, .a = a + r0 * n + s0, .a_row = n, .a_col = 1,
+                             .b = lt + (s0 - k0) * NB + (s1 - k0), .ldb = NB, .c = a + r0 * n + s1, .ldc = n,
                              HFQ_DGEMM_ALL, .neg = true};
         hfq_dgemm_run(&g, isa);
     }
@@ -53,9 +67,10 @@ static void panel_rows(double *a, int64_t n, int64_t k0, int64_t k1, int64_t r0,
  * in place, right-looking by panels of NB columns. Every element is
  * L_ic = (A_ic - sum_{m<c} L_im L_cm) / L_cc (sqrt on the diagonal) with the
  * sum one fma chain in m order, whatever NB, tiles and threads (quant/dgemm.h).
- * scratch: 2 NB LDP(n) doubles. */
+ * scratch: 2 PT_DOUBLES(n) + NB NB doubles. */
 static int cholesky_lower(double *a, int64_t n, int n_threads, hfq_isa isa, double *scratch) {
-    double *pt = scratch, *ap = scratch + NB * LDP(n), lt[NB * NB];
+    enum { NR = HFQ_DGEMM_NR };
+    double *pt = scratch, *ap = scratch + PT_DOUBLES(n), *lt = ap + PT_DOUBLES(n);
     for (int64_t k0 = 0; k0 < n; k0 += NB) {
         const int64_t k1 = min64(k0 + NB, n), w = k1 - k0;
         for (int64_t j = k0; j < k1; j++) { /* the diagonal block, column by column */
@@ -77,7 +92,7 @@ static int cholesky_lower(double *a, int64_t n, int n_threads, hfq_isa isa, doub
             for (int64_t i = r0; i < r1; i++) /* the panel, copied by rows and transposed */
                 for (int64_t c = 0; c < w; c++) {
                     ap[(i - k1) * NB + c] = a[i * n + k0 + c];
-                    pt[c * LDP(n) + i - k1] = a[i * n + k0 + c];
+                    pt[(i - k1) / NR * (NB * NR) + c * NR + (i - k1) % NR] = a[i * n + k0 + c];
                 }
         }
         /* the trailing lower triangle: A_ij -= sum over the panel of L_im L_jm */
@@ -88,7 +103,8 @@ static int cholesky_lower(double *a, int64_t n, int n_threads, hfq_isa isa, doub
             while (rem > bi) rem -= ++bi;
             const int64_t i0 = bi * TRAIL, j0 = rem * TRAIL;
             const hfq_dgemm g = {.m = min64(TRAIL, m - i0), .n = min64(TRAIL, m - j0), .k = w, .a = ap + i0 * NB,
-                                 .a_row = NB, .a_col = 1, .b = pt + j0, .ldb = LDP(n),
+                                 .a_row = NB, .a_col = 1, .b = pt + j0 / NR * (NB * NR), .ldb = NR,
+                                 .b_panel = NB * NR,
                                  .c = a + (k1 + i0) * n + k1 + j0, .ldc = n, .lo = INT64_MIN / 2, .hi = i0 - j0,
                                  .neg = true};
             hfq_dgemm_run(&g, isa);
@@ -104,16 +120,26 @@ static void inverse_rows(double *a, int64_t n, int64_t j0, int64_t j1, int64_t r
                          hfq_isa isa) {
     const int64_t w = j1 - j0;
     for (int64_t i = r0; i < r1; i++) memset(a + i * n + j0, 0, (size_t)w * sizeof *a);
-    const hfq_dgemm z = {.m = r1 - r0, .n = w, .k = r1 - j1, .a = a + r0 * n + j1, .a_row = n, .a_col = 1, .b = p,
-                         .ldb = NB, .c = a + r0 * n + j0, .ldc = n, HFQ_DGEMM_ALL};
-    hfq_dgemm_run(&z, isa);
+    for (int64_t k0 = 0; k0 < r1 - j1; k0 += K_STEP) { /* the chains continue step after step */
+        const hfq_dgemm z = {.m = r1 - r0, .n = w, .k = min64(K_STEP, r1 - j1 - k0), .a = a + r0 * n + j1 + k0,
+                             .a_row = n, .a_col = 1, .b = p + k0 * NB, .ldb = NB, .c = a + r0 * n + j0, .ldc = n,
+                             HFQ_DGEMM_ALL};
+        hfq_dgemm_run(&z, isa);
+    }
     for (int64_t i = r0; i < r1; i++)
         for (int64_t c = j0; c < j1; c++) a[i * n + c] = -a[i * n + c];
-    for (int64_t c = j1 - 1; c >= j0; c--) {
-        const double d = a[c * n + c];
-        for (int64_t i = r0; i < r1; i++) a[i * n + c] /= d;
-        const hfq_dgemm g = {.m = r1 - r0, .n = c - j0, .k = 1, .a = a + r0 * n + c, .a_row = n, .b = a + c * n + j0,
-                             .c = a + r0 * n + j0, .ldc = n, HFQ_DGEMM_ALL, .neg = true};
+    for (int64_t s1 = j1; s1 > j0; s1 -= SB) { /* sub-blocks from the last; chains over m descending */
+        const int64_t s0 = s1 - SB > j0 ? s1 - SB : j0;
+        for (int64_t c = s1 - 1; c >= s0; c--) {
+            const double d = a[c * n + c];
+            for (int64_t i = r0; i < r1; i++) a[i * n + c] /= d;
+            const hfq_dgemm g = {.m = r1 - r0, .n = c - s0, .k = 1, .a = a + r0 * n + c, .a_row = n,
+                                 .b = a + c * n + s0, .c = a + r0 * n + s0, .ldc = n, HFQ_DGEMM_ALL, .neg = true};
+            hfq_dgemm_run(&g, isa);
+        }
+        const hfq_dgemm g = {.m = r1 - r0, .n = s0 - j0, .k = s1 - s0, .a = a + r0 * n + s1 - 1, .a_row = n,
+                             .a_col = -1, .b = a + (s1 - 1) * n + j0, .ldb = -n, .c = a + r0 * n + j0, .ldc = n,
+                             HFQ_DGEMM_ALL, .neg = true};
         hfq_dgemm_run(&g, isa);
     }
 }
@@ -121,7 +147,7 @@ static void inverse_rows(double *a, int64_t n, int64_t j0, int64_t j1, int64_t r
 /* X = L^-1 in place (lower; strict upper 0, kept), by block columns from
  * the last (LAPACK's dtrtri): X21 = -X22 L21 L11^-1, then X11 = L11^-1.
  * Each element's arithmetic is fixed (fma chains in a fixed order), rows
- * split between threads. scratch: NB (n + 8) doubles. */
+ * split between threads. scratch: NB n doubles. */
 static void inverse_lower(double *a, int64_t n, int n_threads, hfq_isa isa, double *p) {
     for (int64_t j0 = (n - 1) / NB * NB; j0 >= 0; j0 -= NB) {
         const int64_t j1 = min64(j0 + NB, n), w = j1 - j0, m = n - j1, n_rb = (m + ROW_BLOCK - 1) / ROW_BLOCK;
@@ -148,7 +174,7 @@ static void inverse_lower(double *a, int64_t n, int n_threads, hfq_isa isa, doub
 static int upper_inverse_factor(double *h, int64_t n, int n_threads, hfq_isa isa) {
     reverse(h, n); /* H's upper triangle is now J H J's lower one */
     for (int64_t i = 0; i < n; i++) memset(h + i * n + i + 1, 0, (size_t)(n - i - 1) * sizeof *h);
-    double *scratch = malloc((size_t)(2 * NB * LDP(n)) * sizeof *scratch);
+    double *scratch = malloc((size_t)(2 * PT_DOUBLES(n) + NB * NB) * sizeof *scratch);
     if (!scratch || cholesky_lower(h, n, n_threads, isa, scratch)) {
         free(scratch);
         return -1;
