@@ -73,13 +73,18 @@ int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_
     memset(s, 0, sizeof *s);
     s->n_threads = n_threads;
     s->e = calloc((size_t)(n > 0 ? n : 1), sizeof *s->e);
-    if (!s->e) return hfq_fail(err, "GPTQ", "out of memory");
+    int64_t widest = 1;
+    for (int64_t i = 0; i < n; i++) widest = in[i].n > widest ? in[i].n : widest;
+    s->chunk = malloc((size_t)chunk_doubles(widest) * sizeof(double));
+    if (!s->e || !s->chunk) {
+        hfq_hessian_set_free(s);
+        return hfq_fail(err, "GPTQ", "out of memory");
+    }
     for (int64_t i = 0; i < n; i++, s->n++) {
         s->e[i].in = in[i];
+        s->e[i].xd = s->chunk;
         s->e[i].h = calloc((size_t)(in[i].n * in[i].n), sizeof(double));
-        s->e[i].xd = malloc((size_t)chunk_doubles(in[i].n) * sizeof(double));
-        if (!s->e[i].h || !s->e[i].xd) {
-            s->n++; /* frees this one too */
+        if (!s->e[i].h) {
             hfq_hessian_set_free(s);
             return hfq_fail(err, in[i].name, "out of memory for its %lld x %lld Hessian (--gptq-memory)",
                             (long long)in[i].n, (long long)in[i].n);
@@ -89,11 +94,9 @@ int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_
 }
 
 void hfq_hessian_set_free(hfq_hessian_set *s) {
-    for (int64_t i = 0; i < s->n; i++) {
-        free(s->e[i].h);
-        free(s->e[i].xd);
-    }
+    for (int64_t i = 0; s->e && i < s->n; i++) free(s->e[i].h);
     free(s->e);
+    free(s->chunk);
     memset(s, 0, sizeof *s);
 }
 

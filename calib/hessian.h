@@ -51,19 +51,22 @@ int64_t hfq_hessian_window(const hfq_hessian_input *in, int64_t n, int64_t first
 typedef struct hfq_hessian {
     hfq_hessian_input in;
     double *h;                   /* [n][n], upper triangle */
-    double *xd;                  /* a chunk of tokens in double, twice (2 HFQ_HESSIAN_CHUNK n or a little more) */
+    double *xd;                  /* a chunk of tokens in double, twice (2 HFQ_HESSIAN_CHUNK n or a little
+                                  * more): the set's, shared by its Hessians */
     int64_t n_tokens;
 } hfq_hessian;
 
 typedef struct hfq_hessian_set {
     hfq_hessian *e;
     int64_t n;
+    double *chunk;               /* the Hessians' xd, for the widest input */
     int n_threads;               /* <= 0: OpenMP's default */
     bool failed;                 /* an input was seen with another row length */
     hfq_error err;
 } hfq_hessian_set;
 
-/* Zeroed Hessians for inputs in[0..n). */
+/* Zeroed Hessians for inputs in[0..n), sharing one chunk buffer: add to
+ * them one at a time (as the observer is called). */
 int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_t n, int n_threads, hfq_error *err);
 void hfq_hessian_set_free(hfq_hessian_set *s);
 hfq_hessian *hfq_hessian_find(hfq_hessian_set *s, const char *name);
