@@ -29,7 +29,7 @@
 
 #define HFQ_HESSIAN_NAME 96
 /* Tokens per step of the accumulation. */
-#define HFQ_HESSIAN_CHUNK 128
+#define HFQ_HESSIAN_CHUNK 256
 
 typedef struct hfq_hessian_input {
     char name[HFQ_HESSIAN_NAME]; /* the leading weight */

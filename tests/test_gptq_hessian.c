@@ -27,7 +27,7 @@ static hfq_isa isa_at(int k) { return k ? HFQ_ISA_AVX2 : HFQ_ISA_SCALAR; }
 static void hessian_case(int64_t n, int64_t t) {
     float *x = malloc((size_t)(t * n) * sizeof *x);
     for (int64_t i = 0; i < t * n; i++) x[i] = rnd_gauss() * (i % n == 3 ? 10.0f : 1.0f) + (i % n == 0 ? 2.0f : 0.0f);
-    const int64_t cuts[] = {0, 37, 200, t}; /* batches of 37, 163 and the rest (t > 200) */
+    const int64_t cuts[] = {0, 37, 300, t}; /* batches of 37, 263 and the rest (t > 300; the chunk is 256) */
     hfq_hessian_input in = {.name = "w", .n = n};
     double *first = NULL;
     for (int k = 0; k < n_isa(); k++)
@@ -170,7 +170,7 @@ int main(void) {
     dgemm_case(50, 41, 1, INT64_MIN / 2, 5, true);
     dgemm_case(40, 40, 64, -8, 8, false);
     const int64_t hn[] = {1, 7, 203, 301, 517};
-    for (size_t i = 0; i < sizeof hn / sizeof *hn; i++) hessian_case(hn[i], 333);
+    for (size_t i = 0; i < sizeof hn / sizeof *hn; i++) hessian_case(hn[i], 601);
     const int64_t pn[] = {1, 5, 67, 130, 301};
     for (size_t i = 0; i < sizeof pn / sizeof *pn; i++) prepare_case(pn[i]);
     return check_exit();
