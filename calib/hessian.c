@@ -6,10 +6,16 @@
 #include <string.h>
 
 #include "calib/names.h"
+#include "quant/dgemm.h"
 
-/* Rows and columns of H per tile (a tile of doubles stays in cache while
- * the batch's tokens stream through it). */
-#define TILE 64
+/* Rows and columns of H per thread's tile (the tile's columns of a chunk
+ * stay in cache while its rows stream past). */
+#define TILE 128
+
+/* Doubles of the copies of a chunk: by channels (the broadcast side, a
+ * channel's tokens contiguous) and by panels of 8 channels (quant/dgemm.h's
+ * packed B): a tile's tokens then lie in a few pages, not one page each. */
+static int64_t chunk_doubles(int64_t n) { return HFQ_HESSIAN_CHUNK * (n + (n + 7) / 8 * 8); }
 
 static int64_t layer_of(const char *name, int64_t n_layer) {
     if (strncmp(name, "blk.", 4) != 0) return n_layer;
@@ -67,9 +73,16 @@ int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_
     memset(s, 0, sizeof *s);
     s->n_threads = n_threads;
     s->e = calloc((size_t)(n > 0 ? n : 1), sizeof *s->e);
-    if (!s->e) return hfq_fail(err, "GPTQ", "out of memory");
+    int64_t widest = 1;
+    for (int64_t i = 0; i < n; i++) widest = in[i].n > widest ? in[i].n : widest;
+    s->chunk = malloc((size_t)chunk_doubles(widest) * sizeof(double));
+    if (!s->e || !s->chunk) {
+        hfq_hessian_set_free(s);
+        return hfq_fail(err, "GPTQ", "out of memory");
+    }
     for (int64_t i = 0; i < n; i++, s->n++) {
         s->e[i].in = in[i];
+        s->e[i].xd = s->chunk;
         s->e[i].h = calloc((size_t)(in[i].n * in[i].n), sizeof(double));
         if (!s->e[i].h) {
             hfq_hessian_set_free(s);
@@ -81,8 +94,9 @@ int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_
 }
 
 void hfq_hessian_set_free(hfq_hessian_set *s) {
-    for (int64_t i = 0; i < s->n; i++) free(s->e[i].h);
+    for (int64_t i = 0; s->e && i < s->n; i++) free(s->e[i].h);
     free(s->e);
+    free(s->chunk);
     memset(s, 0, sizeof *s);
 }
 
@@ -92,27 +106,38 @@ hfq_hessian *hfq_hessian_find(hfq_hessian_set *s, const char *name) {
     return NULL;
 }
 
-void hfq_hessian_add(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads) {
+void hfq_hessian_add_isa(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads, hfq_isa isa) {
+    enum { CH = HFQ_HESSIAN_CHUNK, NR = HFQ_DGEMM_NR };
     const int64_t n = h->in.n, nt = (n + TILE - 1) / TILE, n_tiles = nt * (nt + 1) / 2;
-    double *hh = h->h;
+    double *hh = h->h, *xt = h->xd, *xp = h->xd + n * CH;
     h->n_tokens += n_tokens;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads()) if (n > 256)
-    for (int64_t k = 0; k < n_tiles; k++) {
-        /* tile k of the upper triangle: row block bi, column block bj >= bi */
-        int64_t bi = 0, rem = k;
-        while (rem >= nt - bi) rem -= nt - bi++;
-        const int64_t bj = bi + rem;
-        const int64_t i0 = bi * TILE, i1 = i0 + TILE < n ? i0 + TILE : n;
-        const int64_t j0 = bj * TILE, j1 = j0 + TILE < n ? j0 + TILE : n;
-        for (int64_t t = 0; t < n_tokens; t++) {
-            const float *xt = x + t * n;
-            for (int64_t i = i0; i < i1; i++) {
-                const double a = xt[i];
-                double *row = hh + i * n;
-                for (int64_t j = j0 > i ? j0 : i; j < j1; j++) row[j] += a * (double)xt[j];
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += CH) {
+        const int64_t tc = n_tokens - t0 < CH ? n_tokens - t0 : CH;
+        for (int64_t t = 0; t < tc; t++)
+            for (int64_t i = 0; i < n; i++) {
+                const double v = x[(t0 + t) * n + i];
+                xt[i * CH + t] = v;
+                xp[i / NR * (CH * NR) + t * NR + i % NR] = v;
             }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads()) if (n > 256)
+        for (int64_t k = 0; k < n_tiles; k++) {
+            /* tile k of the upper triangle: row block bi, column block bj >= bi */
+            int64_t bi = 0, rem = k;
+            while (rem >= nt - bi) rem -= nt - bi++;
+            const int64_t bj = bi + rem;
+            const int64_t i0 = bi * TILE, i1 = i0 + TILE < n ? i0 + TILE : n;
+            const int64_t j0 = bj * TILE, j1 = j0 + TILE < n ? j0 + TILE : n;
+            /* H_ij += x_ti x_tj for the chunk's tokens t in order, j >= i */
+            const hfq_dgemm g = {.m = i1 - i0, .n = j1 - j0, .k = tc, .a = xt + i0 * CH, .a_row = CH, .a_col = 1,
+                                 .b = xp + j0 / NR * (CH * NR), .ldb = NR, .b_panel = CH * NR,
+                                 .c = hh + i0 * n + j0, .ldc = n, .lo = i0 - j0, .hi = INT64_MAX / 2};
+            hfq_dgemm_run(&g, isa);
         }
     }
+}
+
+void hfq_hessian_add(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads) {
+    hfq_hessian_add_isa(h, x, n_tokens, n_threads, hfq_dgemm_isa());
 }
 
 void hfq_hessian_observe(void *user, const char *weight_name, const float *x, int64_t n_tokens, int64_t n_in) {

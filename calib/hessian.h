@@ -10,9 +10,12 @@
  * pass collects one window, so memory is bounded by the budget (or one
  * layer), not by the model.
  *
- * Accumulation is in double over the upper triangle, in tiles of H: each
- * element sums the tokens in their order, whatever the thread count (threads
- * take tiles, never tokens), so the sums are deterministic.
+ * Accumulation is in double over the upper triangle, in tiles of H, the
+ * tokens in chunks of HFQ_HESSIAN_CHUNK (copied to double): each element is
+ * the plain double sum of its products x_ti x_tj (exact: floats) in token
+ * order, with FMA where the CPU has it (quant/dgemm.h: the same bits), and
+ * whatever the thread count (threads take tiles, never tokens), so the sums
+ * are deterministic and the same on every machine.
  */
 #ifndef HFQ_CALIB_HESSIAN_H
 #define HFQ_CALIB_HESSIAN_H
@@ -22,8 +25,11 @@
 
 #include "formats/error.h"
 #include "formats/gguf.h"
+#include "quant/isa.h"
 
 #define HFQ_HESSIAN_NAME 96
+/* Tokens per step of the accumulation. */
+#define HFQ_HESSIAN_CHUNK 256
 
 typedef struct hfq_hessian_input {
     char name[HFQ_HESSIAN_NAME]; /* the leading weight */
@@ -45,24 +51,30 @@ int64_t hfq_hessian_window(const hfq_hessian_input *in, int64_t n, int64_t first
 typedef struct hfq_hessian {
     hfq_hessian_input in;
     double *h;                   /* [n][n], upper triangle */
+    double *xd;                  /* a chunk of tokens in double, twice (2 HFQ_HESSIAN_CHUNK n or a little
+                                  * more): the set's, shared by its Hessians */
     int64_t n_tokens;
 } hfq_hessian;
 
 typedef struct hfq_hessian_set {
     hfq_hessian *e;
     int64_t n;
+    double *chunk;               /* the Hessians' xd, for the widest input */
     int n_threads;               /* <= 0: OpenMP's default */
     bool failed;                 /* an input was seen with another row length */
     hfq_error err;
 } hfq_hessian_set;
 
-/* Zeroed Hessians for inputs in[0..n). */
+/* Zeroed Hessians for inputs in[0..n), sharing one chunk buffer: add to
+ * them one at a time (as the observer is called). */
 int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_t n, int n_threads, hfq_error *err);
 void hfq_hessian_set_free(hfq_hessian_set *s);
 hfq_hessian *hfq_hessian_find(hfq_hessian_set *s, const char *name);
 
 /* H += X^T X for x [n_tokens][h->in.n]. */
 void hfq_hessian_add(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads);
+/* The same with the kernels of isa (quant/dgemm.h; for tests). */
+void hfq_hessian_add_isa(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads, hfq_isa isa);
 
 /* An observer (kernels/graph.h's hfq_observer_fn, user = the set): adds x
  * to the Hessian of weight_name when the set has it. */

@@ -6,31 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant/dgemm.h"
+
 /* Rows per OpenMP task, and the width of the column tiles of the lazy
  * update (a tile of U's batch rows and of the task's rows stays in cache). */
 #define ROWS_PER_TASK 32
 #define TILE 256
 
-/* sum a[i] b[i], four partial sums in a fixed order (vectorizable, and the
- * same result on any thread). */
-static double dot(const double *a, const double *b, int64_t n) {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
-    }
-    for (; i < n; i++) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
-}
+/* Columns of a panel of the blocked factorization and inverse, and rows
+ * per task of their parallel loops (a multiple of quant/dgemm.c's 6-row
+ * tiles); TRAIL: rows and columns of a task's tile of the trailing update. */
+#define NB 64
+#define ROW_BLOCK 48
+#define TRAIL 96
+/* Columns per sub-block of the triangular solves. */
+#define SB 8
+/* Doubles of the panel's transposed copy, by panels of HFQ_DGEMM_NR
+ * columns (quant/dgemm.h's packed B); and the chain length per step of the
+ * inverse's products (a step's A and B stay in cache). */
+#define PT_DOUBLES(n) (((n) + HFQ_DGEMM_NR - 1) / HFQ_DGEMM_NR * HFQ_DGEMM_NR * NB)
+#define K_STEP 256
 
-/* Column blocks of the factorization and of the inverse: a block's rows
- * (factorization) or its columns' values (inverse) stay in cache while the
- * matrix streams past once per block. */
-#define FACTOR_BLOCK 64
-#define INVERSE_BLOCK 32
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Reverses the n*n values: element (i, j) <-> (n-1-i, n-1-j), i.e. J A J
  * with J the reversal permutation. */
@@ -42,77 +39,157 @@ static void reverse(double *a, int64_t n) {
     }
 }
 
-/* Lower Cholesky factor of the lower triangle of a, in place, left-looking
- * by blocks of columns: L_ij = (A_ij - sum_{k<j} L_ik L_jk) / L_jj, each
- * element one dot of a fixed order (the same for any thread count). */
-static int cholesky_lower(double *a, int64_t n, int n_threads) {
-    for (int64_t k0 = 0; k0 < n; k0 += FACTOR_BLOCK) {
-        const int64_t k1 = k0 + FACTOR_BLOCK < n ? k0 + FACTOR_BLOCK : n;
-        for (int64_t i = k0; i < k1; i++) /* the diagonal block */
-            for (int64_t j = k0; j <= i; j++) {
-                const double v = a[i * n + j] - dot(a + i * n, a + j * n, j);
-                if (i == j && (!(v > 0.0) || !isfinite(v))) return -1;
-                a[i * n + j] = i == j ? sqrt(v) : v / a[j * n + j];
-            }
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (n - k1 > 256)
-        for (int64_t i = k1; i < n; i++)
-            for (int64_t j = k0; j < k1; j++) a[i * n + j] = (a[i * n + j] - dot(a + i * n, a + j * n, j)) / a[j * n + j];
+/* Columns [k0, k1) of rows [r0, r1) of the factor: L_ic = (A_ic - the
+ * chain over the panel's m < c of L_im L_cm) / L_cc, the panel's columns in
+ * order, by sub-blocks of SB (within one, a column at a time; the later
+ * columns then get the sub-block's SB terms in one product); lt is L11
+ * transposed (row c: L_c'c for the panel's c'). */
+static void panel_rows(double *a, int64_t n, int64_t k0, int64_t k1, int64_t r0, int64_t r1, const double *lt,
+                       hfq_isa isa) {
+    for (int64_t s0 = k0; s0 < k1; s0 += SB) {
+        const int64_t s1 = min64(s0 + SB, k1);
+        for (int64_t c = s0; c < s1; c++) {
+            const double d = a[c * n + c];
+            for (int64_t i = r0; i < r1; i++) a[i * n + c] /= d;
+            const hfq_dgemm g = {.m = r1 - r0, .n = s1 - c - 1, .k = 1, .a = a + r0 * n + c, .a_row = n,
+                                 .b = lt + (c - k0) * NB + (c - k0) + 1, .c = a + r0 * n + c + 1, .ldc = n,
+                                 HFQ_DGEMM_ALL, .neg = true};
+            hfq_dgemm_run(&g, isa);
+        }
+        const hfq_dgemm g = {.m = r1 - r0, .n = k1 - s1, .k = s1 - s0, .a = a + r0 * n + s0, .a_row = n, .a_col = 1,
+                             .b = lt + (s0 - k0) * NB + (s1 - k0), .ldb = NB, .c = a + r0 * n + s1, .ldc = n,
+                             HFQ_DGEMM_ALL, .neg = true};
+        hfq_dgemm_run(&g, isa);
+    }
+}
+
+/* Lower Cholesky factor of the lower triangle of a (strict upper 0, kept),
+ * in place, right-looking by panels of NB columns. Every element is
+ * L_ic = (A_ic - sum_{m<c} L_im L_cm) / L_cc (sqrt on the diagonal) with the
+ * sum one fma chain in m order, whatever NB, tiles and threads (quant/dgemm.h).
+ * scratch: 2 PT_DOUBLES(n) + NB NB doubles. */
+static int cholesky_lower(double *a, int64_t n, int n_threads, hfq_isa isa, double *scratch) {
+    enum { NR = HFQ_DGEMM_NR };
+    double *pt = scratch, *ap = scratch + PT_DOUBLES(n), *lt = ap + PT_DOUBLES(n);
+    for (int64_t k0 = 0; k0 < n; k0 += NB) {
+        const int64_t k1 = min64(k0 + NB, n), w = k1 - k0;
+        for (int64_t j = k0; j < k1; j++) { /* the diagonal block, column by column */
+            const double v = a[j * n + j];
+            if (!(v > 0.0) || !isfinite(v)) return -1;
+            a[j * n + j] = sqrt(v);
+            for (int64_t i = j + 1; i < k1; i++) a[i * n + j] /= a[j * n + j];
+            for (int64_t i = j + 1; i < k1; i++)
+                for (int64_t c = j + 1; c <= i; c++) a[i * n + c] = fma(-a[i * n + j], a[c * n + j], a[i * n + c]);
+        }
+        if (k1 == n) break;
+        for (int64_t c = 0; c < w; c++)
+            for (int64_t c2 = c + 1; c2 < w; c2++) lt[c * NB + c2] = a[(k0 + c2) * n + k0 + c];
+        const int64_t m = n - k1, n_rb = (m + ROW_BLOCK - 1) / ROW_BLOCK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (m > 256)
+        for (int64_t b = 0; b < n_rb; b++) {
+            const int64_t r0 = k1 + b * ROW_BLOCK, r1 = min64(r0 + ROW_BLOCK, n);
+            panel_rows(a, n, k0, k1, r0, r1, lt, isa);
+            for (int64_t i = r0; i < r1; i++) /* the panel, copied by rows and transposed */
+                for (int64_t c = 0; c < w; c++) {
+                    ap[(i - k1) * NB + c] = a[i * n + k0 + c];
+                    pt[(i - k1) / NR * (NB * NR) + c * NR + (i - k1) % NR] = a[i * n + k0 + c];
+                }
+        }
+        /* the trailing lower triangle: A_ij -= sum over the panel of L_im L_jm */
+        const int64_t nt = (m + TRAIL - 1) / TRAIL, n_tiles = nt * (nt + 1) / 2;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (m > 256)
+        for (int64_t t = 0; t < n_tiles; t++) {
+            int64_t bi = 0, rem = t; /* tile t: row block bi, column block bj <= bi */
+            while (rem > bi) rem -= ++bi;
+            const int64_t i0 = bi * TRAIL, j0 = rem * TRAIL;
+            const hfq_dgemm g = {.m = min64(TRAIL, m - i0), .n = min64(TRAIL, m - j0), .k = w, .a = ap + i0 * NB,
+                                 .a_row = NB, .a_col = 1, .b = pt + j0 / NR * (NB * NR), .ldb = NR,
+                                 .b_panel = NB * NR,
+                                 .c = a + (k1 + i0) * n + k1 + j0, .ldc = n, .lo = INT64_MIN / 2, .hi = i0 - j0,
+                                 .neg = true};
+            hfq_dgemm_run(&g, isa);
+        }
     }
     return 0;
 }
 
-/* X = L^-1 (lower) by forward substitution, column j of X in row j's upper
- * part (X_kj at (j, k), k >= j), which L does not use; columns in blocks,
- * in parallel (each column's arithmetic fixed). L's diagonal is read from
- * d, as the inverse's overwrites it. */
-static int inverse_lower(double *a, const double *d, int64_t n, int n_threads) {
-    const int64_t n_blocks = (n + INVERSE_BLOCK - 1) / INVERSE_BLOCK;
-    int failed = 0;
-#pragma omp parallel num_threads(n_threads) reduction(| : failed)
-    {
-        double *x = malloc((size_t)INVERSE_BLOCK * (size_t)n * sizeof *x);
-        failed = !x;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t b = 0; b < n_blocks; b++) {
-            if (failed) continue;
-            const int64_t j0 = b * INVERSE_BLOCK, j1 = j0 + INVERSE_BLOCK < n ? j0 + INVERSE_BLOCK : n;
-            for (int64_t k = j0; k < n; k++)
-                for (int64_t j = j0; j < j1 && j <= k; j++) {
-                    double *xj = x + (j - j0) * n;
-                    xj[k] = k == j ? 1.0 / d[k] : -dot(a + k * n + j, xj + j, k - j) / d[k];
-                }
-            for (int64_t j = j0; j < j1; j++) memcpy(a + j * n + j, x + (j - j0) * n + j, (size_t)(n - j) * sizeof *a);
-        }
-        free(x);
+/* Rows [r0, r1) of block column [j0, j1) of X = L^-1 (rows after j1): Z =
+ * X22 L21 (L21 from p, X22's strict upper 0: the chain runs to the block's
+ * last row), then Y L11 = -Z solved for Y, columns from the last. */
+static void inverse_rows(double *a, int64_t n, int64_t j0, int64_t j1, int64_t r0, int64_t r1, const double *p,
+                         hfq_isa isa) {
+    const int64_t w = j1 - j0;
+    for (int64_t i = r0; i < r1; i++) memset(a + i * n + j0, 0, (size_t)w * sizeof *a);
+    for (int64_t k0 = 0; k0 < r1 - j1; k0 += K_STEP) { /* the chains continue step after step */
+        const hfq_dgemm z = {.m = r1 - r0, .n = w, .k = min64(K_STEP, r1 - j1 - k0), .a = a + r0 * n + j1 + k0,
+                             .a_row = n, .a_col = 1, .b = p + k0 * NB, .ldb = NB, .c = a + r0 * n + j0, .ldc = n,
+                             HFQ_DGEMM_ALL};
+        hfq_dgemm_run(&z, isa);
     }
-    return failed ? -1 : 0;
+    for (int64_t i = r0; i < r1; i++)
+        for (int64_t c = j0; c < j1; c++) a[i * n + c] = -a[i * n + c];
+    for (int64_t s1 = j1; s1 > j0; s1 -= SB) { /* sub-blocks from the last; chains over m descending */
+        const int64_t s0 = s1 - SB > j0 ? s1 - SB : j0;
+        for (int64_t c = s1 - 1; c >= s0; c--) {
+            const double d = a[c * n + c];
+            for (int64_t i = r0; i < r1; i++) a[i * n + c] /= d;
+            const hfq_dgemm g = {.m = r1 - r0, .n = c - s0, .k = 1, .a = a + r0 * n + c, .a_row = n,
+                                 .b = a + c * n + s0, .c = a + r0 * n + s0, .ldc = n, HFQ_DGEMM_ALL, .neg = true};
+            hfq_dgemm_run(&g, isa);
+        }
+        const hfq_dgemm g = {.m = r1 - r0, .n = s0 - j0, .k = s1 - s0, .a = a + r0 * n + s1 - 1, .a_row = n,
+                             .a_col = -1, .b = a + (s1 - 1) * n + j0, .ldb = -n, .c = a + r0 * n + j0, .ldc = n,
+                             HFQ_DGEMM_ALL, .neg = true};
+        hfq_dgemm_run(&g, isa);
+    }
+}
+
+/* X = L^-1 in place (lower; strict upper 0, kept), by block columns from
+ * the last (LAPACK's dtrtri): X21 = -X22 L21 L11^-1, then X11 = L11^-1.
+ * Each element's arithmetic is fixed (fma chains in a fixed order), rows
+ * split between threads. scratch: NB n doubles. */
+static void inverse_lower(double *a, int64_t n, int n_threads, hfq_isa isa, double *p) {
+    for (int64_t j0 = (n - 1) / NB * NB; j0 >= 0; j0 -= NB) {
+        const int64_t j1 = min64(j0 + NB, n), w = j1 - j0, m = n - j1, n_rb = (m + ROW_BLOCK - 1) / ROW_BLOCK;
+        for (int64_t k = 0; k < m; k++) memcpy(p + k * NB, a + (j1 + k) * n + j0, (size_t)w * sizeof *a);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (m > 256)
+        for (int64_t b = n_rb - 1; b >= 0; b--) /* the longest chains first */
+            inverse_rows(a, n, j0, j1, j1 + b * ROW_BLOCK, min64(j1 + (b + 1) * ROW_BLOCK, n), p, isa);
+        for (int64_t j = j1 - 1; j >= j0; j--) { /* X11, column by column from the last */
+            a[j * n + j] = 1.0 / a[j * n + j];
+            const double s = -a[j * n + j];
+            for (int64_t i = j1 - 1; i > j; i--) { /* X_ij = -X_jj sum_{j<k<=i} X_ik L_kj, rows from the last */
+                double v = 0.0;
+                for (int64_t k = j + 1; k <= i; k++) v = fma(a[i * n + k], a[k * n + j], v);
+                a[i * n + j] = v * s;
+            }
+        }
+    }
 }
 
 /* U, the upper Cholesky factor of H^-1, without forming the inverse: with
  * J H J = L L^T, H = R R^T for the upper R = J L J, so H^-1 = U^T U with
  * U = R^-1 = J L^-1 J. On entry the upper triangle of h is H's; on return
  * h's upper triangle is U, its strict lower triangle 0. */
-static int upper_inverse_factor(double *h, int64_t n, int n_threads) {
+static int upper_inverse_factor(double *h, int64_t n, int n_threads, hfq_isa isa) {
     reverse(h, n); /* H's upper triangle is now J H J's lower one */
-    double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
-    if (!d || cholesky_lower(h, n, n_threads)) {
-        free(d);
+    for (int64_t i = 0; i < n; i++) memset(h + i * n + i + 1, 0, (size_t)(n - i - 1) * sizeof *h);
+    double *scratch = malloc((size_t)(2 * PT_DOUBLES(n) + NB * NB) * sizeof *scratch);
+    if (!scratch || cholesky_lower(h, n, n_threads, isa, scratch)) {
+        free(scratch);
         return -1;
     }
-    for (int64_t k = 0; k < n; k++) d[k] = h[k * n + k];
-    const int rc = inverse_lower(h, d, n, n_threads);
-    free(d);
-    if (rc) return -1;
-    reverse(h, n); /* X^T's upper triangle becomes (J X J)^T's lower one: U transposed */
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = i + 1; j < n; j++) {
-            h[i * n + j] = h[j * n + i];
-            h[j * n + i] = 0.0;
-        }
+    inverse_lower(h, n, n_threads, isa, scratch);
+    free(scratch);
+    reverse(h, n); /* X's lower triangle becomes J X J's upper one: U; the zeros its strict lower */
     return 0;
 }
 
 int hfq_gptq_prepare(double *h, int64_t n, double damp, int n_threads) {
+    return hfq_gptq_prepare_isa(h, n, damp, n_threads, hfq_dgemm_isa());
+}
+
+int hfq_gptq_prepare_isa(double *h, int64_t n, double damp, int n_threads, hfq_isa isa) {
     if (n_threads <= 0) n_threads = omp_get_max_threads();
     double mean = 0.0;
     for (int64_t j = 0; j < n; j++) {
@@ -123,7 +200,7 @@ int hfq_gptq_prepare(double *h, int64_t n, double damp, int n_threads) {
     mean /= (double)n;
     if (!isfinite(mean)) return -1;
     for (int64_t j = 0; j < n; j++) h[j * n + j] += damp * mean;
-    return upper_inverse_factor(h, n, n_threads);
+    return upper_inverse_factor(h, n, n_threads, isa);
 }
 
 int64_t hfq_gptq_batch(const hfq_gptq_codec *c, int64_t batch) {

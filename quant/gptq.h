@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "quant/gptq_codec.h"
+#include "quant/isa.h"
 
 #define HFQ_GPTQ_DEFAULT_DAMP 0.01
 #define HFQ_GPTQ_DEFAULT_BATCH 128
@@ -42,6 +43,8 @@
  * negative diagonal: the caller names the tensor). n_threads <= 0: OpenMP's
  * default. */
 int hfq_gptq_prepare(double *h, int64_t n, double damp, int n_threads);
+/* The same with the kernels of isa (quant/dgemm.h; for tests). */
+int hfq_gptq_prepare_isa(double *h, int64_t n, double damp, int n_threads, hfq_isa isa);
 
 /* The lazy batch used for codec c: batch (<= 0: HFQ_GPTQ_DEFAULT_BATCH)
  * rounded up to a multiple of c->block. */
