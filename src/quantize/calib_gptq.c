@@ -63,7 +63,12 @@ hfq_calib_gptq *hfq_calib_gptq_new(const char *model_path, const gguf_file *f, c
     g->o = *o;
     if (g->o.damp < 0.0) g->o.damp = HFQ_GPTQ_DEFAULT_DAMP;
     if (g->o.memory <= 0) g->o.memory = HFQ_GPTQ_DEFAULT_MEMORY;
-    if ((g->o.sequential && !(g->seq = hfq_gptq_seq_new())) || hfq_hessian_plan(f, &g->in, &g->n_in, err) || open_window(g, 0, err)) {
+    if (g->o.sequential && !(g->seq = hfq_gptq_seq_new())) {
+        hfq_calib_gptq_free(g);
+        hfq_fail(err, model_path, "out of memory");
+        return NULL;
+    }
+    if (hfq_hessian_plan(f, &g->in, &g->n_in, err) || open_window(g, 0, err)) {
         hfq_calib_gptq_free(g);
         return NULL;
     }

@@ -502,7 +502,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
                 return hfq_fail(err, path, "tensor %s: row %" PRId64 " holds NaN or Inf", t->name, row + bad);
             if (pass == 1 && gguf_writer_write_data(w, wk->out, (uint64_t)nr * job.out_row_bytes, err) < 0)
                 return -1;
-            if (pass == 1 && o->gptq.encoded && n_mats == 1 && comp != HFQ_COMPANION_BLOCK_SCALES &&
+            if (pass == 1 && o->gptq.encoded && t->n_dims == 2 && comp != HFQ_COMPANION_BLOCK_SCALES &&
                 report_encoded(o, t, &job, &e->adj, wk, row, nr, row_scales) < 0)
                 return hfq_fail(err, path, "tensor %s: out of memory", t->name);
             gguf_release(f, data + row * job.in_row_bytes, (uint64_t)nr * job.in_row_bytes);

@@ -424,8 +424,8 @@ static int check_calib_args(args *a, int n_pos, bool mixed) {
     if (c->save_path && !c->text_path) return bad_usage("%s", "--save-stats needs --calibration-file");
     if (c->text.chat && !c->text.lines) return bad_usage("%s", "--calib-chat needs --calib-lines");
     if (!c->text_path && !c->stats_path) {
-        if (any_use || gptq_opts || gptq_methods || u->act_percentile != 100.0 || u->smoothquant_alpha != 0.5 || u->awq_grid ||
-            u->awq_fmt >= 0)
+        if (any_use || gptq_opts || gptq_methods || u->act_percentile != 100.0 || u->smoothquant_alpha != 0.5 ||
+            u->awq_grid || u->awq_fmt >= 0)
             return bad_usage("%s", "calibration uses need --calibration-file or --stats");
         return 0;
     }
