@@ -231,8 +231,71 @@ static void round_batch(const hfq_gptq_codec *c, const double *u, int64_t n, dou
     }
 }
 
+/* Act-order: every block's header from the original row (static groups),
+ * into the row's blocks and states[block * stride]. */
+static void static_headers(const hfq_gptq_codec *c, int64_t n, const float *orig, const float *importance,
+                           float global_scale, uint8_t *row_out, unsigned char *states, size_t stride) {
+    const int64_t b = c->block;
+    for (int64_t j0 = 0; j0 < n; j0 += b) {
+        hfq_gptq_block_in in = {.x = orig + j0, .importance = importance ? importance + j0 : NULL, .row = orig,
+                                .n_per_row = n, .offset = j0, .global_scale = global_scale};
+        c->header(&in, row_out + (size_t)(j0 / b) * c->block_bytes, states + (size_t)(j0 / b) * stride);
+    }
+}
+
+/* round_batch in act-order: w and U are permuted (position p is column
+ * perm[p]); each column rounds under its block's static header. */
+static void round_batch_perm(const hfq_gptq_codec *c, const double *u, int64_t n, double *w, const int64_t *perm,
+                             int64_t i1, int64_t i2, uint8_t *row_out, double *e, const unsigned char *states,
+                             size_t stride) {
+    const int64_t b = c->block;
+    for (int64_t p = i1; p < i2; p++) {
+        const int64_t j = perm[p];
+        const double q = c->round(states + (size_t)(j / b) * stride, row_out + (size_t)(j / b) * c->block_bytes,
+                                  j % b, (float)w[p]);
+        const double *up = u + p * n;
+        const double err = (w[p] - q) / up[p];
+        for (int64_t k = p + 1; k < i2; k++) w[k] -= err * up[k];
+        e[p - i1] = err;
+    }
+}
+
+static int by_diag(const void *a, const void *b) {
+    const double *x = a, *y = b; /* {diagonal, column} pairs */
+    if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+int hfq_gptq_act_order(double *h, int64_t n, int64_t *perm) {
+    double *pairs = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *pairs);
+    double *t = malloc((size_t)(n > 0 ? n * n : 1) * sizeof *t);
+    if (!pairs || !t) {
+        free(pairs);
+        free(t);
+        return -1;
+    }
+    for (int64_t j = 0; j < n; j++) pairs[2 * j] = h[j * n + j], pairs[2 * j + 1] = (double)j;
+    qsort(pairs, (size_t)n, 2 * sizeof *pairs, by_diag);
+    for (int64_t p = 0; p < n; p++) perm[p] = (int64_t)pairs[2 * p + 1];
+    memcpy(t, h, (size_t)(n * n) * sizeof *t);
+    for (int64_t p = 0; p < n; p++)
+        for (int64_t q = p; q < n; q++) {
+            const int64_t a = perm[p] < perm[q] ? perm[p] : perm[q], b = perm[p] < perm[q] ? perm[q] : perm[p];
+            h[p * n + q] = t[a * n + b];
+        }
+    free(pairs);
+    free(t);
+    return 0;
+}
+
 int hfq_gptq_encode(const hfq_gptq_codec *c, const double *u, const float *w, int64_t nrows, int64_t n,
                     const float *importance, float global_scale, int64_t batch, void *out, int n_threads) {
+    return hfq_gptq_encode_perm(c, u, w, nrows, n, importance, global_scale, batch, NULL, out, n_threads);
+}
+
+int hfq_gptq_encode_perm(const hfq_gptq_codec *c, const double *u, const float *w, int64_t nrows, int64_t n,
+                         const float *importance, float global_scale, int64_t batch, const int64_t *perm, void *out,
+                         int n_threads) {
     if (n_threads <= 0) n_threads = omp_get_max_threads();
     batch = hfq_gptq_batch(c, batch);
     const size_t row_bytes = (size_t)(n / c->block) * c->block_bytes;
@@ -244,18 +307,32 @@ int hfq_gptq_encode(const hfq_gptq_codec *c, const double *u, const float *w, in
         double *e = malloc((size_t)ROWS_PER_TASK * (size_t)batch * sizeof *e);
         float *xf = malloc((size_t)c->block * sizeof *xf);
         _Alignas(16) unsigned char state[HFQ_GPTQ_STATE_MAX];
-        failed = !wd || !e || !xf;
+        /* act-order: every block's state of the task's rows (16-byte strides keep malloc's alignment) */
+        const size_t stride = (c->state_bytes + 15) / 16 * 16, row_states = (size_t)(n / c->block) * stride;
+        unsigned char *states = perm ? malloc((size_t)ROWS_PER_TASK * row_states + 1) : NULL;
+        failed = !wd || !e || !xf || (perm && !states);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < n_tasks; t++) {
             if (failed) continue;
             const int64_t r0 = t * ROWS_PER_TASK, nr = nrows - r0 < ROWS_PER_TASK ? nrows - r0 : ROWS_PER_TASK;
-            for (int64_t r = 0; r < nr; r++)
-                for (int64_t k = 0; k < n; k++) wd[r * n + k] = w[(r0 + r) * n + k];
+            for (int64_t r = 0; r < nr; r++) {
+                const float *orig = w + (r0 + r) * n;
+                for (int64_t k = 0; k < n; k++) wd[r * n + k] = orig[perm ? perm[k] : k];
+                if (perm)
+                    static_headers(c, n, orig, importance, global_scale, (uint8_t *)out + (size_t)(r0 + r) * row_bytes,
+                                   states + (size_t)r * row_states, stride);
+            }
             for (int64_t i1 = 0; i1 < n; i1 += batch) {
                 const int64_t i2 = i1 + batch < n ? i1 + batch : n;
-                for (int64_t r = 0; r < nr; r++)
-                    round_batch(c, u, n, wd + r * n, w + (r0 + r) * n, importance, global_scale, i1, i2,
-                                (uint8_t *)out + (size_t)(r0 + r) * row_bytes, e + r * batch, xf, state);
+                for (int64_t r = 0; r < nr; r++) {
+                    uint8_t *row_out = (uint8_t *)out + (size_t)(r0 + r) * row_bytes;
+                    if (perm)
+                        round_batch_perm(c, u, n, wd + r * n, perm, i1, i2, row_out, e + r * batch,
+                                         states + (size_t)r * row_states, stride);
+                    else
+                        round_batch(c, u, n, wd + r * n, w + (r0 + r) * n, importance, global_scale, i1, i2, row_out,
+                                    e + r * batch, xf, state);
+                }
                 /* the later columns get the batch's errors, four of its
                  * columns at a time (then the rest one by one), in a fixed
                  * order for every element */
@@ -281,6 +358,7 @@ int hfq_gptq_encode(const hfq_gptq_codec *c, const double *u, const float *w, in
         free(wd);
         free(e);
         free(xf);
+        free(states);
     }
     return failed ? -1 : 0;
 }

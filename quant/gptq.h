@@ -1,7 +1,7 @@
 /* gptq.h - GPTQ: rounding a weight matrix column by column, each column's
  * rounding error pushed onto the columns not yet rounded through the inverse
  * of its input's Hessian (Frantar et al., "GPTQ", 2022; the same algorithm as
- * auto-gptq's fasterquant, without act-order).
+ * auto-gptq's fasterquant; act-order with static groups as an option).
  *
  * For a weight W [rows][n] whose inputs x (calibration tokens) give the
  * Hessian H = sum x x^T [n][n]:
@@ -57,5 +57,22 @@ int64_t hfq_gptq_batch(const hfq_gptq_codec *c, int64_t batch);
  * out of memory. */
 int hfq_gptq_encode(const hfq_gptq_codec *c, const double *u, const float *w, int64_t nrows, int64_t n,
                     const float *importance, float global_scale, int64_t batch, void *out, int n_threads);
+
+/* Act-order (GPTQ's desc_act with static groups): perm [n] = the columns by
+ * descending H_jj (ties: by column), and H [n][n] (upper triangle) replaced
+ * by the permuted P H P^T, to be prepared into the U of that order. Returns
+ * 0, or -1 out of memory (H unchanged). */
+int hfq_gptq_act_order(double *h, int64_t n, int64_t *perm);
+
+/* hfq_gptq_encode in act-order when perm != NULL (hfq_gptq_act_order's, u
+ * prepared from its permuted H): every block's header is chosen first from
+ * the original row (ggml's blocks are fixed column runs, so their headers
+ * stay static), then the columns are rounded in perm's order under their
+ * block's header, with the same error feedback and lazy batches in that
+ * order. Without feedback (diagonal H) the bytes are the codec's plain ones,
+ * as in column order. perm NULL: hfq_gptq_encode. */
+int hfq_gptq_encode_perm(const hfq_gptq_codec *c, const double *u, const float *w, int64_t nrows, int64_t n,
+                         const float *importance, float global_scale, int64_t batch, const int64_t *perm, void *out,
+                         int n_threads);
 
 #endif

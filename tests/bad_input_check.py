@@ -1848,6 +1848,26 @@ def _(work):
     return gptq_case(work, "--gptq", "--gptq-memory", "0")
 
 
+@case("quantize/gptq-sequential-alone", "--gptq-sequential/--gptq-act-order need --gptq", code=2)
+def _(work):
+    return gptq_case(work, "--gptq-sequential")
+
+
+@case("quantize/gptq-act-order-uncalibrated", "calibration uses need --calibration-file or --stats", code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "Q4_0", "--gptq-act-order")
+
+
+@case("quantize/gptq-sequential-export", "--gptq-sequential/--gptq-act-order are for GGUF outputs, not --export",
+      code=2)
+def _(work):
+    text = os.path.join(work, "calib.txt")
+    open(text, "w").write("once upon a time " * 30)
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, B.gguf, "--export", "compressed-tensors", out, "W4A16", "--quiet", "--calibration-file", text,
+            "--gptq", "--gptq-sequential"], [out], None
+
+
 # ---------------------------------------------------------------- FP8 128x128 block scales
 
 def block_recipe(work, fmt="fp8_e4m3"):

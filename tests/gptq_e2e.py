@@ -74,17 +74,28 @@ def tensors(path):
     return {t.name: bytes(t.data) for t in gguf.GGUFReader(path).tensors}
 
 
+def calib_args(a, train):
+    """The calibration options of a fixture run."""
+    return ["--calibration-file", train, "--calib-ctx", str(a.ctx), "--calib-chunks", str(a.calib_chunks)]
+
+
+def f32_model(a, fixtures, name, tmp):
+    """Fixture model `name` converted to F32 GGUF in tmp; its path."""
+    base = os.path.join(tmp, "f32.gguf")
+    run([a.hfconv, os.path.join(fixtures, FIXTURE_MODELS[name]), "-o", base, "--outtype", "f32", "-q"])
+    return base
+
+
 def main():
     got = fixture_args(extra=True)
     if not got:
         return 77
     a, fixtures, train, valid = got
-    calib = ["--calibration-file", train, "--calib-ctx", str(a.ctx), "--calib-chunks", str(a.calib_chunks)]
+    calib = calib_args(a, train)
     failures = []
     for name in a.model:
         with tempfile.TemporaryDirectory() as tmp:
-            base = os.path.join(tmp, "f32.gguf")
-            run([a.hfconv, os.path.join(fixtures, FIXTURE_MODELS[name]), "-o", base, "--outtype", "f32", "-q"])
+            base = f32_model(a, fixtures, name, tmp)
             rows = []  # (preset, label, path)
             for preset, methods in {**METHODS, **(EXTRA if a.extra else {})}.items():
                 plain = os.path.join(tmp, f"{preset}.none.gguf")

@@ -8,7 +8,11 @@
  *     with and without importance;
  *   - on correlated inputs the layer's output error ||X W^T - X Q^T||^2 is
  *     below plain rounding's;
- *   - the bytes are the same with 1 and 2 threads, and the Hessian sums too.
+ *   - the bytes are the same with 1 and 2 threads, and the Hessian sums too;
+ *   - act-order: the order is by descending H_jj and the permuted H is
+ *     H[perm][perm]; without feedback the plain bytes again (every format:
+ *     static headers are the quantizer's), with it bytes that differ from
+ *     column order's, the same for 1 and 2 threads, output error below plain.
  */
 #include <math.h>
 #include <omp.h>
@@ -105,6 +109,12 @@ static void plain_formats(void) {
         imp[j] = 0.1f + rnd_uniform() * (j % 7 == 0 ? 10.0f : 1.0f);
         u[j * N + j] = 1.0 + j % 5; /* a diagonal H: no feedback */
     }
+    double *ua = malloc(N * N * sizeof *ua);
+    int64_t *perm = malloc(N * sizeof *perm);
+    memcpy(ua, u, N * N * sizeof *ua);
+    CHECK(hfq_gptq_act_order(ua, N, perm) == 0);
+    CHECK(perm[0] == 4 && perm[N - 1] == 510); /* H_jj = 1 + j % 5: the 5s first, the 1s last */
+    CHECK(hfq_gptq_prepare(ua, N, 0.01, 1) == 0);
     CHECK(hfq_gptq_prepare(u, N, 0.01, 1) == 0);
     int n_codecs = 0;
     for (int t = 0; t < HFQ_QT_COUNT; t++) {
@@ -120,6 +130,10 @@ static void plain_formats(void) {
             CHECK(hfq_gptq_encode(c, u, w, ROWS, N, im, 0.0f, 0, b, 2) == 0);
             CHECK_MSG(memcmp(a, b, bytes) == 0, "%s%s: GPTQ without feedback is not the plain quantizer", tr->name,
                       with_imp ? " with importance" : "");
+            memset(b, 0, bytes);
+            CHECK(hfq_gptq_encode_perm(c, ua, w, ROWS, N, im, 0.0f, 0, perm, b, 2) == 0);
+            CHECK_MSG(memcmp(a, b, bytes) == 0, "%s%s: act-order without feedback is not the plain quantizer",
+                      tr->name, with_imp ? " with importance" : "");
         }
         free(a);
         free(b);
@@ -128,6 +142,45 @@ static void plain_formats(void) {
     CHECK(n_codecs > 0);
     free(w);
     free(u);
+    free(ua);
+    free(perm);
+}
+
+/* Act-order with the toy codec on Hessian h (upper triangle) of inputs x:
+ * the order and the permuted H, then the bytes against column order's
+ * (colord) and plain rounding's output error ep. */
+static void act_order(const double *h, const float *x, int64_t t, const float *w, int64_t nrows, int64_t n,
+                      const toy_block *colord, double ep) {
+    double *hp = malloc((size_t)(n * n) * sizeof *hp);
+    int64_t *perm = malloc((size_t)n * sizeof *perm);
+    memcpy(hp, h, (size_t)(n * n) * sizeof *hp);
+    CHECK(hfq_gptq_act_order(hp, n, perm) == 0);
+    int ok = 1;
+    for (int64_t p = 0; p < n; p++) {
+        ok &= p == 0 || h[perm[p - 1] * n + perm[p - 1]] >= h[perm[p] * n + perm[p]];
+        for (int64_t q = p; q < n; q++) {
+            const int64_t a = perm[p] < perm[q] ? perm[p] : perm[q], b = perm[p] < perm[q] ? perm[q] : perm[p];
+            ok &= hp[p * n + q] == h[a * n + b];
+        }
+    }
+    CHECK_MSG(ok, "act-order: the order or the permuted Hessian is wrong");
+    CHECK(hfq_gptq_prepare(hp, n, 0.01, 2) == 0);
+    const size_t bytes = (size_t)nrows * (size_t)(n / TOY_BLOCK) * sizeof(toy_block);
+    toy_block *g1 = calloc(bytes, 1), *g2 = calloc(bytes, 1);
+    CHECK(hfq_gptq_encode_perm(&toy, hp, w, nrows, n, NULL, 0.0f, 0, perm, g1, 1) == 0);
+    CHECK(hfq_gptq_encode_perm(&toy, hp, w, nrows, n, NULL, 0.0f, 0, perm, g2, 2) == 0);
+    CHECK_MSG(memcmp(g1, g2, bytes) == 0, "act-order: bytes differ between 1 and 2 threads");
+    CHECK_MSG(memcmp(g1, colord, bytes) != 0, "act-order gives column order's bytes");
+    float *q = malloc((size_t)(nrows * n) * sizeof *q);
+    toy_decode(g1, nrows, n, q);
+    const double ea = out_error(x, t, w, q, nrows, n);
+    printf("layer output error: act-order %.6g (%.1f %% of plain)\n", ea, 100.0 * ea / ep);
+    CHECK(ea < 0.9 * ep);
+    free(hp);
+    free(perm);
+    free(g1);
+    free(g2);
+    free(q);
 }
 
 int main(void) {
@@ -207,6 +260,7 @@ int main(void) {
     const double ep = out_error(x, T, w, qp, ROWS, N), eg = out_error(x, T, w, qg, ROWS, N);
     printf("layer output error: plain %.6g, GPTQ %.6g (%.1f %%)\n", ep, eg, 100.0 * eg / ep);
     CHECK(eg < 0.9 * ep);
+    act_order(h, x, T, w, ROWS, N, g1, ep);
 
     /* windows: whole layers within the budget, at least one */
     hfq_hessian_input ins[5] = {{"blk.0.attn_q.weight", 64, 0}, {"blk.0.ffn_down.weight", 128, 0},

@@ -8,7 +8,7 @@
 #include "calib/hessian.h"
 #include "calib/names.h"
 #include "quant/gptq.h"
-#include "src/eval/lm.h"
+#include "src/quantize/gptq_seq.h"
 
 struct hfq_calib_gptq {
     char *model_path;
@@ -18,25 +18,38 @@ struct hfq_calib_gptq {
     int64_t w0, w1;            /* the current window: in[w0 .. w1) */
     hfq_hessian_set win;
     bool *ready;               /* win.e[i].h holds U */
+    int64_t **perm;            /* act-order: win.e[i]'s column order (with U) */
     int64_t n_passes;
+    hfq_gptq_seq *seq;         /* sequential: the layers quantized so far */
+    int64_t n_replaced;        /* sequential: tensors replaced in the last pass */
     /* for the later windows' passes */
     const hfq_calib_seqs *seqs;
     const hfq_calib_run_params *rp;
     const hfq_transforms *ts;
 };
 
-static int open_window(hfq_calib_gptq *g, int64_t first, hfq_error *err) {
+static void close_window(hfq_calib_gptq *g) {
+    for (int64_t i = 0; g->perm && i < g->w1 - g->w0; i++) free(g->perm[i]);
+    free(g->perm);
+    g->perm = NULL;
     hfq_hessian_set_free(&g->win);
     free(g->ready);
     g->ready = NULL;
+}
+
+static int open_window(hfq_calib_gptq *g, int64_t first, hfq_error *err) {
+    close_window(g);
     g->w0 = first;
-    g->w1 = hfq_hessian_window(g->in, g->n_in, first, g->o.memory);
+    /* sequential: one layer a pass, each on the layers quantized before it */
+    g->w1 = hfq_hessian_window(g->in, g->n_in, first, g->o.sequential ? 0 : g->o.memory);
     if (hfq_hessian_set_init(&g->win, g->in + first, g->w1 - first, g->o.n_threads, err)) {
         g->w1 = g->w0;
         return -1;
     }
-    g->ready = calloc((size_t)(g->w1 - first > 0 ? g->w1 - first : 1), sizeof *g->ready);
-    return g->ready ? 0 : hfq_fail(err, g->model_path, "out of memory");
+    const size_t n = (size_t)(g->w1 - first > 0 ? g->w1 - first : 1);
+    g->ready = calloc(n, sizeof *g->ready);
+    g->perm = calloc(n, sizeof *g->perm);
+    return g->ready && g->perm ? 0 : hfq_fail(err, g->model_path, "out of memory");
 }
 
 hfq_calib_gptq *hfq_calib_gptq_new(const char *model_path, const gguf_file *f, const hfq_calib_gptq_opts *o,
@@ -50,6 +63,11 @@ hfq_calib_gptq *hfq_calib_gptq_new(const char *model_path, const gguf_file *f, c
     g->o = *o;
     if (g->o.damp < 0.0) g->o.damp = HFQ_GPTQ_DEFAULT_DAMP;
     if (g->o.memory <= 0) g->o.memory = HFQ_GPTQ_DEFAULT_MEMORY;
+    if (g->o.sequential && !(g->seq = hfq_gptq_seq_new())) {
+        hfq_calib_gptq_free(g);
+        hfq_fail(err, model_path, "out of memory");
+        return NULL;
+    }
     if (hfq_hessian_plan(f, &g->in, &g->n_in, err) || open_window(g, 0, err)) {
         hfq_calib_gptq_free(g);
         return NULL;
@@ -59,8 +77,8 @@ hfq_calib_gptq *hfq_calib_gptq_new(const char *model_path, const gguf_file *f, c
 
 void hfq_calib_gptq_free(hfq_calib_gptq *g) {
     if (!g) return;
-    hfq_hessian_set_free(&g->win);
-    free(g->ready);
+    close_window(g);
+    hfq_gptq_seq_free(g->seq);
     free(g->in);
     free(g->model_path);
     free(g);
@@ -82,9 +100,11 @@ int hfq_calib_gptq_pass_done(hfq_calib_gptq *g, hfq_error *err) {
     int64_t bytes = 0;
     for (int64_t i = g->w0; i < g->w1; i++) bytes += hfq_hessian_bytes(&g->in[i]);
     char msg[2 * HFQ_HESSIAN_NAME + 160];
-    snprintf(msg, sizeof msg, "GPTQ Hessians, calibration pass %lld: %lld inputs (%s .. %s), %.1f MiB",
-             (long long)g->n_passes, (long long)(g->w1 - g->w0), g->in[g->w0].name, g->in[g->w1 - 1].name,
-             (double)bytes / (1 << 20));
+    int len = snprintf(msg, sizeof msg, "GPTQ Hessians, calibration pass %lld: %lld inputs (%s .. %s), %.1f MiB",
+                       (long long)g->n_passes, (long long)(g->w1 - g->w0), g->in[g->w0].name, g->in[g->w1 - 1].name,
+                       (double)bytes / (1 << 20));
+    if (g->seq && len > 0 && (size_t)len < sizeof msg)
+        snprintf(msg + len, sizeof msg - (size_t)len, ", on %lld quantized tensors", (long long)g->n_replaced);
     g->o.note(g->o.note_ctx, msg);
     return 0;
 }
@@ -107,16 +127,22 @@ static int window_pass(hfq_calib_gptq *g, int64_t i, hfq_error *err) {
     int64_t first = i;
     while (first > 0 && g->in[first - 1].layer == g->in[i].layer) first--;
     if (open_window(g, first, err)) return -1;
-    hfq_lm lm;
-    if (hfq_lm_load(&lm, g->model_path, err)) return -1;
+    hfq_model *base = hfq_model_load(g->model_path, err), *m = base;
+    g->n_replaced = 0;
+    if (base && g->seq) m = hfq_gptq_seq_bind(g->seq, base, g->in[first].layer, &g->n_replaced, err);
+    if (!m) {
+        hfq_model_free(base);
+        return -1;
+    }
     hfq_calib_stats scratch; /* the statistics are the first pass's: these are dropped */
     hfq_calib_stats_init(&scratch, 0);
     hfq_calib_run_params rp = *g->rp;
     rp.observe = hfq_calib_gptq_observe;
     rp.observe_user = g;
-    int rc = hfq_calibrate(lm.model, g->seqs, &rp, &scratch, err) || hfq_calib_gptq_pass_done(g, err) ? -1 : 0;
+    int rc = hfq_calibrate(m, g->seqs, &rp, &scratch, err) || hfq_calib_gptq_pass_done(g, err) ? -1 : 0;
     hfq_calib_stats_free(&scratch);
-    hfq_lm_free(&lm);
+    if (m != base) hfq_model_free(m);
+    hfq_model_free(base);
     return rc;
 }
 
@@ -134,6 +160,12 @@ static const double *get(void *ctx, const char *name, int64_t n_per_row, hfq_err
     const hfq_transform *t = g->ts ? hfq_transforms_find(g->ts, name) : NULL;
     for (int64_t r = 0; t && t->col && r < n; r++)
         for (int64_t c = r; c < n; c++) h->h[r * n + c] /= (double)t->col[r] * (double)t->col[c];
+    int64_t **perm = &g->perm[i - g->w0];
+    if (g->o.act_order &&
+        (!(*perm = malloc((size_t)n * sizeof **perm)) || hfq_gptq_act_order(h->h, n, *perm))) {
+        hfq_fail(err, name, "out of memory for act-order");
+        return NULL;
+    }
     if (hfq_gptq_prepare(h->h, n, g->o.damp, g->o.n_threads)) {
         hfq_fail(err, name, "its input's Hessian plus damping %g is not positive definite (raise --gptq-damp)",
                  g->o.damp);
@@ -143,10 +175,21 @@ static const double *get(void *ctx, const char *name, int64_t n_per_row, hfq_err
     return h->h;
 }
 
+static const int64_t *perm_of(void *ctx, const char *name) {
+    hfq_calib_gptq *g = ctx;
+    const int64_t i = find_input(g, name);
+    return i >= g->w0 && i < g->w1 ? g->perm[i - g->w0] : NULL;
+}
+
+static int encoded(void *ctx, const char *name, int64_t n_rows, int64_t n_per_row, int64_t r, const float *row) {
+    return hfq_gptq_seq_record(((hfq_calib_gptq *)ctx)->seq, name, n_rows, n_per_row, r, row);
+}
+
 hfq_gptq_source hfq_calib_gptq_source(hfq_calib_gptq *g, const hfq_calib_seqs *seqs, const hfq_calib_run_params *rp,
                                       const hfq_transforms *ts) {
     g->seqs = seqs;
     g->rp = rp;
     g->ts = ts;
-    return (hfq_gptq_source){.has = has, .get = get, .ctx = g, .damp = g->o.damp, .batch = g->o.batch};
+    return (hfq_gptq_source){.has = has, .get = get, .ctx = g, .damp = g->o.damp, .batch = g->o.batch,
+                             .perm = g->o.act_order ? perm_of : NULL, .encoded = g->seq ? encoded : NULL};
 }

@@ -11,6 +11,11 @@
  * covers). The model and tokens are the statistics' own, so every pass sees
  * the activations the statistics saw.
  *
+ * With sequential, each window is one layer and its pass runs on the model
+ * with the earlier layers' tensors replaced by their quantized values as
+ * the driver reports them (hfq_gptq_source.encoded). With act_order, U is
+ * of the permuted Hessian and the source's perm gives the order.
+ *
  * get hands out U (quant/gptq.h) of the tensor's input, made once per input
  * from its Hessian with the input's column multipliers (SmoothQuant / AWQ:
  * the folded input is x / s, so H_ij / (s_i s_j)) and the damping.
@@ -34,6 +39,11 @@ typedef struct hfq_calib_gptq_opts {
     int64_t batch;             /* <= 0: HFQ_GPTQ_DEFAULT_BATCH */
     int64_t memory;            /* Hessian bytes per window; <= 0: HFQ_GPTQ_DEFAULT_MEMORY */
     int n_threads;             /* <= 0: all */
+    /* Sequential: one layer a pass, each pass on the model with the layers
+     * before it as quantized so far (src/quantize/gptq_seq.h); the first
+     * layer's Hessians are the float model's. */
+    bool sequential;
+    bool act_order;            /* columns by descending H_jj, static headers (quant/gptq.h) */
     /* one line per calibration pass (may be NULL) */
     void (*note)(void *ctx, const char *msg);
     void *note_ctx;

@@ -164,6 +164,8 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
         rc |= gguf_set_f32(w, "hfq.quantize.gptq_damp", (float)o->gptq.damp);
         rc |= gguf_set_u32(w, "hfq.quantize.gptq_block",
                            (uint32_t)(o->gptq.batch > 0 ? o->gptq.batch : HFQ_GPTQ_DEFAULT_BATCH));
+        if (o->gptq.encoded) rc |= gguf_set_bool(w, "hfq.quantize.gptq_sequential", true);
+        if (o->gptq.perm) rc |= gguf_set_bool(w, "hfq.quantize.gptq_act_order", true);
     }
     if (o->recipe_name) rc |= gguf_set_str(w, "hfq.quantize.recipe", o->recipe_name);
     if (o->target_bytes > 0) rc |= gguf_set_u64(w, "hfq.quantize.target_bytes", (uint64_t)o->target_bytes);
@@ -348,6 +350,7 @@ typedef struct gptq_job {
     const hfq_gptq_codec *codec;
     const double *u;
     int64_t batch;
+    const int64_t *perm;    /* act-order's column order, or NULL */
 } gptq_job;
 
 static int grow(void **p, size_t *cap, size_t n, size_t elem) {
@@ -417,10 +420,26 @@ static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *
     }
     if (amax && max > *amax) *amax = max;
     if (bad == INT64_MAX && gj &&
-        hfq_gptq_encode(gj->codec, gj->u, wk->slab, nrows, n, importance, job->global_scale, gj->batch, wk->out,
-                        n_threads) < 0)
+        hfq_gptq_encode_perm(gj->codec, gj->u, wk->slab, nrows, n, importance, job->global_scale, gj->batch, gj->perm,
+                             wk->out, n_threads) < 0)
         return -2;
     return bad == INT64_MAX ? -1 : bad;
+}
+
+/* Sequential GPTQ: the slab's nr encoded rows from row0, decoded as a reader
+ * of the output gets them (multipliers undone), to o->gptq.encoded. */
+static int report_encoded(const hfq_quantize_opts *o, const gguf_tensor_info *t, const hfq_codec_job *job,
+                          const hfq_tensor_adjust *adj, work *wk, int64_t row0, int64_t nr, const float *row_scales) {
+    const int64_t n = job->n_per_row;
+    for (int64_t r = 0; r < nr; r++) {
+        hfq_codec_decode_encoded_row(job, wk->out + r * job->out_row_bytes,
+                                     row_scales ? row_scales + r * job->n_row_scales : NULL, wk->rows);
+        const float rs = adj->row_scale ? adj->row_scale[row0 + r] : 1.0f;
+        for (int64_t j = 0; (adj->col_scale || adj->row_scale) && j < n; j++)
+            wk->rows[j] /= (adj->col_scale ? adj->col_scale[j] : 1.0f) * rs;
+        if (o->gptq.encoded(o->gptq.ctx, t->name, t->ne[1], n, row0 + r, wk->rows) < 0) return -1;
+    }
+    return 0;
 }
 
 /* The tensor scale of step e from the tensor's (or its group's) amax. */
@@ -464,9 +483,10 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     if (per_mat) memset(wk->scales, 0, (size_t)n_mats * sizeof(float));
     const float *imp_all =
         e->importance && !amax_only ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
-    gptq_job gj = {e->gptq, NULL, o->gptq.batch};
+    gptq_job gj = {e->gptq, NULL, o->gptq.batch, NULL};
     if (e->gptq && !amax_only) {
         if (!(gj.u = o->gptq.get(o->gptq.ctx, t->name, t->ne[0], err))) return -1;
+        gj.perm = o->gptq.perm ? o->gptq.perm(o->gptq.ctx, t->name) : NULL;
         if (grow((void **)&wk->slab, &wk->slab_cap, (size_t)slab_rows * (size_t)t->ne[0], sizeof(float)) < 0)
             return hfq_fail(err, path, "tensor %s: out of memory", t->name);
     }
@@ -489,6 +509,9 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
                 return hfq_fail(err, path, "tensor %s: row %" PRId64 " holds NaN or Inf", t->name, row + bad);
             if (pass == 1 && gguf_writer_write_data(w, wk->out, (uint64_t)nr * job.out_row_bytes, err) < 0)
                 return -1;
+            if (pass == 1 && o->gptq.encoded && t->n_dims == 2 && comp != HFQ_COMPANION_BLOCK_SCALES &&
+                report_encoded(o, t, &job, &e->adj, wk, row, nr, row_scales) < 0)
+                return hfq_fail(err, path, "tensor %s: out of memory", t->name);
             gguf_release(f, data + row * job.in_row_bytes, (uint64_t)nr * job.in_row_bytes);
             row += nr;
         }

@@ -86,6 +86,13 @@ typedef struct hfq_gptq_source {
     void *ctx;
     double damp;                    /* recorded as hfq.quantize.gptq_damp */
     int64_t batch;                  /* lazy batch (quant/gptq.h); <= 0: the default */
+    /* Act-order (may be NULL: column order): the column order of the U get
+     * returned last for `name` (hfq_gptq_encode_perm). */
+    const int64_t *(*perm)(void *ctx, const char *name);
+    /* Sequential GPTQ (may be NULL): each converted matrix's rows (2-D
+     * tensors, row r of n_rows) as a reader of the output decodes them,
+     * column and row multipliers undone, once written; -1: out of memory. */
+    int (*encoded)(void *ctx, const char *name, int64_t n_rows, int64_t n_per_row, int64_t r, const float *row);
 } hfq_gptq_source;
 
 typedef struct hfq_quantize_opts {

@@ -96,6 +96,10 @@ static void usage(FILE *out) {
         "  --gptq-block N             columns per lazy batch, rounded up to the format's block (default 128)\n"
         "  --gptq-memory S            Hessian memory per calibration pass (default 4G; suffix K, M, G, T;\n"
         "                             at least one layer's; more layers than fit take more passes)\n"
+        "  --gptq-sequential          each layer's Hessians on the model with the earlier layers quantized\n"
+        "                             (one calibration pass a layer)\n"
+        "  --gptq-act-order           columns in descending Hessian-diagonal order, block scales chosen\n"
+        "                             first from the original weights (static groups)\n"
         "\n"
         "export for serving engines (docs/export.md):\n"
         "  --export compressed-tensors OUT_DIR\n"
@@ -177,7 +181,7 @@ static const char *const known_options[] = {
     "--leave-output-tensor", "--allow-requantize", "--rotate", "--quiet", "--help", "--version", "--calibration-file",
     "--calib-ctx", "--calib-chunks", "--calib-lines", "--calib-chat", "--calib-all-experts", "--calib-samples",
     "--save-stats", "--stats", "--kv-scales", "--calib-kv-type", "--gptq", "--gptq-damp", "--gptq-block",
-    "--gptq-memory",
+    "--gptq-memory", "--gptq-sequential", "--gptq-act-order",
     "--importance", "--no-importance", "--act-scales", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
     "--awq", "--awq-grid", "--awq-format", "--recipe", "--target-bpw", "--target-size", "--measurements",
     "--save-measurements", "--measure-kl-chunks", "--candidates", "--measure-text", "--measure-stats",
@@ -367,6 +371,8 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
     if (strcmp(s, "--awq") == 0) return u->awq = true, 0;
     if (strcmp(s, "--kv-scales") == 0) return u->kv_scales = true, 0;
     if (strcmp(s, "--gptq") == 0) return u->gptq = true, 0;
+    if (strcmp(s, "--gptq-sequential") == 0) return c->gptq.sequential = true, 0;
+    if (strcmp(s, "--gptq-act-order") == 0) return c->gptq.act_order = true, 0;
     if (strcmp(s, "--calibration-file") == 0 || strcmp(s, "--save-stats") == 0 || strcmp(s, "--stats") == 0) {
         if (!next) return bad_usage("%s needs a file", s);
         *(s[2] == 'c' ? &c->text_path : s[3] == 'a' ? &c->save_path : &c->stats_path) = next;
@@ -410,6 +416,7 @@ static int check_calib_args(args *a, int n_pos, bool mixed) {
     const bool any_use =
         u->importance || u->act_scales || u->smoothquant || u->awq || u->kv_scales || u->gptq || a->no_importance;
     const bool gptq_opts = c->gptq.damp >= 0.0 || c->gptq.batch || c->gptq.memory;
+    const bool gptq_methods = c->gptq.sequential || c->gptq.act_order;
     if (u->importance && a->no_importance) return bad_usage("%s", "--importance and --no-importance contradict");
     if (c->text_path && c->stats_path) return bad_usage("%s", "--calibration-file and --stats are alternatives");
     if (!c->text_path &&
@@ -418,14 +425,17 @@ static int check_calib_args(args *a, int n_pos, bool mixed) {
     if (c->save_path && !c->text_path) return bad_usage("%s", "--save-stats needs --calibration-file");
     if (c->text.chat && !c->text.lines) return bad_usage("%s", "--calib-chat needs --calib-lines");
     if (!c->text_path && !c->stats_path) {
-        if (any_use || gptq_opts || u->act_percentile != 100.0 || u->smoothquant_alpha != 0.5 || u->awq_grid ||
-            u->awq_fmt >= 0)
+        if (any_use || gptq_opts || gptq_methods || u->act_percentile != 100.0 || u->smoothquant_alpha != 0.5 ||
+            u->awq_grid || u->awq_fmt >= 0)
             return bad_usage("%s", "calibration uses need --calibration-file or --stats");
         return 0;
     }
     if (u->gptq && !c->text_path)
         return bad_usage("%s", "--gptq needs --calibration-file (statistics files hold no Hessians)");
     if (gptq_opts && !u->gptq) return bad_usage("%s", "--gptq-damp/--gptq-block/--gptq-memory need --gptq");
+    if (gptq_methods && !u->gptq) return bad_usage("%s", "--gptq-sequential/--gptq-act-order need --gptq");
+    if (gptq_methods && a->export_dir)
+        return bad_usage("%s", "--gptq-sequential/--gptq-act-order are for GGUF outputs, not --export");
     if (u->smoothquant && u->awq) return bad_usage("%s", "--smoothquant and --awq rescale the same channels: choose one");
     if (u->act_percentile < 100.0 && (u->smoothquant || u->awq))
         return bad_usage("%s", "--act-percentile below 100 cannot follow --smoothquant/--awq (its histogram is of "
