@@ -335,6 +335,9 @@ int hfq_context_plan(const hfq_model *m, const hfq_context_params *p, hfq_contex
     size_t n[N_BUFFERS];
     buffer_sizes(hfq_model_hparams(m), &sh, n);
     int64_t buffers = scratch + (int64_t)(moe_buffer_floats(hfq_model_hparams(m), sh.n_batch) * sizeof(float));
+    int64_t rot = 0;   /* alloc_rot's buffer */
+    hfq_model_each_matrix(m, widest_rotated, &rot);
+    buffers += rot * sh.n_batch * (int64_t)sizeof(float);
     for (size_t i = 0; i < N_BUFFERS; i++) buffers += (int64_t)(n[i] * sizeof(float));
     *out = (hfq_context_memory){.kv_k = sh.kv_k, .kv_v = sh.kv_v, .n_ctx = sh.n_ctx,
                                 .kv_cache = hfq_model_hparams(m)->n_layer * (sh.k_floats + sh.v_floats) *
