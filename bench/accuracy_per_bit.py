@@ -6,6 +6,8 @@ each preset, the KL divergence from the F32 model on held-out text of
              --imatrix (the reference every method is measured against),
 - each METHOD given: our quantize --calibration-file with its options
              ("default" = no option: what pipelines get),
+- each PLAIN method given: our quantize with its options, no calibration
+             (e.g. --plain-method rotate=--block-rotate),
 scored by ppl-eval --base-logits (the base's log-probabilities saved once),
 with the calibration / evaluation overlap check of ppl-eval kept on (a
 warning would say the texts overlap). Prints a markdown table: size, bits
@@ -13,7 +15,7 @@ per weight, PPL, KLD, top-1, and KLD over llama.cpp's.
 
 usage: accuracy_per_bit.py --f32 MODEL.gguf --calib TEXT --eval TEXT
          [--ctx 256] [--calib-chunks 32] [--eval-chunks 20]
-         [--preset Q4_K_M ...] [--method NAME=OPTIONS ...] [--build build]
+         [--preset Q4_K_M ...] [--method NAME=OPTIONS ...] [--plain-method NAME=OPTIONS ...] [--build build]
          [--llama-bin .cache/llama-build/bin] [--keep DIR] [--threads N]
 e.g. --method default= --method gptq=--gptq --method rotate+gptq="--rotate --gptq"
      --method "importance=--stats {stats}" ({stats}: our statistics of the calibration
@@ -54,13 +56,14 @@ def main():
     ap.add_argument("--eval-chunks", type=int, default=20)
     ap.add_argument("--preset", action="append")
     ap.add_argument("--method", action="append", default=[])
+    ap.add_argument("--plain-method", action="append", default=[])
     ap.add_argument("--build", default="build")
     ap.add_argument("--llama-bin", default=".cache/llama-build/bin")
     ap.add_argument("--keep")
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     presets = a.preset or ["Q4_K_M"]
-    methods = [m.split("=", 1) for m in a.method] or [["default", ""]]
+    methods = [m.split("=", 1) for m in a.method] or ([] if a.plain_method else [["default", ""]])
     tools = {t: os.path.join(a.build, "src", "tools", t) for t in ("quantize", "ppl-eval")}
     lq, li = os.path.join(a.llama_bin, "llama-quantize"), os.path.join(a.llama_bin, "llama-imatrix")
     have_llama = os.access(lq, os.X_OK) and os.access(li, os.X_OK)
@@ -85,6 +88,9 @@ def main():
         variants = [("none", [tools["quantize"], a.f32, None, preset, "--threads", th, "--quiet"])]
         if have_llama:
             variants.append(("llama.cpp imatrix", [lq, "--imatrix", imatrix, a.f32, None, preset, th]))
+        for name, opts in (m.split("=", 1) for m in a.plain_method):
+            variants.append((name, [tools["quantize"], a.f32, None, preset, "--threads", th, "--quiet"] +
+                             shlex.split(opts)))
         for name, opts in methods:
             if "{stats}" in opts:   # our statistics of the calibration text, computed once
                 if not os.path.exists(stats):

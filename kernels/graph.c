@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/moe_route.h"
+#include "quant/hadamard.h"
 #include "quant/kv_scales.h"
 
 struct hfq_context {
@@ -52,6 +53,8 @@ struct hfq_context {
     /* experts_all_tokens: rows 0..T-1, and each expert's weight per token (0: not routed) */
     int32_t *all_rows;
     float *all_weights;
+    /* host rows [T][widest rotated input] for weights marked hfq.block_rotate; NULL: none */
+    float *rot;
 };
 
 /* YaRN's pair index that turns `rotations` times in the original context. */
@@ -279,6 +282,22 @@ static int static_kv_scales(hfq_context *c, const hfq_context_params *p, hfq_err
     return 0;
 }
 
+static int widest_rotated(void *user, const hfq_tensor *t) {
+    int64_t *n = user;
+    if (t->rot_block && t->ne0 > *n) *n = t->ne0;
+    return 0;
+}
+
+/* c->rot, when the model has rotated weights: host memory, as the backends
+ * that run them (cpu) keep their buffers (cuda refuses such weights). */
+static int alloc_rot(hfq_context *c, hfq_error *err) {
+    int64_t n = 0;
+    hfq_model_each_matrix(c->model, widest_rotated, &n);
+    if (n && !(c->rot = malloc((size_t)c->n_batch * (size_t)n * sizeof *c->rot)))
+        return hfq_fail(err, hfq_model_path(c->model), "out of memory");
+    return 0;
+}
+
 hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hfq_error *err) {
     const hfq_hparams *hp = hfq_model_hparams(m);
     context_shape sh;
@@ -298,7 +317,7 @@ hfq_context *hfq_context_new(const hfq_model *m, const hfq_context_params *p, hf
     c->n_batch = sh.n_batch;
     c->n_outputs = sh.n_outputs;
     if (static_kv_scales(c, p, err) || !(c->be = c->ops->create(m, &sh.bp, err)) || alloc_buffers(c, &sh, err) ||
-        alloc_moe(c, err) || init_rope(c, err) ||
+        alloc_moe(c, err) || alloc_rot(c, err) || init_rope(c, err) ||
         (c->ops->sync && c->ops->sync(c->be, err))) {
         hfq_context_free(c);
         return NULL;
@@ -316,6 +335,9 @@ int hfq_context_plan(const hfq_model *m, const hfq_context_params *p, hfq_contex
     size_t n[N_BUFFERS];
     buffer_sizes(hfq_model_hparams(m), &sh, n);
     int64_t buffers = scratch + (int64_t)(moe_buffer_floats(hfq_model_hparams(m), sh.n_batch) * sizeof(float));
+    int64_t rot = 0;   /* alloc_rot's buffer */
+    hfq_model_each_matrix(m, widest_rotated, &rot);
+    buffers += rot * sh.n_batch * (int64_t)sizeof(float);
     for (size_t i = 0; i < N_BUFFERS; i++) buffers += (int64_t)(n[i] * sizeof(float));
     *out = (hfq_context_memory){.kv_k = sh.kv_k, .kv_v = sh.kv_v, .n_ctx = sh.n_ctx,
                                 .kv_cache = hfq_model_hparams(m)->n_layer * (sh.k_floats + sh.v_floats) *
@@ -346,6 +368,7 @@ void hfq_context_free(hfq_context *c) {
     free(c->all_rows);
     free(c->all_weights);
     free(c->kv_scales);
+    free(c->rot);
     hfq_moe_routes_free(&c->routes);
     free(c);
 }
@@ -382,9 +405,16 @@ static void expert_linear(hfq_context *c, float *y, const hfq_tensor *stacked, i
     c->ops->matmul(c->be, y, &w, NULL, x, n);
 }
 
-/* y = W x, telling the observer about x first.   x: [T][W.ne0] -> y: [T][W.ne1] */
+/* y = W x, telling the observer about x first.   x: [T][W.ne0] -> y: [T][W.ne1]
+ * A rotated W (hfq.block_rotate) stores W Q: x Q is what it multiplies, and
+ * what the observer sees (calibration describes the inputs the rows meet). */
 static void linear(hfq_context *c, float *y, const hfq_tensor *w, const hfq_tensor *bias, const float *x,
                    int64_t T) {
+    if (w->rot_block) {
+        memcpy(c->rot, x, (size_t)T * (size_t)w->ne0 * sizeof *x);
+        for (int64_t t = 0; t < T; t++) hfq_hadamard_rotate_row(c->rot + t * w->ne0, w->ne0, w->rot_block, w->rot_seed);
+        x = c->rot;
+    }
     if (c->observer && !w->view_tail) c->observer(c->observer_user, w->name, x, T, w->ne0);
     c->ops->matmul(c->be, y, w, bias->data ? bias : NULL, x, T);
 }

@@ -8,6 +8,7 @@
 
 #include "formats/ggml_type.h"
 #include "kernels/arch.h"
+#include "quant/hadamard.h"
 #include "quant/plan.h"
 
 /* Far above any real model, low enough that products of two stay in int64. */
@@ -298,12 +299,35 @@ static int bind_act(const binder *b, hfq_tensor *w) {
     return 0;
 }
 
+/* hfq.block_rotate.<name> = "hadamard:<N>:<seed>" on a 2-D weight other than
+ * the token embedding (whose rows are also looked up), N fitting its rows. */
+static int bind_rot(const binder *b, hfq_tensor *w, int64_t ne2) {
+    const char *v = b->src->rot ? b->src->rot(b->src->source, w->name) : NULL;
+    if (!v) return 0;
+    long long n = 0;
+    unsigned long long seed = 0;
+    int end = 0;
+    if (sscanf(v, "hadamard:%lld:%llu%n", &n, &seed, &end) != 2 || v[end] || !hfq_hadamard_fits(w->ne0, n))
+        return hfq_fail(b->err, b->where, "tensor '%s': hfq.block_rotate '%s' is not \"hadamard:<N>:<seed>\" with N a "
+                        "power of two from 2 to %d dividing the rows (%lld)", w->name, v, HFQ_HADAMARD_MAX_BLOCK,
+                        (long long)w->ne0);
+    if (ne2 != 1 || strcmp(w->name, "token_embd.weight") == 0)
+        return hfq_fail(b->err, b->where, "tensor '%s': hfq.block_rotate is for 2-D linear weights (not experts or "
+                        "the token embedding)", w->name);
+    w->rot_block = n;
+    w->rot_seed = seed;
+    return 0;
+}
+
 /* A weight matrix [ne0] x ne1 (x ne2 experts) with its encoding and scales. */
 static int bind_matrix3(const binder *b, hfq_tensor *w, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
                         bool optional) {
     if (bind_tensor3(b, w, name, ne0, ne1, ne2, optional)) return -1;
     if (!w->data) return 0;
-    return bind_qext(b, w) || bind_scales(b, w, ne2) || bind_input_scale(b, w) || bind_act(b, w) ? -1 : 0;
+    return bind_qext(b, w) || bind_scales(b, w, ne2) || bind_input_scale(b, w) || bind_act(b, w) ||
+                   bind_rot(b, w, ne2)
+               ? -1
+               : 0;
 }
 
 /* Rows [row0, row0 + n) of matrix t, as a matrix of its own (the same

@@ -75,6 +75,11 @@ typedef struct hfq_tensor {
      * its first: `name` is the fused matrix's, whose input the observer
      * already saw with the first range. */
     bool view_tail;
+    /* hfq.block_rotate.<name> = "hadamard:<N>:<seed>" (2-D weights): the rows
+     * are stored times Q (quant/hadamard.h), so the graph multiplies the input
+     * rows by Q first; 0: not rotated. */
+    int64_t rot_block;
+    uint64_t rot_seed;
 } hfq_tensor;
 
 typedef struct hfq_hparams {
@@ -172,6 +177,8 @@ typedef struct hfq_tensor_source {
     const char *(*qext)(const void *source, const char *name);
     /* The hfq.act_quant value of tensor `name` ("none", "mxfp4"), or NULL; may be NULL. */
     const char *(*act)(const void *source, const char *name);
+    /* The hfq.block_rotate value of tensor `name`, or NULL; may be NULL. */
+    const char *(*rot)(const void *source, const char *name);
 } hfq_tensor_source;
 
 /* Binds a model to the tensors of a source for the given hyper-parameters

@@ -244,6 +244,23 @@ static const char *lookup_str(const void *file, const char *prefix, const char *
 static const char *lookup_qext(const void *file, const char *name) { return lookup_str(file, QEXT_PREFIX, name); }
 static const char *lookup_act(const void *file, const char *name) { return lookup_str(file, "hfq.act_quant.", name); }
 
+#define ROT_PREFIX "hfq.block_rotate."
+
+static const char *lookup_rot(const void *file, const char *name) { return lookup_str(file, ROT_PREFIX, name); }
+
+/* hfq.block_rotate.* keys: strings naming tensors of the file (their values
+ * are checked where the weights are bound). */
+static int check_rot_keys(const gguf_file *f, hfq_error *err) {
+    for (int64_t i = 0; i < gguf_n_kv(f); i++) {
+        const char *key = gguf_kv_key(f, i);
+        if (strncmp(key, ROT_PREFIX, strlen(ROT_PREFIX)) != 0) continue;
+        if (gguf_kv_type(f, i) != GGUF_VT_STRING) return hfq_fail(err, gguf_path(f), "key '%s' is not a string", key);
+        if (!gguf_find_tensor(f, key + strlen(ROT_PREFIX)))
+            return hfq_fail(err, gguf_path(f), "key '%s' names no tensor of the file", key);
+    }
+    return 0;
+}
+
 /* hfq.qext.* keys: version 1 when any is present; each a string naming an I8
  * tensor of the file (docs/format-quant-ext.md). Values are checked where the
  * tensors are bound. */
@@ -277,8 +294,9 @@ hfq_model *hfq_model_load(const char *path, hfq_error *err) {
     hfq_hparams hp;
     hfq_model *m = NULL;
     hfq_tensor_source src = {.source = f, .where = path, .find = lookup_tensor, .qext = lookup_qext,
-                               .act = lookup_act};
-    if (hfq_hparams_from_gguf(f, &hp, err) == 0 && check_qext_keys(f, err) == 0) m = hfq_model_bind(&hp, &src, err);
+                               .act = lookup_act, .rot = lookup_rot};
+    if (hfq_hparams_from_gguf(f, &hp, err) == 0 && check_qext_keys(f, err) == 0 && check_rot_keys(f, err) == 0)
+        m = hfq_model_bind(&hp, &src, err);
     if (!m) {
         gguf_close(f);
         return NULL;

@@ -1498,6 +1498,91 @@ def _(work):
     return [QUANTIZE, B.gguf, "Q8_0", "--dry-run", "--rotate"], [], None
 
 
+# quantize --block-rotate (src/quantize/block_rotate.h) and the runner's hfq.block_rotate marks
+def block_rotated(work):
+    g = os.path.join(work, "brot.gguf")
+    must([QUANTIZE, B.gguf, g, "F32", "--block-rotate", "--quiet"])
+    return g
+
+
+def with_rot_key(work, tensor, value):
+    from gguf import GGUFValueType
+    g = os.path.join(work, "rot-key.gguf")
+    gguf_with(B.gguf, g, keys=((f"hfq.block_rotate.{tensor}", value, GGUFValueType.STRING),))
+    return g
+
+
+@case("quantize/block-rotate-quantized", "tensor blk.0.attn_q.weight is stored as q8_0: --block-rotate needs "
+      "F32/F16/BF16 weights")
+def _(work):
+    return quantize_case(work, B.q8, "NVFP4", "--block-rotate")
+
+
+@case("quantize/block-rotate-nan", "tensor blk.0.attn_q.weight: NaN or Inf at element 70 (cannot rotate)")
+def _(work):
+    return quantize_case(work, f16_poison(work, 0x7E00), "NVFP4", "--block-rotate")
+
+
+@case("quantize/block-rotate-twice", "the model is already block-rotated")
+def _(work):
+    return quantize_case(work, block_rotated(work), "NVFP4", "--block-rotate")
+
+
+@case("quantize/block-rotate-no-fit", "--block-rotate 4096: no linear weight has rows of whole blocks")
+def _(work):
+    return quantize_case(work, B.gguf, "NVFP4", "--block-rotate", "4096")
+
+
+@case("quantize/block-rotate-size", "--block-rotate N needs a power of two from 2 to 4096, got '24'", code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "NVFP4", "--block-rotate", "24")
+
+
+@case("quantize/block-rotate-preset", "--block-rotate is for NVFP4, MXFP4, MXFP4_MOE (and F32, F16, BF16), not Q4_K_M",
+      code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "Q4_K_M", "--block-rotate")
+
+
+@case("quantize/block-rotate-smoothquant", "--block-rotate: --smoothquant/--awq scale the unrotated channels", code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "NVFP4", "--block-rotate", "--calibration-file", B.gguf, "--smoothquant")
+
+
+@case("quantize/block-rotate-stats", "--block-rotate: --stats of the unrotated model do not describe the rotated one",
+      code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "NVFP4", "--block-rotate", "--stats", B.gguf)
+
+
+@case("quantize/block-rotate-export", "--block-rotate: compressed-tensors has no rotations (vLLM would compute another "
+      "function): no --export", code=2)
+def _(work):
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, B.gguf, "--export", "compressed-tensors", out, "NVFP4A16", "--block-rotate"], [out], None
+
+
+@case("quantize/export-block-rotated", "is block-rotated (hfq.block_rotate.blk.0.attn_q.weight): compressed-tensors has "
+      "no such rotation")
+def _(work):
+    return export_case(work, block_rotated(work))
+
+
+@case("ppl/block-rotate-bad-value", "tensor 'blk.0.attn_q.weight': hfq.block_rotate 'hadamard:24:1' is not")
+def _(work):
+    return ppl_case(work, with_rot_key(work, "blk.0.attn_q.weight", "hadamard:24:1"))
+
+
+@case("ppl/block-rotate-token-embd", "tensor 'token_embd.weight': hfq.block_rotate is for 2-D linear weights")
+def _(work):
+    return ppl_case(work, with_rot_key(work, "token_embd.weight", "hadamard:16:1"))
+
+
+@case("ppl/block-rotate-no-tensor", "key 'hfq.block_rotate.blk.9.attn_q.weight' names no tensor of the file")
+def _(work):
+    return ppl_case(work, with_rot_key(work, "blk.9.attn_q.weight", "hadamard:16:1"))
+
+
 @case("quantize/bad-tensor-type-regex", "--tensor-type: bad regex '(attn'", code=2)
 def _(work):
     return quantize_case(work, B.gguf, "Q8_0", "--tensor-type", "(attn=q4_0")

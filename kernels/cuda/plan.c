@@ -287,7 +287,8 @@ static int check_act(void *user, const hfq_tensor *w) {
     if (aq == HFQ_ACT_QUANT_STATIC && (w->qext || w->type == GT_NVFP4) && !w->input_scale)
         return hfq_fail(c->err, c->path, "tensor '%s' has no input_scale for static activation quantization", w->name);
     const char *what = NULL;
-    if (w->qext && (aq == HFQ_ACT_QUANT_NONE || (aq == HFQ_ACT_QUANT_AUTO && w->act_none)))
+    if (w->rot_block) what = "block Hadamard rotations of the inputs (hfq.block_rotate)";
+    else if (w->qext && (aq == HFQ_ACT_QUANT_NONE || (aq == HFQ_ACT_QUANT_AUTO && w->act_none)))
         what = "float activations of int8/fp8 weights";
     else if (!w->qext && w->act_none && (aq == HFQ_ACT_QUANT_NONE || aq == HFQ_ACT_QUANT_AUTO))
         what = "float activations of nvfp4/mxfp4 weights";

@@ -728,7 +728,20 @@ static int copy_tokenizer(const hfq_ct_dir *d, const char *from, hfq_error *err)
     return copied_vocab ? 0 : hfq_fail(err, from, "has neither tokenizer.json nor tokenizer.model");
 }
 
+/* hfq.block_rotate marks (src/quantize/block_rotate.h): rows our runner
+ * multiplies by rotated inputs, which no serving engine would rotate. */
+static int refuse_block_rotated(const gguf_file *f, hfq_error *err) {
+    static const char prefix[] = "hfq.block_rotate.";
+    for (int64_t i = 0; i < gguf_n_kv(f); i++)
+        if (strncmp(gguf_kv_key(f, i), prefix, sizeof prefix - 1) == 0)
+            return hfq_fail(err, gguf_path(f), "tensor %s is block-rotated (%s): compressed-tensors has no such "
+                            "rotation, vLLM would compute another function", gguf_kv_key(f, i) + sizeof prefix - 1,
+                            gguf_kv_key(f, i));
+    return 0;
+}
+
 int hfq_ct_export(const gguf_file *f, const hfq_ct_dir *d, const hfq_ct_opts *opts, hfq_error *err) {
+    if (refuse_block_rotated(f, err) < 0) return -1;
     const hf_arch *arch = ct_family_find(f, err);
     if (!arch) return -1;
     export_plan p = {.where = d->out_dir};

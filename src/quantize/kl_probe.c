@@ -151,7 +151,7 @@ int hfq_kl_probe_run(hfq_kl_probe *k, const char *tensor_name, const float *valu
     r.t.type = GT_F32;
     r.t.data = values;
     r.t.nbytes = (uint64_t)(orig->ne[0] * orig->ne[1] * orig->ne[2] * orig->ne[3]) * sizeof(float);
-    const hfq_tensor_source src = {&r, hfq_model_path(k->base), find_replaced, NULL, NULL};
+    const hfq_tensor_source src = {&r, hfq_model_path(k->base), find_replaced, NULL, NULL, NULL};
     hfq_model *m = hfq_model_bind(hfq_model_hparams(k->base), &src, err);
     if (!m) return -1;
     kl_sums s = {k, calloc((size_t)k->n_chunks, sizeof(double))};

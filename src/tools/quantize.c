@@ -10,11 +10,14 @@
 #include "formats/error.h"
 #include "formats/gguf.h"
 #include "kernels/model.h"
+#include "quant/fp4.h"
+#include "quant/hadamard.h"
 #include "quant/plan.h"
 #include "quant/recipe.h"
 #include "src/cli/cli.h"
 #include "src/common/output.h"
 #include "src/export/ct_export.h"
+#include "src/quantize/block_rotate.h"
 #include "src/quantize/calib_session.h"
 #include "src/quantize/codec.h"
 #include "src/quantize/driver.h"
@@ -57,6 +60,12 @@ static void usage(FILE *out) {
         "                             in F32; F32/F16/BF16 input; llama qwen2 qwen3 qwen3moe phi3 gemma);\n"
         "                             calibration and quantization then read the rotated model; with\n"
         "                             PRESET F32 it writes just the rotated model (docs/calibration.md)\n"
+        "  --block-rotate [N]         NVFP4, MXFP4, MXFP4_MOE (and F32/F16/BF16): rotate each linear weight's\n"
+        "                             rows by a Walsh-Hadamard matrix per block of N inputs (a power of two;\n"
+        "                             default the format's block, 16 NVFP4, 32 MXFP4 and float presets), which\n"
+        "                             hfq's runner undoes on its inputs (hfq.block_rotate keys); calibration\n"
+        "                             runs the rotated model. Ours only: llama.cpp and --export compute\n"
+        "                             another function (docs/calibration.md \"Block rotations\")\n"
         "  --quiet                    no progress lines (on a terminal one redrawn line, elsewhere one\n"
         "                             every 5 s and one at the end of each phase)\n"
         "  -h, --help                 this help\n"
@@ -153,6 +162,7 @@ typedef struct args {
     hfq_calib_opts calib;
     bool dry_run, json, calibrate_only, quiet;
     bool rotate;                    /* --rotate (src/quantize/rotate.h) */
+    int64_t block_rotate;           /* --block-rotate N (src/quantize/block_rotate.h); -1: none, 0: the format's */
     bool no_importance, uses_named; /* --no-importance; a use named (else the preset's default) */
     bool act_scales_only;           /* --act-scales with no rounding use named */
     bool gptq_left_out;             /* the preset's default GPTQ, dropped for a statistics file */
@@ -178,7 +188,7 @@ typedef struct args {
 /* Every option, for the nearest one to an unknown one. */
 static const char *const known_options[] = {
     "--dry-run", "--json", "--threads", "--tensor-type", "--token-embedding-type", "--output-tensor-type", "--pure",
-    "--leave-output-tensor", "--allow-requantize", "--rotate", "--quiet", "--help", "--version", "--calibration-file",
+    "--leave-output-tensor", "--allow-requantize", "--rotate", "--block-rotate", "--quiet", "--help", "--version", "--calibration-file",
     "--calib-ctx", "--calib-chunks", "--calib-lines", "--calib-chat", "--calib-all-experts", "--calib-samples",
     "--save-stats", "--stats", "--kv-scales", "--calib-kv-type", "--gptq", "--gptq-damp", "--gptq-block",
     "--gptq-memory", "--gptq-sequential", "--gptq-act-order",
@@ -502,9 +512,40 @@ static int check_rotate_args(const args *a) {
     return 0;
 }
 
+/* --block-rotate with the rest of the command line: as --rotate, the rotated
+ * model is made first; SmoothQuant / AWQ fold their scales into the norms
+ * before the rotation, where the rotated channels are not theirs; serving
+ * engines would not rotate the inputs. */
+static int check_block_rotate_args(args *a) {
+    if (a->block_rotate < 0) return 0;
+    static const hfq_preset ok[] = {HFQ_PRESET_NVFP4, HFQ_PRESET_MXFP4, HFQ_PRESET_MXFP4_MOE,
+                                    HFQ_PRESET_F32,   HFQ_PRESET_F16,   HFQ_PRESET_BF16};
+    bool known = false;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) known |= a->q.plan.preset == ok[i];
+    if (a->export_dir)
+        return bad_usage("%s", "--block-rotate: compressed-tensors has no rotations (vLLM would compute another "
+                               "function): no --export");
+    if (mixed_mode(a) || a->calibrate_only) return bad_usage("%s", "--block-rotate needs IN.gguf OUT.gguf PRESET");
+    if (a->dry_run) return bad_usage("%s", "--block-rotate writes the rotated model first: no --dry-run");
+    if (!known)
+        return bad_usage("--block-rotate is for NVFP4, MXFP4, MXFP4_MOE (and F32, F16, BF16), not %s",
+                         hfq_preset_name(a->q.plan.preset));
+    if (a->calib.stats_path)
+        return bad_usage("%s", "--block-rotate: --stats of the unrotated model do not describe the rotated one "
+                               "(give --calibration-file)");
+    if (a->calib.uses.smoothquant || a->calib.uses.awq)
+        return bad_usage("%s", "--block-rotate: --smoothquant/--awq scale the unrotated channels (folded into the "
+                               "norms before the rotation): not with rotations");
+    a->calib.uses.fold_if_possible = HFQ_CALIB_FOLD_NONE;   /* the NVFP4 default's SmoothQuant, likewise */
+    if (a->block_rotate == 0)
+        a->block_rotate = a->q.plan.preset == HFQ_PRESET_NVFP4 ? HFQ_QK_NVFP4_SUB : HFQ_QK_MXFP4;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, args *a) {
     int rc = parse_args_inner(argc, argv, a);
-    return rc == 0 ? check_rotate_args(a) : rc;
+    if (rc == 0) rc = check_rotate_args(a);
+    return rc == 0 ? check_block_rotate_args(a) : rc;
 }
 
 static int parse_args_inner(int argc, char **argv, args *a) {
@@ -521,6 +562,18 @@ static int parse_args_inner(int argc, char **argv, args *a) {
         else if (strcmp(s, "--leave-output-tensor") == 0) p->leave_output = true;
         else if (strcmp(s, "--allow-requantize") == 0) a->q.allow_requantize = true;
         else if (strcmp(s, "--rotate") == 0) a->rotate = true;
+        else if (strcmp(s, "--block-rotate") == 0) {
+            a->block_rotate = 0;
+            if (next && next[0] >= '0' && next[0] <= '9') {   /* N, never a file or preset name */
+                char *end;
+                long long v = strtoll(next, &end, 10);
+                if (*end || !hfq_hadamard_fits(v, v))
+                    return bad_usage("--block-rotate N needs a power of two from 2 to %d, got '%s'",
+                                     HFQ_HADAMARD_MAX_BLOCK, next);
+                a->block_rotate = v;
+                i++;
+            }
+        }
         else if (strcmp(s, "--threads") == 0) {
             char *end;
             long v = next ? strtol(next, &end, 10) : 0;
@@ -1012,19 +1065,17 @@ static int run_export(args *a, const gguf_file *f) {
 /* --rotate: IN rotated into a temporary beside the output, which replaces
  * IN for the rest of the run (f is closed); *keep holds it until the end.
  * NULL after saying why. */
+static gguf_file *replace_input(args *a, gguf_file *f, gguf_writer *w, const char *path, hfq_error *err,
+                                gguf_writer **keep);
+
 static gguf_file *rotate_input(args *a, gguf_file *f, gguf_writer **keep) {
     hfq_error err = {{0}};
     hfq_rotate_info ri;
     const char *path = NULL;
     gguf_writer *w = hfq_rotate_write(f, a->out ? a->out : a->export_dir, HFQ_ROTATE_DEFAULT_SEED, a->q.n_threads,
                                       &path, &ri, &err);
-    gguf_close(f);
-    gguf_file *r = w ? gguf_open(path, &err) : NULL;
-    if (!r) {
-        fprintf(stderr, "quantize: %s\n", err.msg);
-        gguf_writer_free(w);
-        return NULL;
-    }
+    gguf_file *r = replace_input(a, f, w, path, &err, keep);
+    if (!r) return NULL;
     if (!a->quiet)
         fprintf(stderr, "quantize: rotated %" PRId64 " tensors (n_embd %" PRId64 ", Hadamard blocks of %" PRId64
                         ", seed %d)%s\n", ri.n_rotated, ri.n_embd, ri.block, HFQ_ROTATE_DEFAULT_SEED,
@@ -1032,8 +1083,38 @@ static gguf_file *rotate_input(args *a, gguf_file *f, gguf_writer **keep) {
     if (ri.untied && strcmp(ri.arch, "gemma") == 0)
         fprintf(stderr, "quantize: note: llama.cpp's gemma loads no output.weight: this rotated file runs in hfq's "
                         "runner only\n");
+    return r;
+}
+
+/* f (closed) replaced as IN by the temporary model w wrote at path (w NULL:
+ * err says why it did not); *keep holds it until the end. NULL after
+ * saying why. */
+static gguf_file *replace_input(args *a, gguf_file *f, gguf_writer *w, const char *path, hfq_error *err,
+                                gguf_writer **keep) {
+    gguf_close(f);
+    gguf_file *r = w ? gguf_open(path, err) : NULL;
+    if (!r) {
+        fprintf(stderr, "quantize: %s\n", err->msg);
+        gguf_writer_free(w);
+        return NULL;
+    }
     a->in = path;
     *keep = w;
+    return r;
+}
+
+/* --block-rotate: as rotate_input, with src/quantize/block_rotate.h. */
+static gguf_file *block_rotate_input(args *a, gguf_file *f, gguf_writer **keep) {
+    hfq_error err = {{0}};
+    hfq_block_rotate_info bi;
+    const char *path = NULL;
+    gguf_writer *w = hfq_block_rotate_write(f, a->out, a->block_rotate, HFQ_BLOCK_ROTATE_SEED, a->q.n_threads, &path,
+                                            &bi, &err);
+    gguf_file *r = replace_input(a, f, w, path, &err, keep);
+    if (r && !a->quiet)
+        fprintf(stderr, "quantize: block-rotated %" PRId64 " weights (Hadamard blocks of %" PRId64 ", seed %d; %" PRId64
+                        " left whose rows are not whole blocks); the output runs in hfq's runner only\n",
+                bi.n_rotated, a->block_rotate, HFQ_BLOCK_ROTATE_SEED, bi.n_left);
     return r;
 }
 
@@ -1058,11 +1139,17 @@ static int run(args *a) {
     warn_calib_ctx(a, f);
     gguf_writer *rotated = NULL;
     if (a->rotate && !(f = rotate_input(a, f, &rotated))) return HFQ_EXIT_FAILURE;
+    gguf_writer *block_rotated = NULL;
+    if (a->block_rotate > 0 && !(f = block_rotate_input(a, f, &block_rotated))) {
+        gguf_writer_free(rotated);
+        return HFQ_EXIT_FAILURE;
+    }
     int rc = a->export_dir          ? run_export(a, f)
              : mixed_mode(a)        ? run_mixed(a, f)
              : a->calibrate_only    ? calibrate_only(a)
                                     : run_preset(a, f, NULL);
     gguf_close(f);
+    gguf_writer_free(block_rotated);
     gguf_writer_free(rotated); /* removes the rotated temporary */
     return rc;
 }
@@ -1072,6 +1159,7 @@ int main(int argc, char **argv) {
     if (hfq_cli_version(argc, argv, "quantize")) return HFQ_EXIT_OK;
     a.q = hfq_quantize_opts_default(HFQ_PRESET_Q8_0);
     a.measure_kl_chunks = 4;
+    a.block_rotate = -1;
     a.calib = (hfq_calib_opts){.sample_rows = -1,
                                .uses = {.act_percentile = 100.0, .smoothquant_alpha = 0.5, .awq_fmt = -1},
                                .gptq = {.damp = -1.0}};
