@@ -68,7 +68,8 @@ I8_AVX2 static inline __m256i fp8_nans(hfq_fp8_format f, __m256i c) {
                              : _mm256_cmpeq_epi8(mag, _mm256_set1_epi8(0x7F));
 }
 
-/* fp8x8 of the 32 codes c at once, f[k] = codes 8k..8k+7. Without NaN codes
+/* fp8x8 of the 32 codes c at once, f[k] = codes 8k..8k+7 (small: E4M3's
+ * 2^8 too small, left so). Without NaN codes
  * (nan_free), each code's fp16 bits are the code in the high byte (E5M2) or
  * that shifted right one bit with its sign kept (E4M3): a byte unpack and
  * two word operations per 16 codes. Otherwise the two bytes are made by
@@ -150,14 +151,28 @@ I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, c
             nans = _mm256_or_si256(nans, fp8_nans(fp8_of(q), ac[c]));
         }
         const bool nan_free = _mm256_testz_si256(nans, nans);
+        /* E4M3 x floats: the weights' 2^8 moved onto the activations (the
+         * same real products, so the same rounded ones) unless one of them
+         * would overflow (|x| >= 2^120, or not finite) */
+        bool scaled = q == HFQ_QEXT_FP8_E4M3 && !codes;
+        __m256 big = _mm256_setzero_ps();
         for (int c = 0; c < C; c++) {
             if (codes) fp8x32(fp8_of(q), ac[c], nan_free, small, av[c]);
             else
-                for (int k = 0; k < 4; k++) av[c][k] = _mm256_loadu_ps((const float *)a[c] + i + k * HFQ_LANES);
+                for (int k = 0; k < 4; k++) {
+                    av[c][k] = _mm256_loadu_ps((const float *)a[c] + i + k * HFQ_LANES);
+                    if (!scaled) continue;
+                    const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), av[c][k]);
+                    big = _mm256_or_ps(big, _mm256_cmp_ps(ax, _mm256_set1_ps(0x1p120f), _CMP_NLT_UQ));
+                }
         }
+        if (scaled && _mm256_testz_ps(big, big))
+            for (int c = 0; c < C; c++)
+                for (int k = 0; k < 4; k++) av[c][k] = _mm256_mul_ps(av[c][k], _mm256_set1_ps(256.0f));
+        else scaled = false;
         for (int r = 0; r < NR; r++) {
             __m256 wv[4];
-            fp8x32(fp8_of(q), wc[r], nan_free, small, wv);
+            fp8x32(fp8_of(q), wc[r], nan_free, small || scaled, wv);
             for (int c = 0; c < C; c++)
                 for (int k = 0; k < 4; k++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[k], av[c][k]));
         }
