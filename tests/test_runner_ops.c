@@ -522,6 +522,44 @@ static void test_quant_simd_dots(void) {
            n_pairs);
 }
 
+/* Every scale code of MXFP4 (E8M0) and NVFP4 (UE4M3, 0x7F and bit 7
+ * included) weights, and of NVFP4 activations, through the SIMD dots of
+ * every set this CPU runs: block by block the reference's bits. */
+static void test_fp4_scale_codes(void) {
+    enum { NB = 256 };
+    static hfq_block_mxfp4 mx[NB];
+    static hfq_block_nvfp4 nv[NB], nva[NB];
+    static hfq_block_q8_0 q8[2 * NB];
+    uint64_t rng = 99;
+    for (int b = 0; b < NB; b++) {
+        mx[b].e = (uint8_t)b;
+        for (int j = 0; j < 4; j++) nv[b].d[j] = (uint8_t)(b + 64 * j), nva[b].d[j] = (uint8_t)(b * 7 + 64 * j + 1);
+        for (int j = 0; j < 16; j++) mx[b].qs[j] = (uint8_t)(synth_uniform(&rng) * 1e6f);
+        for (int j = 0; j < 32; j++)
+            nv[b].qs[j] = (uint8_t)(synth_uniform(&rng) * 1e6f), nva[b].qs[j] = (uint8_t)(synth_uniform(&rng) * 1e6f);
+    }
+    for (int b = 0; b < 2 * NB; b++) {
+        q8[b].d = hfq_f32_to_fp16(ldexpf(1.0f + synth_uniform(&rng), b % 11 - 20));
+        for (int j = 0; j < 32; j++) q8[b].qs[j] = (int8_t)(synth_uniform(&rng) * 127.0f);
+    }
+    int checked = 0;
+    for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++) {
+        hfq_vec_dot_fn dmx = cpu_quant_vec_dot_isa(HFQ_QT_MXFP4, (cpu_quant_isa)isa);
+        hfq_vec_dot_fn dnv = cpu_quant_vec_dot_isa(HFQ_QT_NVFP4, (cpu_quant_isa)isa);
+        hfq_vec_dot_fn dnn = cpu_quant_vec_dot_act_isa(HFQ_QT_NVFP4, HFQ_QT_NVFP4, (cpu_quant_isa)isa);
+        if (!dmx || !dnv || !dnn) continue;
+        for (int b = 0; b < NB; b++) {
+            const float want[3] = {hfq_dot_mxfp4_q8_0(&mx[b], &q8[b], 32), hfq_dot_nvfp4_q8_0(&nv[b], &q8[2 * b], 64),
+                                   hfq_dot_nvfp4_nvfp4(&nv[b], &nva[b], 64)};
+            const float got[3] = {dmx(&mx[b], &q8[b], 32), dnv(&nv[b], &q8[2 * b], 64), dnn(&nv[b], &nva[b], 64)};
+            CHECK_MSG(memcmp(want, got, sizeof want) == 0, "isa %d scale codes of block %d: %.9g %.9g %.9g vs %.9g %.9g %.9g",
+                      isa, b, got[0], got[1], got[2], want[0], want[1], want[2]);
+            checked++;
+        }
+    }
+    printf("%d FP4 blocks of every scale code checked\n", checked);
+}
+
 /* A random FP8 code of format f that is neither NaN nor infinite. */
 static uint8_t finite_fp8_code(hfq_fp8_format f, uint64_t *rng) {
     for (;;) {
@@ -654,6 +692,7 @@ int main(void) {
     test_fp4_float_acts();
     test_attention_kernels();
     test_quant_simd_dots();
+    test_fp4_scale_codes();
     test_i8_kernels();
     test_float_isas();
     return check_exit();
