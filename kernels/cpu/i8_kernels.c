@@ -60,27 +60,44 @@ I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p, bool smal
     return small ? _mm256_cvtph_ps(h) : _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
-/* fp8x8 of 32 codes at once, f[k] = codes 8k..8k+7: the fp16 bits' two
- * bytes made by byte operations on all 32 (E4M3's high byte: sign, then
- * magnitude >> 1; low byte: its last bit at bit 7; E5M2's: the code, 0),
- * NaN codes to the fp16 quiet NaN of their sign, then interleaved. */
-I8_AVX2 static inline void fp8x32(hfq_fp8_format f, const uint8_t *p, bool small, __m256 out[4]) {
-    const __m256i c = _mm256_loadu_si256((const __m256i *)p);
-    const __m256i sign = _mm256_and_si256(c, _mm256_set1_epi8((char)0x80));
+/* Whether any of the 32 codes c is a NaN code (E4M3: magnitude 0x7F; E5M2:
+ * above 0x7C), as a mask of bytes. */
+I8_AVX2 static inline __m256i fp8_nans(hfq_fp8_format f, __m256i c) {
     const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi8(0x7F));
-    const __m256i qnan = _mm256_or_si256(sign, _mm256_set1_epi8(0x7E));
-    __m256i hi, lo;
-    if (f == HFQ_FP8_E5M2) {
-        hi = _mm256_blendv_epi8(c, qnan, _mm256_cmpgt_epi8(mag, _mm256_set1_epi8(0x7C)));
-        lo = _mm256_setzero_si256();
+    return f == HFQ_FP8_E5M2 ? _mm256_cmpgt_epi8(mag, _mm256_set1_epi8(0x7C))
+                             : _mm256_cmpeq_epi8(mag, _mm256_set1_epi8(0x7F));
+}
+
+/* fp8x8 of the 32 codes c at once, f[k] = codes 8k..8k+7 (small: E4M3's
+ * 2^8 too small, left so). Without NaN codes
+ * (nan_free), each code's fp16 bits are the code in the high byte (E5M2) or
+ * that shifted right one bit with its sign kept (E4M3): a byte unpack and
+ * two word operations per 16 codes. Otherwise the two bytes are made by
+ * byte operations on all 32 (E4M3's high byte: sign, then magnitude >> 1;
+ * low byte: its last bit at bit 7; E5M2's: the code, 0), NaN codes to the
+ * fp16 quiet NaN of their sign, then interleaved. */
+I8_AVX2 static inline void fp8x32(hfq_fp8_format f, __m256i c, bool nan_free, bool small, __m256 out[4]) {
+    __m256i h0, h1;   /* 128-bit lane l of h0: codes 16l..16l+7; of h1: 16l+8..16l+15 */
+    if (nan_free) {
+        h0 = _mm256_unpacklo_epi8(_mm256_setzero_si256(), c), h1 = _mm256_unpackhi_epi8(_mm256_setzero_si256(), c);
+        if (f == HFQ_FP8_E4M3) {
+            h0 = _mm256_and_si256(_mm256_srai_epi16(h0, 1), _mm256_set1_epi16((short)0xBF80));
+            h1 = _mm256_and_si256(_mm256_srai_epi16(h1, 1), _mm256_set1_epi16((short)0xBF80));
+        }
     } else {
-        const __m256i nan = _mm256_cmpeq_epi8(mag, _mm256_set1_epi8(0x7F));
-        hi = _mm256_or_si256(sign, _mm256_and_si256(_mm256_srli_epi16(c, 1), _mm256_set1_epi8(0x3F)));
-        hi = _mm256_blendv_epi8(hi, qnan, nan);
-        lo = _mm256_andnot_si256(nan, _mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi8((char)0x80)));
+        const __m256i sign = _mm256_and_si256(c, _mm256_set1_epi8((char)0x80));
+        const __m256i qnan = _mm256_or_si256(sign, _mm256_set1_epi8(0x7E)), nan = fp8_nans(f, c);
+        __m256i hi, lo;
+        if (f == HFQ_FP8_E5M2) {
+            hi = _mm256_blendv_epi8(c, qnan, nan);
+            lo = _mm256_setzero_si256();
+        } else {
+            hi = _mm256_or_si256(sign, _mm256_and_si256(_mm256_srli_epi16(c, 1), _mm256_set1_epi8(0x3F)));
+            hi = _mm256_blendv_epi8(hi, qnan, nan);
+            lo = _mm256_andnot_si256(nan, _mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi8((char)0x80)));
+        }
+        h0 = _mm256_unpacklo_epi8(lo, hi), h1 = _mm256_unpackhi_epi8(lo, hi);
     }
-    /* 128-bit lane l of h0: codes 16l..16l+7; of h1: 16l+8..16l+15 */
-    const __m256i h0 = _mm256_unpacklo_epi8(lo, hi), h1 = _mm256_unpackhi_epi8(lo, hi);
     out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h0));
     out[1] = _mm256_cvtph_ps(_mm256_castsi256_si128(h1));
     out[2] = _mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1));
@@ -122,14 +139,40 @@ I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, c
     /* FP8: 32 codes a step, the same additions as four of the steps below */
     for (; q != HFQ_QEXT_INT8 && i + 4 * HFQ_LANES <= end; i += 4 * HFQ_LANES) {
         __m256 av[CPU_TILE_COLS][4];
-        for (int c = 0; c < C; c++) {
-            if (codes) fp8x32(fp8_of(q), (const uint8_t *)a[c] + i, small, av[c]);
-            else
-                for (int k = 0; k < 4; k++) av[c][k] = _mm256_loadu_ps((const float *)a[c] + i + k * HFQ_LANES);
+        __m256i wc[NR], ac[CPU_TILE_COLS], nans = _mm256_setzero_si256();
+        /* NaN codes are rare (none in quantized weights): one test for the
+         * step's codes chooses the cheaper decoding */
+        for (int r = 0; r < NR; r++) {
+            wc[r] = _mm256_loadu_si256((const __m256i *)(wr[r] + i));
+            nans = _mm256_or_si256(nans, fp8_nans(fp8_of(q), wc[r]));
         }
+        for (int c = 0; codes && c < C; c++) {
+            ac[c] = _mm256_loadu_si256((const __m256i *)(a[c] + i));
+            nans = _mm256_or_si256(nans, fp8_nans(fp8_of(q), ac[c]));
+        }
+        const bool nan_free = _mm256_testz_si256(nans, nans);
+        /* E4M3 x floats: the weights' 2^8 moved onto the activations (the
+         * same real products, so the same rounded ones) unless one of them
+         * would overflow (|x| >= 2^120, or not finite) */
+        bool scaled = q == HFQ_QEXT_FP8_E4M3 && !codes;
+        __m256 big = _mm256_setzero_ps();
+        for (int c = 0; c < C; c++) {
+            if (codes) fp8x32(fp8_of(q), ac[c], nan_free, small, av[c]);
+            else
+                for (int k = 0; k < 4; k++) {
+                    av[c][k] = _mm256_loadu_ps((const float *)a[c] + i + k * HFQ_LANES);
+                    if (!scaled) continue;
+                    const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), av[c][k]);
+                    big = _mm256_or_ps(big, _mm256_cmp_ps(ax, _mm256_set1_ps(0x1p120f), _CMP_NLT_UQ));
+                }
+        }
+        if (scaled && _mm256_testz_ps(big, big))
+            for (int c = 0; c < C; c++)
+                for (int k = 0; k < 4; k++) av[c][k] = _mm256_mul_ps(av[c][k], _mm256_set1_ps(256.0f));
+        else scaled = false;
         for (int r = 0; r < NR; r++) {
             __m256 wv[4];
-            fp8x32(fp8_of(q), wr[r] + i, small, wv);
+            fp8x32(fp8_of(q), wc[r], nan_free, small || scaled, wv);
             for (int c = 0; c < C; c++)
                 for (int k = 0; k < 4; k++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[k], av[c][k]));
         }
