@@ -89,7 +89,7 @@ hfq_model *hfq_gptq_seq_bind(const hfq_gptq_seq *s, const hfq_model *base, int64
         o->data = t->data;
         o->nbytes = (uint64_t)(t->n_rows * t->n_per_row) * sizeof(float);
     }
-    const hfq_tensor_source ts = {&src, hfq_model_path(base), find, NULL, NULL};
+    const hfq_tensor_source ts = {&src, hfq_model_path(base), find, NULL, NULL, NULL};
     hfq_model *m = hfq_model_bind(hfq_model_hparams(base), &ts, err);
     *n_replaced = src.n;
     free(src.info);
