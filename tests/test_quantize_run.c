@@ -146,17 +146,23 @@ static void test_nvfp4_global_scale(const char *dir, const char *in) {
     if (!f) return;
     const gguf_tensor_info *s = gguf_find_tensor(f, "blk.0.ffn_up_exps.scale");
     const gguf_tensor_info *w = gguf_find_tensor(f, "blk.0.ffn_up_exps.weight");
-    CHECK(s && s->type == GT_F32 && s->n_dims == 1 && s->ne[0] == 1);
+    /* one global scale per expert ([n_expert], as llama.cpp loads *_exps), over all of its slabs */
+    CHECK(s && s->type == GT_F32 && s->n_dims == 1 && s->ne[0] == MATS);
     CHECK(w && w->type == GT_NVFP4);
-    if (s && w) {
-        float g;
-        memcpy(&g, s->data, 4);
-        float want = hfq_nvfp4_global_scale(experts, MATS * ROWS * NE0);
-        CHECK_MSG(g == want, "global scale %g, want %g (over all slabs and experts)", g, want);
-        size_t row = (size_t)hfq_qtype_row_size(HFQ_QT_NVFP4, NE0);
-        unsigned char *blocks = malloc(row * MATS * ROWS);
-        hfq_quantize_nvfp4(experts, blocks, MATS * ROWS, NE0, NULL, want);
-        CHECK(memcmp(w->data, blocks, row * MATS * ROWS) == 0);
+    if (s && w && s->ne[0] == MATS) {
+        const size_t row = (size_t)hfq_qtype_row_size(HFQ_QT_NVFP4, NE0);
+        unsigned char *blocks = malloc(row * ROWS);
+        for (int m = 0; m < MATS && blocks; m++) {
+            float g;
+            memcpy(&g, (const float *)s->data + m, 4);
+            const float want = hfq_nvfp4_global_scale(experts + m * ROWS * NE0, ROWS * NE0);
+            CHECK_MSG(g == want, "expert %d: global scale %g, want %g (its own, over all slabs)", m, g, want);
+            hfq_quantize_nvfp4(experts + m * ROWS * NE0, blocks, ROWS, NE0, NULL, want);
+            CHECK_MSG(memcmp((const unsigned char *)w->data + m * row * ROWS, blocks, row * ROWS) == 0,
+                      "expert %d's blocks differ from quantizing it with its scale", m);
+        }
+        /* the experts' maxima differ, so one scale for all would not pass the checks above */
+        CHECK(hfq_nvfp4_global_scale(experts, ROWS * NE0) != hfq_nvfp4_global_scale(experts, MATS * ROWS * NE0));
         free(blocks);
     }
     gguf_close(f);
