@@ -49,24 +49,6 @@ measure() {
   awk '{ printf "%s %.2f %s\n", $1, $2 + $3, $4 }' "$work/time.txt" >>"$work/$tool-$preset.txt"
 }
 
-# Tensors (name, type, shape, bytes) of two GGUFs, compared; prints yes/no.
-same_tensors() {
-  "$py" - "$1" "$2" <<'EOF'
-import sys
-import numpy as np
-from gguf import GGUFReader
-
-def tensors(path):
-    return {t.name: (t.tensor_type, [int(x) for x in t.shape], np.asarray(t.data).view(np.uint8).reshape(-1))
-            for t in GGUFReader(path).tensors}
-
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-same = a.keys() == b.keys() and all(a[k][0] == b[k][0] and a[k][1] == b[k][1] and np.array_equal(a[k][2], b[k][2])
-                                    for k in a)
-print(f"yes ({len(a)} tensors)" if same else "NO")
-EOF
-}
-
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 rm -f "$work"/ours-*.txt "$work"/llama-*.txt
 declare -A identical
