@@ -15,11 +15,23 @@
 
 static const int8_t levels[16] = HFQ_IQ4NL_LEVELS;
 
+/* L[j] = hfq_iq4_nearest_level(id * x[j]) for one 32-element block, in set isa. */
+static void nearest_levels(hfq_isa isa, float id, const float *x, uint8_t L[HFQ_QK]) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (isa == HFQ_ISA_AVX2) {
+        hfq_iq4_nearest_levels_avx2(id, x, L, HFQ_QK);
+        return;
+    }
+#endif
+    (void)isa;
+    for (int j = 0; j < HFQ_QK; ++j) L[j] = hfq_iq4_nearest_level(id * x[j]);
+}
+
 /* The least-squares scale of one 32-element block over the candidates, or
  * 0 for an all-zero block (L then left as it was). L gets the levels of the
  * first candidate, which maps the signed extreme onto the most negative
  * level; the caller recomputes them from the scale it keeps. */
-static float block_scale(const float *x, const float *w, uint8_t L[HFQ_QK]) {
+static float block_scale(hfq_isa isa, const float *x, const float *w, uint8_t L[HFQ_QK]) {
     float amax = 0, max = 0;
     for (int j = 0; j < HFQ_QK; ++j) {
         if (fabsf(x[j]) > amax) {
@@ -30,8 +42,8 @@ static float block_scale(const float *x, const float *w, uint8_t L[HFQ_QK]) {
     if (amax < HFQ_GROUP_MAX_EPS) return 0;
     float id = 1 / (-max / levels[0]);
     float sumqx = 0, sumq2 = 0;
+    nearest_levels(isa, id, x, L);
     for (int j = 0; j < HFQ_QK; ++j) {
-        L[j] = hfq_iq4_nearest_level(id * x[j]);
         float q = levels[L[j]];
         sumqx += w[j] * q * x[j];
         sumq2 += w[j] * q * q;
@@ -41,8 +53,10 @@ static float block_scale(const float *x, const float *w, uint8_t L[HFQ_QK]) {
     for (int t = -NTRY; t <= NTRY; ++t) {
         id = (t + levels[0]) / max;
         sumqx = sumq2 = 0;
+        uint8_t Lt[HFQ_QK];
+        nearest_levels(isa, id, x, Lt);
         for (int j = 0; j < HFQ_QK; ++j) {
-            float q = levels[hfq_iq4_nearest_level(id * x[j])];
+            float q = levels[Lt[j]];
             sumqx += w[j] * q * x[j];
             sumq2 += w[j] * q * q;
         }
@@ -61,7 +75,7 @@ static float block_scale(const float *x, const float *w, uint8_t L[HFQ_QK]) {
  * it will be decoded. IQ4_XS (n = 256) stores *d16 = -(signed extreme
  * scale) / 32 and 6-bit block scales in scales_l/scales_h; IQ4_NL (n = 32)
  * stores the block's scale itself. */
-static void iq4_superblock(int n, const float *x, const float *importance, uint16_t *d16, uint8_t *qs,
+static void iq4_superblock(hfq_isa isa, int n, const float *x, const float *importance, uint16_t *d16, uint8_t *qs,
                            uint16_t *scales_h, uint8_t *scales_l, float *idl_out) {
     const int nblk = n / HFQ_QK;
     const float sigma2 = hfq_sum_squares(n, x) * (2.f / n);
@@ -73,7 +87,7 @@ static void iq4_superblock(int n, const float *x, const float *importance, uint1
         if (importance) hfq_importance_weights(HFQ_QK, xb, importance + HFQ_QK * ib, sigma2, w);
         else
             for (int j = 0; j < HFQ_QK; ++j) w[j] = xb[j] * xb[j];
-        scales[ib] = block_scale(xb, w, L + HFQ_QK * ib);
+        scales[ib] = block_scale(isa, xb, w, L + HFQ_QK * ib);
         if (fabsf(scales[ib]) > amax_scale) {
             amax_scale = fabsf(scales[ib]);
             max_scale = scales[ib];
@@ -108,44 +122,39 @@ static void iq4_superblock(int n, const float *x, const float *importance, uint1
             qs[16 * ib + j] = (uint8_t)(L[HFQ_QK * ib + j] | L[HFQ_QK * ib + 16 + j] << 4);
 }
 
-void hfq_iq4_block(int n, const float *x, const float *importance, void *block, float *idl) {
+static void iq4_block_isa(hfq_isa isa, int n, const float *x, const float *importance, void *block, float *idl) {
     if (n == HFQ_QK) {
         hfq_block_iq4_nl *b = (hfq_block_iq4_nl *)block;
-        iq4_superblock(HFQ_QK, x, importance, &b->d, b->qs, NULL, NULL, idl);
+        iq4_superblock(isa, HFQ_QK, x, importance, &b->d, b->qs, NULL, NULL, idl);
     } else {
         hfq_block_iq4_xs *b = (hfq_block_iq4_xs *)block;
-        iq4_superblock(HFQ_QK_K, x, importance, &b->d, b->qs, &b->scales_h, b->scales_l, idl);
+        iq4_superblock(isa, HFQ_QK_K, x, importance, &b->d, b->qs, &b->scales_h, b->scales_l, idl);
     }
 }
 
-/* Rows are quantized with scalar code only: the isa is not consulted. */
+/* (every set gives the same bytes: the AVX2 search's codes are the scalar's) */
+void hfq_iq4_block(int n, const float *x, const float *importance, void *block, float *idl) {
+    iq4_block_isa(hfq_isa_best(), n, x, importance, block, idl);
+}
+
 static void iq4_nl_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
-    (void)isa;
     for (int64_t i = 0; i < n / HFQ_QK; i++) {
         float idl[1];
-        hfq_iq4_block(HFQ_QK, x + i * HFQ_QK, importance ? importance + i * HFQ_QK : NULL,
+        iq4_block_isa(isa, HFQ_QK, x + i * HFQ_QK, importance ? importance + i * HFQ_QK : NULL,
                       (hfq_block_iq4_nl *)y + i, idl);
     }
 }
 
 static void iq4_xs_row(hfq_isa isa, const float *x, void *y, int64_t n, const float *importance) {
-    (void)isa;
     for (int64_t i = 0; i < n / HFQ_QK_K; i++) {
         float idl[HFQ_QK_K / HFQ_QK];
-        hfq_iq4_block(HFQ_QK_K, x + i * HFQ_QK_K, importance ? importance + i * HFQ_QK_K : NULL,
+        iq4_block_isa(isa, HFQ_QK_K, x + i * HFQ_QK_K, importance ? importance + i * HFQ_QK_K : NULL,
                       (hfq_block_iq4_xs *)y + i, idl);
     }
 }
 
-size_t hfq_quantize_iq4_nl(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance) {
-    return hfq_quantize_rows(HFQ_ISA_SCALAR, src, dst, nrows, n_per_row, importance, HFQ_QK, sizeof(hfq_block_iq4_nl),
-                             iq4_nl_row);
-}
-
-size_t hfq_quantize_iq4_xs(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance) {
-    return hfq_quantize_rows(HFQ_ISA_SCALAR, src, dst, nrows, n_per_row, importance, HFQ_QK_K,
-                             sizeof(hfq_block_iq4_xs), iq4_xs_row);
-}
+HFQ_DEFINE_QUANTIZE(hfq_quantize_iq4_nl, hfq_block_iq4_nl, HFQ_QK, iq4_nl_row)
+HFQ_DEFINE_QUANTIZE(hfq_quantize_iq4_xs, hfq_block_iq4_xs, HFQ_QK_K, iq4_xs_row)
 
 HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_iq4_nl, hfq_block_iq4_nl, HFQ_QK, hfq_decode_iq4_nl)
 HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_iq4_xs, hfq_block_iq4_xs, HFQ_QK_K, hfq_decode_iq4_xs)

@@ -30,6 +30,7 @@
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/hd.h"
+#include "quant/isa.h"
 
 /* ggml's kvalues_iq4nl, in code order. */
 #define HFQ_IQ4NL_LEVELS {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
@@ -119,6 +120,11 @@ void hfq_iq4_block(int n, const float *x, const float *importance, void *block, 
 
 size_t hfq_quantize_iq4_nl(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
 size_t hfq_quantize_iq4_xs(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *importance);
+/* The same in instruction set isa (the same bytes in every set). */
+size_t hfq_quantize_iq4_nl_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                               const float *importance);
+size_t hfq_quantize_iq4_xs_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                               const float *importance);
 
 void hfq_dequantize_iq4_nl(const void *src, float *dst, int64_t n);
 void hfq_dequantize_iq4_xs(const void *src, float *dst, int64_t n);

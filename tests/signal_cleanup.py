@@ -72,11 +72,19 @@ def digests(paths):
     return out
 
 
+def default_signals():
+    """The tested signals at their default actions in the child: a suite run
+    under nohup (or a shell ignoring SIGINT) hands them down ignored, and the
+    tools, like any program, keep an inherited ignore."""
+    for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def start(argv, out_dir, wait_temp, delay):
     """Starts argv; returns (process, saw_temp) once it is time to signal it:
     `delay` seconds after the start, or after its first temporary in out_dir
     appeared (wait_temp)."""
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=default_signals)
     saw = False
     if wait_temp:
         t0 = time.monotonic()

@@ -7,12 +7,14 @@
  * outside the groups of eight. And the F16C row decoder gives the floats of
  * hfq_fp16_to_f32 for all 65536 halves (NaN payloads included). Skips on
  * CPUs without AVX2. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "quant/half.h"
+#include "quant/iq4.h"
 #include "quant/isa.h"
 #include "quant/plain.h"
 #include "quant/q_k.h"
@@ -36,6 +38,7 @@ static const simd_case cases[] = {
     {"q5_1", hfq_quantize_q5_1_isa, 32, 24},  {"q2_K", hfq_quantize_q2_k_isa, 256, 84},
     {"q3_K", hfq_quantize_q3_k_isa, 256, 110}, {"q4_K", hfq_quantize_q4_k_isa, 256, 144},
     {"q5_K", hfq_quantize_q5_k_isa, 256, 176}, {"q6_K", hfq_quantize_q6_k_isa, 256, 210},
+    {"iq4_nl", hfq_quantize_iq4_nl_isa, 32, 18}, {"iq4_xs", hfq_quantize_iq4_xs_isa, 256, 136},
 };
 
 enum { NROWS = 24, MAX_N = 2304, KIND_MIXED = ROW_KIND_COUNT, KIND_COUNT = ROW_KIND_COUNT + 1 };
@@ -109,9 +112,38 @@ static void check_f16_decode(void) {
     CHECK_MSG(bad == 0, "%d halves decode differently with F16C", bad);
 }
 
+/* IQ4's AVX2 nearest-level search against the scalar one at the levels,
+ * halfway between neighbours, one float step either side of both, beyond
+ * the ends, and on NaN. */
+static void check_iq4_nearest(void) {
+    static const int8_t lv[16] = HFQ_IQ4NL_LEVELS;
+    float v[16 * 8 + 8];
+    int n = 0;
+    for (int k = 0; k < 16; k++) {
+        const float mid = k < 15 ? (lv[k] + lv[k + 1]) / 2.0f : 200.0f;
+        const float pts[] = {lv[k], nextafterf(lv[k], -1e9f), nextafterf(lv[k], 1e9f), mid,
+                             nextafterf(mid, -1e9f), nextafterf(mid, 1e9f), lv[k] + 0.25f, -lv[k]};
+        for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) v[n++] = pts[i];
+    }
+    const float extra[8] = {-1e30f, 1e30f, -128.0f, 114.0f, 0.0f, -0.0f, NAN, 7.5f};
+    for (int i = 0; i < 8; i++) v[n++] = extra[i];
+    int bad = 0;
+    for (int s = 0; s < 3; s++) {
+        const float id = s == 0 ? 1.0f : s == 1 ? 0.999999f : 1.0000001f;
+        uint8_t got[16 * 8 + 8];
+        hfq_iq4_nearest_levels_avx2(id, v, got, n);
+        for (int i = 0; i < n; i++)
+            if (got[i] != hfq_iq4_nearest_level(id * v[i]) && bad++ < 5)
+                fprintf(stderr, "iq4 nearest level of %a * %a: %d, scalar %d\n", id, v[i], got[i],
+                        hfq_iq4_nearest_level(id * v[i]));
+    }
+    CHECK_MSG(bad == 0, "%d IQ4 nearest levels differ from the scalar search", bad);
+}
+
 int main(void) {
     if (hfq_isa_best() != HFQ_ISA_AVX2) CHECK_SKIP("this CPU has no AVX2: only the scalar kernels run");
     check_f16_decode();
+    check_iq4_nearest();
     test_rng rng = {7};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &rng);
     return check_exit();
