@@ -31,6 +31,7 @@ import tempfile
 
 from gguf import GGUFReader
 
+from fixture_f32 import f32_models, valid_text
 from gguf_common import check, finish
 from llama_tools import run_llama
 
@@ -169,18 +170,12 @@ def llama_kld(label, rotated, base, text, tmp):
 
 
 def fixtures(tmp):
-    text_src = os.path.join(FIXTURES, "text", "tinystories-valid.txt")
-    if not os.path.isfile(text_src):
-        print("note: fixtures absent (../shared/fixtures): their part skipped")
+    text = valid_text(FIXTURES, tmp)
+    if text is None:
         return
-    text = os.path.join(tmp, "valid.txt")
-    with open(text_src, "rb") as f, open(text, "wb") as g:
-        g.write(f.read(120000))
-    for name in ("stories260K", "TinyStories-656K"):
-        gguf, rot = os.path.join(tmp, name + ".gguf"), os.path.join(tmp, name + "-rot.gguf")
-        r = run([HFCONV, os.path.join(FIXTURES, "models", name), "-o", gguf, "--outtype", "f32", "-q"])
-        check(r.returncode == 0, f"{name}: hfconv: {r.stderr.strip()[-300:]}")
-        if r.returncode != 0 or not rotate(gguf, rot):
+    for name, gguf in f32_models(FIXTURES, tmp, HFCONV):
+        rot = os.path.join(tmp, name + "-rot.gguf")
+        if not rotate(gguf, rot):
             continue
         same_function(name, rot, gguf, text, 256, 8)
         rot8, rot8_t1 = os.path.join(tmp, name + "-rot-q8.gguf"), os.path.join(tmp, name + "-rot-q8-t1.gguf")
