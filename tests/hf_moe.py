@@ -231,6 +231,39 @@ def kquants(tmp):
         mixed(gguf, tmp)
 
 
+def nvfp4_measured_as_written(gguf, stats, weights, moments, tmp):
+    """NVFP4 experts are priced as the driver writes them: each expert with
+    its own global scale (the measured error of a 3-D NVFP4 tensor equals
+    the error of the file quantize writes with the same statistics)."""
+    from gguf import GGMLQuantizationType, GGUFReader, quants
+    meas, out = os.path.join(tmp, "moe-nvfp4-meas.json"), os.path.join(tmp, "moe-nvfp4-stats.gguf")
+    p = H.subprocess.run([H.QUANTIZE, gguf, "--stats", stats, "--candidates", "nvfp4", "--save-measurements", meas],
+                         capture_output=True, text=True)
+    q = H.subprocess.run([H.QUANTIZE, gguf, out, "NVFP4", "--pure", "--stats", stats, "--quiet"],
+                         capture_output=True, text=True)
+    check(p.returncode == 0 and q.returncode == 0, f"nvfp4 measured: {p.stderr[-300:]} {q.stderr[-300:]}")
+    if p.returncode or q.returncode:
+        return
+    with open(meas) as f:
+        got = {t["name"]: t["errors"][0] for t in H.json.load(f)["tensors"]}
+    rd = GGUFReader(out)
+    scales = {t.name: np.array(t.data, dtype=np.float64).reshape(-1) for t in rd.tensors if t.name.endswith(".scale")}
+    worst, n = 0.0, 0
+    for t in rd.tensors:
+        if t.tensor_type != GGMLQuantizationType.NVFP4 or not t.name.endswith("_exps.weight") or t.name not in moments:
+            continue
+        a = weights[t.name].astype(np.float64)             # [experts][rows][cols]
+        g = scales[t.name[:-len("weight")] + "scale"]
+        back = quants.dequantize(np.array(t.data), GGMLQuantizationType.NVFP4).astype(np.float64)
+        back = back.reshape(a.shape) * g[:, None, None]
+        want = ((a - back) ** 2 * moments[t.name][:, None, :]).sum()
+        worst = max(worst, abs(got[t.name] - want) / want)
+        n += 1
+    check(n > 0, "nvfp4 measured: no NVFP4 expert tensors")
+    check(worst < 1e-6, f"nvfp4 measured errors of the experts vs the written file's: {worst}")
+    print(f"nvfp4: {n} expert tensors, measured errors equal the written file's (per-expert scales) to {worst:.1e}")
+
+
 def mixed(gguf, tmp):
     """Mixed precision (docs/mixed.md) on the 3-D expert tensors: with
     per-expert statistics in llama.cpp's imatrix layout (in_sum2 [experts,
@@ -288,6 +321,7 @@ def mixed(gguf, tmp):
     check(worst < 1e-9, f"mixed: measured errors vs numpy: {worst}")
     print(f"mixed: {len(got)} tensors measured ({n_exps} of 3-D experts, per-expert statistics), errors equal "
           f"numpy's to {worst:.2e}")
+    nvfp4_measured_as_written(gguf, stats, weights, moments, tmp)
     out = os.path.join(tmp, "moe-mixed.gguf")
     p = H.subprocess.run([H.QUANTIZE, gguf, out, "--measurements", meas, "--target-bpw", "12", "--json"],
                          capture_output=True, text=True)
