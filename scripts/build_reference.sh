@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 ./scripts/fetch_reference.sh
 ref_build=.cache/llama-build
 targets=(llama-quantize llama-perplexity llama-imatrix llama-tokenize)
-stamp=$ref_build/.hfq-built-$(echo "${targets[*]}" | md5sum | cut -c1-12)
+# the stamp names the targets and the source's own stamp (its version and patches)
+stamp=$ref_build/.hfq-built-$( (echo "${targets[*]}"; ls .cache/llama.cpp/.complete-*) | md5sum | cut -c1-12)
 [ -f "$stamp" ] && exit 0
 echo "setup: building llama.cpp reference tools (${targets[*]}); this takes a few minutes"
 mkdir -p "$ref_build"

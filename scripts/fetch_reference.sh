@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ver=0.3.36
 dest=.cache/llama.cpp
-[ -f "$dest/.complete-$ver" ] && exit 0
+patches=scripts/llama-log-flush.patch
+stamp=.complete-$ver-$(cat $patches | md5sum | cut -c1-12)
+[ -f "$dest/$stamp" ] && exit 0
 mkdir -p .cache/sdist
 sdist=.cache/sdist/llama_cpp_python-$ver.tar.gz
 if [ ! -f "$sdist" ]; then
@@ -25,4 +27,5 @@ tar xzf "$sdist" -C "$dest" --strip-components=3 \
   "llama_cpp_python-$ver/vendor/llama.cpp/CMakeLists.txt" \
   "llama_cpp_python-$ver/vendor/llama.cpp/cmake" \
   "llama_cpp_python-$ver/vendor/llama.cpp/vendor"
-touch "$dest/.complete-$ver"
+for p in $patches; do patch -s -d "$dest" -p1 < "$p"; done
+touch "$dest/$stamp"
