@@ -93,10 +93,29 @@ int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_
     return 0;
 }
 
+int hfq_hessian_set_cross(hfq_hessian_set *s, hfq_error *err) {
+    int64_t widest = 1;
+    for (int64_t i = 0; i < s->n; i++) widest = s->e[i].in.n > widest ? s->e[i].in.n : widest;
+    if (!s->dchunk && !(s->dchunk = malloc((size_t)(HFQ_HESSIAN_CHUNK * widest) * sizeof(double))))
+        return hfq_fail(err, "GPTQ", "out of memory");
+    for (int64_t i = 0; i < s->n; i++) {
+        hfq_hessian *h = &s->e[i];
+        h->dd = s->dchunk;
+        if (!h->cross && !(h->cross = calloc((size_t)(h->in.n * h->in.n), sizeof(double))))
+            return hfq_fail(err, h->in.name, "out of memory for its %lld x %lld cross term (--gptq-memory)",
+                            (long long)h->in.n, (long long)h->in.n);
+    }
+    return 0;
+}
+
 void hfq_hessian_set_free(hfq_hessian_set *s) {
-    for (int64_t i = 0; s->e && i < s->n; i++) free(s->e[i].h);
+    for (int64_t i = 0; s->e && i < s->n; i++) {
+        free(s->e[i].h);
+        free(s->e[i].cross);
+    }
     free(s->e);
     free(s->chunk);
+    free(s->dchunk);
     memset(s, 0, sizeof *s);
 }
 
@@ -106,10 +125,13 @@ hfq_hessian *hfq_hessian_find(hfq_hessian_set *s, const char *name) {
     return NULL;
 }
 
-void hfq_hessian_add_isa(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads, hfq_isa isa) {
+/* H += X^T X over its upper triangle's tiles and, with xq (h->cross),
+ * D += (X - Xq)^T X over all of D's tiles, a chunk of tokens at a time. */
+static void accumulate(hfq_hessian *h, const float *x, const float *xq, int64_t n_tokens, int n_threads, hfq_isa isa) {
     enum { CH = HFQ_HESSIAN_CHUNK, NR = HFQ_DGEMM_NR };
-    const int64_t n = h->in.n, nt = (n + TILE - 1) / TILE, n_tiles = nt * (nt + 1) / 2;
-    double *hh = h->h, *xt = h->xd, *xp = h->xd + n * CH;
+    const int64_t n = h->in.n, nt = (n + TILE - 1) / TILE, n_tri = nt * (nt + 1) / 2;
+    const int64_t n_tiles = n_tri + (xq ? nt * nt : 0);
+    double *hh = h->h, *xt = h->xd, *xp = h->xd + n * CH, *dt = h->dd;
     h->n_tokens += n_tokens;
     for (int64_t t0 = 0; t0 < n_tokens; t0 += CH) {
         const int64_t tc = n_tokens - t0 < CH ? n_tokens - t0 : CH;
@@ -118,22 +140,42 @@ void hfq_hessian_add_isa(hfq_hessian *h, const float *x, int64_t n_tokens, int n
                 const double v = x[(t0 + t) * n + i];
                 xt[i * CH + t] = v;
                 xp[i / NR * (CH * NR) + t * NR + i % NR] = v;
+                if (xq) dt[i * CH + t] = v - (double)xq[(t0 + t) * n + i]; /* exact: two floats */
             }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads()) if (n > 256)
         for (int64_t k = 0; k < n_tiles; k++) {
-            /* tile k of the upper triangle: row block bi, column block bj >= bi */
-            int64_t bi = 0, rem = k;
-            while (rem >= nt - bi) rem -= nt - bi++;
-            const int64_t bj = bi + rem;
+            const bool tri = k < n_tri;
+            int64_t bi = 0, bj, rem = k;
+            if (tri) { /* tile k of H's upper triangle: row block bi, column block bj >= bi */
+                while (rem >= nt - bi) rem -= nt - bi++;
+                bj = bi + rem;
+            } else {
+                bi = (k - n_tri) / nt;
+                bj = (k - n_tri) % nt;
+            }
             const int64_t i0 = bi * TILE, i1 = i0 + TILE < n ? i0 + TILE : n;
             const int64_t j0 = bj * TILE, j1 = j0 + TILE < n ? j0 + TILE : n;
-            /* H_ij += x_ti x_tj for the chunk's tokens t in order, j >= i */
-            const hfq_dgemm g = {.m = i1 - i0, .n = j1 - j0, .k = tc, .a = xt + i0 * CH, .a_row = CH, .a_col = 1,
-                                 .b = xp + j0 / NR * (CH * NR), .ldb = NR, .b_panel = CH * NR,
-                                 .c = hh + i0 * n + j0, .ldc = n, .lo = i0 - j0, .hi = INT64_MAX / 2};
+            /* c_ij += a_ti x_tj for the chunk's tokens t in order (H: j >= i) */
+            const hfq_dgemm g = {.m = i1 - i0, .n = j1 - j0, .k = tc, .a = (tri ? xt : dt) + i0 * CH, .a_row = CH,
+                                 .a_col = 1, .b = xp + j0 / NR * (CH * NR), .ldb = NR, .b_panel = CH * NR,
+                                 .c = (tri ? hh : h->cross) + i0 * n + j0, .ldc = n,
+                                 .lo = tri ? i0 - j0 : INT64_MIN / 2, .hi = INT64_MAX / 2};
             hfq_dgemm_run(&g, isa);
         }
     }
+}
+
+void hfq_hessian_add_isa(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads, hfq_isa isa) {
+    accumulate(h, x, NULL, n_tokens, n_threads, isa);
+}
+
+void hfq_hessian_add_quantized_isa(hfq_hessian *h, const float *x, const float *xq, int64_t n_tokens,
+                                   int n_threads, hfq_isa isa) {
+    accumulate(h, x, h->cross ? xq : NULL, n_tokens, n_threads, isa);
+}
+
+void hfq_hessian_add_quantized(hfq_hessian *h, const float *x, const float *xq, int64_t n_tokens, int n_threads) {
+    hfq_hessian_add_quantized_isa(h, x, xq, n_tokens, n_threads, hfq_dgemm_isa());
 }
 
 void hfq_hessian_add(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads) {

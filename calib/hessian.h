@@ -16,6 +16,11 @@
  * order, with FMA where the CPU has it (quant/dgemm.h: the same bits), and
  * whatever the thread count (threads take tiles, never tokens), so the sums
  * are deterministic and the same on every machine.
+ *
+ * For GPTQ against quantized inputs (W4A4: src/quantize/calib_gptq.h) a set
+ * can also keep, per input, the cross term D = sum of (x - xq) x^T over the
+ * tokens (full [n][n]; xq the inputs as the runner quantizes them) beside
+ * H, with the same sums, order and determinism.
  */
 #ifndef HFQ_CALIB_HESSIAN_H
 #define HFQ_CALIB_HESSIAN_H
@@ -53,6 +58,8 @@ typedef struct hfq_hessian {
     double *h;                   /* [n][n], upper triangle */
     double *xd;                  /* a chunk of tokens in double, twice (2 HFQ_HESSIAN_CHUNK n or a little
                                   * more): the set's, shared by its Hessians */
+    double *cross;               /* [n][n] D, or NULL (hfq_hessian_set_cross) */
+    double *dd;                  /* a chunk of x - xq by channels (the set's), with cross */
     int64_t n_tokens;
 } hfq_hessian;
 
@@ -60,6 +67,7 @@ typedef struct hfq_hessian_set {
     hfq_hessian *e;
     int64_t n;
     double *chunk;               /* the Hessians' xd, for the widest input */
+    double *dchunk;              /* the Hessians' dd (hfq_hessian_set_cross) */
     int n_threads;               /* <= 0: OpenMP's default */
     bool failed;                 /* an input was seen with another row length */
     hfq_error err;
@@ -70,11 +78,18 @@ typedef struct hfq_hessian_set {
 int hfq_hessian_set_init(hfq_hessian_set *s, const hfq_hessian_input *in, int64_t n, int n_threads, hfq_error *err);
 void hfq_hessian_set_free(hfq_hessian_set *s);
 hfq_hessian *hfq_hessian_find(hfq_hessian_set *s, const char *name);
+/* Gives every Hessian of s its zeroed cross term (n^2 doubles more each). */
+int hfq_hessian_set_cross(hfq_hessian_set *s, hfq_error *err);
 
 /* H += X^T X for x [n_tokens][h->in.n]. */
 void hfq_hessian_add(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads);
 /* The same with the kernels of isa (quant/dgemm.h; for tests). */
 void hfq_hessian_add_isa(hfq_hessian *h, const float *x, int64_t n_tokens, int n_threads, hfq_isa isa);
+/* H += X^T X and, h having a cross term, D += (X - Xq)^T X for the inputs
+ * x and their quantized values xq [n_tokens][h->in.n]. */
+void hfq_hessian_add_quantized(hfq_hessian *h, const float *x, const float *xq, int64_t n_tokens, int n_threads);
+void hfq_hessian_add_quantized_isa(hfq_hessian *h, const float *x, const float *xq, int64_t n_tokens,
+                                   int n_threads, hfq_isa isa);
 
 /* An observer (kernels/graph.h's hfq_observer_fn, user = the set): adds x
  * to the Hessian of weight_name when the set has it. */

@@ -203,6 +203,48 @@ int hfq_gptq_prepare_isa(double *h, int64_t n, double damp, int n_threads, hfq_i
     return upper_inverse_factor(h, n, n_threads, isa);
 }
 
+int hfq_gptq_target_shift(double *d, const double *u, int64_t n, const int64_t *perm, int n_threads) {
+    if (n_threads <= 0) n_threads = omp_get_max_threads();
+    /* per thread: t, and the row in perm's order */
+    double *tmp = malloc((size_t)n_threads * (size_t)n * 2 * sizeof *tmp);
+    if (!tmp) return -1;
+#pragma omp parallel for schedule(dynamic, 8) num_threads(n_threads) if (n > 256)
+    for (int64_t i = 0; i < n; i++) {
+        double *t = tmp + (size_t)omp_get_thread_num() * (size_t)n * 2, *p = t + n, *row = d + i * n;
+        /* act-order's U is of P H P^T: (H + lambda I)^-1 = P^T U^T U P, so
+         * the row's columns go into perm's order and back */
+        const double *r = row;
+        if (perm) {
+            for (int64_t k = 0; k < n; k++) p[k] = row[perm[k]];
+            r = p;
+        }
+        /* t = r U^T: t_k = sum over j >= k of r_j U_kj */
+        for (int64_t k = 0; k < n; k++) {
+            double acc = 0.0;
+            for (int64_t j = k; j < n; j++) acc += r[j] * u[k * n + j];
+            t[k] = acc;
+        }
+        /* m = t U: m_l = sum over k <= l of t_k U_kl, k in order */
+        double *m = perm ? p : row;
+        memset(m, 0, (size_t)n * sizeof *m);
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t l = k; l < n; l++) m[l] += t[k] * u[k * n + l];
+        for (int64_t k = 0; perm && k < n; k++) row[perm[k]] = p[k];
+    }
+    free(tmp);
+    return 0;
+}
+
+void hfq_gptq_shift_row(const double *m, int64_t n, float *w, double *tmp) {
+    for (int64_t l = 0; l < n; l++) tmp[l] = w[l];
+    for (int64_t i = 0; i < n; i++) {
+        const double wi = w[i];
+        if (wi == 0.0) continue;
+        for (int64_t l = 0; l < n; l++) tmp[l] += wi * m[i * n + l];
+    }
+    for (int64_t l = 0; l < n; l++) w[l] = (float)tmp[l];
+}
+
 int64_t hfq_gptq_batch(const hfq_gptq_codec *c, int64_t batch) {
     if (batch <= 0) batch = HFQ_GPTQ_DEFAULT_BATCH;
     return (batch + c->block - 1) / c->block * c->block;

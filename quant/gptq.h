@@ -46,6 +46,33 @@ int hfq_gptq_prepare(double *h, int64_t n, double damp, int n_threads);
 /* The same with the kernels of isa (quant/dgemm.h; for tests). */
 int hfq_gptq_prepare_isa(double *h, int64_t n, double damp, int n_threads, hfq_isa isa);
 
+/* GPTQ against quantized inputs (W4A4): a layer whose float inputs x are
+ * quantized to xq = x - d before the product computes Q xq = Q x - Q d. To
+ * first order (Q d ~ W d) its output error is (W - Q) x + W d, whose least
+ * squares over the calibration tokens, plus the damping's lambda |Q - W|^2,
+ * is least at the target
+ *
+ *     Q* = W + W D (H + lambda I)^-1,   D = sum_t (x_t - xq_t) x_t^T,
+ *
+ * H = sum x x^T: the part of the activation error's effect W d that the
+ * float input predicts, moved into the weights (GPTAQ's asymmetric target,
+ * Li et al. 2025, with the float inputs; Q* = W where xq = x). GPTQ then
+ * rounds Q* under H's U. The exact least squares of |W x - Q xq| (the
+ * regression on xq under xq's own Hessian) shrinks the weights against the
+ * activations' rounding noise and measured worse end to end
+ * (docs/calibration.md).
+ *
+ * hfq_gptq_target_shift overwrites d [n][n] (row-major, full) with
+ * M = D (H + lambda I)^-1 = D U^T U, u from hfq_gptq_prepare of H, or with
+ * perm (act-order: u prepared from hfq_gptq_act_order's P H P^T) the same M
+ * as D P^T U^T U P; each row of M in a fixed order (any thread count, the
+ * same bits).
+ * hfq_gptq_shift_row replaces row w [n] by w + w M (double sums over i in
+ * order; tmp: n doubles). hfq_gptq_target_shift returns 0, or -1 out of
+ * memory (d unchanged). */
+int hfq_gptq_target_shift(double *d, const double *u, int64_t n, const int64_t *perm, int n_threads);
+void hfq_gptq_shift_row(const double *m, int64_t n, float *w, double *tmp);
+
 /* The lazy batch used for codec c: batch (<= 0: HFQ_GPTQ_DEFAULT_BATCH)
  * rounded up to a multiple of c->block. */
 int64_t hfq_gptq_batch(const hfq_gptq_codec *c, int64_t batch);

@@ -1938,6 +1938,11 @@ def _(work):
     return gptq_case(work, "--gptq-sequential")
 
 
+@case("quantize/gptq-float-inputs-alone", "--gptq-float-inputs is for --act-scales GGUF outputs", code=2)
+def _(work):
+    return gptq_case(work, "--gptq", "--gptq-float-inputs")
+
+
 @case("quantize/gptq-act-order-uncalibrated", "calibration uses need --calibration-file or --stats", code=2)
 def _(work):
     return quantize_case(work, B.gguf, "Q4_0", "--gptq-act-order")

@@ -11,6 +11,11 @@ float model's) and changes some tensor of a later layer (their Hessians are
 collected on the quantized earlier layers); act-order's bytes differ from
 column order's; the options are recorded (hfq.quantize.gptq_sequential /
 gptq_act_order); both together give the same bytes with --threads 1 and 2.
+W4A4 (NVFP4 --act-scales): GPTQ's target takes in the runner's rounding of
+the inputs by default (hfq.quantize.gptq_quantized_inputs, a calibration
+pass after the statistics') and --gptq-float-inputs leaves it out; asserted:
+the key, the extra pass, that some tensor's bytes differ, act-order with it
+too, and the same bytes with --threads 1 and 2.
 KLD is printed, not asserted (docs/calibration.md says what paid).
 
 usage: gptq_methods.py HFCONV QUANTIZE PPL_EVAL --model NAME [--model NAME]
@@ -34,6 +39,37 @@ METHODS = [("gptq", []), ("sequential", ["--gptq-sequential"]), ("act-order", ["
 def layer(name):
     m = re.match(r"blk\.(\d+)\.", name)
     return int(m.group(1)) if m else None
+
+
+def w4a4_failures(a, base, calib, valid, base_logits, name, tmp):
+    """NVFP4 W4A4: GPTQ against the quantized inputs (default) and float inputs."""
+    failures = []
+    variants = [("quantized inputs", []), ("float inputs", ["--gptq-float-inputs"]),
+                ("quantized inputs, act-order", ["--gptq", "--gptq-act-order"]),
+                ("quantized inputs, 1 thread", ["--threads", "1"])]
+    paths = {}
+    for i, (label, extra) in enumerate(variants):
+        path = paths[label] = os.path.join(tmp, f"w4a4.{i}.gguf")
+        _, err = run([a.quantize, base, path, "NVFP4", "--act-scales"] + calib + extra)
+        key = gguf_keys(path).get("hfq.quantize.gptq_quantized_inputs")
+        quantized = "--gptq-float-inputs" not in extra
+        if bool(key) != quantized:
+            failures.append(f"{name} W4A4 {label}: hfq.quantize.gptq_quantized_inputs is {key}")
+        if quantized and "calibration pass 2:" not in err:
+            failures.append(f"{name} W4A4 {label}: the Hessians were not collected after the statistics' pass")
+        if "--threads" not in extra:
+            j = json.loads(run([a.ppl_eval, path, "--text", valid, "--base-logits", base_logits, "--kv-type", "f32",
+                                "--json"])[0])
+            print(f"{name} NVFP4 W4A4 {label:28} KLD {j['kl']['kld']:.6f}  PPL {j['ppl']:.4f}  "
+                  f"top-1 {j['kl']['same_top']:.4f}")
+    q, f, ao = (tensors(paths[k]) for k in ("quantized inputs", "float inputs", "quantized inputs, act-order"))
+    if not any(q[t] != f[t] for t in q if t.endswith(".weight")):
+        failures.append(f"{name} W4A4: the quantized inputs change no weight's bytes")
+    if not any(q[t] != ao[t] for t in q if t.endswith(".weight")):
+        failures.append(f"{name} W4A4: act-order gives column order's bytes")
+    if not filecmp.cmp(paths["quantized inputs"], paths["quantized inputs, 1 thread"], shallow=False):
+        failures.append(f"{name} W4A4: bytes differ between --threads 1 and the default")
+    return failures
 
 
 def model_failures(a, fixtures, train, valid, name, presets):
@@ -75,6 +111,7 @@ def model_failures(a, fixtures, train, valid, name, presets):
                 failures.append(f"{name} {preset}: sequential changed no tensor of layers >= 1")
             if not any(col[t] != act[t] for t in first + later):
                 failures.append(f"{name} {preset}: act-order gives column order's bytes")
+        failures += w4a4_failures(a, base, calib, valid, base_logits, name, tmp)
         one, two = os.path.join(tmp, "t1.gguf"), os.path.join(tmp, "t2.gguf")
         for path, t in ((one, "1"), (two, "2")):
             run([a.quantize, base, path, presets[0], "--gptq", "--gptq-sequential", "--gptq-act-order",

@@ -8,7 +8,12 @@
  *   - hfq_dgemm itself: SIMD and portable give the same bits, bands respected
  *     (elements outside neither read nor written);
  *   - U (quant/gptq.h): the same bits for 1 and 2 threads and both kernels,
- *     U^T U (H + damping) = I, strict lower triangle 0.
+ *     U^T U (H + damping) = I, strict lower triangle 0;
+ *   - GPTQ against quantized inputs: the cross term D = sum (x - xq) x^T
+ *     agrees with long double, the same bits for threads and kernels, and
+ *     leaves H the float inputs' bit for bit; the target shift M satisfies
+ *     M (H + damping) = D, the same in act-order (P H P^T's U and perm) and
+ *     for 1 and 2 threads; hfq_gptq_shift_row is w + w M.
  */
 #include <math.h>
 #include <stdint.h>
@@ -162,6 +167,124 @@ static void prepare_case(int64_t n) {
     free(h);
 }
 
+/* The cross term of GPTQ against quantized inputs (xq: x rounded to
+ * quarters, as an activation format would). */
+static void cross_case(int64_t n, int64_t t) {
+    float *x = malloc((size_t)(t * n) * sizeof *x), *xq = malloc((size_t)(t * n) * sizeof *xq);
+    for (int64_t i = 0; i < t * n; i++) {
+        x[i] = rnd_gauss() * (i % n == 3 ? 10.0f : 1.0f) + (i % n == 0 ? 2.0f : 0.0f);
+        xq[i] = nearbyintf(x[i] * 4.0f) / 4.0f;
+    }
+    const int64_t cuts[] = {0, 37, 300, t};
+    hfq_hessian_input in = {.name = "w", .n = n};
+    double *d0 = NULL;
+    hfq_hessian_set plain;
+    CHECK(hfq_hessian_set_init(&plain, &in, 1, 1, &(hfq_error){{0}}) == 0);
+    hfq_hessian_add(&plain.e[0], x, t, 1);
+    for (int k = 0; k < n_isa(); k++)
+        for (int threads = 1; threads <= 2; threads++) {
+            hfq_hessian_set s;
+            CHECK(hfq_hessian_set_init(&s, &in, 1, threads, &(hfq_error){{0}}) == 0);
+            CHECK(hfq_hessian_set_cross(&s, &(hfq_error){{0}}) == 0);
+            for (int c = 0; c < 3; c++)
+                hfq_hessian_add_quantized_isa(&s.e[0], x + cuts[c] * n, xq + cuts[c] * n, cuts[c + 1] - cuts[c],
+                                              threads, isa_at(k));
+            CHECK_MSG(memcmp(plain.e[0].h, s.e[0].h, (size_t)(n * n) * sizeof(double)) == 0,
+                      "n %lld: H with the cross term is not the float inputs' H", (long long)n);
+            if (!d0) {
+                d0 = malloc((size_t)(n * n) * sizeof *d0);
+                memcpy(d0, s.e[0].cross, (size_t)(n * n) * sizeof *d0);
+            } else
+                CHECK_MSG(memcmp(d0, s.e[0].cross, (size_t)(n * n) * sizeof *d0) == 0,
+                          "n %lld: D with %s, %d threads differs", (long long)n, k ? "AVX2" : "portable", threads);
+            hfq_hessian_set_free(&s);
+        }
+    double maxrel = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            long double ref = 0.0L, mag = 0.0L;
+            for (int64_t k = 0; k < t; k++) {
+                const long double di = (long double)x[k * n + i] - xq[k * n + i];
+                ref += di * x[k * n + j];
+                mag += fabsl(di * x[k * n + j]);
+            }
+            maxrel = fmax(maxrel, (double)(fabsl(d0[i * n + j] - ref) / (mag > 0 ? mag : 1.0L)));
+        }
+    printf("cross term n %lld: %d kernels x 1, 2 threads identical, H unchanged; vs long double %.2g\n",
+           (long long)n, n_isa(), maxrel);
+    CHECK_MSG(maxrel < 1e-13, "n %lld: D vs long double %g", (long long)n, maxrel);
+    hfq_hessian_set_free(&plain);
+    free(d0);
+    free(x);
+    free(xq);
+}
+
+/* max |M (H + damping) - D| / max |D| for M from D. */
+static double shift_residual(const double *m, const double *h, const double *d, int64_t n, double damp) {
+    double mean = 0.0, err = 0.0, dmax = 0.0;
+    for (int64_t i = 0; i < n; i++) mean += h[i * n + i] / (double)n;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double v = 0.0;
+            for (int64_t k = 0; k < n; k++)
+                v += m[i * n + k] * ((k <= j ? h[k * n + j] : h[j * n + k]) + (k == j ? damp * mean : 0.0));
+            err = fmax(err, fabs(v - d[i * n + j]));
+            dmax = fmax(dmax, fabs(d[i * n + j]));
+        }
+    return err / dmax;
+}
+
+static void shift_case(int64_t n) {
+    const size_t bytes = (size_t)(n * n) * sizeof(double);
+    double *h = spd(n), *u = malloc(bytes), *hp = malloc(bytes), *d = malloc(bytes), *m1 = malloc(bytes),
+           *m2 = malloc(bytes), *mp = malloc(bytes);
+    int64_t *perm = malloc((size_t)n * sizeof *perm);
+    for (int64_t i = 0; i < n * n; i++) d[i] = rnd_gauss() * (i % 7 == 1 ? 30.0 : 1.0);
+    memcpy(u, h, bytes);
+    CHECK(hfq_gptq_prepare(u, n, 0.01, 1) == 0);
+    memcpy(m1, d, bytes);
+    memcpy(m2, d, bytes);
+    CHECK(hfq_gptq_target_shift(m1, u, n, NULL, 1) == 0);
+    CHECK(hfq_gptq_target_shift(m2, u, n, NULL, 2) == 0);
+    CHECK_MSG(memcmp(m1, m2, bytes) == 0, "n %lld: the shift differs between 1 and 2 threads", (long long)n);
+    const double r = shift_residual(m1, h, d, n, 0.01);
+    /* act-order: the same M from the permuted Hessian's U */
+    memcpy(hp, h, bytes);
+    CHECK(hfq_gptq_act_order(hp, n, perm) == 0);
+    CHECK(hfq_gptq_prepare(hp, n, 0.01, 2) == 0);
+    memcpy(mp, d, bytes);
+    CHECK(hfq_gptq_target_shift(mp, hp, n, perm, 2) == 0);
+    const double rp = shift_residual(mp, h, d, n, 0.01);
+    /* w + w M, against long double */
+    float *w = malloc((size_t)n * sizeof *w), *ws = malloc((size_t)n * sizeof *ws);
+    double *tmp = malloc((size_t)n * sizeof *tmp), row_err = 0.0;
+    for (int64_t i = 0; i < n; i++) w[i] = ws[i] = rnd_gauss();
+    hfq_gptq_shift_row(m1, n, ws, tmp);
+    for (int64_t l = 0; l < n; l++) {
+        long double v = w[l], mag = fabsf(w[l]);
+        for (int64_t i = 0; i < n; i++) {
+            v += (long double)w[i] * m1[i * n + l];
+            mag += fabsl((long double)w[i] * m1[i * n + l]);
+        }
+        row_err = fmax(row_err, (double)(fabsl(ws[l] - v) / mag));
+    }
+    printf("target shift n %lld: |M (H + damping) - D| %.2g (act-order %.2g), 1 = 2 threads; w + w M %.2g\n",
+           (long long)n, r, rp, row_err);
+    CHECK_MSG(r < 1e-9 && rp < 1e-9, "n %lld: M (H + damping) - D: %g / %g", (long long)n, r, rp);
+    CHECK_MSG(row_err < 1e-6, "n %lld: shifted row %g", (long long)n, row_err); /* float output */
+    free(w);
+    free(ws);
+    free(tmp);
+    free(perm);
+    free(h);
+    free(u);
+    free(hp);
+    free(d);
+    free(m1);
+    free(m2);
+    free(mp);
+}
+
 int main(void) {
     rnd_seed(11);
     if (n_isa() == 1) printf("no AVX2 FMA here: the portable kernels only\n");
@@ -173,5 +296,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof hn / sizeof *hn; i++) hessian_case(hn[i], 601);
     const int64_t pn[] = {1, 5, 67, 130, 301};
     for (size_t i = 0; i < sizeof pn / sizeof *pn; i++) prepare_case(pn[i]);
+    const int64_t cn[] = {1, 9, 203, 301};
+    for (size_t i = 0; i < sizeof cn / sizeof *cn; i++) cross_case(cn[i], 601);
+    const int64_t sn[] = {1, 6, 67, 301};
+    for (size_t i = 0; i < sizeof sn / sizeof *sn; i++) shift_case(sn[i]);
     return check_exit();
 }

@@ -22,6 +22,7 @@ struct hfq_calib_gptq {
     int64_t n_passes;
     hfq_gptq_seq *seq;         /* sequential: the layers quantized so far */
     int64_t n_replaced;        /* sequential: tensors replaced in the last pass */
+    bool *shifted;             /* act_quant: win.e[i].cross holds M */
     /* for the later windows' passes */
     const hfq_calib_seqs *seqs;
     const hfq_calib_run_params *rp;
@@ -35,21 +36,28 @@ static void close_window(hfq_calib_gptq *g) {
     hfq_hessian_set_free(&g->win);
     free(g->ready);
     g->ready = NULL;
+    free(g->shifted);
+    g->shifted = NULL;
 }
 
 static int open_window(hfq_calib_gptq *g, int64_t first, hfq_error *err) {
     close_window(g);
     g->w0 = first;
     /* sequential: one layer a pass, each on the layers quantized before it */
-    g->w1 = hfq_hessian_window(g->in, g->n_in, first, g->o.sequential ? 0 : g->o.memory);
-    if (hfq_hessian_set_init(&g->win, g->in + first, g->w1 - first, g->o.n_threads, err)) {
+    /* with the cross terms an input takes twice its Hessian's bytes */
+    const int64_t budget = g->o.sequential ? 0 : g->o.act_quant ? g->o.memory / 2 : g->o.memory;
+    g->w1 = hfq_hessian_window(g->in, g->n_in, first, budget);
+    if (hfq_hessian_set_init(&g->win, g->in + first, g->w1 - first, g->o.n_threads, err) ||
+        (g->o.act_quant && hfq_hessian_set_cross(&g->win, err))) {
+        hfq_hessian_set_free(&g->win);
         g->w1 = g->w0;
         return -1;
     }
     const size_t n = (size_t)(g->w1 - first > 0 ? g->w1 - first : 1);
     g->ready = calloc(n, sizeof *g->ready);
     g->perm = calloc(n, sizeof *g->perm);
-    return g->ready && g->perm ? 0 : hfq_fail(err, g->model_path, "out of memory");
+    g->shifted = calloc(n, sizeof *g->shifted);
+    return g->ready && g->perm && g->shifted ? 0 : hfq_fail(err, g->model_path, "out of memory");
 }
 
 hfq_calib_gptq *hfq_calib_gptq_new(const char *model_path, const gguf_file *f, const hfq_calib_gptq_opts *o,
@@ -68,7 +76,8 @@ hfq_calib_gptq *hfq_calib_gptq_new(const char *model_path, const gguf_file *f, c
         hfq_fail(err, model_path, "out of memory");
         return NULL;
     }
-    if (hfq_hessian_plan(f, &g->in, &g->n_in, err) || open_window(g, 0, err)) {
+    /* with act_quant no window is collected in the statistics' pass */
+    if (hfq_hessian_plan(f, &g->in, &g->n_in, err) || (!g->o.act_quant && open_window(g, 0, err))) {
         hfq_calib_gptq_free(g);
         return NULL;
     }
@@ -84,9 +93,35 @@ void hfq_calib_gptq_free(hfq_calib_gptq *g) {
     free(g);
 }
 
+/* act_quant's observer: x folded by its column multipliers, then quantized. */
+static void observe_quantized(hfq_calib_gptq *g, const char *weight_name, const float *x, int64_t n_tokens,
+                              int64_t n_in) {
+    hfq_hessian_set *s = &g->win;
+    hfq_hessian *h = s->failed ? NULL : hfq_hessian_find(s, weight_name);
+    if (!h) return;
+    if (n_in != h->in.n) { /* hfq_hessian_observe's message */
+        hfq_hessian_observe(s, weight_name, x, n_tokens, n_in);
+        return;
+    }
+    const hfq_transform *t = g->ts ? hfq_transforms_find(g->ts, weight_name) : NULL;
+    const size_t count = (size_t)n_tokens * (size_t)n_in;
+    float *xf = malloc(2 * count * sizeof *xf), *xq = xf + count;
+    if (!xf) {
+        s->failed = true;
+        hfq_fail(&s->err, weight_name, "out of memory for its quantized inputs");
+        return;
+    }
+    for (size_t k = 0; k < count; k++) xf[k] = t && t->col ? x[k] / t->col[k % (size_t)n_in] : x[k];
+    memcpy(xq, xf, count * sizeof *xq);
+    if (g->o.act_quant(g->o.act_ctx, weight_name, xq, n_tokens, n_in, &s->err)) s->failed = true;
+    else hfq_hessian_add_quantized(h, xf, xq, n_tokens, s->n_threads);
+    free(xf);
+}
+
 void hfq_calib_gptq_observe(void *user, const char *weight_name, const float *x, int64_t n_tokens, int64_t n_in) {
     hfq_calib_gptq *g = user;
-    hfq_hessian_observe(&g->win, weight_name, x, n_tokens, n_in);
+    if (g->o.act_quant) observe_quantized(g, weight_name, x, n_tokens, n_in);
+    else hfq_hessian_observe(&g->win, weight_name, x, n_tokens, n_in);
 }
 
 int hfq_calib_gptq_pass_done(hfq_calib_gptq *g, hfq_error *err) {
@@ -157,7 +192,8 @@ static const double *get(void *ctx, const char *name, int64_t n_per_row, hfq_err
     hfq_hessian *h = &g->win.e[i - g->w0];
     if (g->ready[i - g->w0]) return h->h;
     const int64_t n = h->in.n;
-    const hfq_transform *t = g->ts ? hfq_transforms_find(g->ts, name) : NULL;
+    /* act_quant's inputs were folded before they were quantized */
+    const hfq_transform *t = g->ts && !g->o.act_quant ? hfq_transforms_find(g->ts, name) : NULL;
     for (int64_t r = 0; t && t->col && r < n; r++)
         for (int64_t c = r; c < n; c++) h->h[r * n + c] /= (double)t->col[r] * (double)t->col[c];
     int64_t **perm = &g->perm[i - g->w0];
@@ -171,8 +207,21 @@ static const double *get(void *ctx, const char *name, int64_t n_per_row, hfq_err
                  g->o.damp);
         return NULL;
     }
+    if (g->o.act_quant && !g->shifted[i - g->w0]) {
+        if (hfq_gptq_target_shift(h->cross, h->h, n, *perm, g->o.n_threads)) {
+            hfq_fail(err, name, "out of memory for GPTQ's target shift");
+            return NULL;
+        }
+        g->shifted[i - g->w0] = true;
+    }
     g->ready[i - g->w0] = true;
     return h->h;
+}
+
+static const double *shift_of(void *ctx, const char *name) {
+    hfq_calib_gptq *g = ctx;
+    const int64_t i = find_input(g, name);
+    return i >= g->w0 && i < g->w1 && g->shifted[i - g->w0] ? g->win.e[i - g->w0].cross : NULL;
 }
 
 static const int64_t *perm_of(void *ctx, const char *name) {
@@ -191,5 +240,6 @@ hfq_gptq_source hfq_calib_gptq_source(hfq_calib_gptq *g, const hfq_calib_seqs *s
     g->rp = rp;
     g->ts = ts;
     return (hfq_gptq_source){.has = has, .get = get, .ctx = g, .damp = g->o.damp, .batch = g->o.batch,
-                             .perm = g->o.act_order ? perm_of : NULL, .encoded = g->seq ? encoded : NULL};
+                             .perm = g->o.act_order ? perm_of : NULL, .encoded = g->seq ? encoded : NULL,
+                             .shift = g->o.act_quant ? shift_of : NULL};
 }

@@ -16,6 +16,14 @@
  * the driver reports them (hfq_gptq_source.encoded). With act_order, U is
  * of the permuted Hessian and the source's perm gives the order.
  *
+ * With act_quant (GPTQ against quantized inputs, W4A4) every window is
+ * collected by its own pass after the statistics' (the activations'
+ * static scales come from them): each observed input x, divided by its
+ * column multipliers when it has them, is quantized by act_quant as the
+ * runner will quantize it (xq), and the cross term D = sum (x - xq) x^T
+ * is kept beside H (twice the memory per input); the source's shift then
+ * hands out M = D (H + lambda I)^-1 with U (quant/gptq.h's target).
+ *
  * get hands out U (quant/gptq.h) of the tensor's input, made once per input
  * from its Hessian with the input's column multipliers (SmoothQuant / AWQ:
  * the folded input is x / s, so H_ij / (s_i s_j)) and the damping.
@@ -44,6 +52,12 @@ typedef struct hfq_calib_gptq_opts {
      * layer's Hessians are the float model's. */
     bool sequential;
     bool act_order;            /* columns by descending H_jj, static headers (quant/gptq.h) */
+    bool quantized_inputs;     /* asked for (quantize --gptq-quantized-inputs); the session sets act_quant */
+    /* The runner's quantization of weight `name`'s input x [rows][cols] in
+     * place (left as it is where that input is not quantized); 0, or -1
+     * with err set. NULL: float inputs. */
+    int (*act_quant)(void *ctx, const char *name, float *x, int64_t rows, int64_t cols, hfq_error *err);
+    void *act_ctx;
     /* one line per calibration pass (may be NULL) */
     void (*note)(void *ctx, const char *msg);
     void *note_ctx;

@@ -81,6 +81,8 @@ static int file_xxh3(const char *path, uint64_t *out, hfq_error *err) {
     return rc;
 }
 
+static int act_quant_input(void *ctx, const char *name, float *x, int64_t rows, int64_t cols, hfq_error *err);
+
 static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *err) {
     const hfq_calib_opts *o = &s->o;
     hfq_lm lm;
@@ -97,11 +99,15 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
     hfq_calib_run_params *rp = &s->rp;
     hfq_calib_gptq_opts go = o->gptq;
     go.n_threads = o->n_threads;
+    go.act_quant = go.quantized_inputs ? act_quant_input : NULL;
+    go.act_ctx = s;
     if (o->uses.gptq && !(s->gptq = hfq_calib_gptq_new(model_path, hfq_model_gguf(lm.model), &go, err))) {
         hfq_lm_free(&lm);
         return -1;
     }
-    rp->observe = s->gptq ? hfq_calib_gptq_observe : NULL; /* window 0 in this pass */
+    /* window 0 in this pass, unless the inputs are quantized with the static
+     * scales this pass measures */
+    rp->observe = s->gptq && !go.act_quant ? hfq_calib_gptq_observe : NULL;
     rp->observe_user = s->gptq;
     int rc = hfq_read_text(o->text_path, MAX_TEXT, &text, &len, err) ||
                      file_xxh3(o->text_path, &s->stats.text_xxh3, err) ||
@@ -401,6 +407,16 @@ static float input_amax(const hfq_calib_session *s, const hfq_calib_entry *e, co
             amax = fmaxf(amax, e->in_max[m * e->n_in + j] / (t && t->col ? t->col[j] : 1.0f));
     }
     return amax;
+}
+
+/* GPTQ's quantized inputs (src/quantize/calib_gptq.h): the runner's
+ * quantization of weight name's input, with the static scale the output
+ * gets for it. */
+static int act_quant_input(void *ctx, const char *name, float *x, int64_t rows, int64_t cols, hfq_error *err) {
+    const hfq_calib_session *s = ctx;
+    const hfq_calib_entry *e = hfq_calib_stats_find(&s->stats, name);
+    const float amax = e && e->in_max ? input_amax(s, e, hfq_transforms_find(&s->ts, name)) : 0.0f;
+    return act_roundtrip(ctx, name, x, rows, cols, amax, err);
 }
 
 static void get_adjust(void *ctx, const char *name, uint32_t fmt, hfq_tensor_adjust *out) {

@@ -166,6 +166,7 @@ static int set_metadata(gguf_writer *w, const gguf_file *f, const hfq_plan *plan
                            (uint32_t)(o->gptq.batch > 0 ? o->gptq.batch : HFQ_GPTQ_DEFAULT_BATCH));
         if (o->gptq.encoded) rc |= gguf_set_bool(w, "hfq.quantize.gptq_sequential", true);
         if (o->gptq.perm) rc |= gguf_set_bool(w, "hfq.quantize.gptq_act_order", true);
+        if (o->gptq.shift) rc |= gguf_set_bool(w, "hfq.quantize.gptq_quantized_inputs", true);
     }
     if (o->recipe_name) rc |= gguf_set_str(w, "hfq.quantize.recipe", o->recipe_name);
     if (o->target_bytes > 0) rc |= gguf_set_u64(w, "hfq.quantize.target_bytes", (uint64_t)o->target_bytes);
@@ -342,7 +343,8 @@ typedef struct work {
     uint8_t *out;           /* the slab encoded */
     float *scales;          /* the companion's values */
     float *slab;            /* GPTQ: the slab's rows decoded, encoded together */
-    size_t rows_cap, out_cap, scales_cap, slab_cap;
+    double *shift_tmp;      /* GPTQ's target shift: n doubles per thread */
+    size_t rows_cap, out_cap, scales_cap, slab_cap, shift_cap;
 } work;
 
 /* A tensor GPTQ rounds: its codec and U (driver.h's hfq_gptq_source). */
@@ -351,6 +353,7 @@ typedef struct gptq_job {
     const double *u;
     int64_t batch;
     const int64_t *perm;    /* act-order's column order, or NULL */
+    const double *shift;    /* the rows' target shift M, or NULL (both passes) */
 } gptq_job;
 
 static int grow(void **p, size_t *cap, size_t n, size_t elem) {
@@ -393,12 +396,14 @@ static void decode_adjusted_row(const hfq_codec_job *job, const uint8_t *src, co
  * so any thread count and any order give the same bytes: threads take
  * chunks of about 64Ki values as they come free, which keeps both busy on a
  * loaded machine. With gj the rows are kept in wk->slab and GPTQ encodes
- * them together. Returns the first row holding NaN/Inf, or -1 (-2: out of
+ * them together (encode) after each row's target shift (shift, in either pass). Returns the first row holding NaN/Inf, or -1 (-2: out of
  * memory). */
 static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *wk, int64_t row0, int64_t nrows,
                             const hfq_tensor_adjust *adj, const float *importance, float *row_scales, float *amax,
-                            const gptq_job *gj, int n_threads) {
+                            const gptq_job *gj, bool encode, int n_threads) {
     const int64_t n = job->n_per_row;
+    const double *shift = gj ? gj->shift : NULL;
+    if (!encode) gj = NULL;
     const int64_t chunk = n < 65536 ? 65536 / n : 1;
     int64_t bad = INT64_MAX;
     float max = 0.0f;
@@ -406,6 +411,7 @@ static int64_t convert_slab(const hfq_codec_job *job, const uint8_t *src, work *
     for (int64_t r = 0; r < nrows; r++) {
         float *row = gj ? wk->slab + r * n : wk->rows + omp_get_thread_num() * n; /* in cache until encoded */
         decode_adjusted_row(job, src + r * job->in_row_bytes, adj, row0 + r, row);
+        if (shift) hfq_gptq_shift_row(shift, n, row, wk->shift_tmp + omp_get_thread_num() * n);
         if (!all_finite(row, n)) {
             if (r < bad) bad = r;
         } else if (amax && job->scale_group == HFQ_SCALE_PER_BLOCK) {
@@ -483,11 +489,14 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     if (per_mat) memset(wk->scales, 0, (size_t)n_mats * sizeof(float));
     const float *imp_all =
         e->importance && !amax_only ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
-    gptq_job gj = {e->gptq, NULL, o->gptq.batch, NULL};
+    gptq_job gj = {e->gptq, NULL, o->gptq.batch, NULL, NULL};
     if (e->gptq && !amax_only) {
         if (!(gj.u = o->gptq.get(o->gptq.ctx, t->name, t->ne[0], err))) return -1;
         gj.perm = o->gptq.perm ? o->gptq.perm(o->gptq.ctx, t->name) : NULL;
-        if (grow((void **)&wk->slab, &wk->slab_cap, (size_t)slab_rows * (size_t)t->ne[0], sizeof(float)) < 0)
+        gj.shift = o->gptq.shift ? o->gptq.shift(o->gptq.ctx, t->name) : NULL;
+        if (grow((void **)&wk->slab, &wk->slab_cap, (size_t)slab_rows * (size_t)t->ne[0], sizeof(float)) < 0 ||
+            (gj.shift && grow((void **)&wk->shift_tmp, &wk->shift_cap, (size_t)n_threads * (size_t)t->ne[0],
+                              sizeof(double)) < 0))
             return hfq_fail(err, path, "tensor %s: out of memory", t->name);
     }
     const uint8_t *data = t->data;
@@ -503,7 +512,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
             if (per_mat && pass == 1) job.global_scale = step_global_scale(e, wk->scales[row / rows_per_mat]);
             int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, wk, row, nr, &e->adj, imp, row_scales,
                                        pass == 0 ? per_mat ? &wk->scales[row / rows_per_mat] : &amax : NULL,
-                                       pass == 1 && gj.u ? &gj : NULL, n_threads);
+                                       gj.u ? &gj : NULL, pass == 1, n_threads);
             if (bad == -2) return hfq_fail(err, path, "tensor %s: out of memory", t->name);
             if (bad >= 0)
                 return hfq_fail(err, path, "tensor %s: row %" PRId64 " holds NaN or Inf", t->name, row + bad);
@@ -749,5 +758,6 @@ int hfq_quantize_write(const gguf_file *f, const hfq_plan *plan, const char *out
     free(wk.out);
     free(wk.scales);
     free(wk.slab);
+    free(wk.shift_tmp);
     return rc;
 }

@@ -93,6 +93,11 @@ typedef struct hfq_gptq_source {
      * tensors, row r of n_rows) as a reader of the output decodes them,
      * column and row multipliers undone, once written; -1: out of memory. */
     int (*encoded)(void *ctx, const char *name, int64_t n_rows, int64_t n_per_row, int64_t r, const float *row);
+    /* GPTQ against quantized inputs (may be NULL, or return NULL: none):
+     * the [n][n] M of the U get returned last for `name`; every row w of
+     * the tensor, multiplied as its adjust says, becomes w + w M before its
+     * maximum is taken and it is rounded (quant/gptq.h's target shift). */
+    const double *(*shift)(void *ctx, const char *name);
 } hfq_gptq_source;
 
 typedef struct hfq_quantize_opts {

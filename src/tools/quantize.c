@@ -109,6 +109,9 @@ static void usage(FILE *out) {
         "                             (one calibration pass a layer)\n"
         "  --gptq-act-order           columns in descending Hessian-diagonal order, block scales chosen\n"
         "                             first from the original weights (static groups)\n"
+        "  --gptq-float-inputs        with --act-scales, GPTQ's target as for float inputs (by default\n"
+        "                             it takes in the runner's rounding of the inputs: W + W D (H + damping)^-1,\n"
+        "                             D = sum (x - xq) x^T; one more calibration pass)\n"
         "\n"
         "export for serving engines (docs/export.md):\n"
         "  --export compressed-tensors OUT_DIR\n"
@@ -166,6 +169,7 @@ typedef struct args {
     bool no_importance, uses_named; /* --no-importance; a use named (else the preset's default) */
     bool act_scales_only;           /* --act-scales with no rounding use named */
     bool gptq_left_out;             /* the preset's default GPTQ, dropped for a statistics file */
+    bool gptq_float_inputs;         /* --gptq-float-inputs */
     hfq_progress progress;
     hfq_plan_override overrides[MAX_OVERRIDES];
     const char *override_args[MAX_OVERRIDES];
@@ -191,7 +195,7 @@ static const char *const known_options[] = {
     "--leave-output-tensor", "--allow-requantize", "--rotate", "--block-rotate", "--quiet", "--help", "--version", "--calibration-file",
     "--calib-ctx", "--calib-chunks", "--calib-lines", "--calib-chat", "--calib-all-experts", "--calib-samples",
     "--save-stats", "--stats", "--kv-scales", "--calib-kv-type", "--gptq", "--gptq-damp", "--gptq-block",
-    "--gptq-memory", "--gptq-sequential", "--gptq-act-order",
+    "--gptq-memory", "--gptq-sequential", "--gptq-act-order", "--gptq-float-inputs",
     "--importance", "--no-importance", "--act-scales", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
     "--awq", "--awq-grid", "--awq-format", "--recipe", "--target-bpw", "--target-size", "--measurements",
     "--save-measurements", "--measure-kl-chunks", "--candidates", "--measure-text", "--measure-stats",
@@ -383,6 +387,7 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
     if (strcmp(s, "--gptq") == 0) return u->gptq = true, 0;
     if (strcmp(s, "--gptq-sequential") == 0) return c->gptq.sequential = true, 0;
     if (strcmp(s, "--gptq-act-order") == 0) return c->gptq.act_order = true, 0;
+    if (strcmp(s, "--gptq-float-inputs") == 0) return a->gptq_float_inputs = true, 0;
     if (strcmp(s, "--calibration-file") == 0 || strcmp(s, "--save-stats") == 0 || strcmp(s, "--stats") == 0) {
         if (!next) return bad_usage("%s needs a file", s);
         *(s[2] == 'c' ? &c->text_path : s[3] == 'a' ? &c->save_path : &c->stats_path) = next;
@@ -446,6 +451,8 @@ static int check_calib_args(args *a, int n_pos, bool mixed) {
     if (gptq_methods && !u->gptq) return bad_usage("%s", "--gptq-sequential/--gptq-act-order need --gptq");
     if (gptq_methods && a->export_dir)
         return bad_usage("%s", "--gptq-sequential/--gptq-act-order are for GGUF outputs, not --export");
+    if (a->gptq_float_inputs && (!u->act_scales || a->export_dir))
+        return bad_usage("%s", "--gptq-float-inputs is for --act-scales GGUF outputs (their inputs are quantized)");
     if (u->smoothquant && u->awq) return bad_usage("%s", "--smoothquant and --awq rescale the same channels: choose one");
     if (u->act_percentile < 100.0 && (u->smoothquant || u->awq))
         return bad_usage("%s", "--act-percentile below 100 cannot follow --smoothquant/--awq (its histogram is of "
@@ -486,6 +493,10 @@ static int settle_uses(args *a) {
         u->gptq &= !a->gptq_left_out;
         if (a->act_scales_only) u->fold_if_possible = HFQ_CALIB_FOLD_NONE;
     }
+    /* GPTQ for inputs the runner quantizes with static scales: the target
+     * takes that rounding in (src/quantize/calib_gptq.h; measured better on
+     * both fixtures, docs/calibration.md) */
+    a->calib.gptq.quantized_inputs = u->gptq && u->act_scales && !a->gptq_float_inputs && !a->export_dir;
     if (!u->importance && !u->act_scales && !u->smoothquant && !u->awq && !u->kv_scales && !u->gptq &&
         u->fold_if_possible == HFQ_CALIB_FOLD_NONE)
         return bad_usage("--no-importance leaves no use of the statistics with %s (name --act-scales, --smoothquant "
