@@ -274,31 +274,32 @@ static inline float scale_of(const hfq_tensor *w, int64_t r0, int r, int nr, int
 }
 
 /* The tile for C activation rows, rows in vector lanes; rows r >= nr read
- * row 0 again, their results not stored. */
-I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tensor *w, const uint8_t *const wr[NR],
+ * row 0 again, their results not stored. q and codes are constants where
+ * this is inlined: each encoding and activation kind gets its own loops. */
+I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_qext q, const bool codes,
+                                                                  const hfq_tensor *w, const uint8_t *const wr[NR],
                                                                   int64_t r0, int nr, const char *const a[],
                                                                   const int C, const float *a_scales, float *out,
                                                                   size_t os) {
     const int64_t n = w->ne0, g = w->scale_groups;
     __m128 part[CPU_TILE_COLS], sum[CPU_TILE_COLS];
     for (int c = 0; c < C; c++) sum[c] = _mm_setzero_ps();
-    if (w->qext == HFQ_QEXT_INT8 || g > 1) {
+    if (q == HFQ_QEXT_INT8 || g > 1) {
         /* hfq_dot_int8_f32 / _int8 / hfq_dot_fp8_*_groups: scale_g * part_g added group by group */
         const int64_t len = g ? n / g : n;
         for (int64_t k = 0; k * len < n; k++) {
-            if (a_scales && w->qext == HFQ_QEXT_INT8) int_sums(wr, a, C, w->act_int8_ct, k * len, (k + 1) * len, part);
-            else run_sums(w->qext, wr, a, C, a_scales != NULL, k * len, (k + 1) * len, part);
+            if (codes && q == HFQ_QEXT_INT8) int_sums(wr, a, C, w->act_int8_ct, k * len, (k + 1) * len, part);
+            else run_sums(q, wr, a, C, codes, k * len, (k + 1) * len, part);
             const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, k), scale_of(w, r0, 1, nr, k),
                                           scale_of(w, r0, 2, nr, k), scale_of(w, r0, 3, nr, k));
             for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));
         }
-        for (int c = 0; a_scales && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
+        for (int c = 0; codes && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
     } else {
-        run_sums(w->qext, wr, a, C, a_scales != NULL, 0, n, part);
+        run_sums(q, wr, a, C, codes, 0, n, part);
         const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, 0), scale_of(w, r0, 1, nr, 0), scale_of(w, r0, 2, nr, 0),
                                       scale_of(w, r0, 3, nr, 0));
-        for (int c = 0; c < C; c++)
-            sum[c] = _mm_mul_ps(part[c], a_scales ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
+        for (int c = 0; c < C; c++) sum[c] = _mm_mul_ps(part[c], codes ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
     }
     for (int c = 0; c < C; c++) {
         float lane[NR];
@@ -307,21 +308,45 @@ I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tens
     }
 }
 
-I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
-                                 const float *a_scales, int nc, float *out, size_t os) {
+/* i8_cols over the activation rows, CPU_TILE_COLS at a time. */
+I8_AVX2 static inline __attribute__((always_inline)) void i8_tile_of(const hfq_qext q, const bool codes,
+                                                                     const hfq_tensor *w, int64_t r0, int nr,
+                                                                     const void *a, size_t as, const float *a_scales,
+                                                                     int nc, float *out, size_t os) {
     const uint8_t *wr[NR];
     for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
     for (int c0 = 0; c0 < nc; c0 += CPU_TILE_COLS) {
         const char *ac[CPU_TILE_COLS];
         const int m = nc - c0 < CPU_TILE_COLS ? nc - c0 : CPU_TILE_COLS;
         for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;
-        const float *asc = a_scales ? a_scales + c0 : NULL;
+        const float *asc = codes ? a_scales + c0 : NULL;
         float *o = out + (size_t)c0 * os;
         _Static_assert(CPU_TILE_COLS == 3, "one call of i8_cols per column count");
-        if (m == 3) i8_cols(w, wr, r0, nr, ac, 3, asc, o, os);
-        else if (m == 2) i8_cols(w, wr, r0, nr, ac, 2, asc, o, os);
-        else i8_cols(w, wr, r0, nr, ac, 1, asc, o, os);
+        if (m == 3) i8_cols(q, codes, w, wr, r0, nr, ac, 3, asc, o, os);
+        else if (m == 2) i8_cols(q, codes, w, wr, r0, nr, ac, 2, asc, o, os);
+        else i8_cols(q, codes, w, wr, r0, nr, ac, 1, asc, o, os);
     }
+}
+
+/* One function per encoding and activation kind (cpu_i8_tile_fn). */
+#define I8_TILE(name, q, codes)                                                                                    \
+    I8_AVX2 static void name(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,                   \
+                             const float *a_scales, int nc, float *out, size_t os) {                               \
+        i8_tile_of(q, codes, w, r0, nr, a, as, a_scales, nc, out, os);                                             \
+    }
+I8_TILE(int8_f32_tile, HFQ_QEXT_INT8, false)
+I8_TILE(int8_int8_tile, HFQ_QEXT_INT8, true)
+I8_TILE(e4m3_f32_tile, HFQ_QEXT_FP8_E4M3, false)
+I8_TILE(e4m3_e4m3_tile, HFQ_QEXT_FP8_E4M3, true)
+I8_TILE(e5m2_f32_tile, HFQ_QEXT_FP8_E5M2, false)
+I8_TILE(e5m2_e5m2_tile, HFQ_QEXT_FP8_E5M2, true)
+
+I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
+                                 const float *a_scales, int nc, float *out, size_t os) {
+    cpu_i8_tile_fn f = w->qext == HFQ_QEXT_INT8       ? (a_scales ? int8_int8_tile : int8_f32_tile)
+                       : w->qext == HFQ_QEXT_FP8_E5M2 ? (a_scales ? e5m2_e5m2_tile : e5m2_f32_tile)
+                                                      : (a_scales ? e4m3_e4m3_tile : e4m3_f32_tile);
+    f(w, r0, nr, a, as, a_scales, nc, out, os);
 }
 
 cpu_i8_tile_fn cpu_i8_tile(bool simd) {
