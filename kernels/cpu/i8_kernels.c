@@ -36,15 +36,14 @@ static void i8_tile_ref(const hfq_tensor *w, int64_t r0, int nr, const void *a, 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define I8_AVX2 __attribute__((target("avx2,f16c")))
+#define I8_AVX2 __attribute__((target("avx2,f16c,fma")))
 
 /* hfq_fp8_to_f32 of 8 codes, through F16C: an FP8 code's bits placed in an
  * fp16's - E5M2 is the top byte of one; E4M3's exponent and mantissa go one
  * bit lower (the code sign-extended, shifted, and its sign copy at bit 14
- * cleared), the value then 2^8 too small: times 256, exact, unless small -
- * and NaN codes replaced by the fp16 quiet NaN of their sign (the
- * reference's float NaN). */
-I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p, bool small) {
+ * cleared), the value then 2^8 too small: times 256, exact - and NaN codes
+ * replaced by the fp16 quiet NaN of their sign (the reference's float NaN). */
+I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p) {
     const __m128i raw = _mm_loadl_epi64((const __m128i *)p);
     if (f == HFQ_FP8_E5M2) {
         const __m128i h = _mm_slli_epi16(_mm_cvtepu8_epi16(raw), 8);
@@ -57,63 +56,59 @@ I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p, bool smal
     /* magnitude 0x7F (0x3F80 here) -> 0x7E00 */
     const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F80)), _mm_set1_epi16(0x3F80));
     h = _mm_xor_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x4180)));
-    return small ? _mm256_cvtph_ps(h) : _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
-/* Whether any of the 32 codes c is a NaN code (E4M3: magnitude 0x7F; E5M2:
- * above 0x7C), as a mask of bytes. */
-I8_AVX2 static inline __m256i fp8_nans(hfq_fp8_format f, __m256i c) {
+/* fp8x8 of 8 regular codes (fp8_irregular): E4M3's are normal numbers, so
+ * the float's bits come from integer operations alone - the code
+ * sign-extended and shifted so that its exponent and mantissa fill float
+ * bits 26..20, the sign's copies at 30..27 cleared, the exponent rebiased
+ * by 127 - 7; E5M2's are an fp16's top byte. */
+I8_AVX2 static inline __m256 fp8x8_regular(hfq_fp8_format f, const uint8_t *p) {
+    const __m128i raw = _mm_loadl_epi64((const __m128i *)p);
+    if (f == HFQ_FP8_E5M2) return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(raw), 8));
+    const __m256i v = _mm256_and_si256(_mm256_slli_epi32(_mm256_cvtepi8_epi32(raw), 20), _mm256_set1_epi32((int)0x87F00000));
+    return _mm256_castsi256_ps(_mm256_add_epi32(v, _mm256_set1_epi32(120 << 23)));
+}
+
+/* The bytes of the 32 codes c that fp8x8_regular does not take (E4M3: zero,
+ * subnormal and NaN magnitudes, 0x00-0x07 and 0x7F, which plus 0x78 are the
+ * bytes above -10 as signed; E5M2: NaN) or, with finite, that are not
+ * finite (E5M2's infinities too): 0xFF. */
+I8_AVX2 static inline __m256i fp8_irregular(hfq_fp8_format f, __m256i c, bool finite) {
     const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi8(0x7F));
-    return f == HFQ_FP8_E5M2 ? _mm256_cmpgt_epi8(mag, _mm256_set1_epi8(0x7C))
-                             : _mm256_cmpeq_epi8(mag, _mm256_set1_epi8(0x7F));
-}
-
-/* fp8x8 of the 32 codes c at once, f[k] = codes 8k..8k+7 (small: E4M3's
- * 2^8 too small, left so). Without NaN codes
- * (nan_free), each code's fp16 bits are the code in the high byte (E5M2) or
- * that shifted right one bit with its sign kept (E4M3): a byte unpack and
- * two word operations per 16 codes. Otherwise the two bytes are made by
- * byte operations on all 32 (E4M3's high byte: sign, then magnitude >> 1;
- * low byte: its last bit at bit 7; E5M2's: the code, 0), NaN codes to the
- * fp16 quiet NaN of their sign, then interleaved. */
-I8_AVX2 static inline void fp8x32(hfq_fp8_format f, __m256i c, bool nan_free, bool small, __m256 out[4]) {
-    __m256i h0, h1;   /* 128-bit lane l of h0: codes 16l..16l+7; of h1: 16l+8..16l+15 */
-    if (nan_free) {
-        h0 = _mm256_unpacklo_epi8(_mm256_setzero_si256(), c), h1 = _mm256_unpackhi_epi8(_mm256_setzero_si256(), c);
-        if (f == HFQ_FP8_E4M3) {
-            h0 = _mm256_and_si256(_mm256_srai_epi16(h0, 1), _mm256_set1_epi16((short)0xBF80));
-            h1 = _mm256_and_si256(_mm256_srai_epi16(h1, 1), _mm256_set1_epi16((short)0xBF80));
-        }
-    } else {
-        const __m256i sign = _mm256_and_si256(c, _mm256_set1_epi8((char)0x80));
-        const __m256i qnan = _mm256_or_si256(sign, _mm256_set1_epi8(0x7E)), nan = fp8_nans(f, c);
-        __m256i hi, lo;
-        if (f == HFQ_FP8_E5M2) {
-            hi = _mm256_blendv_epi8(c, qnan, nan);
-            lo = _mm256_setzero_si256();
-        } else {
-            hi = _mm256_or_si256(sign, _mm256_and_si256(_mm256_srli_epi16(c, 1), _mm256_set1_epi8(0x3F)));
-            hi = _mm256_blendv_epi8(hi, qnan, nan);
-            lo = _mm256_andnot_si256(nan, _mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi8((char)0x80)));
-        }
-        h0 = _mm256_unpacklo_epi8(lo, hi), h1 = _mm256_unpackhi_epi8(lo, hi);
-    }
-    out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h0));
-    out[1] = _mm256_cvtph_ps(_mm256_castsi256_si128(h1));
-    out[2] = _mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1));
-    out[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1));
-    if (f == HFQ_FP8_E4M3 && !small)
-        for (int k = 0; k < 4; k++) out[k] = _mm256_mul_ps(out[k], _mm256_set1_ps(256.0f));
+    if (f == HFQ_FP8_E5M2) return _mm256_cmpgt_epi8(mag, _mm256_set1_epi8(finite ? 0x7B : 0x7C));
+    return _mm256_cmpgt_epi8(_mm256_add_epi8(mag, _mm256_set1_epi8(0x78)), _mm256_set1_epi8(-10));
 }
 
 /* 8 codes of encoding q as floats. */
-I8_AVX2 static inline __m256 codes8(hfq_qext q, const uint8_t *p, bool small) {
+I8_AVX2 static inline __m256 codes8(hfq_qext q, const uint8_t *p) {
     if (q == HFQ_QEXT_INT8) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-    return fp8x8(fp8_of(q), p, small);
+    return fp8x8(fp8_of(q), p);
 }
 
 static inline float code1(hfq_qext q, uint8_t c) {
     return q == HFQ_QEXT_INT8 ? (float)(int8_t)c : hfq_fp8_to_f32(fp8_of(q), c);
+}
+
+/* acc[c][r] + the products of the 8 codes wr[r] + i with values i.. of
+ * activation row a[c], any codes. */
+I8_AVX2 static inline __attribute__((always_inline)) void step8(hfq_qext q, const uint8_t *const wr[NR],
+                                                                const char *const a[], const int C, bool codes,
+                                                                int64_t i, __m256 acc[][NR]) {
+    __m256 wv[NR];
+    for (int r = 0; r < NR; r++) wv[r] = codes8(q, wr[r] + i);
+    for (int c = 0; c < C; c++) {
+        const __m256 av = codes ? codes8(q, (const uint8_t *)a[c] + i) : _mm256_loadu_ps((const float *)a[c] + i);
+        for (int r = 0; r < NR; r++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[r], av));
+    }
+}
+
+/* step8 over the 32 values from i, for FP8 steps with irregular codes: out
+ * of line (and rare), so that the regular loop keeps its sums in registers. */
+I8_AVX2 static __attribute__((noinline)) void step32(hfq_qext q, const uint8_t *const wr[NR], const char *const a[],
+                                                     int C, bool codes, int64_t i, __m256 acc[][NR]) {
+    for (int k = 0; k < 4; k++) step8(q, wr, a, C, codes, i + k * HFQ_LANES, acc);
 }
 
 /* part[c] = the sums (rows 0..3 in lanes 0..3) of the products of codes
@@ -122,70 +117,48 @@ static inline float code1(hfq_qext q, uint8_t c) {
  * order: lane k of acc[c][r] is partial sum k, and the four rows' partial
  * sums are combined side by side after a transposition. Each 8 weight
  * codes are decoded once for the C (a constant where this is inlined)
- * activation rows. */
+ * activation rows. FP8 takes 32 values a step: one test of the step's codes
+ * (irregular ones are rare: none in most quantized rows) chooses
+ * fp8x8_regular, and for FP8 x FP8 one fused multiply-add per product,
+ * which gives the separate product and sum's bits as the product of two
+ * finite FP8 values is exact in float (4-bit significands, E4M3's 2^-18 and
+ * E5M2's 2^-32 at the least, far from float's limits); else step8. */
 I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, const uint8_t *const wr[NR],
                                                                    const char *const a[], const int C, bool codes,
                                                                    int64_t start, int64_t end, __m128 part[]) {
     __m256 acc[CPU_TILE_COLS][NR];
     for (int c = 0; c < C; c++)
         for (int r = 0; r < NR; r++) acc[c][r] = _mm256_setzero_ps();
-    /* E4M3 x E4M3: both decoded 2^8 too small (no multiply by 256), so every
-     * product and sum is 2^16 too small, and exactly so: products are
-     * multiples of 2^-18 (the smallest code squared) and so are their
-     * rounded sums, which therefore stay far above the subnormals; times
-     * 2^16 at the end. */
-    const bool small = codes && q == HFQ_QEXT_FP8_E4M3;
     int64_t i = start;
-    /* FP8: 32 codes a step, the same additions as four of the steps below */
     for (; q != HFQ_QEXT_INT8 && i + 4 * HFQ_LANES <= end; i += 4 * HFQ_LANES) {
-        __m256 av[CPU_TILE_COLS][4];
-        __m256i wc[NR], ac[CPU_TILE_COLS], nans = _mm256_setzero_si256();
-        /* NaN codes are rare (none in quantized weights): one test for the
-         * step's codes chooses the cheaper decoding */
-        for (int r = 0; r < NR; r++) {
-            wc[r] = _mm256_loadu_si256((const __m256i *)(wr[r] + i));
-            nans = _mm256_or_si256(nans, fp8_nans(fp8_of(q), wc[r]));
-        }
-        for (int c = 0; codes && c < C; c++) {
-            ac[c] = _mm256_loadu_si256((const __m256i *)(a[c] + i));
-            nans = _mm256_or_si256(nans, fp8_nans(fp8_of(q), ac[c]));
-        }
-        const bool nan_free = _mm256_testz_si256(nans, nans);
-        /* E4M3 x floats: the weights' 2^8 moved onto the activations (the
-         * same real products, so the same rounded ones) unless one of them
-         * would overflow (|x| >= 2^120, or not finite) */
-        bool scaled = q == HFQ_QEXT_FP8_E4M3 && !codes;
-        __m256 big = _mm256_setzero_ps();
-        for (int c = 0; c < C; c++) {
-            if (codes) fp8x32(fp8_of(q), ac[c], nan_free, small, av[c]);
-            else
-                for (int k = 0; k < 4; k++) {
-                    av[c][k] = _mm256_loadu_ps((const float *)a[c] + i + k * HFQ_LANES);
-                    if (!scaled) continue;
-                    const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), av[c][k]);
-                    big = _mm256_or_ps(big, _mm256_cmp_ps(ax, _mm256_set1_ps(0x1p120f), _CMP_NLT_UQ));
-                }
-        }
-        if (scaled && _mm256_testz_ps(big, big))
+        const hfq_fp8_format f = fp8_of(q);
+        __m256i odd = _mm256_setzero_si256();
+        for (int r = 0; r < NR; r++)
+            odd = _mm256_or_si256(odd, fp8_irregular(f, _mm256_loadu_si256((const __m256i *)(wr[r] + i)), codes));
+        for (int c = 0; codes && c < C; c++)
+            odd = _mm256_or_si256(odd, fp8_irregular(f, _mm256_loadu_si256((const __m256i *)(a[c] + i)), true));
+        if (!_mm256_testz_si256(odd, odd)) {
+            __m256 mem[CPU_TILE_COLS][NR];   /* acc's address never taken: it stays in registers */
             for (int c = 0; c < C; c++)
-                for (int k = 0; k < 4; k++) av[c][k] = _mm256_mul_ps(av[c][k], _mm256_set1_ps(256.0f));
-        else scaled = false;
-        for (int r = 0; r < NR; r++) {
-            __m256 wv[4];
-            fp8x32(fp8_of(q), wc[r], nan_free, small || scaled, wv);
+                for (int r = 0; r < NR; r++) mem[c][r] = acc[c][r];
+            step32(q, wr, a, C, codes, i, mem);
             for (int c = 0; c < C; c++)
-                for (int k = 0; k < 4; k++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[k], av[c][k]));
+                for (int r = 0; r < NR; r++) acc[c][r] = mem[c][r];
+            continue;
+        }
+        for (int64_t j = i; j < i + 4 * HFQ_LANES; j += HFQ_LANES) {
+            __m256 av[CPU_TILE_COLS];
+            for (int c = 0; c < C; c++)
+                av[c] = codes ? fp8x8_regular(f, (const uint8_t *)a[c] + j) : _mm256_loadu_ps((const float *)a[c] + j);
+            for (int r = 0; r < NR; r++) {
+                const __m256 wv = fp8x8_regular(f, wr[r] + j);
+                for (int c = 0; c < C; c++)
+                    acc[c][r] = codes ? _mm256_fmadd_ps(wv, av[c], acc[c][r])
+                                      : _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv, av[c]));
+            }
         }
     }
-    for (; i + HFQ_LANES <= end; i += HFQ_LANES) {
-        __m256 wv[NR];
-        for (int r = 0; r < NR; r++) wv[r] = codes8(q, wr[r] + i, small);
-        for (int c = 0; c < C; c++) {
-            const __m256 av =
-                codes ? codes8(q, (const uint8_t *)a[c] + i, small) : _mm256_loadu_ps((const float *)a[c] + i);
-            for (int r = 0; r < NR; r++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[r], av));
-        }
-    }
+    for (; i + HFQ_LANES <= end; i += HFQ_LANES) step8(q, wr, a, C, codes, i, acc);
     for (int c = 0; c < C; c++) {
         __m128 t[NR];   /* row r: partial sums k + 4k' added, k = 0..3 */
         for (int r = 0; r < NR; r++) {
@@ -194,15 +167,13 @@ I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, c
                 _mm256_storeu_ps(lane, acc[c][r]);
                 for (int64_t j = i; j < end; j++)
                     lane[(j - start) % HFQ_LANES] +=
-                        code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a[c])[j]) : ((const float *)a[c])[j]) *
-                        (small ? 1.0f / 65536.0f : 1.0f);
+                        code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a[c])[j]) : ((const float *)a[c])[j]);
                 acc[c][r] = _mm256_loadu_ps(lane);
             }
             t[r] = _mm_add_ps(_mm256_castps256_ps128(acc[c][r]), _mm256_extractf128_ps(acc[c][r], 1));
         }
         _MM_TRANSPOSE4_PS(t[0], t[1], t[2], t[3]);
         part[c] = _mm_add_ps(_mm_add_ps(t[0], t[2]), _mm_add_ps(t[1], t[3]));
-        if (small) part[c] = _mm_mul_ps(part[c], _mm_set1_ps(65536.0f));
     }
 }
 
@@ -350,7 +321,7 @@ I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const 
 }
 
 cpu_i8_tile_fn cpu_i8_tile(bool simd) {
-    return simd && cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_F16C) ? i8_tile_avx2 : i8_tile_ref;
+    return simd && cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_F16C | CPU_FEAT_FMA) ? i8_tile_avx2 : i8_tile_ref;
 }
 #else
 cpu_i8_tile_fn cpu_i8_tile(bool simd) {
