@@ -194,13 +194,19 @@ I8_AVX2 static inline __m256i madd_wide(__m256i acc, __m256i w, __m256i a) {
 /* part[c] = the exact sums (rows in lanes) of wr[r][i] * a[c][i] (INT8
  * codes) over [start, end), as floats: |w| times a with w's signs, pairs
  * summed in 16 bits (no saturation while activations are never -128), then
- * in 32-bit lanes, chunks in 64 bits. any_codes: activations may be -128
- * (compressed-tensors' rule, hfq.act_quant int8_ct): widened products. */
+ * in 32-bit lanes; a run longer than a chunk adds its chunks in 64 bits, a
+ * shorter one (a group) stays in 32 (below 2^30) and is converted as one
+ * vector, the rounding of (float) of the same integer. any_codes:
+ * activations may be -128 (compressed-tensors' rule, hfq.act_quant
+ * int8_ct): widened products. */
 I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t *const wr[NR], const char *const a[],
                                                                    const int C, bool any_codes, int64_t start,
                                                                    int64_t end, __m128 part[]) {
     const __m256i ones = _mm256_set1_epi16(1);
+    const bool one_chunk = end - start <= INT_CHUNK;
     int64_t isum[CPU_TILE_COLS][NR] = {{0}};
+    __m128i rows[CPU_TILE_COLS];
+    for (int c = 0; c < C; c++) rows[c] = _mm_setzero_si128();
     int64_t i = start;
     while (i + 32 <= end) {
         const int64_t stop = end - i > INT_CHUNK ? i + INT_CHUNK : end;
@@ -226,14 +232,22 @@ I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t
             /* rows' lane sums side by side: exact, a chunk stays below 2^31 */
             const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[c][0], acc[c][1]),
                                                 _mm256_hadd_epi32(acc[c][2], acc[c][3]));
-            int32_t rows[NR];
-            _mm_storeu_si128((__m128i *)rows, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
-            for (int r = 0; r < NR; r++) isum[c][r] += rows[r];
+            rows[c] = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            if (one_chunk) continue;
+            int32_t lane[NR];
+            _mm_storeu_si128((__m128i *)lane, rows[c]);
+            for (int r = 0; r < NR; r++) isum[c][r] += lane[r];
         }
     }
     for (int c = 0; c < C; c++) {
+        int32_t tail[NR] = {0};   /* under 32 products each */
         for (int r = 0; r < NR; r++)
-            for (int64_t j = i; j < end; j++) isum[c][r] += (int32_t)(int8_t)wr[r][j] * (int8_t)a[c][j];
+            for (int64_t j = i; j < end; j++) tail[r] += (int32_t)(int8_t)wr[r][j] * (int8_t)a[c][j];
+        if (one_chunk) {
+            part[c] = _mm_cvtepi32_ps(_mm_add_epi32(rows[c], _mm_loadu_si128((const __m128i *)tail)));
+            continue;
+        }
+        for (int r = 0; r < NR; r++) isum[c][r] += tail[r];
         part[c] = _mm_setr_ps((float)isum[c][0], (float)isum[c][1], (float)isum[c][2], (float)isum[c][3]);
     }
 }
