@@ -22,6 +22,7 @@ typedef enum hfq_isa {
 #include <stdint.h>
 
 #include "quant/cpu_features.h"
+#include "quant/fp8.h"
 
 /* The fastest instruction set this CPU runs (quant/cpu_features.h: found
  * once, and capped by HFQ_CPU_ISA). */
@@ -48,6 +49,12 @@ void hfq_quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
 void hfq_iq4_nearest_levels_avx2(float id, const float *x, uint8_t *L, int n);
 /* quant/plain_simd.c: hfq_dequantize_f16 with F16C, NaN payloads kept. */
 void hfq_dequantize_f16_avx2(const void *src, float *dst, int64_t n);
+/* quant/qext_simd.c: the INT8 / FP8 quantizers' steps (any n): amax |x| as
+ * fmaxf finds it; q[i] = hfq_int8_round(x[i] / scale), and
+ * hfq_f32_to_fp8(fmt, x[i] / scale). */
+float hfq_amax_avx2(const float *x, int64_t n);
+void hfq_quantize_int8_avx2(const float *x, int8_t *q, int64_t n, float scale);
+void hfq_quantize_fp8_avx2(hfq_fp8_format fmt, const float *x, uint8_t *q, int64_t n, float scale);
 #endif
 
 #endif
