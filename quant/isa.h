@@ -22,6 +22,7 @@ typedef enum hfq_isa {
 #include <stdint.h>
 
 #include "quant/cpu_features.h"
+#include "quant/fp4.h"
 #include "quant/fp8.h"
 
 /* The fastest instruction set this CPU runs (quant/cpu_features.h: found
@@ -55,6 +56,8 @@ void hfq_dequantize_f16_avx2(const void *src, float *dst, int64_t n);
 float hfq_amax_avx2(const float *x, int64_t n);
 void hfq_quantize_int8_avx2(const float *x, int8_t *q, int64_t n, float scale);
 void hfq_quantize_fp8_avx2(hfq_fp8_format fmt, const float *x, uint8_t *q, int64_t n, float scale);
+/* hfq_quantize_block_nvfp4(x + 64 b, y + b, g) for b < nb, g > 0. */
+void hfq_quantize_nvfp4_avx2(const float *x, hfq_block_nvfp4 *y, int64_t nb, float g);
 #endif
 
 #endif

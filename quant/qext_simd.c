@@ -1,11 +1,12 @@
-/* AVX2 row quantizers of INT8 and FP8 (quant/int8.h, quant/fp8.h); see
- * quant/isa.h. Each lane does the scalar code's float operations (x / scale
+/* AVX2 row quantizers of INT8 and FP8 (quant/int8.h, quant/fp8.h) and of
+ * NVFP4 activations with a global scale (quant/fp4.h); see quant/isa.h. Each lane does the scalar code's float operations (x / scale
  * is one IEEE division either way), so the codes are the same bytes
  * (tests/test_quant_simd.c). */
 #include "quant/isa.h"
 
 #ifdef HFQ_HAVE_AVX2_KERNELS
 #include "quant/avx2_rows.h"
+#include "quant/fp4.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
 
@@ -75,5 +76,46 @@ AVX2 void hfq_quantize_fp8_avx2(hfq_fp8_format fmt, const float *x, uint8_t *q, 
         store_low_bytes32(c, (int8_t *)(q + i));
     }
     for (; i < n; i++) q[i] = hfq_f32_to_fp8(fmt, x[i] / scale);
+}
+/* hfq_e2m1_rne_doubled(t) of 8 lanes as int32: the magnitude counts the
+ * thresholds |t| passes (none for NaN), then the sign's bit 3 unless 0. */
+AVX2 static inline __m256i e2m1_rne8(__m256 t) {
+    const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), t);
+    static const float gt[4] = {0.5f, 2.5f, 5.0f, 10.0f}, ge[3] = {1.5f, 3.5f, 7.0f};
+    __m256i mag = _mm256_setzero_si256();   /* minus the count: each mask is -1 */
+    for (int k = 0; k < 4; k++)
+        mag = _mm256_add_epi32(mag, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(gt[k]), _CMP_GT_OQ)));
+    for (int k = 0; k < 3; k++)
+        mag = _mm256_add_epi32(mag, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(ge[k]), _CMP_GE_OQ)));
+    mag = _mm256_sub_epi32(_mm256_setzero_si256(), mag);
+    const __m256i neg = _mm256_castps_si256(_mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_LT_OQ));
+    const __m256i nonzero = _mm256_cmpgt_epi32(mag, _mm256_setzero_si256());
+    return _mm256_or_si256(mag, _mm256_and_si256(_mm256_and_si256(neg, nonzero), _mm256_set1_epi32(8)));
+}
+
+AVX2 void hfq_quantize_nvfp4_avx2(const float *x, hfq_block_nvfp4 *y, int64_t nb, float g) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < nb; b++)
+        for (int s = 0; s < HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB; s++) {
+            const float *xs = x + b * HFQ_QK_NVFP4 + s * HFQ_QK_NVFP4_SUB;
+            const __m256 v0 = _mm256_loadu_ps(xs), v1 = _mm256_loadu_ps(xs + 8);
+            /* hfq_fp4_amax: the larger of two, NaN skipped (max_ps keeps its second operand) */
+            __m256 m = _mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_max_ps(_mm256_and_ps(v1, abs_mask), _mm256_setzero_ps()));
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+            const uint8_t code = hfq_nvfp4_scale_code(_mm_cvtss_f32(m4), g);
+            const float d = hfq_nvfp4_sub_scale(code, g);
+            y[b].d[s] = code;
+            __m128i bytes = _mm_setzero_si128();
+            if (d != 0.0f) {
+                const __m256 dv = _mm256_set1_ps(d);
+                const __m256i q = _mm256_or_si256(e2m1_rne8(_mm256_div_ps(v0, dv)),
+                                                  _mm256_slli_epi32(e2m1_rne8(_mm256_div_ps(v1, dv)), 4));
+                const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+                bytes = _mm_packus_epi16(p16, p16);
+            }
+            _mm_storel_epi64((__m128i *)(y[b].qs + s * (HFQ_QK_NVFP4_SUB / 2)), bytes);
+        }
 }
 #endif

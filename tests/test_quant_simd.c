@@ -9,13 +9,15 @@
  * and FP8 row quantizers (AVX2 inside) give the codes of the scalar
  * hfq_int8_round / hfq_f32_to_fp8 on every tie and boundary of their grids,
  * random bit patterns (NaN, infinities, subnormals) and the tails past whole
- * vectors. Skips on CPUs without AVX2. */
+ * vectors; NVFP4 blocks with a global scale (W4A4 activations) those of
+ * hfq_quantize_block_nvfp4, E2M1 ties included. Skips on CPUs without AVX2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "quant/fp4.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
 #include "quant/int8.h"
@@ -202,7 +204,26 @@ static void check_qext_quantizers(test_rng *rng) {
         hfq_quantize_fp8(HFQ_FP8_E4M3, row, got, 1, len, NULL, &sc);
         bad += sc != want / 448.0f;
     }
-    CHECK_MSG(bad == 0, "%d INT8 / FP8 codes or scales differ from the scalar quantizers", bad);
+    /* NVFP4 with global scales: sub-blocks of amax 6 (scale code of 1 / g, halved scale 1/2 at g = 1)
+     * whose values sit on E2M1's ties and next to them, then the values above */
+    static float blocks[N / 64 * 64];
+    static const float ties[8] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
+    for (int64_t i = 0; i < 64 * 16; i++) {
+        const float t = ties[i % 8], sign = (i / 8) % 2 ? -1.0f : 1.0f;
+        blocks[i] = i % 16 == 15 ? 6.0f : sign * ((i / 16) % 3 == 0 ? t : nextafterf(t, (i / 16) % 3 == 1 ? 0.0f : 9.0f));
+    }
+    memcpy(blocks + 64 * 16, x, sizeof blocks - 64 * 16 * sizeof *blocks);
+    const int64_t nb = N / 64;
+    static hfq_block_nvfp4 q4[N / 64], want4;
+    for (int s = 0; s < 3; s++) {
+        const float g = s == 0 ? 1.0f : s == 1 ? 0.013f : 3.7f;
+        hfq_quantize_nvfp4(blocks, q4, 1, nb * 64, NULL, g);
+        for (int64_t b = 0; b < nb; b++) {
+            hfq_quantize_block_nvfp4(blocks + 64 * b, &want4, g);
+            if (memcmp(&want4, &q4[b], sizeof want4) && bad++ < 5) fprintf(stderr, "nvfp4 block %lld at g %a differs\n", (long long)b, g);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d INT8 / FP8 / NVFP4 codes or scales differ from the scalar quantizers", bad);
 }
 
 int main(void) {
