@@ -67,7 +67,8 @@ AVX2 static inline __m256i fp8_encode8(hfq_fp8_format fmt, __m256 f) {
     return _mm256_or_si256(q, sign);
 }
 
-AVX2 void hfq_quantize_fp8_avx2(hfq_fp8_format fmt, const float *x, uint8_t *q, int64_t n, float scale) {
+AVX2 void hfq_quantize_fp8_avx2(int format, const float *x, uint8_t *q, int64_t n, float scale) {
+    const hfq_fp8_format fmt = (hfq_fp8_format)format;
     const __m256 s = _mm256_set1_ps(scale);
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -93,7 +94,8 @@ AVX2 static inline __m256i e2m1_rne8(__m256 t) {
     return _mm256_or_si256(mag, _mm256_and_si256(_mm256_and_si256(neg, nonzero), _mm256_set1_epi32(8)));
 }
 
-AVX2 void hfq_quantize_nvfp4_avx2(const float *x, hfq_block_nvfp4 *y, int64_t nb, float g) {
+AVX2 void hfq_quantize_nvfp4_avx2(const float *x, void *blocks, int64_t nb, float g) {
+    hfq_block_nvfp4 *y = blocks;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t b = 0; b < nb; b++)
         for (int s = 0; s < HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB; s++) {
