@@ -121,7 +121,7 @@ I8_AVX2 static __attribute__((noinline)) void step32(hfq_qext q, const uint8_t *
  * (irregular ones are rare: none in most quantized rows) chooses
  * fp8x8_regular, and for FP8 x FP8 one fused multiply-add per product,
  * which gives the separate product and sum's bits as the product of two
- * finite FP8 values is exact in float (4-bit significands, E4M3's 2^-18 and
+ * finite FP8 values is exact in float (significands of at most 4 bits; E4M3's 2^-18 and
  * E5M2's 2^-32 at the least, far from float's limits); else step8. */
 I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, const uint8_t *const wr[NR],
                                                                    const char *const a[], const int C, bool codes,
