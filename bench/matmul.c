@@ -9,9 +9,11 @@
  * table of weight bits per value, GB/s and GMAC/s (best of REPS).
  * A benchmark, never a test.
  *
- * usage: bench_matmul [N [ROWS [REPS]]]   (default 2048 4096 3) */
+ * usage: bench_matmul [N [ROWS [REPS [PATH]]]]   (default 2048 4096 3; PATH:
+ * only the paths whose name contains it, e.g. "e4m3", to profile one) */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "bench_util.h"
@@ -109,8 +111,9 @@ static void run_matmul(const void *ctx) {
 int main(int argc, char **argv) {
     const int64_t n = argc > 1 ? atoll(argv[1]) : 2048, rows = argc > 2 ? atoll(argv[2]) : 4096;
     const int reps = argc > 3 ? atoi(argv[3]) : 3, n_prompt = 64;
+    const char *only = argc > 4 ? argv[4] : "";
     if (n <= 0 || n % 256 || rows <= 0 || reps <= 0) {
-        fprintf(stderr, "usage: bench_matmul [N (a multiple of 256) [ROWS [REPS]]]\n");
+        fprintf(stderr, "usage: bench_matmul [N (a multiple of 256) [ROWS [REPS [PATH]]]]\n");
         return 2;
     }
     float *src = malloc((size_t)(n * rows) * sizeof *src), *x = malloc((size_t)(n * n_prompt) * sizeof *x);
@@ -125,6 +128,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < n * n_prompt; i++) x[i] = uniform(&rng);
     printf("| path | bits/weight | decode GB/s | decode GMAC/s | prompt GMAC/s |\n|---|---:|---:|---:|---:|\n");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (!strstr(cases[c].name, only)) continue;
         hfq_tensor w;
         make_weight(&cases[c], src, n, rows, data, scales, &w);
         void *act = malloc(cpu_matmul_act_bytes(&w, cases[c].aq, n_prompt) + 1);

@@ -28,6 +28,7 @@
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/hd.h"
+#include "quant/int8.h" /* hfq_dot_i8 */
 
 /* A product that is rounded before it is added to anything: nvcc contracts
  * a * b + c into one FMA by default, which rounds once instead of twice. */
@@ -142,12 +143,6 @@ static inline HFQ_HD void hfq_decode_q5_1(const hfq_block_q5_1 *b, float y[HFQ_Q
     int8_t q[HFQ_QK];
     hfq_levels_q5_1(b, q);
     hfq_decode_affine32(q, b->d, b->m, y);
-}
-
-static inline HFQ_HD int32_t hfq_dot_i8(const int8_t *a, const int8_t *b, int n) {
-    int32_t sum = 0;
-    for (int j = 0; j < n; j++) sum += (int32_t)a[j] * b[j];
-    return sum;
 }
 
 static inline HFQ_HD float hfq_dot_q8_0_q8_0(const hfq_block_q8_0 *w, const hfq_block_q8_0 *a) {

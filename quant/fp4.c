@@ -3,6 +3,7 @@
  * arithmetic is the inline code in fp4.h. */
 #include "quant/fp4.h"
 
+#include "quant/isa.h"
 #include "quant/lanes.h"
 
 #define NVFP4_SUBS (HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB)
@@ -89,6 +90,12 @@ size_t hfq_quantize_nvfp4(const float *src, void *dst, int64_t nrows, int64_t n_
     const float g = global_scale > 0.0f ? global_scale : 0.0f;
     const int64_t nb = n_per_row / HFQ_QK_NVFP4;
     hfq_block_nvfp4 *y = (hfq_block_nvfp4 *)dst;
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (!importance && g > 0.0f && hfq_isa_best() == HFQ_ISA_AVX2) {   /* activations (W4A4) */
+        hfq_quantize_nvfp4_avx2(src, y, nrows * nb, g);
+        return (size_t)(nrows * nb) * sizeof(hfq_block_nvfp4);
+    }
+#endif
     for (int64_t r = 0; r < nrows; r++) {
         for (int64_t b = 0; b < nb; b++, y++) {
             const float *x = src + r * n_per_row + b * HFQ_QK_NVFP4;
@@ -107,6 +114,9 @@ size_t hfq_quantize_nvfp4(const float *src, void *dst, int64_t nrows, int64_t n_
 }
 
 float hfq_nvfp4_global_scale(const float *x, int64_t n) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (hfq_isa_best() == HFQ_ISA_AVX2) return hfq_amax_avx2(x, n) / HFQ_NVFP4_GLOBAL_DIV;
+#endif
     float amax = 0.0f;
     for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
     return amax / HFQ_NVFP4_GLOBAL_DIV;

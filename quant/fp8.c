@@ -4,9 +4,13 @@
 
 #include <math.h>
 
+#include "quant/isa.h"
 #include "quant/lanes.h"
 
 float hfq_fp8_scale(hfq_fp8_format fmt, const float *x, int64_t n) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (hfq_isa_best() == HFQ_ISA_AVX2) return hfq_amax_avx2(x, n) / hfq_fp8_max(fmt);
+#endif
     float amax = 0.0f;
     for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
     return amax / hfq_fp8_max(fmt);
@@ -17,6 +21,12 @@ static void quantize_row(hfq_fp8_format fmt, const float *x, uint8_t *q, int64_t
         for (int64_t i = 0; i < n; i++) q[i] = 0;
         return;
     }
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (hfq_isa_best() == HFQ_ISA_AVX2) {
+        hfq_quantize_fp8_avx2(fmt, x, q, n, scale);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) q[i] = hfq_f32_to_fp8(fmt, x[i] / scale);
 }
 

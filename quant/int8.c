@@ -1,6 +1,7 @@
 /* int8.c - symmetric INT8 quantization, dequantization and dot products. */
 #include "quant/int8.h"
 
+#include "quant/isa.h"
 #include "quant/lanes.h"
 
 #define DOT_CHUNK 65536 /* products per int32 partial sum: 65536 * 16129 < 2^31 */
@@ -8,12 +9,21 @@
 #define SEARCH_STEP 0.015f
 
 float hfq_int8_scale(const float *x, int64_t n) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (hfq_isa_best() == HFQ_ISA_AVX2) return hfq_amax_avx2(x, n) / (float)HFQ_INT8_QMAX;
+#endif
     float amax = 0.0f;
     for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
     return amax / (float)HFQ_INT8_QMAX;
 }
 
 static void quantize_group(const float *x, int8_t *q, int64_t n, float scale) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (scale != 0.0f && hfq_isa_best() == HFQ_ISA_AVX2) {
+        hfq_quantize_int8_avx2(x, q, n, scale);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) q[i] = scale == 0.0f ? 0 : hfq_int8_round(x[i] / scale);
 }
 

@@ -48,6 +48,16 @@ void hfq_quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
 void hfq_iq4_nearest_levels_avx2(float id, const float *x, uint8_t *L, int n);
 /* quant/plain_simd.c: hfq_dequantize_f16 with F16C, NaN payloads kept. */
 void hfq_dequantize_f16_avx2(const void *src, float *dst, int64_t n);
+/* quant/qext_simd.c: the INT8 / FP8 quantizers' steps (any n): amax |x| as
+ * fmaxf finds it; q[i] = hfq_int8_round(x[i] / scale), and
+ * hfq_f32_to_fp8(fmt (an hfq_fp8_format), x[i] / scale); and
+ * hfq_quantize_block_nvfp4(x + 64 b, (hfq_block_nvfp4 *)y + b, g) for
+ * b < nb, g > 0. (Plain types: fp8.c and fp4.c include this header, so it
+ * includes neither module's header.) */
+float hfq_amax_avx2(const float *x, int64_t n);
+void hfq_quantize_int8_avx2(const float *x, int8_t *q, int64_t n, float scale);
+void hfq_quantize_fp8_avx2(int fmt, const float *x, uint8_t *q, int64_t n, float scale);
+void hfq_quantize_nvfp4_avx2(const float *x, void *y, int64_t nb, float g);
 #endif
 
 #endif

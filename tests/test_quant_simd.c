@@ -5,15 +5,22 @@
  * (so the lanes of one vector take different branches: flat, all-zero,
  * tiny, huge groups side by side), and on lengths that leave legacy blocks
  * outside the groups of eight. And the F16C row decoder gives the floats of
- * hfq_fp16_to_f32 for all 65536 halves (NaN payloads included). Skips on
- * CPUs without AVX2. */
+ * hfq_fp16_to_f32 for all 65536 halves (NaN payloads included). The INT8
+ * and FP8 row quantizers (AVX2 inside) give the codes of the scalar
+ * hfq_int8_round / hfq_f32_to_fp8 on every tie and boundary of their grids,
+ * random bit patterns (NaN, infinities, subnormals) and the tails past whole
+ * vectors; NVFP4 blocks with a global scale (W4A4 activations) those of
+ * hfq_quantize_block_nvfp4, E2M1 ties included. Skips on CPUs without AVX2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "quant/fp4.h"
+#include "quant/fp8.h"
 #include "quant/half.h"
+#include "quant/int8.h"
 #include "quant/iq4.h"
 #include "quant/isa.h"
 #include "quant/plain.h"
@@ -140,11 +147,91 @@ static void check_iq4_nearest(void) {
     CHECK_MSG(bad == 0, "%d IQ4 nearest levels differ from the scalar search", bad);
 }
 
+/* Values x / scale meets at the grids' edges: INT8's halves and +-127,
+ * each FP8 code's value, the midpoints to the next code and their
+ * neighbouring floats, the saturation points; then random bit patterns. */
+static int64_t qext_values(float *v, int64_t cap, test_rng *rng) {
+    int64_t n = 0;
+    for (int k = -130; k <= 130 && n + 4 <= cap; k++) {
+        const float h = (float)k + 0.5f;
+        v[n++] = h, v[n++] = nextafterf(h, 0.0f), v[n++] = nextafterf(h, 1e9f), v[n++] = (float)k;
+    }
+    for (int f = 0; f < 2; f++)
+        for (int c = 0; c < 0x7F && n + 8 <= cap; c++) {
+            const float a = hfq_fp8_to_f32((hfq_fp8_format)f, (uint8_t)c);
+            const float b = hfq_fp8_to_f32((hfq_fp8_format)f, (uint8_t)(c + 1));
+            const float mid = isfinite(b) ? a + (b - a) / 2 : 2 * a;
+            v[n++] = a, v[n++] = -mid, v[n++] = mid, v[n++] = nextafterf(mid, 0.0f), v[n++] = nextafterf(mid, 1e30f);
+            v[n++] = -nextafterf(mid, 0.0f), v[n++] = a / 3, v[n++] = -a;
+        }
+    while (n < cap) {
+        uint32_t bits = (uint32_t)rng_next(rng);
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        v[n++] = f;
+    }
+    return n;
+}
+
+static void check_qext_quantizers(test_rng *rng) {
+    enum { N = 4099 };   /* not a multiple of 32: a scalar tail */
+    static float x[N];
+    static uint8_t got[N];
+    const int64_t n = qext_values(x, N, rng);
+    int bad = 0;
+    for (int s = 0; s < 3; s++) {
+        const float scale = s == 0 ? 1.0f : s == 1 ? 0.37f : 3e-3f;
+        hfq_quantize_int8_static(x, got, 1, n, scale);
+        for (int64_t i = 0; i < n; i++)
+            if ((int8_t)got[i] != hfq_int8_round(x[i] / scale) && bad++ < 5)
+                fprintf(stderr, "int8 code of %a / %a: %d, scalar %d\n", x[i], scale, (int8_t)got[i],
+                        hfq_int8_round(x[i] / scale));
+        for (int f = 0; f < 2; f++) {
+            hfq_quantize_fp8_static((hfq_fp8_format)f, x, got, 1, n, scale);
+            for (int64_t i = 0; i < n; i++)
+                if (got[i] != hfq_f32_to_fp8((hfq_fp8_format)f, x[i] / scale) && bad++ < 5)
+                    fprintf(stderr, "fp8 format %d code of %a / %a: %#x, scalar %#x\n", f, x[i], scale, got[i],
+                            hfq_f32_to_fp8((hfq_fp8_format)f, x[i] / scale));
+        }
+    }
+    /* dynamic scales: amax as fmaxf finds it (NaN skipped), on finite rows of every length to 70 */
+    for (int64_t len = 1; len <= 70; len++) {
+        float row[70], want = 0.0f, sc;
+        for (int64_t i = 0; i < len; i++) row[i] = (float)(rng_next(rng) % 20001) / 1000.0f - 10.0f;
+        for (int64_t i = 0; i < len; i++) want = fmaxf(want, fabsf(row[i]));
+        hfq_quantize_int8(row, got, 1, len, NULL, &sc, 0);
+        bad += sc != want / 127.0f;
+        hfq_quantize_fp8(HFQ_FP8_E4M3, row, got, 1, len, NULL, &sc);
+        bad += sc != want / 448.0f;
+    }
+    /* NVFP4 with global scales: sub-blocks of amax 6 (scale code of 1 / g, halved scale 1/2 at g = 1)
+     * whose values sit on E2M1's ties and next to them, then the values above */
+    static float blocks[N / 64 * 64];
+    static const float ties[8] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
+    for (int64_t i = 0; i < 64 * 16; i++) {
+        const float t = ties[i % 8], sign = (i / 8) % 2 ? -1.0f : 1.0f;
+        blocks[i] = i % 16 == 15 ? 6.0f : sign * ((i / 16) % 3 == 0 ? t : nextafterf(t, (i / 16) % 3 == 1 ? 0.0f : 9.0f));
+    }
+    memcpy(blocks + 64 * 16, x, sizeof blocks - 64 * 16 * sizeof *blocks);
+    const int64_t nb = N / 64;
+    static hfq_block_nvfp4 q4[N / 64], want4;
+    for (int s = 0; s < 3; s++) {
+        const float g = s == 0 ? 1.0f : s == 1 ? 0.013f : 3.7f;
+        hfq_quantize_nvfp4(blocks, q4, 1, nb * 64, NULL, g);
+        for (int64_t b = 0; b < nb; b++) {
+            hfq_quantize_block_nvfp4(blocks + 64 * b, &want4, g);
+            if (memcmp(&want4, &q4[b], sizeof want4) && bad++ < 5) fprintf(stderr, "nvfp4 block %lld at g %a differs\n", (long long)b, g);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d INT8 / FP8 / NVFP4 codes or scales differ from the scalar quantizers", bad);
+}
+
 int main(void) {
     if (hfq_isa_best() != HFQ_ISA_AVX2) CHECK_SKIP("this CPU has no AVX2: only the scalar kernels run");
     check_f16_decode();
     check_iq4_nearest();
     test_rng rng = {7};
+    check_qext_quantizers(&rng);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &rng);
     return check_exit();
 }

@@ -36,15 +36,14 @@ static void i8_tile_ref(const hfq_tensor *w, int64_t r0, int nr, const void *a, 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define I8_AVX2 __attribute__((target("avx2,f16c")))
+#define I8_AVX2 __attribute__((target("avx2,f16c,fma")))
 
 /* hfq_fp8_to_f32 of 8 codes, through F16C: an FP8 code's bits placed in an
  * fp16's - E5M2 is the top byte of one; E4M3's exponent and mantissa go one
  * bit lower (the code sign-extended, shifted, and its sign copy at bit 14
- * cleared), the value then 2^8 too small: times 256, exact, unless small -
- * and NaN codes replaced by the fp16 quiet NaN of their sign (the
- * reference's float NaN). */
-I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p, bool small) {
+ * cleared), the value then 2^8 too small: times 256, exact - and NaN codes
+ * replaced by the fp16 quiet NaN of their sign (the reference's float NaN). */
+I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p) {
     const __m128i raw = _mm_loadl_epi64((const __m128i *)p);
     if (f == HFQ_FP8_E5M2) {
         const __m128i h = _mm_slli_epi16(_mm_cvtepu8_epi16(raw), 8);
@@ -57,63 +56,59 @@ I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p, bool smal
     /* magnitude 0x7F (0x3F80 here) -> 0x7E00 */
     const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F80)), _mm_set1_epi16(0x3F80));
     h = _mm_xor_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x4180)));
-    return small ? _mm256_cvtph_ps(h) : _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
-/* Whether any of the 32 codes c is a NaN code (E4M3: magnitude 0x7F; E5M2:
- * above 0x7C), as a mask of bytes. */
-I8_AVX2 static inline __m256i fp8_nans(hfq_fp8_format f, __m256i c) {
+/* fp8x8 of 8 regular codes (fp8_irregular): E4M3's are normal numbers, so
+ * the float's bits come from integer operations alone - the code
+ * sign-extended and shifted so that its exponent and mantissa fill float
+ * bits 26..20, the sign's copies at 30..27 cleared, the exponent rebiased
+ * by 127 - 7; E5M2's are an fp16's top byte. */
+I8_AVX2 static inline __m256 fp8x8_regular(hfq_fp8_format f, const uint8_t *p) {
+    const __m128i raw = _mm_loadl_epi64((const __m128i *)p);
+    if (f == HFQ_FP8_E5M2) return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(raw), 8));
+    const __m256i v = _mm256_and_si256(_mm256_slli_epi32(_mm256_cvtepi8_epi32(raw), 20), _mm256_set1_epi32((int)0x87F00000));
+    return _mm256_castsi256_ps(_mm256_add_epi32(v, _mm256_set1_epi32(120 << 23)));
+}
+
+/* The bytes of the 32 codes c that fp8x8_regular does not take (E4M3: zero,
+ * subnormal and NaN magnitudes, 0x00-0x07 and 0x7F, which plus 0x78 are the
+ * bytes above -10 as signed; E5M2: NaN) or, with finite, that are not
+ * finite (E5M2's infinities too): 0xFF. */
+I8_AVX2 static inline __m256i fp8_irregular(hfq_fp8_format f, __m256i c, bool finite) {
     const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi8(0x7F));
-    return f == HFQ_FP8_E5M2 ? _mm256_cmpgt_epi8(mag, _mm256_set1_epi8(0x7C))
-                             : _mm256_cmpeq_epi8(mag, _mm256_set1_epi8(0x7F));
-}
-
-/* fp8x8 of the 32 codes c at once, f[k] = codes 8k..8k+7 (small: E4M3's
- * 2^8 too small, left so). Without NaN codes
- * (nan_free), each code's fp16 bits are the code in the high byte (E5M2) or
- * that shifted right one bit with its sign kept (E4M3): a byte unpack and
- * two word operations per 16 codes. Otherwise the two bytes are made by
- * byte operations on all 32 (E4M3's high byte: sign, then magnitude >> 1;
- * low byte: its last bit at bit 7; E5M2's: the code, 0), NaN codes to the
- * fp16 quiet NaN of their sign, then interleaved. */
-I8_AVX2 static inline void fp8x32(hfq_fp8_format f, __m256i c, bool nan_free, bool small, __m256 out[4]) {
-    __m256i h0, h1;   /* 128-bit lane l of h0: codes 16l..16l+7; of h1: 16l+8..16l+15 */
-    if (nan_free) {
-        h0 = _mm256_unpacklo_epi8(_mm256_setzero_si256(), c), h1 = _mm256_unpackhi_epi8(_mm256_setzero_si256(), c);
-        if (f == HFQ_FP8_E4M3) {
-            h0 = _mm256_and_si256(_mm256_srai_epi16(h0, 1), _mm256_set1_epi16((short)0xBF80));
-            h1 = _mm256_and_si256(_mm256_srai_epi16(h1, 1), _mm256_set1_epi16((short)0xBF80));
-        }
-    } else {
-        const __m256i sign = _mm256_and_si256(c, _mm256_set1_epi8((char)0x80));
-        const __m256i qnan = _mm256_or_si256(sign, _mm256_set1_epi8(0x7E)), nan = fp8_nans(f, c);
-        __m256i hi, lo;
-        if (f == HFQ_FP8_E5M2) {
-            hi = _mm256_blendv_epi8(c, qnan, nan);
-            lo = _mm256_setzero_si256();
-        } else {
-            hi = _mm256_or_si256(sign, _mm256_and_si256(_mm256_srli_epi16(c, 1), _mm256_set1_epi8(0x3F)));
-            hi = _mm256_blendv_epi8(hi, qnan, nan);
-            lo = _mm256_andnot_si256(nan, _mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi8((char)0x80)));
-        }
-        h0 = _mm256_unpacklo_epi8(lo, hi), h1 = _mm256_unpackhi_epi8(lo, hi);
-    }
-    out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h0));
-    out[1] = _mm256_cvtph_ps(_mm256_castsi256_si128(h1));
-    out[2] = _mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1));
-    out[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1));
-    if (f == HFQ_FP8_E4M3 && !small)
-        for (int k = 0; k < 4; k++) out[k] = _mm256_mul_ps(out[k], _mm256_set1_ps(256.0f));
+    if (f == HFQ_FP8_E5M2) return _mm256_cmpgt_epi8(mag, _mm256_set1_epi8(finite ? 0x7B : 0x7C));
+    return _mm256_cmpgt_epi8(_mm256_add_epi8(mag, _mm256_set1_epi8(0x78)), _mm256_set1_epi8(-10));
 }
 
 /* 8 codes of encoding q as floats. */
-I8_AVX2 static inline __m256 codes8(hfq_qext q, const uint8_t *p, bool small) {
+I8_AVX2 static inline __m256 codes8(hfq_qext q, const uint8_t *p) {
     if (q == HFQ_QEXT_INT8) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-    return fp8x8(fp8_of(q), p, small);
+    return fp8x8(fp8_of(q), p);
 }
 
 static inline float code1(hfq_qext q, uint8_t c) {
     return q == HFQ_QEXT_INT8 ? (float)(int8_t)c : hfq_fp8_to_f32(fp8_of(q), c);
+}
+
+/* acc[c][r] + the products of the 8 codes wr[r] + i with values i.. of
+ * activation row a[c], any codes. */
+I8_AVX2 static inline __attribute__((always_inline)) void step8(hfq_qext q, const uint8_t *const wr[NR],
+                                                                const char *const a[], const int C, bool codes,
+                                                                int64_t i, __m256 acc[][NR]) {
+    __m256 wv[NR];
+    for (int r = 0; r < NR; r++) wv[r] = codes8(q, wr[r] + i);
+    for (int c = 0; c < C; c++) {
+        const __m256 av = codes ? codes8(q, (const uint8_t *)a[c] + i) : _mm256_loadu_ps((const float *)a[c] + i);
+        for (int r = 0; r < NR; r++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[r], av));
+    }
+}
+
+/* step8 over the 32 values from i, for FP8 steps with irregular codes: out
+ * of line (and rare), so that the regular loop keeps its sums in registers. */
+I8_AVX2 static __attribute__((noinline)) void step32(hfq_qext q, const uint8_t *const wr[NR], const char *const a[],
+                                                     int C, bool codes, int64_t i, __m256 acc[][NR]) {
+    for (int k = 0; k < 4; k++) step8(q, wr, a, C, codes, i + k * HFQ_LANES, acc);
 }
 
 /* part[c] = the sums (rows 0..3 in lanes 0..3) of the products of codes
@@ -122,70 +117,48 @@ static inline float code1(hfq_qext q, uint8_t c) {
  * order: lane k of acc[c][r] is partial sum k, and the four rows' partial
  * sums are combined side by side after a transposition. Each 8 weight
  * codes are decoded once for the C (a constant where this is inlined)
- * activation rows. */
+ * activation rows. FP8 takes 32 values a step: one test of the step's codes
+ * (irregular ones are rare: none in most quantized rows) chooses
+ * fp8x8_regular, and for FP8 x FP8 one fused multiply-add per product,
+ * which gives the separate product and sum's bits as the product of two
+ * finite FP8 values is exact in float (significands of at most 4 bits; E4M3's 2^-18 and
+ * E5M2's 2^-32 at the least, far from float's limits); else step8. */
 I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, const uint8_t *const wr[NR],
                                                                    const char *const a[], const int C, bool codes,
                                                                    int64_t start, int64_t end, __m128 part[]) {
     __m256 acc[CPU_TILE_COLS][NR];
     for (int c = 0; c < C; c++)
         for (int r = 0; r < NR; r++) acc[c][r] = _mm256_setzero_ps();
-    /* E4M3 x E4M3: both decoded 2^8 too small (no multiply by 256), so every
-     * product and sum is 2^16 too small, and exactly so: products are
-     * multiples of 2^-18 (the smallest code squared) and so are their
-     * rounded sums, which therefore stay far above the subnormals; times
-     * 2^16 at the end. */
-    const bool small = codes && q == HFQ_QEXT_FP8_E4M3;
     int64_t i = start;
-    /* FP8: 32 codes a step, the same additions as four of the steps below */
     for (; q != HFQ_QEXT_INT8 && i + 4 * HFQ_LANES <= end; i += 4 * HFQ_LANES) {
-        __m256 av[CPU_TILE_COLS][4];
-        __m256i wc[NR], ac[CPU_TILE_COLS], nans = _mm256_setzero_si256();
-        /* NaN codes are rare (none in quantized weights): one test for the
-         * step's codes chooses the cheaper decoding */
-        for (int r = 0; r < NR; r++) {
-            wc[r] = _mm256_loadu_si256((const __m256i *)(wr[r] + i));
-            nans = _mm256_or_si256(nans, fp8_nans(fp8_of(q), wc[r]));
-        }
-        for (int c = 0; codes && c < C; c++) {
-            ac[c] = _mm256_loadu_si256((const __m256i *)(a[c] + i));
-            nans = _mm256_or_si256(nans, fp8_nans(fp8_of(q), ac[c]));
-        }
-        const bool nan_free = _mm256_testz_si256(nans, nans);
-        /* E4M3 x floats: the weights' 2^8 moved onto the activations (the
-         * same real products, so the same rounded ones) unless one of them
-         * would overflow (|x| >= 2^120, or not finite) */
-        bool scaled = q == HFQ_QEXT_FP8_E4M3 && !codes;
-        __m256 big = _mm256_setzero_ps();
-        for (int c = 0; c < C; c++) {
-            if (codes) fp8x32(fp8_of(q), ac[c], nan_free, small, av[c]);
-            else
-                for (int k = 0; k < 4; k++) {
-                    av[c][k] = _mm256_loadu_ps((const float *)a[c] + i + k * HFQ_LANES);
-                    if (!scaled) continue;
-                    const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), av[c][k]);
-                    big = _mm256_or_ps(big, _mm256_cmp_ps(ax, _mm256_set1_ps(0x1p120f), _CMP_NLT_UQ));
-                }
-        }
-        if (scaled && _mm256_testz_ps(big, big))
+        const hfq_fp8_format f = fp8_of(q);
+        __m256i odd = _mm256_setzero_si256();
+        for (int r = 0; r < NR; r++)
+            odd = _mm256_or_si256(odd, fp8_irregular(f, _mm256_loadu_si256((const __m256i *)(wr[r] + i)), codes));
+        for (int c = 0; codes && c < C; c++)
+            odd = _mm256_or_si256(odd, fp8_irregular(f, _mm256_loadu_si256((const __m256i *)(a[c] + i)), true));
+        if (!_mm256_testz_si256(odd, odd)) {
+            __m256 mem[CPU_TILE_COLS][NR];   /* acc's address never taken: it stays in registers */
             for (int c = 0; c < C; c++)
-                for (int k = 0; k < 4; k++) av[c][k] = _mm256_mul_ps(av[c][k], _mm256_set1_ps(256.0f));
-        else scaled = false;
-        for (int r = 0; r < NR; r++) {
-            __m256 wv[4];
-            fp8x32(fp8_of(q), wc[r], nan_free, small || scaled, wv);
+                for (int r = 0; r < NR; r++) mem[c][r] = acc[c][r];
+            step32(q, wr, a, C, codes, i, mem);
             for (int c = 0; c < C; c++)
-                for (int k = 0; k < 4; k++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[k], av[c][k]));
+                for (int r = 0; r < NR; r++) acc[c][r] = mem[c][r];
+            continue;
+        }
+        for (int64_t j = i; j < i + 4 * HFQ_LANES; j += HFQ_LANES) {
+            __m256 av[CPU_TILE_COLS];
+            for (int c = 0; c < C; c++)
+                av[c] = codes ? fp8x8_regular(f, (const uint8_t *)a[c] + j) : _mm256_loadu_ps((const float *)a[c] + j);
+            for (int r = 0; r < NR; r++) {
+                const __m256 wv = fp8x8_regular(f, wr[r] + j);
+                for (int c = 0; c < C; c++)
+                    acc[c][r] = codes ? _mm256_fmadd_ps(wv, av[c], acc[c][r])
+                                      : _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv, av[c]));
+            }
         }
     }
-    for (; i + HFQ_LANES <= end; i += HFQ_LANES) {
-        __m256 wv[NR];
-        for (int r = 0; r < NR; r++) wv[r] = codes8(q, wr[r] + i, small);
-        for (int c = 0; c < C; c++) {
-            const __m256 av =
-                codes ? codes8(q, (const uint8_t *)a[c] + i, small) : _mm256_loadu_ps((const float *)a[c] + i);
-            for (int r = 0; r < NR; r++) acc[c][r] = _mm256_add_ps(acc[c][r], _mm256_mul_ps(wv[r], av));
-        }
-    }
+    for (; i + HFQ_LANES <= end; i += HFQ_LANES) step8(q, wr, a, C, codes, i, acc);
     for (int c = 0; c < C; c++) {
         __m128 t[NR];   /* row r: partial sums k + 4k' added, k = 0..3 */
         for (int r = 0; r < NR; r++) {
@@ -194,15 +167,13 @@ I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, c
                 _mm256_storeu_ps(lane, acc[c][r]);
                 for (int64_t j = i; j < end; j++)
                     lane[(j - start) % HFQ_LANES] +=
-                        code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a[c])[j]) : ((const float *)a[c])[j]) *
-                        (small ? 1.0f / 65536.0f : 1.0f);
+                        code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a[c])[j]) : ((const float *)a[c])[j]);
                 acc[c][r] = _mm256_loadu_ps(lane);
             }
             t[r] = _mm_add_ps(_mm256_castps256_ps128(acc[c][r]), _mm256_extractf128_ps(acc[c][r], 1));
         }
         _MM_TRANSPOSE4_PS(t[0], t[1], t[2], t[3]);
         part[c] = _mm_add_ps(_mm_add_ps(t[0], t[2]), _mm_add_ps(t[1], t[3]));
-        if (small) part[c] = _mm_mul_ps(part[c], _mm_set1_ps(65536.0f));
     }
 }
 
@@ -223,13 +194,19 @@ I8_AVX2 static inline __m256i madd_wide(__m256i acc, __m256i w, __m256i a) {
 /* part[c] = the exact sums (rows in lanes) of wr[r][i] * a[c][i] (INT8
  * codes) over [start, end), as floats: |w| times a with w's signs, pairs
  * summed in 16 bits (no saturation while activations are never -128), then
- * in 32-bit lanes, chunks in 64 bits. any_codes: activations may be -128
- * (compressed-tensors' rule, hfq.act_quant int8_ct): widened products. */
+ * in 32-bit lanes; a run longer than a chunk adds its chunks in 64 bits, a
+ * shorter one (a group) stays in 32 (below 2^30) and is converted as one
+ * vector, the rounding of (float) of the same integer. any_codes:
+ * activations may be -128 (compressed-tensors' rule, hfq.act_quant
+ * int8_ct): widened products. */
 I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t *const wr[NR], const char *const a[],
                                                                    const int C, bool any_codes, int64_t start,
                                                                    int64_t end, __m128 part[]) {
     const __m256i ones = _mm256_set1_epi16(1);
+    const bool one_chunk = end - start <= INT_CHUNK;
     int64_t isum[CPU_TILE_COLS][NR] = {{0}};
+    __m128i rows[CPU_TILE_COLS];
+    for (int c = 0; c < C; c++) rows[c] = _mm_setzero_si128();
     int64_t i = start;
     while (i + 32 <= end) {
         const int64_t stop = end - i > INT_CHUNK ? i + INT_CHUNK : end;
@@ -255,14 +232,22 @@ I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t
             /* rows' lane sums side by side: exact, a chunk stays below 2^31 */
             const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[c][0], acc[c][1]),
                                                 _mm256_hadd_epi32(acc[c][2], acc[c][3]));
-            int32_t rows[NR];
-            _mm_storeu_si128((__m128i *)rows, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
-            for (int r = 0; r < NR; r++) isum[c][r] += rows[r];
+            rows[c] = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            if (one_chunk) continue;
+            int32_t lane[NR];
+            _mm_storeu_si128((__m128i *)lane, rows[c]);
+            for (int r = 0; r < NR; r++) isum[c][r] += lane[r];
         }
     }
     for (int c = 0; c < C; c++) {
+        int32_t tail[NR] = {0};   /* under 32 products each */
         for (int r = 0; r < NR; r++)
-            for (int64_t j = i; j < end; j++) isum[c][r] += (int32_t)(int8_t)wr[r][j] * (int8_t)a[c][j];
+            for (int64_t j = i; j < end; j++) tail[r] += (int32_t)(int8_t)wr[r][j] * (int8_t)a[c][j];
+        if (one_chunk) {
+            part[c] = _mm_cvtepi32_ps(_mm_add_epi32(rows[c], _mm_loadu_si128((const __m128i *)tail)));
+            continue;
+        }
+        for (int r = 0; r < NR; r++) isum[c][r] += tail[r];
         part[c] = _mm_setr_ps((float)isum[c][0], (float)isum[c][1], (float)isum[c][2], (float)isum[c][3]);
     }
 }
@@ -274,31 +259,32 @@ static inline float scale_of(const hfq_tensor *w, int64_t r0, int r, int nr, int
 }
 
 /* The tile for C activation rows, rows in vector lanes; rows r >= nr read
- * row 0 again, their results not stored. */
-I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tensor *w, const uint8_t *const wr[NR],
+ * row 0 again, their results not stored. q and codes are constants where
+ * this is inlined: each encoding and activation kind gets its own loops. */
+I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_qext q, const bool codes,
+                                                                  const hfq_tensor *w, const uint8_t *const wr[NR],
                                                                   int64_t r0, int nr, const char *const a[],
                                                                   const int C, const float *a_scales, float *out,
                                                                   size_t os) {
     const int64_t n = w->ne0, g = w->scale_groups;
     __m128 part[CPU_TILE_COLS], sum[CPU_TILE_COLS];
     for (int c = 0; c < C; c++) sum[c] = _mm_setzero_ps();
-    if (w->qext == HFQ_QEXT_INT8 || g > 1) {
+    if (q == HFQ_QEXT_INT8 || g > 1) {
         /* hfq_dot_int8_f32 / _int8 / hfq_dot_fp8_*_groups: scale_g * part_g added group by group */
         const int64_t len = g ? n / g : n;
         for (int64_t k = 0; k * len < n; k++) {
-            if (a_scales && w->qext == HFQ_QEXT_INT8) int_sums(wr, a, C, w->act_int8_ct, k * len, (k + 1) * len, part);
-            else run_sums(w->qext, wr, a, C, a_scales != NULL, k * len, (k + 1) * len, part);
+            if (codes && q == HFQ_QEXT_INT8) int_sums(wr, a, C, w->act_int8_ct, k * len, (k + 1) * len, part);
+            else run_sums(q, wr, a, C, codes, k * len, (k + 1) * len, part);
             const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, k), scale_of(w, r0, 1, nr, k),
                                           scale_of(w, r0, 2, nr, k), scale_of(w, r0, 3, nr, k));
             for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));
         }
-        for (int c = 0; a_scales && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
+        for (int c = 0; codes && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
     } else {
-        run_sums(w->qext, wr, a, C, a_scales != NULL, 0, n, part);
+        run_sums(q, wr, a, C, codes, 0, n, part);
         const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, 0), scale_of(w, r0, 1, nr, 0), scale_of(w, r0, 2, nr, 0),
                                       scale_of(w, r0, 3, nr, 0));
-        for (int c = 0; c < C; c++)
-            sum[c] = _mm_mul_ps(part[c], a_scales ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
+        for (int c = 0; c < C; c++) sum[c] = _mm_mul_ps(part[c], codes ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
     }
     for (int c = 0; c < C; c++) {
         float lane[NR];
@@ -307,25 +293,49 @@ I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_tens
     }
 }
 
-I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
-                                 const float *a_scales, int nc, float *out, size_t os) {
+/* i8_cols over the activation rows, CPU_TILE_COLS at a time. */
+I8_AVX2 static inline __attribute__((always_inline)) void i8_tile_of(const hfq_qext q, const bool codes,
+                                                                     const hfq_tensor *w, int64_t r0, int nr,
+                                                                     const void *a, size_t as, const float *a_scales,
+                                                                     int nc, float *out, size_t os) {
     const uint8_t *wr[NR];
     for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
     for (int c0 = 0; c0 < nc; c0 += CPU_TILE_COLS) {
         const char *ac[CPU_TILE_COLS];
         const int m = nc - c0 < CPU_TILE_COLS ? nc - c0 : CPU_TILE_COLS;
         for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;
-        const float *asc = a_scales ? a_scales + c0 : NULL;
+        const float *asc = codes ? a_scales + c0 : NULL;
         float *o = out + (size_t)c0 * os;
         _Static_assert(CPU_TILE_COLS == 3, "one call of i8_cols per column count");
-        if (m == 3) i8_cols(w, wr, r0, nr, ac, 3, asc, o, os);
-        else if (m == 2) i8_cols(w, wr, r0, nr, ac, 2, asc, o, os);
-        else i8_cols(w, wr, r0, nr, ac, 1, asc, o, os);
+        if (m == 3) i8_cols(q, codes, w, wr, r0, nr, ac, 3, asc, o, os);
+        else if (m == 2) i8_cols(q, codes, w, wr, r0, nr, ac, 2, asc, o, os);
+        else i8_cols(q, codes, w, wr, r0, nr, ac, 1, asc, o, os);
     }
 }
 
+/* One function per encoding and activation kind (cpu_i8_tile_fn). */
+#define I8_TILE(name, q, codes)                                                                                    \
+    I8_AVX2 static void name(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,                   \
+                             const float *a_scales, int nc, float *out, size_t os) {                               \
+        i8_tile_of(q, codes, w, r0, nr, a, as, a_scales, nc, out, os);                                             \
+    }
+I8_TILE(int8_f32_tile, HFQ_QEXT_INT8, false)
+I8_TILE(int8_int8_tile, HFQ_QEXT_INT8, true)
+I8_TILE(e4m3_f32_tile, HFQ_QEXT_FP8_E4M3, false)
+I8_TILE(e4m3_e4m3_tile, HFQ_QEXT_FP8_E4M3, true)
+I8_TILE(e5m2_f32_tile, HFQ_QEXT_FP8_E5M2, false)
+I8_TILE(e5m2_e5m2_tile, HFQ_QEXT_FP8_E5M2, true)
+
+I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
+                                 const float *a_scales, int nc, float *out, size_t os) {
+    cpu_i8_tile_fn f = w->qext == HFQ_QEXT_INT8       ? (a_scales ? int8_int8_tile : int8_f32_tile)
+                       : w->qext == HFQ_QEXT_FP8_E5M2 ? (a_scales ? e5m2_e5m2_tile : e5m2_f32_tile)
+                                                      : (a_scales ? e4m3_e4m3_tile : e4m3_f32_tile);
+    f(w, r0, nr, a, as, a_scales, nc, out, os);
+}
+
 cpu_i8_tile_fn cpu_i8_tile(bool simd) {
-    return simd && cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_F16C) ? i8_tile_avx2 : i8_tile_ref;
+    return simd && cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_F16C | CPU_FEAT_FMA) ? i8_tile_avx2 : i8_tile_ref;
 }
 #else
 cpu_i8_tile_fn cpu_i8_tile(bool simd) {

@@ -1,0 +1,123 @@
+/* AVX2 row quantizers of INT8 and FP8 (quant/int8.h, quant/fp8.h) and of
+ * NVFP4 activations with a global scale (quant/fp4.h); see quant/isa.h. Each lane does the scalar code's float operations (x / scale
+ * is one IEEE division either way), so the codes are the same bytes
+ * (tests/test_quant_simd.c). */
+#include "quant/isa.h"
+
+#ifdef HFQ_HAVE_AVX2_KERNELS
+#include "quant/avx2_rows.h"
+#include "quant/fp4.h"
+#include "quant/fp8.h"
+#include "quant/int8.h"
+
+AVX2 float hfq_amax_avx2(const float *x, int64_t n) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_setzero_ps();
+    int64_t i = 0;
+    /* max_ps returns its second operand when one is NaN: the running maximum, as fmaxf keeps it */
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), m);
+    float lane[8], amax = 0.0f;
+    _mm256_storeu_ps(lane, m);
+    for (int k = 0; k < 8; k++) amax = fmaxf(amax, lane[k]);
+    for (; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    return amax;
+}
+
+/* hfq_int8_round of 8 lanes, as int32: roundf where |v| < 127, else +-127
+ * with v's sign, 0 for NaN. */
+AVX2 static inline __m256i int8_round8(__m256 v) {
+    const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+    const __m256 in = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), v), _mm256_set1_ps(127.0f), _CMP_LT_OQ);
+    const __m256 edge = _mm256_and_ps(_mm256_or_ps(_mm256_set1_ps(127.0f), sign), _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    return _mm256_cvttps_epi32(_mm256_blendv_ps(edge, round_half_away(v), in));
+}
+
+AVX2 void hfq_quantize_int8_avx2(const float *x, int8_t *q, int64_t n, float scale) {
+    const __m256 s = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i c[4];
+        for (int k = 0; k < 4; k++) c[k] = int8_round8(_mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), s));
+        store_low_bytes32(c, q + i);
+    }
+    for (; i < n; i++) q[i] = hfq_int8_round(x[i] / scale);
+}
+
+/* hfq_f32_to_fp8 of 8 lanes, as int32 codes: NaN to 0x7F; below the
+ * smallest normal, |f| * 2^(bias + mbits - 1) rounded to the nearest
+ * integer, ties to even (the scalar shift-and-round: the power of two is
+ * exact, and cvtps rounds so in the default rounding mode); normal, the
+ * rebiased bits rounded to even at the dropped mantissa bits, saturated;
+ * then the sign. */
+AVX2 static inline __m256i fp8_encode8(hfq_fp8_format fmt, __m256 f) {
+    const int mbits = HFQ_FP8_MBITS(fmt), bias = HFQ_FP8_BIAS(fmt), drop = 23 - mbits;
+    const __m256i x = _mm256_castps_si256(f);
+    const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(x, 24), _mm256_set1_epi32(0x80));
+    const __m256i ax = _mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i nan = _mm256_cmpgt_epi32(ax, _mm256_set1_epi32(0x7F800000));
+    const __m256i sub = _mm256_cmpgt_epi32(_mm256_set1_epi32((127 + 1 - bias) << 23), ax);
+    const __m256i qsub = _mm256_cvtps_epi32(
+        _mm256_mul_ps(_mm256_castsi256_ps(ax), _mm256_set1_ps((float)(1 << (bias + mbits - 1)))));
+    __m256i r = _mm256_sub_epi32(ax, _mm256_set1_epi32((127 - bias) << 23));
+    r = _mm256_add_epi32(r, _mm256_add_epi32(_mm256_set1_epi32((1 << (drop - 1)) - 1),
+                                             _mm256_and_si256(_mm256_srli_epi32(r, drop), _mm256_set1_epi32(1))));
+    const __m256i qn = _mm256_min_epi32(_mm256_srli_epi32(r, drop), _mm256_set1_epi32(HFQ_FP8_MAX_CODE(fmt)));
+    __m256i q = _mm256_blendv_epi8(qn, qsub, sub);
+    q = _mm256_blendv_epi8(q, _mm256_set1_epi32(0x7F), nan);
+    return _mm256_or_si256(q, sign);
+}
+
+AVX2 void hfq_quantize_fp8_avx2(int format, const float *x, uint8_t *q, int64_t n, float scale) {
+    const hfq_fp8_format fmt = (hfq_fp8_format)format;
+    const __m256 s = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i c[4];
+        for (int k = 0; k < 4; k++) c[k] = fp8_encode8(fmt, _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), s));
+        store_low_bytes32(c, (int8_t *)(q + i));
+    }
+    for (; i < n; i++) q[i] = hfq_f32_to_fp8(fmt, x[i] / scale);
+}
+/* hfq_e2m1_rne_doubled(t) of 8 lanes as int32: the magnitude counts the
+ * thresholds |t| passes (none for NaN), then the sign's bit 3 unless 0. */
+AVX2 static inline __m256i e2m1_rne8(__m256 t) {
+    const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), t);
+    static const float gt[4] = {0.5f, 2.5f, 5.0f, 10.0f}, ge[3] = {1.5f, 3.5f, 7.0f};
+    __m256i mag = _mm256_setzero_si256();   /* minus the count: each mask is -1 */
+    for (int k = 0; k < 4; k++)
+        mag = _mm256_add_epi32(mag, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(gt[k]), _CMP_GT_OQ)));
+    for (int k = 0; k < 3; k++)
+        mag = _mm256_add_epi32(mag, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(ge[k]), _CMP_GE_OQ)));
+    mag = _mm256_sub_epi32(_mm256_setzero_si256(), mag);
+    const __m256i neg = _mm256_castps_si256(_mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_LT_OQ));
+    const __m256i nonzero = _mm256_cmpgt_epi32(mag, _mm256_setzero_si256());
+    return _mm256_or_si256(mag, _mm256_and_si256(_mm256_and_si256(neg, nonzero), _mm256_set1_epi32(8)));
+}
+
+AVX2 void hfq_quantize_nvfp4_avx2(const float *x, void *blocks, int64_t nb, float g) {
+    hfq_block_nvfp4 *y = blocks;
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < nb; b++)
+        for (int s = 0; s < HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB; s++) {
+            const float *xs = x + b * HFQ_QK_NVFP4 + s * HFQ_QK_NVFP4_SUB;
+            const __m256 v0 = _mm256_loadu_ps(xs), v1 = _mm256_loadu_ps(xs + 8);
+            /* hfq_fp4_amax: the larger of two, NaN skipped (max_ps keeps its second operand) */
+            __m256 m = _mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_max_ps(_mm256_and_ps(v1, abs_mask), _mm256_setzero_ps()));
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+            const uint8_t code = hfq_nvfp4_scale_code(_mm_cvtss_f32(m4), g);
+            const float d = hfq_nvfp4_sub_scale(code, g);
+            y[b].d[s] = code;
+            __m128i bytes = _mm_setzero_si128();
+            if (d != 0.0f) {
+                const __m256 dv = _mm256_set1_ps(d);
+                const __m256i q = _mm256_or_si256(e2m1_rne8(_mm256_div_ps(v0, dv)),
+                                                  _mm256_slli_epi32(e2m1_rne8(_mm256_div_ps(v1, dv)), 4));
+                const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+                bytes = _mm_packus_epi16(p16, p16);
+            }
+            _mm_storel_epi64((__m128i *)(y[b].qs + s * (HFQ_QK_NVFP4_SUB / 2)), bytes);
+        }
+}
+#endif
