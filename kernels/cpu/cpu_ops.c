@@ -274,17 +274,9 @@ static void cpu_swiglu(hfq_backend *b, float *gate, const float *up, size_t n) {
     FOR_RANGES(b, n, kern.swiglu(gate + lo, up + lo, hi - lo));
 }
 
-/* gate = gelu_tanh(gate) * up, as torch's gelu(approximate='tanh'). */
-static void geglu_range(float *restrict gate, const float *restrict up, size_t n) {
-    const float k = 0.7978845608028654f;   /* sqrt(2/pi) */
-    for (size_t i = 0; i < n; i++) {
-        const float x = gate[i];
-        gate[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * up[i];
-    }
-}
-
 static void cpu_geglu(hfq_backend *b, float *gate, const float *up, size_t n) {
-    FOR_RANGES(b, n, geglu_range(gate + lo, up + lo, hi - lo));
+    const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
+    FOR_RANGES(b, n, kern.geglu(gate + lo, up + lo, hi - lo));
 }
 
 static void scale_range(float *x, float s, size_t n) {
