@@ -8,6 +8,7 @@
  * refused by name. */
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #include "check.h"
 #include "formats/ggml_type.h"
@@ -379,6 +380,36 @@ static void test_fp4_float_acts(void) {
         }
 }
 
+/* The GeGLU kernel of every set this CPU runs against torch's formula in
+ * double, relative to |x up| (1 + tanh cancels in float for negative x):
+ * both tails, the far ones (+-30) included, and lengths that leave a
+ * partial vector. */
+static void test_geglu_kernels(void) {
+    enum { N = 4099 };
+    static float x[N], up[N], g[N];
+    uint64_t rng = 5;
+    for (int i = 0; i < N; i++) x[i] = (i % 97 == 0 ? 30.0f : 12.0f) * synth_uniform(&rng), up[i] = synth_uniform(&rng);
+    int checked = 0;
+    for (int isa = CPU_VEC_PORTABLE; isa <= CPU_VEC_AVX512; isa++) {
+        cpu_vec_kernels k;
+        if (!cpu_vec_kernels_isa((cpu_vec_isa)isa, &k)) continue;
+        memcpy(g, x, sizeof g);
+        g[N - 1] = 12345.0f;   /* not written past n */
+        k.geglu(g, up, N - 1);
+        double worst = 0.0;
+        for (int i = 0; i < N - 1; i++) {
+            const double v = x[i];
+            const double want = 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v))) * up[i];
+            const double e = fabs(g[i] - want) / (fabs(v * up[i]) + 1e-30);
+            worst = e > worst ? e : worst;
+        }
+        CHECK_MSG(worst <= 1e-6, "geglu set %d off by %g", isa, worst);
+        CHECK(g[N - 1] == 12345.0f);
+        checked++;
+    }
+    CHECK(checked >= 1);
+}
+
 /* Attention's vector kernels (in every set this CPU runs) against a plain double-precision computation within float rounding:
  * scores (and exactly their maximum), softmax and the weighted sums of V,
  * for head sizes that fill vectors and those that don't, and every key
@@ -691,6 +722,7 @@ int main(void) {
     test_nvfp4_w4a4();
     test_fp4_float_acts();
     test_attention_kernels();
+    test_geglu_kernels();
     test_quant_simd_dots();
     test_fp4_scale_codes();
     test_i8_kernels();

@@ -212,11 +212,9 @@ static void attend(const cpu_vec_kernels *k, const hfq_attn *a, const float *q, 
     } else {
         const int64_t rb = hfq_kv_row_bytes(a->k_type, hd);
         cpu_kv_query(a->k_type, q, scratch, hd);
+        cpu_kv_rows_dot(a->k_type, (const char *)k_cache + kv_row(rb, n_ctx, hk, p0), (size_t)rb, scratch, hd, n_keys, s);
         max = -INFINITY;
-        for (int64_t p = 0; p < n_keys; p++) {
-            s[p] = cpu_kv_row_dot(a->k_type, (const char *)k_cache + kv_row(rb, n_ctx, hk, p0 + p), scratch, hd);
-            max = s[p] > max ? s[p] : max;
-        }
+        for (int64_t p = 0; p < n_keys; p++) max = s[p] > max ? s[p] : max;
     }
     float scale = a->scale;
     if (a->softcap > 0.0f) {
@@ -228,10 +226,8 @@ static void attend(const cpu_vec_kernels *k, const hfq_attn *a, const float *q, 
         k->mix(s, v_cache + hk * hd * n_ctx + p0, n_ctx, n_keys, hd, out);
     } else {
         const int64_t rb = hfq_kv_row_bytes(a->v_type, hd);
-        for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
-        for (int64_t p = 0; p < n_keys; p++)
-            cpu_kv_row_mad(a->v_type, (const char *)v_cache + kv_row(rb, n_ctx, hk, p0 + p), s[p], out,
-                           scratch + hd, hd);
+        cpu_kv_rows_mix(a->v_type, (const char *)v_cache + kv_row(rb, n_ctx, hk, p0), (size_t)rb, s, n_keys, out,
+                        scratch + hd, hd);
     }
     for (int64_t d = 0; d < hd; d++) out[d] *= inv;
 }
@@ -278,17 +274,9 @@ static void cpu_swiglu(hfq_backend *b, float *gate, const float *up, size_t n) {
     FOR_RANGES(b, n, kern.swiglu(gate + lo, up + lo, hi - lo));
 }
 
-/* gate = gelu_tanh(gate) * up, as torch's gelu(approximate='tanh'). */
-static void geglu_range(float *restrict gate, const float *restrict up, size_t n) {
-    const float k = 0.7978845608028654f;   /* sqrt(2/pi) */
-    for (size_t i = 0; i < n; i++) {
-        const float x = gate[i];
-        gate[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * up[i];
-    }
-}
-
 static void cpu_geglu(hfq_backend *b, float *gate, const float *up, size_t n) {
-    FOR_RANGES(b, n, geglu_range(gate + lo, up + lo, hi - lo));
+    const cpu_vec_kernels kern = cpu_vec_kernels_get(true);
+    FOR_RANGES(b, n, kern.geglu(gate + lo, up + lo, hi - lo));
 }
 
 static void scale_range(float *x, float s, size_t n) {

@@ -12,14 +12,15 @@
 #define KV_HAVE_F16C 1
 #define F16C __attribute__((target("avx2,fma,f16c")))
 
-/* F16 key row . F16 query: float products summed in 8 float lanes, as
- * ggml's F16 dot sums in float (the table's portable dot sums in double). */
-F16C static float dot_f16_f16c(const uint16_t *x, const uint16_t *y, int64_t n) {
-    __m256 acc = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
-                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i))), acc);
+/* The dots of n F16 key rows (stride bytes apart) with an F16 query, into
+ * s: each row's float products summed in 8 float lanes (as ggml's F16 dot
+ * sums in float; the table's portable dot sums in double), then the lanes
+ * added pairwise. Four rows at once, each its own chain of multiply-adds in
+ * index order: the bits of one row at a time, without waiting on each
+ * chain's latency. */
+F16C static inline __m256 f16x8(const uint16_t *x) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x)); }
+
+F16C static float hsum8_tail(__m256 acc, const uint16_t *x, const uint16_t *y, int64_t i, int64_t n) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -28,14 +29,60 @@ F16C static float dot_f16_f16c(const uint16_t *x, const uint16_t *y, int64_t n) 
     return sum;
 }
 
-/* acc += w * (F16 value row), converted 8 at a time. */
-F16C static void mad_f16_f16c(const uint16_t *x, float w, float *acc, int64_t n) {
-    const __m256 vw = _mm256_set1_ps(w);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vw, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
-                                                  _mm256_loadu_ps(acc + i)));
-    for (; i < n; i++) acc[i] += w * hfq_fp16_to_f32(x[i]);
+#define ROWS_AT_ONCE 4
+
+F16C static void dots_f16_f16c(const char *rows, size_t stride, const uint16_t *y, int64_t n, int64_t hd,
+                               float *s) {
+    const int64_t n8 = hd / 8 * 8;
+    int64_t p = 0;
+    for (; p + ROWS_AT_ONCE <= n; p += ROWS_AT_ONCE) {
+        const uint16_t *x[ROWS_AT_ONCE];
+        __m256 acc[ROWS_AT_ONCE];
+        for (int r = 0; r < ROWS_AT_ONCE; r++) {
+            x[r] = (const uint16_t *)(rows + (size_t)(p + r) * stride);
+            acc[r] = _mm256_setzero_ps();
+        }
+        for (int64_t i = 0; i < n8; i += 8) {
+            const __m256 q = f16x8(y + i);
+            for (int r = 0; r < ROWS_AT_ONCE; r++) acc[r] = _mm256_fmadd_ps(f16x8(x[r] + i), q, acc[r]);
+        }
+        for (int r = 0; r < ROWS_AT_ONCE; r++) s[p + r] = hsum8_tail(acc[r], x[r], y, n8, hd);
+    }
+    for (; p < n; p++) {
+        const uint16_t *x = (const uint16_t *)(rows + (size_t)p * stride);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n8; i += 8) acc = _mm256_fmadd_ps(f16x8(x + i), f16x8(y + i), acc);
+        s[p] = hsum8_tail(acc, x, y, n8, hd);
+    }
+}
+
+/* out = sum over rows p in order of w[p] * (F16 value row p), from zeros:
+ * 64 values at a time held in registers over all the rows (each value's
+ * multiply-adds in the order of one row at a time). */
+F16C static void mix_f16_f16c(const char *rows, size_t stride, const float *w, int64_t n, int64_t hd, float *out) {
+    enum { G = 8 };   /* vectors of 8 values per pass */
+    int64_t d = 0;
+    for (; d + 8 * G <= hd; d += 8 * G) {
+        __m256 acc[G];
+        for (int j = 0; j < G; j++) acc[j] = _mm256_setzero_ps();
+        for (int64_t p = 0; p < n; p++) {
+            const uint16_t *x = (const uint16_t *)(rows + (size_t)p * stride) + d;
+            const __m256 vw = _mm256_set1_ps(w[p]);
+            for (int j = 0; j < G; j++) acc[j] = _mm256_fmadd_ps(vw, f16x8(x + 8 * j), acc[j]);
+        }
+        for (int j = 0; j < G; j++) _mm256_storeu_ps(out + d + 8 * j, acc[j]);
+    }
+    for (; d + 8 <= hd; d += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t p = 0; p < n; p++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[p]), f16x8((const uint16_t *)(rows + (size_t)p * stride) + d), acc);
+        _mm256_storeu_ps(out + d, acc);
+    }
+    for (; d < hd; d++) {
+        float acc = 0.0f;
+        for (int64_t p = 0; p < n; p++) acc += w[p] * hfq_fp16_to_f32(((const uint16_t *)(rows + (size_t)p * stride))[d]);
+        out[d] = acc;
+    }
 }
 
 static int f16c(hfq_kv_type t) { return t == HFQ_KV_F16 && cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_FMA | CPU_FEAT_F16C); }
@@ -84,26 +131,38 @@ void cpu_kv_query(hfq_kv_type t, const float *q, void *qc, int64_t hd) {
     hfq_qtype_get(hfq_qtype_get(hfq_kv_type_qtype(t))->vec_dot_type)->quantize_row(q, qc, hd);
 }
 
-float cpu_kv_row_dot(hfq_kv_type t, const void *row, const void *qc, int64_t hd) {
+/* The dot of one key row with a converted query. */
+static float row_dot(hfq_kv_type t, const void *row, const void *qc, int64_t hd) {
     hfq_fp8_format fmt;
-#ifdef KV_HAVE_F16C
-    if (f16c(t)) return dot_f16_f16c((const uint16_t *)row, (const uint16_t *)qc, hd);
-#endif
     if (fp8_format(t, &fmt)) return hfq_dot_fp8_f32(fmt, (const char *)row + sizeof(float), fp8_scale(row), qc, hd);
     return hfq_qtype_get(hfq_kv_type_qtype(t))->vec_dot(row, qc, hd);
 }
 
-void cpu_kv_row_mad(hfq_kv_type t, const void *row, float w, float *acc, float *tmp, int64_t hd) {
-    hfq_fp8_format fmt;
+void cpu_kv_rows_dot(hfq_kv_type t, const void *rows, size_t stride, const void *qc, int64_t hd, int64_t n,
+                     float *s) {
 #ifdef KV_HAVE_F16C
     if (f16c(t)) {
-        mad_f16_f16c((const uint16_t *)row, w, acc, hd);
+        dots_f16_f16c(rows, stride, qc, n, hd, s);
         return;
     }
 #endif
-    if (fp8_format(t, &fmt))
-        hfq_dequantize_row_fp8(fmt, (const char *)row + sizeof(float), tmp, hd, fp8_scale(row));
-    else
-        hfq_qtype_get(hfq_kv_type_qtype(t))->dequantize(row, tmp, hd);
-    for (int64_t d = 0; d < hd; d++) acc[d] += w * tmp[d];
+    for (int64_t p = 0; p < n; p++) s[p] = row_dot(t, (const char *)rows + (size_t)p * stride, qc, hd);
+}
+
+void cpu_kv_rows_mix(hfq_kv_type t, const void *rows, size_t stride, const float *w, int64_t n, float *out,
+                     float *tmp, int64_t hd) {
+#ifdef KV_HAVE_F16C
+    if (f16c(t)) {
+        mix_f16_f16c(rows, stride, w, n, hd, out);
+        return;
+    }
+#endif
+    hfq_fp8_format fmt;
+    for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
+    for (int64_t p = 0; p < n; p++) {
+        const char *row = (const char *)rows + (size_t)p * stride;
+        if (fp8_format(t, &fmt)) hfq_dequantize_row_fp8(fmt, row + sizeof(float), tmp, hd, fp8_scale(row));
+        else hfq_qtype_get(hfq_kv_type_qtype(t))->dequantize(row, tmp, hd);
+        for (int64_t d = 0; d < hd; d++) out[d] += w[p] * tmp[d];
+    }
 }

@@ -1,7 +1,7 @@
 /* kv_rows.h - the CPU backend's rows of a quantized (non-F32) KV cache
  * (kernels/kv_type.h formats): writing a row, and the two reads attention
- * makes of it without dequantizing the cache: a key row's dot with a query,
- * and a value row added, weighted, to an accumulator.
+ * makes of it without dequantizing the cache: key rows' dots with a query,
+ * and value rows' weighted sum (a head's range of positions at a time).
  *
  * The query is first converted as ggml's flash attention converts it for the
  * key format (quant/qtype.h vec_dot_type: F16 for F16 keys, Q8_0 for Q8_0,
@@ -22,10 +22,14 @@ void cpu_kv_row_store(hfq_kv_type t, const float *x, void *row, int64_t hd, floa
 int64_t cpu_kv_query_bytes(hfq_kv_type t, int64_t hd);
 /* q [hd] converted for dots with key rows of format t. */
 void cpu_kv_query(hfq_kv_type t, const float *q, void *qc, int64_t hd);
-/* The dot of a key row with a converted query. */
-float cpu_kv_row_dot(hfq_kv_type t, const void *row, const void *qc, int64_t hd);
+/* s[p] = the dot of key row p with a converted query, for the n rows
+ * stride bytes apart from `rows`. */
+void cpu_kv_rows_dot(hfq_kv_type t, const void *rows, size_t stride, const void *qc, int64_t hd, int64_t n,
+                     float *s);
 
-/* acc[d] += w * row[d] for d < hd; tmp: [hd] scratch. */
-void cpu_kv_row_mad(hfq_kv_type t, const void *row, float w, float *acc, float *tmp, int64_t hd);
+/* out[d] = sum over p < n in order of w[p] * row p's value d, for d < hd,
+ * of the n value rows stride bytes apart from `rows`; tmp: [hd] scratch. */
+void cpu_kv_rows_mix(hfq_kv_type t, const void *rows, size_t stride, const float *w, int64_t n, float *out,
+                     float *tmp, int64_t hd);
 
 #endif

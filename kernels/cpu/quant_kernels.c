@@ -81,7 +81,12 @@ AVX2 static inline void k_scales_mins_pair(const hfq_block_q4_k *b0, const hfq_b
 
 static inline const void *row_at(const void *base, size_t stride, int r) { return (const char *)base + r * stride; }
 
+/* A full tile's rows in one store: the loop below becomes a call to memcpy. */
 static inline void store_rows(__m128 v, int nr, float *out) {
+    if (nr == 4) {
+        _mm_storeu_ps(out, v);
+        return;
+    }
     float lane[4];
     _mm_storeu_ps(lane, v);
     for (int r = 0; r < nr; r++) out[r] = lane[r];

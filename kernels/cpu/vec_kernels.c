@@ -1,5 +1,7 @@
 #include "kernels/cpu/vec_kernels.h"
 
+#include <math.h>
+
 #include "quant/cpu_features.h"
 #include "kernels/cpu/vexp.h"
 
@@ -27,6 +29,15 @@ static float softmax_c(float *s, int64_t n, float max, float scale) {
 
 static void swiglu_c(float *restrict gate, const float *restrict up, size_t n) {
     for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + cpu_expf(-gate[i])) * up[i];
+}
+
+/* gate = gelu_tanh(gate) * up, as torch's gelu(approximate='tanh'). */
+static void geglu_c(float *restrict gate, const float *restrict up, size_t n) {
+    const float k = 0.7978845608028654f;   /* sqrt(2/pi) */
+    for (size_t i = 0; i < n; i++) {
+        const float x = gate[i];
+        gate[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * up[i];
+    }
 }
 
 static void mix_c(const float *restrict s, const float *restrict vt, int64_t n_ctx, int64_t n_keys, int64_t hd,
@@ -118,6 +129,21 @@ AVX2 static void swiglu_avx2(float *restrict gate, const float *restrict up, siz
         const __m256 g = _mm256_maskload_ps(gate + i, m);
         const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)));
         _mm256_maskstore_ps(gate + i, m, _mm256_mul_ps(_mm256_div_ps(g, d), _mm256_maskload_ps(up + i, m)));
+    }
+}
+
+/* The same GELU as x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+ * 0.5 (1 + tanh u) being 1 / (1 + e^(-2u)): one exp8 instead of a scalar
+ * tanhf, and no cancellation of 1 + tanh u for negative x. */
+AVX2 static void geglu_avx2(float *restrict gate, const float *restrict up, size_t n) {
+    for (size_t i = 0; i < n; i += 8) {
+        const __m256i m = lanes((int64_t)(n - i));
+        const __m256 x = _mm256_maskload_ps(gate + i, m);
+        const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        const __m256 z = _mm256_mul_ps(_mm256_set1_ps(-1.5957691216057308f),   /* -2 sqrt(2/pi) */
+                                       _mm256_add_ps(x, _mm256_mul_ps(_mm256_set1_ps(0.044715f), x3)));
+        const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(z));
+        _mm256_maskstore_ps(gate + i, m, _mm256_mul_ps(_mm256_div_ps(x, d), _mm256_maskload_ps(up + i, m)));
     }
 }
 
@@ -258,6 +284,7 @@ static bool runs(cpu_vec_isa isa) { return isa == CPU_VEC_PORTABLE; }
 #define mix_avx2 mix_c
 #define softmax_avx2 softmax_c
 #define swiglu_avx2 swiglu_c
+#define geglu_avx2 geglu_c
 #define scores_avx512 scores_c
 #define mix_avx512 mix_c
 #define softmax_avx512 softmax_c
@@ -267,10 +294,10 @@ bool cpu_vec_kernels_isa(cpu_vec_isa isa, cpu_vec_kernels *k) {
     if (!runs(isa)) return false;
     switch (isa) {
     case CPU_VEC_AVX512:
-        *k = (cpu_vec_kernels){scores_avx512, softmax_avx512, mix_avx512, swiglu_avx2};
+        *k = (cpu_vec_kernels){scores_avx512, softmax_avx512, mix_avx512, swiglu_avx2, geglu_avx2};
         break;
-    case CPU_VEC_AVX2: *k = (cpu_vec_kernels){scores_avx2, softmax_avx2, mix_avx2, swiglu_avx2}; break;
-    default: *k = (cpu_vec_kernels){scores_c, softmax_c, mix_c, swiglu_c}; break;
+    case CPU_VEC_AVX2: *k = (cpu_vec_kernels){scores_avx2, softmax_avx2, mix_avx2, swiglu_avx2, geglu_avx2}; break;
+    default: *k = (cpu_vec_kernels){scores_c, softmax_c, mix_c, swiglu_c, geglu_c}; break;
     }
     return true;
 }

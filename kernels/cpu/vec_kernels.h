@@ -20,6 +20,8 @@ typedef struct cpu_vec_kernels {
     void (*mix)(const float *s, const float *vt, int64_t n_ctx, int64_t n_keys, int64_t hd, float *out);
     /* gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + e^-gate[i]) * up[i] */
     void (*swiglu)(float *gate, const float *up, size_t n);
+    /* gate[i] = gelu_tanh(gate[i]) * up[i] (torch's gelu(approximate='tanh')) */
+    void (*geglu)(float *gate, const float *up, size_t n);
 } cpu_vec_kernels;
 
 typedef enum cpu_vec_isa {
