@@ -195,12 +195,6 @@ int64_t hfq_cli_peak_rss(void) {
     return (int64_t)ru.ru_maxrss * 1024;   /* Linux: kilobytes */
 }
 
-void hfq_cli_passive_wait(char **argv) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || setenv("OMP_WAIT_POLICY", "passive", 1)) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("OMP_WAIT_POLICY");   /* not run again: as loaded, and nothing passed on to children */
-}
-
 int64_t hfq_cli_rss(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     long long size = 0, resident = -1;

@@ -52,18 +52,6 @@ void hfq_progress_report(hfq_progress *p, int64_t done, int64_t total, const cha
 struct cJSON;
 bool hfq_cli_json_number(struct cJSON *o, const char *name, double v);
 
-/* Makes the OpenMP threads sleep at once where they wait (OMP_WAIT_POLICY
- * passive) unless OMP_WAIT_POLICY or GOMP_SPINCOUNT says otherwise: libgomp
- * reads them only as it loads, so this sets the first and runs the program
- * again (/proc/self/exe, the same argv); it returns only where that fails
- * or nothing was to be done. Call it first in main. Why: by default a
- * waiting thread spins for up to milliseconds, and on a machine whose cores
- * other processes share (or at nice 19) it spins away the time slices the
- * thread it waits for needs: ppl-eval on Gemma 3 270M, 2 threads at load
- * average ~4, took 9.4-16.2 CPU s spinning against 6.9 passive
- * (docs/ppl-eval.md "Threads"). */
-void hfq_cli_passive_wait(char **argv);
-
 /* Seconds on a monotonic clock, for throughput figures. */
 double hfq_cli_seconds(void);
 

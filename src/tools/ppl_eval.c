@@ -45,9 +45,7 @@ static const char usage_text[] =
     "  --chunks N           evaluate only the first N chunks (default: all whole chunks, or\n"
     "                       all that --base-logits holds)\n"
     "  --batch N            tokens per forward batch (default: --ctx)\n"
-    "  --threads N          CPU threads (default: all); waiting threads sleep at once\n"
-    "                       (OMP_WAIT_POLICY=passive) unless OMP_WAIT_POLICY or\n"
-    "                       GOMP_SPINCOUNT is set (docs/ppl-eval.md \"Threads\")\n"
+    "  --threads N          CPU threads (default: all)\n"
     "  --parallel N         chunks evaluated side by side, each on threads/N threads (default:\n"
     "                       one per thread for tiny models, else 1); the result is the same\n"
     "  --device D           cpu (default), cuda, or auto: cuda when a device answers, else the\n"
@@ -508,7 +506,6 @@ static void print_json(const options *o, const run *rn, const hfq_ppl_result *r,
 
 int main(int argc, char **argv) {
     if (hfq_cli_help(argc, argv, usage_text) || hfq_cli_version(argc, argv, TOOL)) return HFQ_EXIT_OK;
-    hfq_cli_passive_wait(argv);
     options o;
     hfq_error err = {{0}};
     int rc = parse_args(argc, argv, &o);
