@@ -1938,9 +1938,14 @@ def _(work):
     return gptq_case(work, "--gptq-sequential")
 
 
-@case("quantize/gptq-float-inputs-alone", "--gptq-float-inputs is for --act-scales GGUF outputs", code=2)
+@case("quantize/gptq-quantized-inputs-alone", "--gptq-quantized-inputs is for --act-scales GGUF outputs", code=2)
 def _(work):
-    return gptq_case(work, "--gptq", "--gptq-float-inputs")
+    return gptq_case(work, "--gptq", "--gptq-quantized-inputs")
+
+
+@case("quantize/gptq-quantized-inputs-uncalibrated", "calibration uses need --calibration-file or --stats", code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "NVFP4", "--gptq-quantized-inputs")
 
 
 @case("quantize/gptq-act-order-uncalibrated", "calibration uses need --calibration-file or --stats", code=2)

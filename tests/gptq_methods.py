@@ -11,11 +11,11 @@ float model's) and changes some tensor of a later layer (their Hessians are
 collected on the quantized earlier layers); act-order's bytes differ from
 column order's; the options are recorded (hfq.quantize.gptq_sequential /
 gptq_act_order); both together give the same bytes with --threads 1 and 2.
-W4A4 (NVFP4 --act-scales): GPTQ's target takes in the runner's rounding of
-the inputs by default (hfq.quantize.gptq_quantized_inputs, a calibration
-pass after the statistics') and --gptq-float-inputs leaves it out; asserted:
-the key, the extra pass, that some tensor's bytes differ, act-order with it
-too, and the same bytes with --threads 1 and 2.
+W4A4 (NVFP4 --act-scales) with --gptq-quantized-inputs: GPTQ's target takes
+in the runner's rounding of the inputs (hfq.quantize.gptq_quantized_inputs,
+a calibration pass after the statistics'); asserted: the key, the extra
+pass, that some tensor's bytes differ from the float inputs' (the default),
+act-order with it too, and the same bytes with --threads 1 and 2.
 KLD is printed, not asserted (docs/calibration.md says what paid).
 
 usage: gptq_methods.py HFCONV QUANTIZE PPL_EVAL --model NAME [--model NAME]
@@ -44,15 +44,16 @@ def layer(name):
 def w4a4_failures(a, base, calib, valid, base_logits, name, tmp):
     """NVFP4 W4A4: GPTQ against the quantized inputs (default) and float inputs."""
     failures = []
-    variants = [("quantized inputs", []), ("float inputs", ["--gptq-float-inputs"]),
-                ("quantized inputs, act-order", ["--gptq", "--gptq-act-order"]),
-                ("quantized inputs, 1 thread", ["--threads", "1"])]
+    q = ["--gptq-quantized-inputs"]
+    variants = [("quantized inputs", q), ("float inputs", []),
+                ("quantized inputs, act-order", q + ["--gptq", "--gptq-act-order"]),
+                ("quantized inputs, 1 thread", q + ["--threads", "1"])]
     paths = {}
     for i, (label, extra) in enumerate(variants):
         path = paths[label] = os.path.join(tmp, f"w4a4.{i}.gguf")
         _, err = run([a.quantize, base, path, "NVFP4", "--act-scales"] + calib + extra)
         key = gguf_keys(path).get("hfq.quantize.gptq_quantized_inputs")
-        quantized = "--gptq-float-inputs" not in extra
+        quantized = "--gptq-quantized-inputs" in extra
         if bool(key) != quantized:
             failures.append(f"{name} W4A4 {label}: hfq.quantize.gptq_quantized_inputs is {key}")
         if quantized and "calibration pass 2:" not in err:

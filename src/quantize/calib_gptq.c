@@ -221,7 +221,9 @@ static const double *get(void *ctx, const char *name, int64_t n_per_row, hfq_err
 static const double *shift_of(void *ctx, const char *name) {
     hfq_calib_gptq *g = ctx;
     const int64_t i = find_input(g, name);
-    return i >= g->w0 && i < g->w1 && g->shifted[i - g->w0] ? g->win.e[i - g->w0].cross : NULL;
+    if (i < g->w0 || i >= g->w1 || !g->shifted[i - g->w0]) return NULL;
+    /* a follower whose inputs the runner quantizes otherwise gets none */
+    return g->o.act_same(g->o.act_ctx, g->in[i].name, name) ? g->win.e[i - g->w0].cross : NULL;
 }
 
 static const int64_t *perm_of(void *ctx, const char *name) {

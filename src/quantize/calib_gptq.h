@@ -57,6 +57,9 @@ typedef struct hfq_calib_gptq_opts {
      * place (left as it is where that input is not quantized); 0, or -1
      * with err set. NULL: float inputs. */
     int (*act_quant)(void *ctx, const char *name, float *x, int64_t rows, int64_t cols, hfq_error *err);
+    /* whether weight name's inputs are quantized as those of leader, whose
+     * input act_quant was given (only then is leader's shift name's) */
+    bool (*act_same)(void *ctx, const char *leader, const char *name);
     void *act_ctx;
     /* one line per calibration pass (may be NULL) */
     void (*note)(void *ctx, const char *msg);

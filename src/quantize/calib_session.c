@@ -82,6 +82,7 @@ static int file_xxh3(const char *path, uint64_t *out, hfq_error *err) {
 }
 
 static int act_quant_input(void *ctx, const char *name, float *x, int64_t rows, int64_t cols, hfq_error *err);
+static bool act_quant_same(void *ctx, const char *leader, const char *name);
 
 static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *err) {
     const hfq_calib_opts *o = &s->o;
@@ -100,6 +101,7 @@ static int calibrate(hfq_calib_session *s, const char *model_path, hfq_error *er
     hfq_calib_gptq_opts go = o->gptq;
     go.n_threads = o->n_threads;
     go.act_quant = go.quantized_inputs ? act_quant_input : NULL;
+    go.act_same = act_quant_same;
     go.act_ctx = s;
     if (o->uses.gptq && !(s->gptq = hfq_calib_gptq_new(model_path, hfq_model_gguf(lm.model), &go, err))) {
         hfq_lm_free(&lm);
@@ -409,14 +411,37 @@ static float input_amax(const hfq_calib_session *s, const hfq_calib_entry *e, co
     return amax;
 }
 
+/* The format weight name is written in, when quantized (its inputs then
+ * are too, as that format's runner path quantizes them). */
+static bool written_quantized(const hfq_calib_session *s, const char *name, uint32_t *fmt) {
+    const hfq_plan_entry *e = plan_entry(s, name);
+    if (!e || !e->convert || !hfq_fmt_is_quantized(e->fmt)) return false;
+    *fmt = e->fmt;
+    return true;
+}
+
 /* GPTQ's quantized inputs (src/quantize/calib_gptq.h): the runner's
- * quantization of weight name's input, with the static scale the output
- * gets for it. */
+ * quantization of weight name's input, in its planned format (not
+ * --awq-format's), with the static scale the output gets for it. */
 static int act_quant_input(void *ctx, const char *name, float *x, int64_t rows, int64_t cols, hfq_error *err) {
     const hfq_calib_session *s = ctx;
+    uint32_t fmt;
+    if (!written_quantized(s, name, &fmt)) return 0;
     const hfq_calib_entry *e = hfq_calib_stats_find(&s->stats, name);
-    const float amax = e && e->in_max ? input_amax(s, e, hfq_transforms_find(&s->ts, name)) : 0.0f;
-    return act_roundtrip(ctx, name, x, rows, cols, amax, err);
+    const float code_max = act_code_max(fmt);
+    const float scale = code_max > 0.0f && e && e->in_max ? input_amax(s, e, hfq_transforms_find(&s->ts, name)) /
+                                                                code_max
+                                                          : 0.0f;
+    return hfq_codec_act_roundtrip(fmt, x, rows, cols, scale, err);
+}
+
+/* Whether weight name's inputs are quantized as its leader's are (the same
+ * format: the same input, statistics and fold give the same static scale),
+ * so that the leader's target shift is name's. */
+static bool act_quant_same(void *ctx, const char *leader, const char *name) {
+    uint32_t a = 0, b = 0;
+    const bool qa = written_quantized(ctx, leader, &a), qb = written_quantized(ctx, name, &b);
+    return qa == qb && a == b;
 }
 
 static void get_adjust(void *ctx, const char *name, uint32_t fmt, hfq_tensor_adjust *out) {

@@ -448,6 +448,17 @@ static int report_encoded(const hfq_quantize_opts *o, const gguf_tensor_info *t,
     return 0;
 }
 
+/* The target shift M GPTQ gives step e of tensor t (driver.h), or NULL;
+ * asking for it collects the tensor's Hessians when they are not yet. */
+static int gptq_shift(const hfq_quantize_opts *o, const step *e, const gguf_tensor_info *t, const double **shift,
+                      hfq_error *err) {
+    *shift = NULL;
+    if (!e->gptq || !o->gptq.shift) return 0;
+    if (!o->gptq.get(o->gptq.ctx, t->name, t->ne[0], err)) return -1;
+    *shift = o->gptq.shift(o->gptq.ctx, t->name);
+    return 0;
+}
+
 /* The tensor scale of step e from the tensor's (or its group's) amax. */
 static float step_global_scale(const step *e, float amax) {
     const float g = hfq_codec_global_scale(&e->spec, amax);
@@ -490,15 +501,17 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     const float *imp_all =
         e->importance && !amax_only ? o->importance.get(o->importance.ctx, t->name, t->ne[0], n_mats) : NULL;
     gptq_job gj = {e->gptq, NULL, o->gptq.batch, NULL, NULL};
+    /* the target shift applies to the maximum too, amax_only passes included */
+    if (gptq_shift(o, e, t, &gj.shift, err) < 0) return -1;
     if (e->gptq && !amax_only) {
         if (!(gj.u = o->gptq.get(o->gptq.ctx, t->name, t->ne[0], err))) return -1;
         gj.perm = o->gptq.perm ? o->gptq.perm(o->gptq.ctx, t->name) : NULL;
-        gj.shift = o->gptq.shift ? o->gptq.shift(o->gptq.ctx, t->name) : NULL;
-        if (grow((void **)&wk->slab, &wk->slab_cap, (size_t)slab_rows * (size_t)t->ne[0], sizeof(float)) < 0 ||
-            (gj.shift && grow((void **)&wk->shift_tmp, &wk->shift_cap, (size_t)n_threads * (size_t)t->ne[0],
-                              sizeof(double)) < 0))
+        if (grow((void **)&wk->slab, &wk->slab_cap, (size_t)slab_rows * (size_t)t->ne[0], sizeof(float)) < 0)
             return hfq_fail(err, path, "tensor %s: out of memory", t->name);
     }
+    if (gj.shift &&
+        grow((void **)&wk->shift_tmp, &wk->shift_cap, (size_t)n_threads * (size_t)t->ne[0], sizeof(double)) < 0)
+        return hfq_fail(err, path, "tensor %s: out of memory", t->name);
     const uint8_t *data = t->data;
     float amax = e->shared_amax && !amax_only ? e->amax : 0.0f;
     job.global_scale = step_global_scale(e, amax);
@@ -512,7 +525,7 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
             if (per_mat && pass == 1) job.global_scale = step_global_scale(e, wk->scales[row / rows_per_mat]);
             int64_t bad = convert_slab(&job, data + row * job.in_row_bytes, wk, row, nr, &e->adj, imp, row_scales,
                                        pass == 0 ? per_mat ? &wk->scales[row / rows_per_mat] : &amax : NULL,
-                                       gj.u ? &gj : NULL, pass == 1, n_threads);
+                                       gj.u || gj.shift ? &gj : NULL, pass == 1 && gj.u, n_threads);
             if (bad == -2) return hfq_fail(err, path, "tensor %s: out of memory", t->name);
             if (bad >= 0)
                 return hfq_fail(err, path, "tensor %s: row %" PRId64 " holds NaN or Inf", t->name, row + bad);
@@ -608,12 +621,17 @@ static int tensor_scale_errors(const gguf_file *f, const gguf_tensor_info *t, co
     int64_t ns = SEARCH_FLOATS / ne0;
     ns = ns < 1 ? 1 : ns > n_rows ? n_rows : ns;
     const float *imp_all = o->importance.get(o->importance.ctx, t->name, ne0, n_mats);
+    const double *shift;
+    if (gptq_shift(o, st, t, &shift, err) < 0) return -1;
     float *rows = malloc((size_t)(ns * ne0) * sizeof *rows);
     const float **imp = malloc((size_t)ns * sizeof *imp);
-    int rc = rows && imp && imp_all ? 0 : hfq_fail(err, gguf_path(f), "tensor %s: out of memory", t->name);
+    double *tmp = shift ? malloc((size_t)ne0 * sizeof *tmp) : NULL;
+    int rc = rows && imp && imp_all && (tmp || !shift) ? 0
+                                                      : hfq_fail(err, gguf_path(f), "tensor %s: out of memory", t->name);
     for (int64_t k = 0; rc == 0 && k < ns; k++) {
         const int64_t r = (int64_t)((double)k * (double)n_rows / (double)ns);
         decode_adjusted_row(&job, (const uint8_t *)t->data + r * job.in_row_bytes, &st->adj, r, rows + k * ne0);
+        if (shift) hfq_gptq_shift_row(shift, ne0, rows + k * ne0, tmp); /* priced as it will be rounded */
         imp[k] = imp_all + r / per_mat * ne0;
     }
     if (rc == 0)
@@ -622,6 +640,7 @@ static int tensor_scale_errors(const gguf_file *f, const gguf_tensor_info *t, co
     gguf_release(f, t->data, t->nbytes); /* and what read-ahead brought in around the rows */
     free(rows);
     free(imp);
+    free(tmp);
     return rc;
 }
 
