@@ -3,7 +3,8 @@
 # Debian machine; scripts/test.sh runs it after scripts/setup.sh). Never
 # needed by the shipped C tools.
 #   Debian packages: python3-venv/python3-pip for .venv; cmake, g++ and make for
-#     scripts/build_reference.sh (llama.cpp is C++, built with CMake).
+#     scripts/build_reference.sh (llama.cpp is C++, built with CMake); patch for
+#     scripts/fetch_reference.sh's one logging patch.
 #   .venv/: Python packages the tests use (reference readers/tokenizers; pip
 #     also fetches llama.cpp's source package).
 #   .venv: torch and transformers too (scripts/setup_tests_torch.sh, large).
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/debs.sh
-install_debs "for the tests" python3-venv python3-pip cmake g++ make
+install_debs "for the tests" python3-venv python3-pip cmake g++ make patch
 
 py_pkgs=(gguf==0.19.0 numpy==2.3.5 tokenizers==0.23.3 sentencepiece==0.2.3 ml_dtypes==0.6.0)
 stamp=.venv/.hfq-setup-$(echo "${py_pkgs[*]}" | md5sum | cut -c1-12)
