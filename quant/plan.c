@@ -109,13 +109,25 @@ bool hfq_plan_llama_loads_scale(const char *name) {
     return false;
 }
 
-int64_t hfq_plan_nvfp4_scales(const char *name, const int64_t ne[4]) {
-    return hfq_plan_llama_loads_scale(name) ? ne[2] * ne[3] : 0;
+/* The architectures whose llama.cpp graph applies the FFN weights' scales
+ * (hfq_plan_llama_applies_scale). */
+static const char *const llama_ffn_scaled_archs[] = {"llama", "qwen3", "qwen3moe"};
+
+bool hfq_plan_llama_applies_scale(const char *arch, const char *name) {
+    if (!hfq_plan_llama_loads_scale(name)) return false;
+    if (!strstr(name, ".ffn_")) return true;
+    for (size_t i = 0; i < sizeof llama_ffn_scaled_archs / sizeof llama_ffn_scaled_archs[0]; i++)
+        if (strcmp(arch, llama_ffn_scaled_archs[i]) == 0) return true;
+    return false;
 }
 
-int64_t hfq_fmt_tensor_nbytes(const hfq_fmt_spec *s, const char *name, const int64_t ne[4]) {
+int64_t hfq_plan_nvfp4_scales(const char *arch, const char *name, const int64_t ne[4]) {
+    return hfq_plan_llama_applies_scale(arch, name) ? ne[2] * ne[3] : 0;
+}
+
+int64_t hfq_fmt_tensor_nbytes(const hfq_fmt_spec *s, const char *arch, const char *name, const int64_t ne[4]) {
     int64_t n = hfq_fmt_spec_nbytes(s, ne);
-    return n >= 0 && s->fmt == GT_NVFP4 ? n - 4 * (ne[2] * ne[3] - hfq_plan_nvfp4_scales(name, ne)) : n;
+    return n >= 0 && s->fmt == GT_NVFP4 ? n - 4 * (ne[2] * ne[3] - hfq_plan_nvfp4_scales(arch, name, ne)) : n;
 }
 
 const char *hfq_fmt_spec_problem(const hfq_fmt_spec *s, int64_t ne0) {
@@ -686,7 +698,7 @@ static int plan_one(state *qs, const hfq_plan_tensor *tensors, int64_t i, hfq_pl
         return -1;
     e->convert = e->fmt != t->type;
     const hfq_fmt_spec spec = {e->fmt, e->scale_group};
-    e->nbytes = e->convert ? hfq_fmt_tensor_nbytes(&spec, t->name, t->ne) : in_nbytes;
+    e->nbytes = e->convert ? hfq_fmt_tensor_nbytes(&spec, qs->model->arch, t->name, t->ne) : in_nbytes;
     plan->n_elements += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     plan->in_nbytes += in_nbytes;
     plan->out_nbytes += e->nbytes;
@@ -720,6 +732,7 @@ int hfq_plan_build(hfq_plan *plan, const hfq_plan_model *model, const hfq_plan_t
         return hfq_fail(err, "plan", "out of memory");
     }
     plan->n = n_tensors;
+    snprintf(plan->arch, sizeof plan->arch, "%s", model->arch);
     for (int64_t i = 0; i < n_tensors; i++) {
         int l = -1;
         const char *name = tensors[i].name ? tensors[i].name : "";

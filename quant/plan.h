@@ -82,15 +82,27 @@ int64_t hfq_fmt_spec_nbytes(const hfq_fmt_spec *s, const int64_t ne[4]);
  * nextn.shared_head_head>.weight", and "output.weight"). A file with a scale
  * tensor anywhere else (token_embd) does not load there. */
 bool hfq_plan_llama_loads_scale(const char *name);
-/* NVFP4 global scales written for tensor `name` of shape ne: none where
- * llama.cpp loads none (hfq_plan_llama_loads_scale), else one per matrix
- * (a stacked expert tensor [ne0, ne1, n_expert]: one per expert, the
- * [n_expert] ".scale" llama.cpp's loader takes; otherwise 1). */
-int64_t hfq_plan_nvfp4_scales(const char *name, const int64_t ne[4]);
-/* Bytes of tensor `name` in the output for spec: hfq_fmt_spec_nbytes, less
- * NVFP4's global scale tensor where llama.cpp loads none (the driver folds
- * the global scale into the block scales there). */
-int64_t hfq_fmt_tensor_nbytes(const hfq_fmt_spec *s, const char *name, const int64_t ne[4]);
+/* Whether llama.cpp's graph of architecture arch also applies that scale:
+ * every graph passes the attention's (build_qkv, attn_output) and the
+ * output's, but only some pass the FFN's (ffn_gate/up/down, _shexp, _exps):
+ * src/models/<arch>.cpp's build_ffn / build_moe_ffn arguments. The FFN
+ * scales are taken as applied for llama, qwen3 and qwen3moe (checked there:
+ * llama.cpp, qwen3.cpp, qwen3moe.cpp) and as dropped for every other
+ * architecture (qwen2, phi3 and gemma* pass NULL; one not checked is taken
+ * as dropping them, which is never wrong, only less exact). */
+bool hfq_plan_llama_applies_scale(const char *arch, const char *name);
+/* NVFP4 global scales written for tensor `name` of shape ne in a model of
+ * architecture arch: none where llama.cpp does not apply one
+ * (hfq_plan_llama_applies_scale: the global scale is folded into the block
+ * scales), else one per matrix (a stacked expert tensor [ne0, ne1,
+ * n_expert]: one per expert, the [n_expert] ".scale" llama.cpp's loader
+ * takes; otherwise 1). */
+int64_t hfq_plan_nvfp4_scales(const char *arch, const char *name, const int64_t ne[4]);
+/* Bytes of tensor `name` of a model of architecture arch in the output for
+ * spec: hfq_fmt_spec_nbytes, less NVFP4's global scale tensor where
+ * llama.cpp applies none (the driver folds the global scale into the block
+ * scales there). */
+int64_t hfq_fmt_tensor_nbytes(const hfq_fmt_spec *s, const char *arch, const char *name, const int64_t ne[4]);
 
 /* Elements per block of the format (1 for F32/F16/BF16 and the I8 formats). */
 int64_t hfq_fmt_block_size(uint32_t fmt);
@@ -195,6 +207,7 @@ typedef struct hfq_plan {
     int64_t n_elements;       /* total elements of all tensors */
     int64_t in_nbytes;        /* total bytes of the input tensors */
     int64_t out_nbytes;       /* total bytes of the output tensors */
+    char arch[64];            /* the model's general.architecture */
 } hfq_plan;
 
 /* Chooses every tensor's format. Fails (err filled) for shapes or types the

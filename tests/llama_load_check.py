@@ -9,7 +9,9 @@ a working model (MXFP4 and NVFP4, plain and --pure, too). The fixtures' rows (64
 rows of 256 and 512 (mkmodel; untrained, its perplexity is near its
 vocabulary size) carries the K-quants and IQ4_XS themselves, and the grid
 i-quants, ternary and 1/2-bit formats (IQ3_XXS, IQ2_S, IQ1_S, IQ1_M, TQ1_0,
-TQ2_0, Q1_0, Q2_0 presets; the very low-bit ones with importance computed from the text). For the presets of the low-bit and FP4 formats (Q4_1, Q2_K, Q3_K_*,
+TQ2_0, Q1_0, Q2_0 presets; the very low-bit ones with importance computed from the text), and
+a synthetic qwen2 model in NVFP4 (its FFN written without global scales, which llama.cpp's
+qwen2 graph would drop). For the presets of the low-bit and FP4 formats (Q4_1, Q2_K, Q3_K_*,
 IQ4_*, MXFP4, NVFP4, and those) ppl-eval must also score each file as
 llama-perplexity does. Skips when the reference build or the
 fixtures are absent.
@@ -101,13 +103,20 @@ def main():
         # F32; at most 4.2 and 35 for the low-bit presets, whose rows here
         # fall back to Q4_0/Q5_0/IQ4_NL/Q8_0). The untrained synthetic model
         # has no such limit: it is there for the 256-element formats.
+        # qwen2: an architecture whose llama.cpp graph drops the FFN's NVFP4 scales
+        # (qwen2.cpp), so its FFN is written without them (quant/plan.h)
+        syn_qwen2 = os.path.join(tmp, "syn-qwen2")
+        subprocess.run([os.path.join(TOOLS, "mkmodel"), syn_qwen2, "--arch", "qwen2", "--hidden", "256", "--ffn",
+                        "512", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--vocab", "512"], check=True,
+                       capture_output=True)
         for model, src, limit in (("stories260K", os.path.join(FIX, "models", "stories260K"), 8.0),
                                   ("TinyStories-656K", os.path.join(FIX, "models", "TinyStories-656K"), 50.0),
-                                  ("syn256", syn, None)):
+                                  ("syn256", syn, None), ("syn-qwen2", syn_qwen2, None)):
             f32 = os.path.join(tmp, model + "-f32.gguf")
             subprocess.run([os.path.join(TOOLS, "hfconv"), src, "-o", f32, "--outtype", "f32", "-q"], check=True)
             variants = {"f32": f32}
-            runs = PRESETS + COMPARED + (COMPARED_SYN if model == "syn256" else ())
+            runs = ((("NVFP4",), ("NVFP4", "--pure")) if model == "syn-qwen2" else
+                    PRESETS + COMPARED + (COMPARED_SYN if model == "syn256" else ()))
             for args in runs:
                 name = " ".join(a for a in args if a != CALIB) + (" (importance)" if CALIB in args else "")
                 out = os.path.join(tmp, f"{model}-{'_'.join(a.strip('-') for a in args)}.gguf")

@@ -260,8 +260,24 @@ static void test_llama_scale_slots(void) {
         CHECK_MSG(!hfq_plan_llama_loads_scale(without[i]), "%s", without[i]);
     const hfq_fmt_spec nv = {GT_NVFP4, HFQ_SCALE_PER_ROW};
     const int64_t ne[4] = {128, 4, 1, 1};
-    CHECK(hfq_fmt_tensor_nbytes(&nv, "blk.0.attn_q.weight", ne) == 4 * 2 * 36 + 4);
-    CHECK(hfq_fmt_tensor_nbytes(&nv, "token_embd.weight", ne) == 4 * 2 * 36);
+    CHECK(hfq_fmt_tensor_nbytes(&nv, "llama", "blk.0.attn_q.weight", ne) == 4 * 2 * 36 + 4);
+    CHECK(hfq_fmt_tensor_nbytes(&nv, "llama", "token_embd.weight", ne) == 4 * 2 * 36);
+    /* the FFN's scales: applied by llama.cpp's llama / qwen3 / qwen3moe graphs, dropped by
+     * the others' (gemma3.cpp, qwen2.cpp, phi3.cpp pass NULL to build_ffn) */
+    const char *applied[][2] = {{"llama", "blk.0.ffn_gate.weight"}, {"qwen3", "blk.2.ffn_down.weight"},
+                                {"qwen3moe", "blk.1.ffn_up_exps.weight"}, {"gemma3", "blk.0.attn_q.weight"},
+                                {"qwen2", "blk.0.attn_output.weight"}, {"phi3", "output.weight"}};
+    const char *dropped[][2] = {{"gemma3", "blk.0.ffn_gate.weight"}, {"gemma2", "blk.0.ffn_up.weight"},
+                                {"qwen2", "blk.3.ffn_down.weight"}, {"phi3", "blk.0.ffn_up.weight"},
+                                {"unknown", "blk.0.ffn_gate_exps.weight"}, {"llama", "token_embd.weight"}};
+    for (size_t i = 0; i < sizeof applied / sizeof applied[0]; i++)
+        CHECK_MSG(hfq_plan_llama_applies_scale(applied[i][0], applied[i][1]), "%s %s", applied[i][0], applied[i][1]);
+    for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++)
+        CHECK_MSG(!hfq_plan_llama_applies_scale(dropped[i][0], dropped[i][1]), "%s %s", dropped[i][0], dropped[i][1]);
+    CHECK(hfq_fmt_tensor_nbytes(&nv, "gemma3", "blk.0.ffn_gate.weight", ne) == 4 * 2 * 36);
+    const int64_t exps[4] = {128, 4, 8, 1};
+    CHECK(hfq_plan_nvfp4_scales("qwen3moe", "blk.0.ffn_gate_exps.weight", exps) == 8);
+    CHECK(hfq_plan_nvfp4_scales("gemma3", "blk.0.ffn_gate_exps.weight", exps) == 0);
 }
 
 /* The counters follow llama.cpp's tensor order (layer number, then name),

@@ -129,6 +129,7 @@ typedef struct step {
     bool shared_amax;
     float scale_factor;     /* tensor scale = the amax-derived one times this (tensor_scale.h); 0: 1 */
     const hfq_gptq_codec *gptq; /* rounded by GPTQ with this codec (hfq_gptq_source), or NULL */
+    int64_t nvfp4_scales;   /* NVFP4: the global scales written (hfq_plan_nvfp4_scales); else 0 */
 } step;
 
 /* imp_names: the effect->n_importance tensors rounded with importance */
@@ -220,6 +221,7 @@ static step *plan_steps(const gguf_file *f, const hfq_plan *plan, const hfq_quan
         step *st = &steps[i];
         st->convert = e->convert;
         st->spec = e->convert ? (hfq_fmt_spec){e->fmt, e->scale_group} : (hfq_fmt_spec){t->type, HFQ_SCALE_PER_ROW};
+        st->nvfp4_scales = st->spec.fmt == GT_NVFP4 ? hfq_plan_nvfp4_scales(plan->arch, t->name, t->ne) : 0;
         if (o->adjust.get) o->adjust.get(o->adjust.ctx, t->name, st->spec.fmt, &st->adj);
         if (st->adj.col_scale || st->adj.row_scale) st->convert = true;
         if (!st->convert) st->adj.input_scale = 0.0f;
@@ -256,13 +258,14 @@ static void count_effect(const hfq_plan *plan, const step *steps, hfq_preset pre
 
 static int input_scale_name(const char *weight, char *out, size_t n);
 
-/* The companion written beside tensor `name` converted by st: NVFP4's
- * global scale only where llama.cpp loads one (hfq_plan_llama_loads_scale);
- * elsewhere (token_embd) the tensor is encoded without one, its global scale
+/* The companion written beside a tensor converted by st: NVFP4's global
+ * scale only where llama.cpp applies one (hfq_plan_llama_applies_scale);
+ * elsewhere (token_embd; the FFN of the architectures whose llama.cpp graph
+ * drops its scales) the tensor is encoded without one, its global scale
  * folded into the block scales (ggml's reference NVFP4, which any reader
  * decodes alone). */
-static hfq_companion step_companion(const step *st, const char *name) {
-    if (!st->convert || (st->spec.fmt == GT_NVFP4 && !hfq_plan_llama_loads_scale(name))) return HFQ_COMPANION_NONE;
+static hfq_companion step_companion(const step *st) {
+    if (!st->convert || (st->spec.fmt == GT_NVFP4 && st->nvfp4_scales == 0)) return HFQ_COMPANION_NONE;
     return hfq_codec_companion(&st->spec);
 }
 
@@ -312,7 +315,7 @@ static int check_plan(const gguf_file *f, const hfq_plan *plan, const step *step
         if (need_encode && !hfq_codec_can_encode(e->fmt))
             return hfq_fail(err, gguf_path(f), "tensor %s: format %s is not available in this build",
                             t->name, hfq_fmt_name(e->fmt));
-        if ((step_companion(&steps[i], t->name) != HFQ_COMPANION_NONE &&
+        if ((step_companion(&steps[i]) != HFQ_COMPANION_NONE &&
              hfq_codec_scale_name(t->name, name, sizeof name) < 0) ||
             (steps[i].adj.input_scale > 0.0f && input_scale_name(t->name, name, sizeof name) < 0))
             return hfq_fail(err, gguf_path(f), "tensor %s: the name of its scale tensor would be too long", t->name);
@@ -485,11 +488,11 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
     int64_t slab_rows = (o->slab_floats > 0 ? o->slab_floats : SLAB_FLOATS) / t->ne[0];
     if (slab_rows < 1) slab_rows = 1;
     if (slab_rows > rows_per_mat) slab_rows = rows_per_mat;
-    hfq_companion comp = step_companion(e, t->name);
+    hfq_companion comp = step_companion(e);
     const bool block = comp == HFQ_COMPANION_BLOCK_SCALES, rows_scaled = block || comp == HFQ_COMPANION_ROW_SCALES;
     /* NVFP4 experts: scales[m] the maximum of matrix m, then its global scale */
-    const bool per_mat = comp == HFQ_COMPANION_TENSOR_SCALE && spec.fmt == GT_NVFP4 &&
-                         hfq_plan_nvfp4_scales(t->name, t->ne) > 1 && !amax_only;
+    const bool per_mat = comp == HFQ_COMPANION_TENSOR_SCALE && spec.fmt == GT_NVFP4 && e->nvfp4_scales > 1 &&
+                         !amax_only;
     /* block scales: the rows' expanded ones, then the blocks' */
     const int64_t n_blocks = block ? hfq_scale_count(HFQ_SCALE_PER_BLOCK, t->ne[0], rows_per_mat) * n_mats : 0;
     if (grow((void **)&wk->rows, &wk->rows_cap, (size_t)n_threads * (size_t)t->ne[0], sizeof(float)) < 0 ||
@@ -560,14 +563,14 @@ static int convert_tensor(gguf_writer *w, const gguf_file *f, const gguf_tensor_
 }
 
 /* Whether step e is NVFP4 with its global scale (fused.h: those share it). */
-static bool global_nvfp4(const step *e, const char *name) {
-    return e->convert && e->spec.fmt == GT_NVFP4 && step_companion(e, name) == HFQ_COMPANION_TENSOR_SCALE;
+static bool global_nvfp4(const step *e) {
+    return e->convert && e->spec.fmt == GT_NVFP4 && step_companion(e) == HFQ_COMPANION_TENSOR_SCALE;
 }
 
 /* Whether tensor t converted by e takes one NVFP4 global scale per expert
  * (hfq_plan_nvfp4_scales): those are neither shared nor searched. */
-static bool nvfp4_per_expert(const step *e, const gguf_tensor_info *t) {
-    return global_nvfp4(e, t->name) && hfq_plan_nvfp4_scales(t->name, t->ne) > 1;
+static bool nvfp4_per_expert(const step *e) {
+    return global_nvfp4(e) && e->nvfp4_scales > 1;
 }
 
 /* The NVFP4 weights of each fused group (fused.h) get the group's largest
@@ -579,7 +582,7 @@ static int share_fused_amax(const gguf_file *f, step *steps, int64_t n, const hf
     char key[GGUF_MAX_NAME + 16], other[GGUF_MAX_NAME + 16];
     for (int64_t i = 0; i < n; i++) {
         const char *name = gguf_tensor_at(f, i)->name;
-        if (!global_nvfp4(&steps[i], name) || nvfp4_per_expert(&steps[i], gguf_tensor_at(f, i)) ||
+        if (!global_nvfp4(&steps[i]) || nvfp4_per_expert(&steps[i]) ||
             !hfq_fused_group(name, key, sizeof key))
             continue;
         if (convert_tensor(NULL, f, gguf_tensor_at(f, i), &steps[i], o, wk, n_threads, &steps[i].amax, err) < 0)
@@ -658,7 +661,7 @@ static int search_tensor_scales(const gguf_file *f, step *steps, int64_t n, cons
     for (int64_t i = 0; rc == 0 && i < n; i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
         step *st = &steps[i];
-        if (!st->importance || step_companion(st, t->name) != HFQ_COMPANION_TENSOR_SCALE || nvfp4_per_expert(st, t))
+        if (!st->importance || step_companion(st) != HFQ_COMPANION_TENSOR_SCALE || nvfp4_per_expert(st))
             continue;
         if (!st->shared_amax) rc = convert_tensor(NULL, f, t, st, o, wk, n_threads, &st->amax, err);
         st->shared_amax = true;
@@ -670,9 +673,9 @@ static int search_tensor_scales(const gguf_file *f, step *steps, int64_t n, cons
         double sum[M];
         for (int k = 0; k < nf[i]; k++) sum[k] = errs[i * M + k];
         bool whole = true;
-        if (global_nvfp4(&steps[i], gguf_tensor_at(f, i)->name) && hfq_fused_group(gguf_tensor_at(f, i)->name, key, sizeof key))
+        if (global_nvfp4(&steps[i]) && hfq_fused_group(gguf_tensor_at(f, i)->name, key, sizeof key))
             for (int64_t j = 0; j < n; j++) {
-                if (j == i || !global_nvfp4(&steps[j], gguf_tensor_at(f, j)->name) ||
+                if (j == i || !global_nvfp4(&steps[j]) ||
                     !hfq_fused_group(gguf_tensor_at(f, j)->name, other, sizeof other) || strcmp(key, other) != 0)
                     continue;
                 whole = whole && nf[j] == nf[i];
@@ -708,7 +711,7 @@ static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *p
         const hfq_fmt_spec spec = steps[i].spec;
         char name[GGUF_MAX_NAME + 1];
         if (gguf_add_tensor(w, t->name, hfq_codec_storage_type(spec.fmt), t->n_dims, t->ne, err) < 0) return -1;
-        hfq_companion comp = step_companion(&steps[i], t->name);
+        hfq_companion comp = step_companion(&steps[i]);
         if (comp != HFQ_COMPANION_NONE) {
             if (hfq_codec_scale_name(t->name, name, sizeof name) < 0) /* check_plan refused it */
                 return hfq_fail(err, gguf_path(f), "tensor %s: scale name too long", t->name);
@@ -719,7 +722,7 @@ static int declare_tensors(gguf_writer *w, const gguf_file *f, const hfq_plan *p
                                         per_block ? (t->ne[1] + b - 1) / b : t->ne[1], t->ne[2], t->ne[3]};
             const int64_t ne_experts[1] = {t->ne[2] * t->ne[3]};
             if (comp == HFQ_COMPANION_TENSOR_SCALE
-                    ? gguf_add_tensor(w, name, GT_F32, 1, nvfp4_per_expert(&steps[i], t) ? ne_experts : ne_tensor, err) < 0
+                    ? gguf_add_tensor(w, name, GT_F32, 1, nvfp4_per_expert(&steps[i]) ? ne_experts : ne_tensor, err) < 0
                                                    : gguf_add_tensor(w, name, GT_F32, t->n_dims, ne_rows, err) < 0)
                 return -1;
         }

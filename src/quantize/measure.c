@@ -43,6 +43,7 @@ typedef struct tensor_work {
     const float *importance;  /* [n_mats][ne0] or NULL */
     size_t max_out_row;
     float *amax;              /* [n_mats] each matrix's, then the tensor's (measure_tensor) */
+    const char *arch;         /* the model's general.architecture */
 } tensor_work;
 
 /* Error of each spec on one row (decoded input x), into e[n_specs]. */
@@ -76,7 +77,8 @@ static void row_errors(const tensor_work *w, int64_t row, const float *x, uint8_
  * where llama.cpp loads none, token_embd: ggml's reference blocks alone). */
 static void set_global_scales(tensor_work *w, int64_t m) {
     const float *amax = w->amax;
-    const int64_t n_mats = w->t->ne[2] * w->t->ne[3], nvfp4_scales = hfq_plan_nvfp4_scales(w->t->name, w->t->ne);
+    const int64_t n_mats = w->t->ne[2] * w->t->ne[3],
+                  nvfp4_scales = hfq_plan_nvfp4_scales(w->arch, w->t->name, w->t->ne);
     for (int k = 0; k < w->n_specs; k++) {
         const hfq_fmt_spec sp = {w->jobs[k].fmt, w->jobs[k].scale_group};
         const bool nvfp4 = sp.fmt == GT_NVFP4;
@@ -292,6 +294,8 @@ int hfq_measure(const gguf_file *f, const hfq_calib_stats *st, const hfq_fmt_spe
     po.choose_ctx = &q;
     hfq_plan plan;
     if ((rc = hfq_quantize_plan(f, &po, &plan, err)) < 0) goto done;
+    char arch[sizeof plan.arch];
+    memcpy(arch, plan.arch, sizeof arch);
     hfq_plan_free(&plan);
     int64_t n_measure = 0;
     for (int64_t i = 0; i < n; i++) n_measure += q.flag[i];
@@ -311,7 +315,7 @@ int hfq_measure(const gguf_file *f, const hfq_calib_stats *st, const hfq_fmt_spe
         memcpy(mt->name, t->name, len);
         memcpy(mt->ne, t->ne, sizeof mt->ne);
         memset(jobs, 0, (size_t)n_specs * sizeof *jobs);
-        tensor_work wk = {.jobs = jobs};
+        tensor_work wk = {.jobs = jobs, .arch = arch};
         rc = prepare_tensor(&wk, t, st, specs, n_specs, o, err);
         mt->kl_ref = -1;
         if (rc == 0) rc = measure_tensor(&wk, mt->err, n_threads, err);
