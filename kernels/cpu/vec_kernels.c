@@ -1,7 +1,5 @@
 #include "kernels/cpu/vec_kernels.h"
 
-#include <math.h>
-
 #include "quant/cpu_features.h"
 #include "kernels/cpu/vexp.h"
 
@@ -31,12 +29,14 @@ static void swiglu_c(float *restrict gate, const float *restrict up, size_t n) {
     for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + cpu_expf(-gate[i])) * up[i];
 }
 
-/* gate = gelu_tanh(gate) * up, as torch's gelu(approximate='tanh'). */
+/* gate = gelu_tanh(gate) * up, as torch's gelu(approximate='tanh'), in the
+ * form every set computes (geglu_avx2): x / (1 + e^(-2u)), u = sqrt(2/pi)
+ * (x + 0.044715 x^3), 0.5 (1 + tanh u) being 1 / (1 + e^(-2u)). */
 static void geglu_c(float *restrict gate, const float *restrict up, size_t n) {
-    const float k = 0.7978845608028654f;   /* sqrt(2/pi) */
     for (size_t i = 0; i < n; i++) {
         const float x = gate[i];
-        gate[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * up[i];
+        const float z = -1.5957691216057308f * (x + 0.044715f * (x * x * x));   /* -2 sqrt(2/pi) */
+        gate[i] = x / (1.0f + cpu_expf(z)) * up[i];
     }
 }
 
@@ -132,9 +132,8 @@ AVX2 static void swiglu_avx2(float *restrict gate, const float *restrict up, siz
     }
 }
 
-/* The same GELU as x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3),
- * 0.5 (1 + tanh u) being 1 / (1 + e^(-2u)): one exp8 instead of a scalar
- * tanhf, and no cancellation of 1 + tanh u for negative x. */
+/* geglu_c's form with exp8: one exp per 8 values instead of a scalar tanhf,
+ * and no cancellation of 1 + tanh u for negative x. */
 AVX2 static void geglu_avx2(float *restrict gate, const float *restrict up, size_t n) {
     for (size_t i = 0; i < n; i += 8) {
         const __m256i m = lanes((int64_t)(n - i));

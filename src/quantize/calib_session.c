@@ -411,6 +411,15 @@ static float input_amax(const hfq_calib_session *s, const hfq_calib_entry *e, co
     return amax;
 }
 
+/* The static input scale ("<base>.input_scale") weight name written in fmt
+ * gets: with --act-scales, for the formats that take one; else 0. */
+static float input_scale_of(const hfq_calib_session *s, const char *name, uint32_t fmt) {
+    const hfq_calib_entry *e = hfq_calib_stats_find(&s->stats, name);
+    const float code_max = act_code_max(fmt);
+    if (!s->o.uses.act_scales || code_max == 0.0f || !e || !e->in_max) return 0.0f;
+    return input_amax(s, e, hfq_transforms_find(&s->ts, name)) / code_max;
+}
+
 /* The format weight name is written in, when quantized (its inputs then
  * are too, as that format's runner path quantizes them). */
 static bool written_quantized(const hfq_calib_session *s, const char *name, uint32_t *fmt) {
@@ -427,12 +436,7 @@ static int act_quant_input(void *ctx, const char *name, float *x, int64_t rows, 
     const hfq_calib_session *s = ctx;
     uint32_t fmt;
     if (!written_quantized(s, name, &fmt)) return 0;
-    const hfq_calib_entry *e = hfq_calib_stats_find(&s->stats, name);
-    const float code_max = act_code_max(fmt);
-    const float scale = code_max > 0.0f && e && e->in_max ? input_amax(s, e, hfq_transforms_find(&s->ts, name)) /
-                                                                code_max
-                                                          : 0.0f;
-    return hfq_codec_act_roundtrip(fmt, x, rows, cols, scale, err);
+    return hfq_codec_act_roundtrip(fmt, x, rows, cols, input_scale_of(s, name, fmt), err);
 }
 
 /* Whether weight name's inputs are quantized as its leader's are (the same
@@ -452,10 +456,7 @@ static void get_adjust(void *ctx, const char *name, uint32_t fmt, hfq_tensor_adj
         out->col_scale = t->col;
         out->row_scale = t->row;
     }
-    const hfq_calib_entry *e = hfq_calib_stats_find(&s->stats, name);
-    const float code_max = act_code_max(fmt);
-    if (!s->o.uses.act_scales || code_max == 0.0f || !e || !e->in_max) return;
-    out->input_scale = input_amax(s, e, t) / code_max;
+    out->input_scale = input_scale_of(s, name, fmt);
 }
 
 /* hfq.kv_cache.k_scale / v_scale from the KV maxima (checked by check_uses). */
