@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "formats/ggml_type.h"
+#include "kernels/cpu/tile_prefetch.h"
 #include "quant/cpu_features.h"
 #include "quant/half.h"
 
@@ -97,6 +98,7 @@ AVX2_INLINE void tile_fixed(fmt fw, fmt fa, const int NR, const int NC, int64_t 
     const size_t ews = fmt_size(fw), eas = fmt_size(fa);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
+        if (NR == CPU_TILE_ROWS) prefetch_next_tile(w, ws, i / 8, 8 * ews);
         __m256 av[CPU_TILE_COLS];
         for (int c = 0; c < NC; c++) av[c] = load8(fa, a + c * as + (size_t)i * eas);
         for (int r = 0; r < NR; r++) {
@@ -183,7 +185,10 @@ AVX512_INLINE void tile4_fixed512(fmt fw, fmt fa, const int NC, int64_t n, const
     for (int c = 0; c < NC; c++) acc01[c] = acc23[c] = _mm512_setzero_ps();
     const size_t ews = fmt_size(fw), eas = fmt_size(fa);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) tile4_step(fw, fa, NC, w + (size_t)i * ews, ws, a + (size_t)i * eas, as, 0xff, acc01, acc23);
+    for (; i + 8 <= n; i += 8) {
+        prefetch_next_tile(w, ws, i / 8, 8 * ews);
+        tile4_step(fw, fa, NC, w + (size_t)i * ews, ws, a + (size_t)i * eas, as, 0xff, acc01, acc23);
+    }
     if (i < n)
         tile4_step(fw, fa, NC, w + (size_t)i * ews, ws, a + (size_t)i * eas, as, (__mmask8)((1u << (n - i)) - 1), acc01,
                    acc23);

@@ -9,6 +9,7 @@
 #include "quant/blocks.h"
 #include "quant/iq4.h"
 #include "quant/fp4.h"
+#include "kernels/cpu/tile_prefetch.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -33,22 +34,6 @@ AVX2 static inline __m128 fp16x4(const uint16_t h[4]) {
 }
 
 AVX2 static inline __m128 fp16_bcast(uint16_t h) { return _mm_cvtph_ps(_mm_set1_epi16((short)h)); }
-
-/* A tile's NR weight rows lie one after another in memory, and it reads
- * them side by side, block i of each row in turn, which the hardware
- * prefetchers follow poorly; decoding (one activation row) waits on the
- * weights' memory more than on the math. So while a tile reads its block
- * i, the next tile's rows are read ahead in order, as many bytes as the
- * tile reads: when this tile ends, the next one's are (mostly) in cache.
- * Always inlined: GCC judges a prefetch-only function free of side effects
- * and drops calls to it that it has not inlined early (the tiles of every
- * format but Q8_0, Q4_0, Q4_K, Q6_K and the FP4s lost their prefetches:
- * Q5_0 decode 5 -> 16 GB/s). */
-static inline __attribute__((always_inline)) void prefetch_next_tile(const void *w, size_t ws, int64_t i,
-                                                                     size_t block_bytes) {
-    const char *next = (const char *)w + CPU_TILE_ROWS * ws + (size_t)i * CPU_TILE_ROWS * block_bytes;
-    for (size_t l = 0; l < CPU_TILE_ROWS * block_bytes; l += 64) _mm_prefetch(next + l, _MM_HINT_T0);
-}
 
 /* hfq_k_scale_min of the eight sub-blocks of two Q4_K blocks, as 8 x int16
  * each: from the 32-bit words w0, w1, w2 of the packed scales (one block
