@@ -59,26 +59,23 @@ I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p) {
     return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
-/* fp8x8 of 8 regular codes (fp8_irregular): E4M3's are normal numbers, so
- * the float's bits come from integer operations alone - the code
- * sign-extended and shifted so that its exponent and mantissa fill float
- * bits 26..20, the sign's copies at 30..27 cleared, the exponent rebiased
- * by 127 - 7; E5M2's are an fp16's top byte. */
+/* fp8x8 of 8 codes that are not NaN (nor, with finite, infinite:
+ * fp8_irregular): fp8x8 without the NaN fix. Zeros and subnormals are
+ * regular - quantized rows have many (Gemma 3 270M per channel: 6 % of
+ * the codes, in 87 % of the 32-code steps). */
 I8_AVX2 static inline __m256 fp8x8_regular(hfq_fp8_format f, const uint8_t *p) {
     const __m128i raw = _mm_loadl_epi64((const __m128i *)p);
     if (f == HFQ_FP8_E5M2) return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(raw), 8));
-    const __m256i v = _mm256_and_si256(_mm256_slli_epi32(_mm256_cvtepi8_epi32(raw), 20), _mm256_set1_epi32((int)0x87F00000));
-    return _mm256_castsi256_ps(_mm256_add_epi32(v, _mm256_set1_epi32(120 << 23)));
+    const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(raw), 7), _mm_set1_epi16((short)0xBF80));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
-/* The bytes of the 32 codes c that fp8x8_regular does not take (E4M3: zero,
- * subnormal and NaN magnitudes, 0x00-0x07 and 0x7F, which plus 0x78 are the
- * bytes above -10 as signed; E5M2: NaN) or, with finite, that are not
- * finite (E5M2's infinities too): 0xFF. */
+/* The bytes of the 32 codes c that fp8x8_regular does not take (NaN; with
+ * finite, E5M2's infinities too): 0xFF. */
 I8_AVX2 static inline __m256i fp8_irregular(hfq_fp8_format f, __m256i c, bool finite) {
     const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi8(0x7F));
     if (f == HFQ_FP8_E5M2) return _mm256_cmpgt_epi8(mag, _mm256_set1_epi8(finite ? 0x7B : 0x7C));
-    return _mm256_cmpgt_epi8(_mm256_add_epi8(mag, _mm256_set1_epi8(0x78)), _mm256_set1_epi8(-10));
+    return _mm256_cmpeq_epi8(mag, _mm256_set1_epi8(0x7F));
 }
 
 /* 8 codes of encoding q as floats. */
