@@ -607,7 +607,7 @@ static uint8_t finite_fp8_code(hfq_fp8_format f, uint64_t *rng) {
  * activations, scales and activations of very different sizes; tiles of
  * every row count and width equal to the pair alone. */
 static void test_i8_kernels(void) {
-    enum { NMAX = 65536 + 40, ROWS = CPU_TILE_ROWS, COLS = 5 };
+    enum { NMAX = 65536 + 40, ROWS = CPU_TILE_ROWS, COLS = 11 };   /* AVX-512: 8 + 2 + 1 columns */
     /* any_codes: INT8 activations over the whole range, -128 included (hfq.act_quant int8_ct);
      * FP8 groups: block scales expanded */
     static const struct { hfq_qext q; int64_t groups; bool any_codes; } cases[] = {
@@ -620,7 +620,13 @@ static void test_i8_kernels(void) {
     static uint8_t codes[ROWS * NMAX], acodes[COLS][NMAX];
     static float x[COLS][NMAX], scales[ROWS * 3];
     float a_scales[COLS], want[COLS][ROWS], got[COLS][ROWS];
-    cpu_i8_tile_fn simd = cpu_i8_tile(true), ref = cpu_i8_tile(false);
+    static float acodes_f32[COLS][NMAX];   /* FP8 activation codes widened, for the sets that take them so */
+    int cols;
+    bool fp8_f32;
+    cpu_i8_tile_fn ref = cpu_i8_tile(CPU_FLOAT_PORTABLE, &cols, &fp8_f32);
+    for (int isa = CPU_FLOAT_AVX2; isa <= CPU_FLOAT_AVX512; isa++) {
+    cpu_i8_tile_fn simd = cpu_i8_tile((cpu_float_isa)isa, &cols, &fp8_f32);
+    if (!simd) continue;
     uint64_t rng = 4242;
     int checked = 0;
     for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++)
@@ -647,15 +653,20 @@ static void test_i8_kernels(void) {
                 const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = n, .ne1 = ROWS, .row_bytes = (size_t)n,
                                       .data = codes, .scale = scales, .scale_groups = groups, .qext = cases[cs].q,
                                       .act_int8_ct = cases[cs].any_codes};
+                const bool widen = fp8_f32 && cases[cs].q != HFQ_QEXT_INT8;
+                for (int c = 0; widen && c < COLS; c++)
+                    for (int64_t i = 0; i < n; i++) acodes_f32[c][i] = hfq_fp8_to_f32(f, acodes[c][i]);
                 for (int codes_act = 0; codes_act < 2; codes_act++) {
                     const void *a = codes_act ? (const void *)acodes : (const void *)x;
                     const size_t as = codes_act ? sizeof acodes[0] : sizeof x[0];
                     const float *asc = codes_act ? a_scales : NULL;
                     ref(&w, 0, ROWS, a, as, asc, COLS, &want[0][0], ROWS);
+                    if (codes_act && widen) a = acodes_f32;   /* the same values, as the set takes them */
+                    const size_t sas = codes_act && widen ? sizeof acodes_f32[0] : as;
                     for (int c = 0; c < COLS; c++)
                         for (int r = 0; r < ROWS; r++) {
                             float one;
-                            simd(&w, r, 1, (const char *)a + c * as, as, asc ? asc + c : NULL, 1, &one, 1);
+                            simd(&w, r, 1, (const char *)a + c * sas, sas, asc ? asc + c : NULL, 1, &one, 1);
                             CHECK_MSG(memcmp(&one, &want[c][r], sizeof one) == 0,
                                       "i8 case %zu n %lld codes %d [%d][%d]: %.9g vs %.9g", cs, (long long)n,
                                       codes_act, c, r, one, want[c][r]);
@@ -663,7 +674,7 @@ static void test_i8_kernels(void) {
                         }
                     for (int nr = 1; nr <= ROWS; nr++) {
                         memset(got, 0, sizeof got);
-                        simd(&w, 0, nr, a, as, asc, COLS, &got[0][0], ROWS);
+                        simd(&w, 0, nr, a, sas, asc, COLS, &got[0][0], ROWS);
                         bool same = true;
                         for (int c = 0; c < COLS; c++)
                             for (int r = 0; r < ROWS; r++)
@@ -689,7 +700,8 @@ static void test_i8_kernels(void) {
                 CHECK_MSG(memcmp(a, b, sizeof a) == 0, "fp8 codes %d.. of format %d (%d) decode differently", c0, fmt,
                           len);
             }
-    printf("%d I8 kernel dots checked (%s)\n", checked, simd == ref ? "no SIMD on this CPU" : "AVX2");
+    printf("%d I8 kernel dots checked (%s)\n", checked, isa == CPU_FLOAT_AVX2 ? "AVX2" : "AVX-512");
+    }
 }
 
 static void expect_refused(uint32_t type, hfq_qext qext, hfq_act_quant aq, int64_t n_in, const char *want) {

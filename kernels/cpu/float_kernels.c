@@ -246,18 +246,19 @@ DEFINE_TILE(tile_f32_avx512, tile_avx512, FMT_F32, FMT_F32, AVX512)
 DEFINE_TILE(tile_f16_avx512, tile_avx512, FMT_F16, FMT_F32, AVX512)
 DEFINE_TILE(tile_bf16_avx512, tile_avx512, FMT_BF16, FMT_F32, AVX512)
 
-static bool runs(cpu_float_isa isa) {
+bool cpu_float_isa_runs(cpu_float_isa isa) {
     const bool avx2 = cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_FMA | CPU_FEAT_F16C);
     switch (isa) {
     case CPU_FLOAT_PORTABLE: return true;
     case CPU_FLOAT_AVX2: return avx2;
     case CPU_FLOAT_AVX512:
         return avx2 && cpu_has(CPU_FEAT_AVX512F | CPU_FEAT_AVX512DQ | CPU_FEAT_AVX512BW | CPU_FEAT_AVX512VL);
+    case CPU_FLOAT_BEST: return true;
     default: return false;
     }
 }
 #else
-static bool runs(cpu_float_isa isa) { return isa == CPU_FLOAT_PORTABLE; }
+bool cpu_float_isa_runs(cpu_float_isa isa) { return isa == CPU_FLOAT_PORTABLE || isa == CPU_FLOAT_BEST; }
 #define tile_f32_avx2 tile_f32_c
 #define tile_f16_avx2 tile_f16_c
 #define tile_bf16_avx2 tile_bf16_c
@@ -268,8 +269,10 @@ static bool runs(cpu_float_isa isa) { return isa == CPU_FLOAT_PORTABLE; }
 
 cpu_tile_fn cpu_float_tile(uint32_t type, cpu_float_isa isa, int *cols, bool *act_f32) {
     if (isa == CPU_FLOAT_BEST)
-        isa = runs(CPU_FLOAT_AVX512) ? CPU_FLOAT_AVX512 : runs(CPU_FLOAT_AVX2) ? CPU_FLOAT_AVX2 : CPU_FLOAT_PORTABLE;
-    if (!runs(isa)) return NULL;
+        isa = cpu_float_isa_runs(CPU_FLOAT_AVX512) ? CPU_FLOAT_AVX512
+              : cpu_float_isa_runs(CPU_FLOAT_AVX2) ? CPU_FLOAT_AVX2
+                                                   : CPU_FLOAT_PORTABLE;
+    if (!cpu_float_isa_runs(isa)) return NULL;
     static const cpu_tile_fn tiles[3][3] = {{tile_f32_c, tile_f16_c, tile_bf16_c},
                                             {tile_f32_avx2, tile_f16_avx2, tile_bf16_avx2},
                                             {tile_f32_avx512, tile_f16_avx512, tile_bf16_avx512}};

@@ -17,6 +17,10 @@ typedef enum cpu_float_isa {
     CPU_FLOAT_BEST,      /* the widest of those this CPU runs */
 } cpu_float_isa;
 
+/* Whether this CPU runs set isa (CPU_FLOAT_BEST: always); the I8 kernels
+ * (i8_kernels.h) come in the same sets. */
+bool cpu_float_isa_runs(cpu_float_isa isa);
+
 /* The kernel for GT_F32, GT_F16 or GT_BF16 in set isa, or NULL (another
  * type, or a set this CPU does not run); *cols: the activation rows it
  * takes per call; *act_f32: whether it takes its activation rows as F32

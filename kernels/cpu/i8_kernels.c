@@ -108,6 +108,29 @@ I8_AVX2 static __attribute__((noinline)) void step32(hfq_qext q, const uint8_t *
     for (int k = 0; k < 4; k++) step8(q, wr, a, C, codes, i + k * HFQ_LANES, acc);
 }
 
+/* The rows' sums (row r in lane r) of the partial sums acc[r] (lane k:
+ * partial sum k of row r over [start, i)) with the run's last values
+ * [i, end), fewer than 8, added one lane each, combined in quant/lanes.h's
+ * order: lane k + lane k + 4, then the four rows' side by side. */
+I8_AVX2 static inline __attribute__((always_inline)) __m128 finish_sums(hfq_qext q, const uint8_t *const wr[NR],
+                                                                        const char *a, bool codes, int64_t start,
+                                                                        int64_t i, int64_t end, __m256 acc[NR]) {
+    __m128 t[NR];
+    for (int r = 0; r < NR; r++) {
+        if (i < end) {
+            float lane[HFQ_LANES];
+            _mm256_storeu_ps(lane, acc[r]);
+            for (int64_t j = i; j < end; j++)
+                lane[(j - start) % HFQ_LANES] +=
+                    code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a)[j]) : ((const float *)a)[j]);
+            acc[r] = _mm256_loadu_ps(lane);
+        }
+        t[r] = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+    }
+    _MM_TRANSPOSE4_PS(t[0], t[1], t[2], t[3]);
+    return _mm_add_ps(_mm_add_ps(t[0], t[2]), _mm_add_ps(t[1], t[3]));
+}
+
 /* part[c] = the sums (rows 0..3 in lanes 0..3) of the products of codes
  * wr[r][i] with value i of activation row a[c] (floats, or codes of
  * encoding q when codes) over the run [start, end), in quant/lanes.h's
@@ -156,22 +179,7 @@ I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, c
         }
     }
     for (; i + HFQ_LANES <= end; i += HFQ_LANES) step8(q, wr, a, C, codes, i, acc);
-    for (int c = 0; c < C; c++) {
-        __m128 t[NR];   /* row r: partial sums k + 4k' added, k = 0..3 */
-        for (int r = 0; r < NR; r++) {
-            if (i < end) {   /* the last values of the run, one lane each */
-                float lane[HFQ_LANES];
-                _mm256_storeu_ps(lane, acc[c][r]);
-                for (int64_t j = i; j < end; j++)
-                    lane[(j - start) % HFQ_LANES] +=
-                        code1(q, wr[r][j]) * (codes ? code1(q, ((const uint8_t *)a[c])[j]) : ((const float *)a[c])[j]);
-                acc[c][r] = _mm256_loadu_ps(lane);
-            }
-            t[r] = _mm_add_ps(_mm256_castps256_ps128(acc[c][r]), _mm256_extractf128_ps(acc[c][r], 1));
-        }
-        _MM_TRANSPOSE4_PS(t[0], t[1], t[2], t[3]);
-        part[c] = _mm_add_ps(_mm_add_ps(t[0], t[2]), _mm_add_ps(t[1], t[3]));
-    }
+    for (int c = 0; c < C; c++) part[c] = finish_sums(q, wr, a[c], codes, start, i, end, acc[c]);
 }
 
 /* Products summed per 32-bit lane before they could overflow it: each
@@ -255,6 +263,21 @@ static inline float scale_of(const hfq_tensor *w, int64_t r0, int r, int nr, int
     return w->scale[g ? (r0 + (r < nr ? r : 0)) * g + k : 0];
 }
 
+/* The four rows' scales k, row r in lane r. */
+I8_AVX2 static inline __m128 scales4(const hfq_tensor *w, int64_t r0, int nr, int64_t k) {
+    return _mm_setr_ps(scale_of(w, r0, 0, nr, k), scale_of(w, r0, 1, nr, k), scale_of(w, r0, 2, nr, k),
+                       scale_of(w, r0, 3, nr, k));
+}
+
+/* The first nr rows of sums sum[c] (row r in lane r) to out[c * os + r]. */
+I8_AVX2 static inline void store_cols(const __m128 *sum, int C, int nr, float *out, size_t os) {
+    for (int c = 0; c < C; c++) {
+        float lane[NR];
+        _mm_storeu_ps(lane, sum[c]);
+        for (int r = 0; r < nr; r++) out[(size_t)c * os + (size_t)r] = lane[r];
+    }
+}
+
 /* The tile for C activation rows, rows in vector lanes; rows r >= nr read
  * row 0 again, their results not stored. q and codes are constants where
  * this is inlined: each encoding and activation kind gets its own loops. */
@@ -272,22 +295,16 @@ I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_qext
         for (int64_t k = 0; k * len < n; k++) {
             if (codes && q == HFQ_QEXT_INT8) int_sums(wr, a, C, w->act_int8_ct, k * len, (k + 1) * len, part);
             else run_sums(q, wr, a, C, codes, k * len, (k + 1) * len, part);
-            const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, k), scale_of(w, r0, 1, nr, k),
-                                          scale_of(w, r0, 2, nr, k), scale_of(w, r0, 3, nr, k));
+            const __m128 ws = scales4(w, r0, nr, k);
             for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));
         }
         for (int c = 0; codes && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
     } else {
         run_sums(q, wr, a, C, codes, 0, n, part);
-        const __m128 ws = _mm_setr_ps(scale_of(w, r0, 0, nr, 0), scale_of(w, r0, 1, nr, 0), scale_of(w, r0, 2, nr, 0),
-                                      scale_of(w, r0, 3, nr, 0));
+        const __m128 ws = scales4(w, r0, nr, 0);
         for (int c = 0; c < C; c++) sum[c] = _mm_mul_ps(part[c], codes ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
     }
-    for (int c = 0; c < C; c++) {
-        float lane[NR];
-        _mm_storeu_ps(lane, sum[c]);
-        for (int r = 0; r < nr; r++) out[(size_t)c * os + (size_t)r] = lane[r];
-    }
+    store_cols(sum, C, nr, out, os);
 }
 
 /* i8_cols over the activation rows, CPU_TILE_COLS at a time. */
@@ -331,12 +348,152 @@ I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const 
     f(w, r0, nr, a, as, a_scales, nc, out, os);
 }
 
-cpu_i8_tile_fn cpu_i8_tile(bool simd) {
-    return simd && cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_F16C | CPU_FEAT_FMA) ? i8_tile_avx2 : i8_tile_ref;
+/* ---- AVX-512, float activations: two weight rows per vector ---- */
+
+#define I8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,fma")))
+#define COLS512 CPU_TILE_COLS_F512
+
+/* The 8 codes from p0 (lanes 0..7) and p1 (lanes 8..15) as floats: INT8,
+ * or FP8 codes that are not NaN (fp8x8_regular's steps, 16 at a time). */
+I8_AVX512 static inline __m512 codes16_regular(hfq_qext q, const uint8_t *p0, const uint8_t *p1) {
+    const __m128i raw = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)p0), _mm_loadl_epi64((const __m128i *)p1));
+    if (q == HFQ_QEXT_INT8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(raw));
+    if (q == HFQ_QEXT_FP8_E5M2) return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(raw), 8));
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(raw), 7), _mm256_set1_epi16((short)0xBF80));
+    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+}
+
+/* Any 8 codes from p0 and from p1 as floats, NaNs the reference's. */
+I8_AVX512 static inline __m512 codes16(hfq_qext q, const uint8_t *p0, const uint8_t *p1) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(codes8(q, p0)), codes8(q, p1), 1);
+}
+
+/* run_sums for float activations (codes false) on 512-bit vectors: weight
+ * rows 0 and 1 in the halves of acc[c][0], rows 2 and 3 of acc[c][1], each
+ * half run_sums' 8 partial sums of its row, so the same bits; FP8 steps of
+ * 32 with a NaN code go through step32 with the halves taken apart. */
+I8_AVX512 static inline __attribute__((always_inline)) void run_sums512(hfq_qext q, const uint8_t *const wr[NR],
+                                                                        const char *const a[], const int C,
+                                                                        int64_t start, int64_t end, __m128 part[]) {
+    __m512 acc[COLS512][2];
+    for (int c = 0; c < C; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
+    int64_t i = start;
+    for (; i + 4 * HFQ_LANES <= end; i += 4 * HFQ_LANES) {
+        if (q != HFQ_QEXT_INT8) {
+            __m256i odd = _mm256_setzero_si256();
+            for (int r = 0; r < NR; r++)
+                odd = _mm256_or_si256(odd, fp8_irregular(fp8_of(q), _mm256_loadu_si256((const __m256i *)(wr[r] + i)), false));
+            if (!_mm256_testz_si256(odd, odd)) {
+                for (int c = 0; c < C; c++) {
+                    __m256 mem[1][NR] = {{_mm512_castps512_ps256(acc[c][0]), _mm512_extractf32x8_ps(acc[c][0], 1),
+                                          _mm512_castps512_ps256(acc[c][1]), _mm512_extractf32x8_ps(acc[c][1], 1)}};
+                    step32(q, wr, a + c, 1, false, i, mem);
+                    acc[c][0] = _mm512_insertf32x8(_mm512_castps256_ps512(mem[0][0]), mem[0][1], 1);
+                    acc[c][1] = _mm512_insertf32x8(_mm512_castps256_ps512(mem[0][2]), mem[0][3], 1);
+                }
+                continue;
+            }
+        }
+        for (int64_t j = i; j < i + 4 * HFQ_LANES; j += HFQ_LANES) {
+            const __m512 w01 = codes16_regular(q, wr[0] + j, wr[1] + j), w23 = codes16_regular(q, wr[2] + j, wr[3] + j);
+            for (int c = 0; c < C; c++) {
+                const __m512 av = _mm512_broadcast_f32x8(_mm256_loadu_ps((const float *)a[c] + j));
+                acc[c][0] = _mm512_add_ps(acc[c][0], _mm512_mul_ps(w01, av));
+                acc[c][1] = _mm512_add_ps(acc[c][1], _mm512_mul_ps(w23, av));
+            }
+        }
+    }
+    for (; i + HFQ_LANES <= end; i += HFQ_LANES) {
+        const __m512 w01 = codes16(q, wr[0] + i, wr[1] + i), w23 = codes16(q, wr[2] + i, wr[3] + i);
+        for (int c = 0; c < C; c++) {
+            const __m512 av = _mm512_broadcast_f32x8(_mm256_loadu_ps((const float *)a[c] + i));
+            acc[c][0] = _mm512_add_ps(acc[c][0], _mm512_mul_ps(w01, av));
+            acc[c][1] = _mm512_add_ps(acc[c][1], _mm512_mul_ps(w23, av));
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        __m256 rows[NR] = {_mm512_castps512_ps256(acc[c][0]), _mm512_extractf32x8_ps(acc[c][0], 1),
+                           _mm512_castps512_ps256(acc[c][1]), _mm512_extractf32x8_ps(acc[c][1], 1)};
+        part[c] = finish_sums(q, wr, a[c], false, start, i, end, rows);
+    }
+}
+
+/* i8_cols for float activations on run_sums512, C (a constant where
+ * inlined) up to COLS512 columns; with a_scales, FP8 activation codes
+ * widened to floats (exact), whose products with FP8 weights are exact in
+ * float: the separate product and sum of hfq_dot_fp8_fp8 are the fused
+ * ones of i8_cols, so the same float steps give the same bits. */
+I8_AVX512 static inline __attribute__((always_inline)) void f32_cols512(const hfq_qext q, const hfq_tensor *w,
+                                                                        const uint8_t *const wr[NR], int64_t r0,
+                                                                        int nr, const char *const a[], const int C,
+                                                                        const float *a_scales, float *out, size_t os) {
+    const int64_t n = w->ne0, g = w->scale_groups;
+    __m128 part[COLS512], sum[COLS512];
+    if (q == HFQ_QEXT_INT8 || g > 1) {
+        const int64_t len = g ? n / g : n;
+        for (int c = 0; c < C; c++) sum[c] = _mm_setzero_ps();
+        for (int64_t k = 0; k * len < n; k++) {
+            run_sums512(q, wr, a, C, k * len, (k + 1) * len, part);
+            const __m128 ws = scales4(w, r0, nr, k);
+            for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));
+        }
+        for (int c = 0; a_scales && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
+    } else {
+        run_sums512(q, wr, a, C, 0, n, part);
+        const __m128 ws = scales4(w, r0, nr, 0);
+        for (int c = 0; c < C; c++) sum[c] = _mm_mul_ps(part[c], a_scales ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
+    }
+    store_cols(sum, C, nr, out, os);
+}
+
+/* The float-activation tile of one encoding: the columns as 8, 4, 2, 1. */
+#define I8_F32_TILE512(name, q)                                                                                     \
+    I8_AVX512 static void name(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,                  \
+                               const float *a_scales, int nc, float *out, size_t os) {                              \
+        const uint8_t *wr[NR];                                                                                      \
+        for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));                                   \
+        for (int c0 = 0; c0 < nc;) {                                                                                \
+            const char *ac[COLS512];                                                                                \
+            const int m = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;                              \
+            for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;                            \
+            float *o = out + (size_t)c0 * os;                                                                       \
+            const float *asc = a_scales ? a_scales + c0 : NULL;                                                     \
+            if (m == 8) f32_cols512(q, w, wr, r0, nr, ac, 8, asc, o, os);                                           \
+            else if (m == 4) f32_cols512(q, w, wr, r0, nr, ac, 4, asc, o, os);                                      \
+            else if (m == 2) f32_cols512(q, w, wr, r0, nr, ac, 2, asc, o, os);                                      \
+            else f32_cols512(q, w, wr, r0, nr, ac, 1, asc, o, os);                                                  \
+            c0 += m;                                                                                                \
+        }                                                                                                           \
+    }
+I8_F32_TILE512(int8_f32_tile512, HFQ_QEXT_INT8)
+I8_F32_TILE512(e4m3_f32_tile512, HFQ_QEXT_FP8_E4M3)
+I8_F32_TILE512(e5m2_f32_tile512, HFQ_QEXT_FP8_E5M2)
+
+/* Float activations and FP8 W8A8 (activation codes widened) here; INT8
+ * W8A8 as the AVX2 tile. */
+I8_AVX512 static void i8_tile_avx512(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
+                                     const float *a_scales, int nc, float *out, size_t os) {
+    if (w->qext == HFQ_QEXT_INT8 && a_scales) i8_tile_avx2(w, r0, nr, a, as, a_scales, nc, out, os);
+    else if (w->qext == HFQ_QEXT_INT8) int8_f32_tile512(w, r0, nr, a, as, NULL, nc, out, os);
+    else if (w->qext == HFQ_QEXT_FP8_E5M2) e5m2_f32_tile512(w, r0, nr, a, as, a_scales, nc, out, os);
+    else e4m3_f32_tile512(w, r0, nr, a, as, a_scales, nc, out, os);
+}
+
+cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
+    if (isa == CPU_FLOAT_BEST)
+        isa = cpu_float_isa_runs(CPU_FLOAT_AVX512) ? CPU_FLOAT_AVX512
+              : cpu_float_isa_runs(CPU_FLOAT_AVX2) ? CPU_FLOAT_AVX2
+                                                   : CPU_FLOAT_PORTABLE;
+    if (!cpu_float_isa_runs(isa)) return NULL;
+    *cols = isa == CPU_FLOAT_AVX512 ? COLS512 : CPU_TILE_COLS;
+    *fp8_codes_f32 = isa == CPU_FLOAT_AVX512;
+    return isa == CPU_FLOAT_AVX512 ? i8_tile_avx512 : isa == CPU_FLOAT_AVX2 ? i8_tile_avx2 : i8_tile_ref;
 }
 #else
-cpu_i8_tile_fn cpu_i8_tile(bool simd) {
-    (void)simd;
+cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
+    if (isa != CPU_FLOAT_PORTABLE && isa != CPU_FLOAT_BEST) return NULL;
+    *cols = CPU_TILE_COLS;
+    *fp8_codes_f32 = false;
     return i8_tile_ref;
 }
 #endif

@@ -72,7 +72,14 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
 int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const char *where, hfq_error *err) {
     *k = (cpu_wkernel){.qext = w->qext, .tile_cols = CPU_TILE_COLS};
     /* I8 codes: quant/int8.h and quant/fp8.h, with the tensor's scales */
-    if (w->qext) return choose_act(w, aq, k, where, err);
+    if (w->qext) {
+        if (choose_act(w, aq, k, where, err) < 0) return -1;
+        bool fp8_codes_f32 = false;
+        if (k->act_kind == CPU_ACT_CODES || k->act_kind == CPU_ACT_F32_CODES)
+            cpu_i8_tile(CPU_FLOAT_BEST, &k->tile_cols, &fp8_codes_f32);
+        k->act_f32 = k->act_kind == CPU_ACT_CODES && w->qext != HFQ_QEXT_INT8 && fp8_codes_f32;
+        return 0;
+    }
     const ggml_type_info *gt = ggml_type_get(w->type);
     int qt = hfq_qtype_from_ggml(w->type);
     k->w = qt < 0 ? NULL : hfq_qtype_get((hfq_qtype)qt);
@@ -95,7 +102,7 @@ int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const
 static size_t act_row_bytes(const cpu_wkernel *k, int64_t n) {
     switch (k->act_kind) {
     case CPU_ACT_F32_CODES: return 0;
-    case CPU_ACT_CODES: return (size_t)n;
+    case CPU_ACT_CODES: return k->act_f32 ? (size_t)n * sizeof(float) : (size_t)n;
     case CPU_ACT_NVFP4: return (size_t)(n / HFQ_QK_NVFP4) * sizeof(hfq_block_nvfp4);
     case CPU_ACT_MXFP4: return (size_t)(n / HFQ_QK_MXFP4) * sizeof(hfq_block_mxfp4);
     case CPU_ACT_FP8_GROUP: return (size_t)n * sizeof(float);
@@ -114,6 +121,18 @@ static void widen_act_row(const hfq_qtype_traits *act, const float *x, float *y,
         const int64_t m = n - i < chunk ? n - i : chunk;
         act->quantize_row(x + i, buf, m);
         act->dequantize(buf, y + i, m);
+    }
+}
+
+/* n FP8 codes at the start of row, in place, as the n floats they stand
+ * for (exact): from the last, so that no float overwrites a code still to
+ * be read (float i covers codes 4 i.. 4 i + 3, all at or past i). */
+static void widen_fp8_codes(hfq_fp8_format f, void *row, int64_t n) {
+    const uint8_t *codes = row;
+    float *y = row;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        const float v = hfq_fp8_to_f32(f, codes[i]);
+        y[i] = v;
     }
 }
 
@@ -254,7 +273,8 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
                 const float *restrict bias, const float *restrict x, int64_t n_tokens) {
     product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float), .y = y};
     if (cpu_wkernel_get(w, aq, &p.k, NULL, NULL)) return;
-    if (w->qext && p.k.act_kind != CPU_ACT_FP8_GROUP) p.i8 = cpu_i8_tile(true);
+    bool fp8_codes_f32;
+    if (w->qext && p.k.act_kind != CPU_ACT_FP8_GROUP) p.i8 = cpu_i8_tile(CPU_FLOAT_BEST, &p.k.tile_cols, &fp8_codes_f32);
     const int64_t n_in = w->ne0, n_out = w->ne1;
     const int64_t macs = n_in * n_out * n_tokens;
     const size_t row_bytes = act_row_bytes(&p.k, n_in);
@@ -264,7 +284,10 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
         #pragma omp parallel for num_threads(n_threads) schedule(static) if (parallel)
         for (int64_t t = 0; t < n_tokens; t++) {
             void *row = (char *)act + (size_t)t * row_bytes;
-            if (scales) quantize_act(&p.k, w, x + t * n_in, row, &scales[t]);
+            if (scales) {
+                quantize_act(&p.k, w, x + t * n_in, row, &scales[t]);
+                if (p.k.act_kind == CPU_ACT_CODES && p.k.act_f32) widen_fp8_codes(fp8_format(w->qext), row, n_in);
+            }
             else if (p.k.act_kind == CPU_ACT_MXFP4) hfq_quantize_row_mxfp4_act(x + t * n_in, row, n_in);
             else if (p.k.act_kind == CPU_ACT_FP8_GROUP)
                 hfq_fp8_fake_quant_groups(HFQ_FP8_E4M3, x + t * n_in, row, n_in, w->act_fp8_group);
