@@ -17,7 +17,8 @@ mxfp4-pack-quantized); config.json carries its QuantizationConfig. Then:
 - our runner on that GGUF (its activation scheme as the file records it)
   against transformers running the checkpoint with compressed-tensors'
   fake quantization of the activations: mean KL <= 1e-4, same top token at
-  >= 99 % of positions (dynamic schemes on float32 norms, see untied(): FP8
+  >= 99 % of positions (98 % for FP8 per group and INT8 per token, DYNAMIC;
+  dynamic schemes on float32 norms, see untied(): FP8
   per token and per group, MXFP4 W4A4); general.file_type as
   convert_hf_to_gguf.py writes it for FP4, quantize's own for I8 codes;
 - actorder: "weight" kept as is; "group" (g_idx, built as compressed-tensors
@@ -80,6 +81,12 @@ def custom(weights, inputs=None):
 # transformers, or None where compressed-tensors cannot load its own layout).
 # Dynamic activations: the checkpoint's norms are float32 (see untied()).
 STRICT = (MAX_KL, MIN_TOP)
+# Dynamic activation codes still meet a few values within an ulp of a rounding boundary
+# after untied(), where the float32 order of the sums before them decides the code: torch
+# on an AVX-512 CPU (2026-12-04, its kernels summing in another order than on AVX2) moved
+# 3 of 200 top tokens of fp8-block-dynamic and w8a8-dynamic (KL 3.2e-5 and 1.3e-5), with
+# our runner's output unchanged bit for bit.
+DYNAMIC = (MAX_KL, 0.98)
 FLOAT_ACTS = "float activations"
 CASES = [
     ("fp8-static", preset_name_to_scheme("FP8", ["Linear"]), "float-quantized", "I8", STRICT),
@@ -87,14 +94,14 @@ CASES = [
     ("fp8-block", custom(dict(num_bits=8, type="float", strategy="block", block_structure=[128, 128])),
      "float-quantized", "I8", STRICT),
     # dynamic per-group FP8 activations: FP8 codes kept, marked hfq.act_quant fp8_e4m3_g128
-    ("fp8-block-dynamic", preset_name_to_scheme("FP8_BLOCK", ["Linear"]), "float-quantized", "I8", STRICT),
+    ("fp8-block-dynamic", preset_name_to_scheme("FP8_BLOCK", ["Linear"]), "float-quantized", "I8", DYNAMIC),
     ("fp8-channel-group-acts", custom(dict(num_bits=8, type="float", strategy="channel"),
                                       dict(num_bits=8, type="float", strategy="group", group_size=128, dynamic=True)),
      "float-quantized", "I8", STRICT),
     ("int8-static", custom(dict(num_bits=8, type="int", strategy="channel"),
                            dict(num_bits=8, type="int", strategy="tensor", dynamic=False)), "int-quantized", "I8", STRICT),
     # dynamic per-token INT8: compressed-tensors' amax / 127.5 rule, marked hfq.act_quant int8_ct
-    ("w8a8-dynamic", preset_name_to_scheme("W8A8", ["Linear"]), "int-quantized", "I8", STRICT),
+    ("w8a8-dynamic", preset_name_to_scheme("W8A8", ["Linear"]), "int-quantized", "I8", DYNAMIC),
     ("int8-group-asym", custom(dict(num_bits=8, type="int", strategy="group", group_size=32, symmetric=False)),
      "naive-quantized", None, None),   # compressed-tensors' own loader expects this zero point packed
     ("w8a16-packed", preset_name_to_scheme("W8A16", ["Linear"]), "pack-quantized", "I8", STRICT),

@@ -7,7 +7,7 @@ rotated F32 model against the original, in our runner and in llama.cpp's.
    qkv and gate_up), gemma (tied, sqrt(d) embedding scale, GeGLU) and
    qwen3moe (router and stacked experts) built by transformers
    (tests/hf_checkpoint.py). ppl-eval of the rotated file against the
-   original (--base, F32 KV cache on both sides): KL <= 1e-8 per token and the
+   original (--base, F32 KV cache on both sides): mean KL <= 3e-8 (float32 rounding) and the
    same top token everywhere. llama-perplexity on both files: the same PPL
    within 1e-4 relative (llama.cpp's gemma loads no output.weight, so the
    untied rotated gemma is ours only: llama.cpp must refuse it, as the docs say).
@@ -39,7 +39,9 @@ HFCONV, QUANTIZE, PPL_EVAL, MKMODEL, LLAMA_PPL = sys.argv[1:6]
 SOURCE = os.environ.get("HFQ_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 FIXTURES = os.path.join(SOURCE, "..", "shared", "fixtures")
 SYNTH_TEXT = os.path.join(SOURCE, "docs", "architecture.md")
-MAX_KL, PPL_TOL, Q8_TOL = 1e-8, 1e-4, 1e-3
+# MAX_KL: float32 rounding's size here, 3e-9 to 1.3e-8 per model on the machines measured
+# (llama-tied 1.29e-8 on an AVX-512 CPU, 2026-12-04); a wrong rotation gives orders more.
+MAX_KL, PPL_TOL, Q8_TOL = 3e-8, 1e-4, 1e-3
 HAVE_LLAMA = os.access(LLAMA_PPL, os.X_OK)
 
 

@@ -35,6 +35,12 @@ AVX2 static inline __m128 fp16x4(const uint16_t h[4]) {
 
 AVX2 static inline __m128 fp16_bcast(uint16_t h) { return _mm_cvtph_ps(_mm_set1_epi16((short)h)); }
 
+/* fp16x4 of values just computed or loaded one at a time: set from
+ * registers, where fp16x4's 8-byte load would wait on four 2-byte stores. */
+AVX2 static inline __m128 fp16_regs4(const uint16_t h[4]) {
+    return _mm_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], 0, 0, 0, 0));
+}
+
 /* hfq_k_scale_min of the eight sub-blocks of two Q4_K blocks, as 8 x int16
  * each: from the 32-bit words w0, w1, w2 of the packed scales (one block
  * per 128-bit lane), scales (w0 & 0x3f.., (w2 & 0x0f..) | (w0 >> 6 & 3..) << 4)
