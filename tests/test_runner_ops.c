@@ -625,82 +625,82 @@ static void test_i8_kernels(void) {
     bool fp8_f32;
     cpu_i8_tile_fn ref = cpu_i8_tile(CPU_FLOAT_PORTABLE, &cols, &fp8_f32);
     for (int isa = CPU_FLOAT_AVX2; isa <= CPU_FLOAT_AVX512; isa++) {
-    cpu_i8_tile_fn simd = cpu_i8_tile((cpu_float_isa)isa, &cols, &fp8_f32);
-    if (!simd) continue;
-    uint64_t rng = 4242;
-    int checked = 0;
-    for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++)
-        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
-            const int64_t n = lengths[l], groups = cases[cs].groups;
-            if (groups > 1 && n % groups) continue;
-            const hfq_fp8_format f = cases[cs].q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
-            for (int round = 0; round < 6; round++) {
-                for (int64_t i = 0; i < ROWS * n; i++)
-                    codes[i] = cases[cs].q == HFQ_QEXT_INT8 ? (uint8_t)(synth_uniform(&rng) * 1e6f)
-                                                            : finite_fp8_code(f, &rng);
-                for (int i = 0; i < ROWS * 3; i++) scales[i] = ldexpf(1.0f + synth_uniform(&rng), round * 7 - 20);
-                for (int c = 0; c < COLS; c++) {
-                    a_scales[c] = ldexpf(1.0f, c * 5 - 12);
-                    for (int64_t i = 0; i < n; i++) {
-                        /* round 5: some past 2^120 (where E4M3's 2^8 cannot move onto them) */
-                        x[c][i] = synth_uniform(&rng) * (i % 13 == 0 ? 1e4f : 1.0f) *
-                                  (round == 5 && i % 29 == 3 ? 0x1p122f : 1.0f);
-                        acodes[c][i] = cases[cs].any_codes          ? (uint8_t)(synth_uniform(&rng) * 1e6f)
-                                       : cases[cs].q == HFQ_QEXT_INT8 ? (uint8_t)hfq_int8_round(synth_uniform(&rng) * 200.0f)
-                                                                      : finite_fp8_code(f, &rng);
-                    }
-                }
-                const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = n, .ne1 = ROWS, .row_bytes = (size_t)n,
-                                      .data = codes, .scale = scales, .scale_groups = groups, .qext = cases[cs].q,
-                                      .act_int8_ct = cases[cs].any_codes};
-                const bool widen = fp8_f32 && cases[cs].q != HFQ_QEXT_INT8;
-                for (int c = 0; widen && c < COLS; c++)
-                    for (int64_t i = 0; i < n; i++) acodes_f32[c][i] = hfq_fp8_to_f32(f, acodes[c][i]);
-                for (int codes_act = 0; codes_act < 2; codes_act++) {
-                    const void *a = codes_act ? (const void *)acodes : (const void *)x;
-                    const size_t as = codes_act ? sizeof acodes[0] : sizeof x[0];
-                    const float *asc = codes_act ? a_scales : NULL;
-                    ref(&w, 0, ROWS, a, as, asc, COLS, &want[0][0], ROWS);
-                    if (codes_act && widen) a = acodes_f32;   /* the same values, as the set takes them */
-                    const size_t sas = codes_act && widen ? sizeof acodes_f32[0] : as;
-                    for (int c = 0; c < COLS; c++)
-                        for (int r = 0; r < ROWS; r++) {
-                            float one;
-                            simd(&w, r, 1, (const char *)a + c * sas, sas, asc ? asc + c : NULL, 1, &one, 1);
-                            CHECK_MSG(memcmp(&one, &want[c][r], sizeof one) == 0,
-                                      "i8 case %zu n %lld codes %d [%d][%d]: %.9g vs %.9g", cs, (long long)n,
-                                      codes_act, c, r, one, want[c][r]);
-                            checked++;
+        cpu_i8_tile_fn simd = cpu_i8_tile((cpu_float_isa)isa, &cols, &fp8_f32);
+        if (!simd) continue;
+        uint64_t rng = 4242;
+        int checked = 0;
+        for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++)
+            for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+                const int64_t n = lengths[l], groups = cases[cs].groups;
+                if (groups > 1 && n % groups) continue;
+                const hfq_fp8_format f = cases[cs].q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+                for (int round = 0; round < 6; round++) {
+                    for (int64_t i = 0; i < ROWS * n; i++)
+                        codes[i] = cases[cs].q == HFQ_QEXT_INT8 ? (uint8_t)(synth_uniform(&rng) * 1e6f)
+                                                                : finite_fp8_code(f, &rng);
+                    for (int i = 0; i < ROWS * 3; i++) scales[i] = ldexpf(1.0f + synth_uniform(&rng), round * 7 - 20);
+                    for (int c = 0; c < COLS; c++) {
+                        a_scales[c] = ldexpf(1.0f, c * 5 - 12);
+                        for (int64_t i = 0; i < n; i++) {
+                            /* round 5: some past 2^120 (where E4M3's 2^8 cannot move onto them) */
+                            x[c][i] = synth_uniform(&rng) * (i % 13 == 0 ? 1e4f : 1.0f) *
+                                      (round == 5 && i % 29 == 3 ? 0x1p122f : 1.0f);
+                            acodes[c][i] = cases[cs].any_codes          ? (uint8_t)(synth_uniform(&rng) * 1e6f)
+                                           : cases[cs].q == HFQ_QEXT_INT8 ? (uint8_t)hfq_int8_round(synth_uniform(&rng) * 200.0f)
+                                                                          : finite_fp8_code(f, &rng);
                         }
-                    for (int nr = 1; nr <= ROWS; nr++) {
-                        memset(got, 0, sizeof got);
-                        simd(&w, 0, nr, a, sas, asc, COLS, &got[0][0], ROWS);
-                        bool same = true;
+                    }
+                    const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = n, .ne1 = ROWS, .row_bytes = (size_t)n,
+                                          .data = codes, .scale = scales, .scale_groups = groups, .qext = cases[cs].q,
+                                          .act_int8_ct = cases[cs].any_codes};
+                    const bool widen = fp8_f32 && cases[cs].q != HFQ_QEXT_INT8;
+                    for (int c = 0; widen && c < COLS; c++)
+                        for (int64_t i = 0; i < n; i++) acodes_f32[c][i] = hfq_fp8_to_f32(f, acodes[c][i]);
+                    for (int codes_act = 0; codes_act < 2; codes_act++) {
+                        const void *a = codes_act ? (const void *)acodes : (const void *)x;
+                        const size_t as = codes_act ? sizeof acodes[0] : sizeof x[0];
+                        const float *asc = codes_act ? a_scales : NULL;
+                        ref(&w, 0, ROWS, a, as, asc, COLS, &want[0][0], ROWS);
+                        if (codes_act && widen) a = acodes_f32;   /* the same values, as the set takes them */
+                        const size_t sas = codes_act && widen ? sizeof acodes_f32[0] : as;
                         for (int c = 0; c < COLS; c++)
-                            for (int r = 0; r < ROWS; r++)
-                                same = same && (r < nr ? memcmp(&want[c][r], &got[c][r], sizeof got[c][r]) == 0
-                                                       : got[c][r] == 0.0f);
-                        CHECK_MSG(same, "i8 case %zu n %lld: tile of %d rows differs", cs, (long long)n, nr);
+                            for (int r = 0; r < ROWS; r++) {
+                                float one;
+                                simd(&w, r, 1, (const char *)a + c * sas, sas, asc ? asc + c : NULL, 1, &one, 1);
+                                CHECK_MSG(memcmp(&one, &want[c][r], sizeof one) == 0,
+                                          "i8 case %zu n %lld codes %d [%d][%d]: %.9g vs %.9g", cs, (long long)n,
+                                          codes_act, c, r, one, want[c][r]);
+                                checked++;
+                            }
+                        for (int nr = 1; nr <= ROWS; nr++) {
+                            memset(got, 0, sizeof got);
+                            simd(&w, 0, nr, a, sas, asc, COLS, &got[0][0], ROWS);
+                            bool same = true;
+                            for (int c = 0; c < COLS; c++)
+                                for (int r = 0; r < ROWS; r++)
+                                    same = same && (r < nr ? memcmp(&want[c][r], &got[c][r], sizeof got[c][r]) == 0
+                                                           : got[c][r] == 0.0f);
+                            CHECK_MSG(same, "i8 case %zu n %lld: tile of %d rows differs", cs, (long long)n, nr);
+                        }
                     }
                 }
             }
-        }
-    /* every FP8 code, NaNs and infinities included, decoded to the reference's bits */
-    for (int fmt = HFQ_QEXT_FP8_E4M3; fmt <= HFQ_QEXT_FP8_E5M2; fmt++)
-        for (int len = 8; len <= 32; len *= 4)   /* whole vectors: the 8- and 32-code SIMD decoders */
-            for (int c0 = 0; c0 < 256; c0 += ROWS) {
-                static float one[32];
-                for (int i = 0; i < len; i++) one[i] = 1.0f;
-                for (int r = 0; r < ROWS; r++) memset(codes + len * r, c0 + r, (size_t)len);
-                const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = len, .ne1 = ROWS, .row_bytes = (size_t)len,
-                                      .data = codes, .scale = one, .qext = (hfq_qext)fmt};
-                float a[ROWS], b[ROWS];
-                ref(&w, 0, ROWS, one, sizeof one, NULL, 1, a, ROWS);
-                simd(&w, 0, ROWS, one, sizeof one, NULL, 1, b, ROWS);
-                CHECK_MSG(memcmp(a, b, sizeof a) == 0, "fp8 codes %d.. of format %d (%d) decode differently", c0, fmt,
-                          len);
-            }
-    printf("%d I8 kernel dots checked (%s)\n", checked, isa == CPU_FLOAT_AVX2 ? "AVX2" : "AVX-512");
+        /* every FP8 code, NaNs and infinities included, decoded to the reference's bits */
+        for (int fmt = HFQ_QEXT_FP8_E4M3; fmt <= HFQ_QEXT_FP8_E5M2; fmt++)
+            for (int len = 8; len <= 32; len *= 4)   /* whole vectors: the 8- and 32-code SIMD decoders */
+                for (int c0 = 0; c0 < 256; c0 += ROWS) {
+                    static float one[32];
+                    for (int i = 0; i < len; i++) one[i] = 1.0f;
+                    for (int r = 0; r < ROWS; r++) memset(codes + len * r, c0 + r, (size_t)len);
+                    const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = len, .ne1 = ROWS, .row_bytes = (size_t)len,
+                                          .data = codes, .scale = one, .qext = (hfq_qext)fmt};
+                    float a[ROWS], b[ROWS];
+                    ref(&w, 0, ROWS, one, sizeof one, NULL, 1, a, ROWS);
+                    simd(&w, 0, ROWS, one, sizeof one, NULL, 1, b, ROWS);
+                    CHECK_MSG(memcmp(a, b, sizeof a) == 0, "fp8 codes %d.. of format %d (%d) decode differently", c0, fmt,
+                              len);
+                }
+        printf("%d I8 kernel dots checked (%s)\n", checked, isa == CPU_FLOAT_AVX2 ? "AVX2" : "AVX-512");
     }
 }
 

@@ -15,17 +15,14 @@
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/model.h"
 
-/* out[c * os + r] = the dot of weight row r0 + r of w (I8 codes, its
- * scales) with activation row c (at a + c * as bytes): floats when a_scales
- * is NULL, else codes of w's encoding with scale a_scales[c] (INT8 ones
- * never -128, as the quantizers make them; FP8 ones widened to the floats
- * they stand for where the set says fp8_codes_f32); r < nr <= CPU_TILE_ROWS,
- * c < nc. */
-typedef void (*cpu_i8_tile_fn)(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
-                               const float *a_scales, int nc, float *out, size_t os);
-
-
-/* The kernel of set isa (the float tiles' sets: portable, the reference
+/* The I8 tiles (cpu_i8_tile_fn, matmul.h): out[c * os + r] = the dot of
+ * weight row r0 + r of w (I8 codes, its scales) with activation row c (at
+ * a + c * as bytes): floats when a_scales is NULL, else codes of w's
+ * encoding with scale a_scales[c] (INT8 ones never -128, as the quantizers
+ * make them; FP8 ones widened to the floats they stand for where the set
+ * says fp8_codes_f32); r < nr <= CPU_TILE_ROWS, c < nc.
+ *
+ * The kernel of set isa (the float tiles' sets: portable, the reference
  * dots one pair at a time; AVX2; AVX-512, float activations two rows per
  * vector, INT8 W8A8 AVX2's), or NULL where this CPU does not run it; *cols: the
  * activation rows it takes best per call (any count works); *fp8_codes_f32:

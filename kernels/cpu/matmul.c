@@ -76,7 +76,7 @@ int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const
         if (choose_act(w, aq, k, where, err) < 0) return -1;
         bool fp8_codes_f32 = false;
         if (k->act_kind == CPU_ACT_CODES || k->act_kind == CPU_ACT_F32_CODES)
-            cpu_i8_tile(CPU_FLOAT_BEST, &k->tile_cols, &fp8_codes_f32);
+            k->i8 = cpu_i8_tile(CPU_FLOAT_BEST, &k->tile_cols, &fp8_codes_f32);
         k->act_f32 = k->act_kind == CPU_ACT_CODES && w->qext != HFQ_QEXT_INT8 && fp8_codes_f32;
         return 0;
     }
@@ -201,7 +201,6 @@ typedef struct product {
     const char *a;          /* activation rows, a_stride bytes apart */
     size_t a_stride;
     const float *a_scales;  /* quantized activations: per token */
-    cpu_i8_tile_fn i8;      /* I8 weights (i8_kernels.h) */
     float *y;
 } product;
 
@@ -244,7 +243,7 @@ static float dot_one(const product *p, int64_t r, const char *a, int64_t t) {
     case CPU_ACT_FP8_GROUP:
         return w->qext ? dot_fp8_codes_f32(w, r, (const float *)a) : dot_float_f32(w->type, wr, (const float *)a, w->ne0);
     case CPU_ACT_CODES:
-    case CPU_ACT_F32_CODES: break;   /* p->i8's */
+    case CPU_ACT_F32_CODES: break;   /* p->k.i8's */
     }
     return 0.0f;
 }
@@ -260,8 +259,8 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
                 for (int r = 0; r < nr; r++) out[c * w->ne1 + r] *= p->a_scales[t0 + c];
         return;
     }
-    if (p->i8) {
-        p->i8(w, r0, nr, at, p->a_stride, p->k.act_kind == CPU_ACT_CODES ? p->a_scales + t0 : NULL, nc, out,
+    if (p->k.i8) {
+        p->k.i8(w, r0, nr, at, p->a_stride, p->k.act_kind == CPU_ACT_CODES ? p->a_scales + t0 : NULL, nc, out,
               (size_t)w->ne1);
         return;
     }
@@ -273,8 +272,6 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
                 const float *restrict bias, const float *restrict x, int64_t n_tokens) {
     product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float), .y = y};
     if (cpu_wkernel_get(w, aq, &p.k, NULL, NULL)) return;
-    bool fp8_codes_f32;
-    if (w->qext && p.k.act_kind != CPU_ACT_FP8_GROUP) p.i8 = cpu_i8_tile(CPU_FLOAT_BEST, &p.k.tile_cols, &fp8_codes_f32);
     const int64_t n_in = w->ne0, n_out = w->ne1;
     const int64_t macs = n_in * n_out * n_tokens;
     const size_t row_bytes = act_row_bytes(&p.k, n_in);

@@ -36,6 +36,10 @@
 /* AVX-512 float tiles: 32 vector registers hold this many columns' sums. */
 #define CPU_TILE_COLS_F512 8
 
+/* I8 weight codes times activation rows r0.., as i8_kernels.h says. */
+typedef void (*cpu_i8_tile_fn)(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
+                               const float *a_scales, int nc, float *out, size_t os);
+
 /* out[c * out_stride + r] = dot(w row r, a row c), rows n values long,
  * for r < nr <= CPU_TILE_ROWS and c < nc <= the kernel's tile_cols. */
 typedef void (*cpu_tile_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
@@ -55,6 +59,7 @@ typedef struct cpu_wkernel {
     const hfq_qtype_traits *w;     /* the weight's format (NULL for I8 codes) */
     const hfq_qtype_traits *act;   /* its activation format; F32: used as given */
     cpu_tile_fn tile;              /* NULL: `dot` (or the I8 dot) one pair at a time */
+    cpu_i8_tile_fn i8;             /* I8 codes times float rows or codes (i8_kernels.h), else NULL */
     int tile_cols;                 /* activation rows per tile call */
     bool act_f32;                  /* the tile takes `act`'s values widened to F32 rows */
     hfq_vec_dot_fn dot;            /* w->vec_dot, or its SIMD twin (quant_kernels.h) */
