@@ -258,8 +258,8 @@ static int bind_qext(const binder *b, hfq_tensor *w) {
 
 /* hfq.act_quant.<name>: "none" on an I8, NVFP4 or MXFP4 weight without an
  * input scale (an input scale says its activations are quantized); "mxfp4"
- * on an MXFP4 weight; "fp8_e4m3_g<G>" on a float weight; "int8_ct" on an
- * INT8 weight. */
+ * on an MXFP4 weight; "nvfp4_search" on an NVFP4 weight; "fp8_e4m3_g<G>" on
+ * a float weight; "int8_ct" on an INT8 weight. */
 static int bind_act(const binder *b, hfq_tensor *w) {
     const char *v = b->src->act ? b->src->act(b->src->source, w->name) : NULL;
     if (!v) return 0;
@@ -288,9 +288,15 @@ static int bind_act(const binder *b, hfq_tensor *w) {
         w->act_mxfp4 = true;
         return 0;
     }
+    if (!strcmp(v, "nvfp4_search")) {
+        if (w->type != GT_NVFP4 || w->qext)
+            return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant 'nvfp4_search' needs an NVFP4 weight", w->name);
+        w->act_nvfp4_search = true;
+        return 0;
+    }
     if (strcmp(v, "none"))
-        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\", \"mxfp4\", \"int8_ct\" or \"fp8_e4m3_g<G>\"",
-                        w->name, v);
+        return hfq_fail(b->err, b->where, "tensor '%s': hfq.act_quant '%s' is not \"none\", \"mxfp4\", \"nvfp4_search\", "
+                        "\"int8_ct\" or \"fp8_e4m3_g<G>\"", w->name, v);
     if ((!w->qext && w->type != GT_NVFP4 && w->type != GT_MXFP4) || w->input_scale)
         return hfq_fail(b->err, b->where,
                         "tensor '%s': hfq.act_quant 'none' needs an I8, NVFP4 or MXFP4 weight without input_scale",

@@ -71,6 +71,10 @@ typedef struct hfq_tensor {
      * INT8 activations by compressed-tensors' rule (hfq_quantize_int8_ct)
      * in place of amax / 127, under act_quant AUTO and DYNAMIC. */
     bool act_int8_ct;
+    /* hfq.act_quant.<name> = "nvfp4_search" (NVFP4 weights): when its
+     * activations are quantized to NVFP4 (W4A4), each 16 values' scale code
+     * is hfq_nvfp4_act_search_code's (quant/fp4.h) instead of max -> 6. */
+    bool act_nvfp4_search;
     /* A range of rows of a fused matrix (phi3's attn_qkv, ffn_up) other than
      * its first: `name` is the fused matrix's, whose input the observer
      * already saw with the first range. */

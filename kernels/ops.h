@@ -32,7 +32,9 @@ typedef enum hfq_act_quant {
      * weights none; NVFP4 / MXFP4 weights marked "none": float activations;
      * MXFP4 weights marked "mxfp4": dynamic MXFP4 blocks (W4A4, as DYNAMIC);
      * float weights marked "fp8_e4m3_g<G>": FP8-rounded groups; INT8 marked
-     * "int8_ct": compressed-tensors' amax / 127.5 (both as DYNAMIC) */
+     * "int8_ct": compressed-tensors' amax / 127.5 (both as DYNAMIC); NVFP4
+     * marked "nvfp4_search": whenever its activations are NVFP4 blocks, their
+     * scale codes searched (quant/fp4.h hfq_nvfp4_act_search_code) */
     HFQ_ACT_QUANT_AUTO = 0,
     HFQ_ACT_QUANT_NONE,     /* I8 and FP4 marked "none": float activations; other NVFP4: Q8_0 as ggml */
     HFQ_ACT_QUANT_DYNAMIC,  /* per token: INT8 amax/127, FP8 amax/448 (E5M2 /57344), NVFP4 global amax/(6*448);

@@ -70,7 +70,7 @@ size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_
 static uint8_t nvfp4_search_code(const float *x, const float *w, float g) {
     const float amax = hfq_fp4_amax(x, HFQ_QK_NVFP4_SUB);
     const int c0 = hfq_nvfp4_scale_code(amax, g);
-    const int c4 = g > 0.0f ? hfq_f32_to_fp8_e4m3(amax / 4.0f / g) : hfq_ue4m3_from_f32_ggml(amax / 4.0f);
+    const int c4 = hfq_nvfp4_c4_code(amax, g);
     int best = c0;
     double best_err = weighted_error(x, w, HFQ_QK_NVFP4_SUB, hfq_nvfp4_sub_scale((uint8_t)c0, g), g > 0.0f);
     for (int c = c0 - NVFP4_SEARCH_RADIUS; c <= c4 + NVFP4_SEARCH_RADIUS; c++) {
@@ -111,6 +111,26 @@ size_t hfq_quantize_nvfp4(const float *src, void *dst, int64_t nrows, int64_t n_
         }
     }
     return (size_t)(nrows * nb) * sizeof(hfq_block_nvfp4);
+}
+
+void hfq_quantize_nvfp4_act_search(const float *x, void *dst, int64_t n, float g) {
+    hfq_block_nvfp4 *y = (hfq_block_nvfp4 *)dst;
+    const int64_t nb = n / HFQ_QK_NVFP4;
+    if (!(g > 0.0f)) {
+        hfq_quantize_nvfp4(x, dst, 1, n, NULL, 0.0f);
+        return;
+    }
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (hfq_isa_best() == HFQ_ISA_AVX2) {
+        hfq_quantize_nvfp4_search_avx2(x, y, nb, g);
+        return;
+    }
+#endif
+    for (int64_t b = 0; b < nb; b++)
+        for (int s = 0; s < NVFP4_SUBS; s++) {
+            const float *xs = x + b * HFQ_QK_NVFP4 + s * HFQ_QK_NVFP4_SUB;
+            hfq_nvfp4_pack_sub(xs, hfq_nvfp4_act_search_code(xs, g), g, y + b, s);
+        }
 }
 
 float hfq_nvfp4_global_scale(const float *x, int64_t n) {

@@ -206,6 +206,78 @@ static inline HFQ_HD float hfq_fp4_amax(const float *x, int n) {
     return amax;
 }
 
+/* Scale code mapping amax to 4 instead of 6 ("Four Over Six"): the
+ * largest values then round on the finer part of the E2M1 grid. */
+static inline HFQ_HD int hfq_nvfp4_c4_code(float amax, float g) {
+    return g > 0.0f ? hfq_f32_to_fp8_e4m3(amax / 4.0f / g) : hfq_ue4m3_from_f32_ggml(amax / 4.0f);
+}
+
+/* W4A4 activations' scale search (hfq.act_quant "nvfp4_search",
+ * docs/format-quant-ext.md): codes from HFQ_NVFP4_ACT_SEARCH_RADIUS below
+ * the max -> 6 code to as far above the max -> 4 code are tried. */
+#define HFQ_NVFP4_ACT_SEARCH_RADIUS 1
+
+/* The search's error of 16 values coded round-to-nearest-even at (halved)
+ * scale d: the squared error over amax^2, computed scale-free so that no
+ * activation magnitude overflows it: r_j = x_j / d - doubled value of x_j's
+ * code (the division the code is rounded from); s_j = r_j^2 + r_(j+8)^2,
+ * u_j = s_j + s_(j+4), e = (u_0 + u_1) + (u_2 + u_3) (the order in which
+ * the AVX2 search reduces eight candidates at once), times (d / amax)^2 as
+ * (e * s) * s; +inf for d = 0 (all values coded 0). */
+static inline HFQ_HD float hfq_nvfp4_sub_error_scaled(float e, float d, float amax) {
+    const float s = d / amax;
+    return d == 0.0f ? INFINITY : e * s * s;
+}
+
+static inline HFQ_HD float hfq_nvfp4_sub_sq_error(const float *x, float d, float amax) {
+    float s[8];
+    for (int j = 0; j < 8; j++) {
+        const float ta = x[j] / d, tb = x[j + 8] / d;
+        const float a = ta - (float)hfq_e2m1_doubled(hfq_e2m1_rne_doubled(ta));
+        const float b = tb - (float)hfq_e2m1_doubled(hfq_e2m1_rne_doubled(tb));
+        s[j] = a * a + b * b;
+    }
+    for (int j = 0; j < 4; j++) s[j] += s[j + 4];
+    return hfq_nvfp4_sub_error_scaled((s[0] + s[1]) + (s[2] + s[3]), d, amax);
+}
+
+/* The codes the activation scale search tries for a sub-block with
+ * largest magnitude amax, global scale g > 0: *lo..*hi (*c6, the max -> 6
+ * code, among them), those of a nonzero, finite E4M3 value and *c6, at most
+ * HFQ_NVFP4_ACT_SEARCH_MAX from the lowest (one vector of candidates). */
+#define HFQ_NVFP4_ACT_SEARCH_MAX 8
+static inline HFQ_HD void hfq_nvfp4_act_search_span(float amax, float g, int *c6, int *lo, int *hi) {
+    *c6 = hfq_nvfp4_scale_code(amax, g);
+    const int c4 = hfq_nvfp4_c4_code(amax, g);
+    *lo = *c6 - HFQ_NVFP4_ACT_SEARCH_RADIUS;
+    *hi = c4 + HFQ_NVFP4_ACT_SEARCH_RADIUS;
+    if (*lo < 1) *lo = *c6 < 1 ? *c6 : 1;
+    if (*hi > 0x7E) *hi = 0x7E;
+    if (*hi < *c6) *hi = *c6;
+    if (*hi > *lo + HFQ_NVFP4_ACT_SEARCH_MAX - 1) *hi = *lo + HFQ_NVFP4_ACT_SEARCH_MAX - 1;
+}
+
+/* Of codes lo..hi with squared errors err[c - lo], the least error's, c6 on
+ * ties (and when the errors are NaN), then the lowest code. */
+static inline HFQ_HD uint8_t hfq_nvfp4_act_search_pick(int c6, int lo, int hi, const float *err) {
+    int best = c6;
+    for (int c = lo; c <= hi; c++)
+        if (err[c - lo] < err[best - lo]) best = c;
+    return (uint8_t)best;
+}
+
+/* The activation scale code of 16 values (global scale g > 0): of
+ * hfq_nvfp4_act_search_span's codes, hfq_nvfp4_act_search_pick's by
+ * hfq_nvfp4_sub_sq_error. */
+static inline HFQ_HD uint8_t hfq_nvfp4_act_search_code(const float *x, float g) {
+    int c6, lo, hi;
+    float err[HFQ_NVFP4_ACT_SEARCH_MAX];
+    const float amax = hfq_fp4_amax(x, HFQ_QK_NVFP4_SUB);
+    hfq_nvfp4_act_search_span(amax, g, &c6, &lo, &hi);
+    for (int c = lo; c <= hi; c++) err[c - lo] = hfq_nvfp4_sub_sq_error(x, hfq_nvfp4_sub_scale((uint8_t)c, g), amax);
+    return hfq_nvfp4_act_search_pick(c6, lo, hi, err);
+}
+
 /* Quantizes 64 values (NVFP4 activations on either device): g = 0 is ggml's
  * reference, g > 0 the global-scale rounding described above. */
 static inline HFQ_HD void hfq_quantize_block_nvfp4(const float *x, hfq_block_nvfp4 *y, float g) {
@@ -296,6 +368,12 @@ size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_
  * invalid geometry. */
 size_t hfq_quantize_nvfp4(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *importance, float global_scale);
+
+/* W4A4 activations under hfq.act_quant "nvfp4_search": n values (a
+ * multiple of 64) into NVFP4 blocks with global scale g > 0, each 16
+ * values' scale code hfq_nvfp4_act_search_code's (else as
+ * hfq_quantize_nvfp4 without importance). */
+void hfq_quantize_nvfp4_act_search(const float *x, void *dst, int64_t n, float g);
 
 /* NVIDIA's per-tensor global scale: amax(|x|) / (6 * 448); 0 for all zeros. */
 float hfq_nvfp4_global_scale(const float *x, int64_t n);

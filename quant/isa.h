@@ -58,6 +58,8 @@ float hfq_amax_avx2(const float *x, int64_t n);
 void hfq_quantize_int8_avx2(const float *x, int8_t *q, int64_t n, float scale);
 void hfq_quantize_fp8_avx2(int fmt, const float *x, uint8_t *q, int64_t n, float scale);
 void hfq_quantize_nvfp4_avx2(const float *x, void *y, int64_t nb, float g);
+/* ... and with hfq_nvfp4_act_search_code's scale codes (hfq_quantize_nvfp4_act_search). */
+void hfq_quantize_nvfp4_search_avx2(const float *x, void *y, int64_t nb, float g);
 #endif
 
 #endif

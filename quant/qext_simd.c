@@ -94,30 +94,99 @@ AVX2 static inline __m256i e2m1_rne8(__m256 t) {
     return _mm256_or_si256(mag, _mm256_and_si256(_mm256_and_si256(neg, nonzero), _mm256_set1_epi32(8)));
 }
 
+/* hfq_fp4_amax of the 16 values v0, v1: the larger of two, NaN skipped
+ * (max_ps keeps its second operand). */
+AVX2 static inline float amax16(__m256 v0, __m256 v1) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_max_ps(_mm256_and_ps(v1, abs_mask), _mm256_setzero_ps()));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    return _mm_cvtss_f32(m4);
+}
+
+/* hfq_nvfp4_pack_sub of v0, v1 with scale code `code`. */
+AVX2 static inline void pack_sub16(__m256 v0, __m256 v1, uint8_t code, float g, hfq_block_nvfp4 *y, int s) {
+    const float d = hfq_nvfp4_sub_scale(code, g);
+    y->d[s] = code;
+    __m128i bytes = _mm_setzero_si128();
+    if (d != 0.0f) {
+        const __m256 dv = _mm256_set1_ps(d);
+        const __m256i q = _mm256_or_si256(e2m1_rne8(_mm256_div_ps(v0, dv)),
+                                          _mm256_slli_epi32(e2m1_rne8(_mm256_div_ps(v1, dv)), 4));
+        const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        bytes = _mm_packus_epi16(p16, p16);
+    }
+    _mm_storel_epi64((__m128i *)(y->qs + s * (HFQ_QK_NVFP4_SUB / 2)), bytes);
+}
+
 AVX2 void hfq_quantize_nvfp4_avx2(const float *x, void *blocks, int64_t nb, float g) {
     hfq_block_nvfp4 *y = blocks;
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t b = 0; b < nb; b++)
         for (int s = 0; s < HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB; s++) {
             const float *xs = x + b * HFQ_QK_NVFP4 + s * HFQ_QK_NVFP4_SUB;
             const __m256 v0 = _mm256_loadu_ps(xs), v1 = _mm256_loadu_ps(xs + 8);
-            /* hfq_fp4_amax: the larger of two, NaN skipped (max_ps keeps its second operand) */
-            __m256 m = _mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_max_ps(_mm256_and_ps(v1, abs_mask), _mm256_setzero_ps()));
-            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-            m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-            const uint8_t code = hfq_nvfp4_scale_code(_mm_cvtss_f32(m4), g);
-            const float d = hfq_nvfp4_sub_scale(code, g);
-            y[b].d[s] = code;
-            __m128i bytes = _mm_setzero_si128();
-            if (d != 0.0f) {
-                const __m256 dv = _mm256_set1_ps(d);
-                const __m256i q = _mm256_or_si256(e2m1_rne8(_mm256_div_ps(v0, dv)),
-                                                  _mm256_slli_epi32(e2m1_rne8(_mm256_div_ps(v1, dv)), 4));
-                const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-                bytes = _mm_packus_epi16(p16, p16);
-            }
-            _mm_storel_epi64((__m128i *)(y[b].qs + s * (HFQ_QK_NVFP4_SUB / 2)), bytes);
+            pack_sub16(v0, v1, hfq_nvfp4_scale_code(amax16(v0, v1), g), g, y + b, s);
+        }
+}
+
+/* r^2 of 8 lanes at scale d, r = x / d - the doubled value of its RNE code,
+ * as hfq_nvfp4_sub_sq_error computes each: on a = |x / d| (r^2 is even in
+ * it), the E2M1 grid in doubled units is the integers to 4, the even ones
+ * to 8, then 12: k * round-half-even(a / k) with k = 1, 2, 4 (the thresholds
+ * of hfq_e2m1_rne_doubled, ties included), at most 12. NaN stays NaN and
+ * infinity saturates to 12, as the code does. */
+AVX2 static inline __m256 sq_residual8(__m256 v, __m256 dv) {
+    const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_div_ps(v, dv));
+    const __m256 above4 = _mm256_cmp_ps(a, _mm256_set1_ps(4.0f), _CMP_GT_OQ);
+    const __m256 above8 = _mm256_cmp_ps(a, _mm256_set1_ps(8.0f), _CMP_GT_OQ);
+    const __m256 k = _mm256_blendv_ps(_mm256_blendv_ps(_mm256_set1_ps(1.0f), _mm256_set1_ps(2.0f), above4),
+                                      _mm256_set1_ps(4.0f), above8);
+    const __m256 inv_k = _mm256_blendv_ps(_mm256_blendv_ps(_mm256_set1_ps(1.0f), _mm256_set1_ps(0.5f), above4),
+                                          _mm256_set1_ps(0.25f), above8);
+    const __m256 q = _mm256_round_ps(_mm256_mul_ps(a, inv_k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_sub_ps(a, _mm256_min_ps(_mm256_mul_ps(q, k), _mm256_set1_ps(12.0f)));
+    return _mm256_mul_ps(r, r);
+}
+
+/* u_j + u_(j+4) of candidates a (low half) and b (high half): hfq_nvfp4_sub_sq_error's second step. */
+AVX2 static inline __m256 fold_halves(__m256 a, __m256 b) {
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+/* hfq_nvfp4_sub_sq_error of v0, v1 for the codes lo..hi (at most 8): each
+ * candidate's lane sums s_j, then the eight reduced together - halves
+ * folded two candidates a vector, two horizontal adds of adjacent pairs,
+ * lanes back in candidate order - and scaled by (d / amax)^2. */
+AVX2 static void search_errors(__m256 v0, __m256 v1, float amax, float g, int lo, int hi, float *err) {
+    __m256 e[HFQ_NVFP4_ACT_SEARCH_MAX];
+    float d[HFQ_NVFP4_ACT_SEARCH_MAX];
+    for (int k = 0; k < HFQ_NVFP4_ACT_SEARCH_MAX; k++) {
+        d[k] = lo + k <= hi ? hfq_nvfp4_sub_scale((uint8_t)(lo + k), g) : 1.0f;
+        const __m256 dv = _mm256_set1_ps(d[k]);
+        e[k] = lo + k <= hi ? _mm256_add_ps(sq_residual8(v0, dv), sq_residual8(v1, dv)) : _mm256_setzero_ps();
+    }
+    const __m256 h0 = _mm256_hadd_ps(fold_halves(e[0], e[1]), fold_halves(e[2], e[3]));
+    const __m256 h1 = _mm256_hadd_ps(fold_halves(e[4], e[5]), fold_halves(e[6], e[7]));
+    /* lanes hold candidates 0 2 4 6 1 3 5 7 */
+    const __m256 sums = _mm256_permutevar8x32_ps(_mm256_hadd_ps(h0, h1), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const __m256 dv = _mm256_loadu_ps(d), s = _mm256_div_ps(dv, _mm256_set1_ps(amax));
+    const __m256 zero_d = _mm256_cmp_ps(dv, _mm256_setzero_ps(), _CMP_EQ_OQ);
+    _mm256_storeu_ps(err, _mm256_blendv_ps(_mm256_mul_ps(_mm256_mul_ps(sums, s), s), _mm256_set1_ps(INFINITY), zero_d));
+}
+
+AVX2 void hfq_quantize_nvfp4_search_avx2(const float *x, void *blocks, int64_t nb, float g) {
+    hfq_block_nvfp4 *y = blocks;
+    float err[HFQ_NVFP4_ACT_SEARCH_MAX];
+    for (int64_t b = 0; b < nb; b++)
+        for (int s = 0; s < HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB; s++) {
+            const float *xs = x + b * HFQ_QK_NVFP4 + s * HFQ_QK_NVFP4_SUB;
+            const __m256 v0 = _mm256_loadu_ps(xs), v1 = _mm256_loadu_ps(xs + 8);
+            int c6, lo, hi;
+            const float amax = amax16(v0, v1);
+            hfq_nvfp4_act_search_span(amax, g, &c6, &lo, &hi);
+            search_errors(v0, v1, amax, g, lo, hi, err);
+            pack_sub16(v0, v1, hfq_nvfp4_act_search_pick(c6, lo, hi, err), g, y + b, s);
         }
 }
 #endif

@@ -1943,6 +1943,25 @@ def _(work):
     return gptq_case(work, "--gptq", "--gptq-quantized-inputs")
 
 
+@case("quantize/no-act-search-alone", "--no-act-search is for --act-scales GGUF outputs", code=2)
+def _(work):
+    return quantize_case(work, B.gguf, "NVFP4", "--no-act-search")
+
+
+def calibrated_export_case(work, preset, *opts):
+    """quantize --export compressed-tensors of B calibrated on a short text."""
+    text = os.path.join(work, "calib.txt")
+    open(text, "w").write("once upon a time " * 30)
+    out = os.path.join(work, "ct")
+    return [QUANTIZE, B.gguf, "--export", "compressed-tensors", out, preset, "--quiet", "--calibration-file", text,
+            *opts], [out], None
+
+
+@case("quantize/no-act-search-export", "--no-act-search is for --act-scales GGUF outputs", code=2)
+def _(work):
+    return calibrated_export_case(work, "NVFP4", "--act-scales", "--no-act-search")
+
+
 @case("quantize/gptq-quantized-inputs-uncalibrated", "calibration uses need --calibration-file or --stats", code=2)
 def _(work):
     return quantize_case(work, B.gguf, "NVFP4", "--gptq-quantized-inputs")
@@ -1956,11 +1975,7 @@ def _(work):
 @case("quantize/gptq-sequential-export", "--gptq-sequential/--gptq-act-order are for GGUF outputs, not --export",
       code=2)
 def _(work):
-    text = os.path.join(work, "calib.txt")
-    open(text, "w").write("once upon a time " * 30)
-    out = os.path.join(work, "ct")
-    return [QUANTIZE, B.gguf, "--export", "compressed-tensors", out, "W4A16", "--quiet", "--calibration-file", text,
-            "--gptq", "--gptq-sequential"], [out], None
+    return calibrated_export_case(work, "W4A16", "--gptq", "--gptq-sequential")
 
 
 # ---------------------------------------------------------------- FP8 128x128 block scales

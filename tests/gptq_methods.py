@@ -16,7 +16,11 @@ in the runner's rounding of the inputs (hfq.quantize.gptq_quantized_inputs,
 a calibration pass after the statistics'); asserted: the key, the extra
 pass, that some tensor's bytes differ from the float inputs' (the default),
 act-order with it too, and the same bytes with --threads 1 and 2.
-KLD is printed, not asserted (docs/calibration.md says what paid).
+The default W4A4 file asks for searched activation scales (hfq.act_quant
+"nvfp4_search" on each NVFP4 weight with an input scale), --no-act-search
+for none with the same tensors; asserted: the marks, the same tensors, and
+that the searched scales' KLD is the lower. Other KLDs are printed, not
+asserted (docs/calibration.md says what paid).
 
 usage: gptq_methods.py HFCONV QUANTIZE PPL_EVAL --model NAME [--model NAME]
          [--preset P ...] [--calib-chunks N] [--eval-chunks N] [--ctx N] [--markdown]
@@ -47,8 +51,9 @@ def w4a4_failures(a, base, calib, valid, base_logits, name, tmp):
     q = ["--gptq-quantized-inputs"]
     variants = [("quantized inputs", q), ("float inputs", []),
                 ("quantized inputs, act-order", q + ["--gptq", "--gptq-act-order"]),
-                ("quantized inputs, 1 thread", q + ["--threads", "1"])]
-    paths = {}
+                ("quantized inputs, 1 thread", q + ["--threads", "1"]),
+                ("float inputs, max -> 6 acts", ["--no-act-search"])]
+    paths, kld = {}, {}
     for i, (label, extra) in enumerate(variants):
         path = paths[label] = os.path.join(tmp, f"w4a4.{i}.gguf")
         _, err = run([a.quantize, base, path, "NVFP4", "--act-scales"] + calib + extra)
@@ -61,8 +66,10 @@ def w4a4_failures(a, base, calib, valid, base_logits, name, tmp):
         if "--threads" not in extra:
             j = json.loads(run([a.ppl_eval, path, "--text", valid, "--base-logits", base_logits, "--kv-type", "f32",
                                 "--json"])[0])
+            kld[label] = j['kl']['kld']
             print(f"{name} NVFP4 W4A4 {label:28} KLD {j['kl']['kld']:.6f}  PPL {j['ppl']:.4f}  "
                   f"top-1 {j['kl']['same_top']:.4f}")
+    failures += act_search_failures(name, paths["float inputs"], paths["float inputs, max -> 6 acts"], kld)
     q, f, ao = (tensors(paths[k]) for k in ("quantized inputs", "float inputs", "quantized inputs, act-order"))
     if not any(q[t] != f[t] for t in q if t.endswith(".weight")):
         failures.append(f"{name} W4A4: the quantized inputs change no weight's bytes")
@@ -70,6 +77,30 @@ def w4a4_failures(a, base, calib, valid, base_logits, name, tmp):
         failures.append(f"{name} W4A4: act-order gives column order's bytes")
     if not filecmp.cmp(paths["quantized inputs"], paths["quantized inputs, 1 thread"], shallow=False):
         failures.append(f"{name} W4A4: bytes differ between --threads 1 and the default")
+    return failures
+
+
+def act_search_failures(name, searched, plain, kld):
+    """--act-scales marks every NVFP4 weight that has an input scale
+    hfq.act_quant "nvfp4_search"; --no-act-search marks none and writes the
+    same tensors (float-input GPTQ does not see the activation rule); the
+    searched activation scales score a lower KLD (docs/calibration.md)."""
+    import gguf
+    failures = []
+    for path, want in ((searched, "nvfp4_search"), (plain, None)):
+        r = gguf.GGUFReader(path)
+        scaled = {t.name[:-len(".input_scale")] + ".weight" for t in r.tensors if t.name.endswith(".input_scale")}
+        nvfp4 = {t.name for t in r.tensors if t.tensor_type == gguf.GGMLQuantizationType.NVFP4}
+        marks = {f.name[len("hfq.act_quant."):]: f.contents() for f in r.fields.values()
+                 if f.name.startswith("hfq.act_quant.")}
+        expect = {w: want for w in scaled & nvfp4} if want else {}
+        if not scaled & nvfp4 or marks != expect:
+            failures.append(f"{name} W4A4 {os.path.basename(path)}: activation marks {marks}, expected {expect}")
+    if tensors(searched) != tensors(plain):
+        failures.append(f"{name} W4A4: --no-act-search changed the tensors")
+    if not kld["float inputs"] < kld["float inputs, max -> 6 acts"]:
+        failures.append(f"{name} W4A4: searched activation scales KLD {kld['float inputs']:.6f}, max -> 6 "
+                        f"{kld['float inputs, max -> 6 acts']:.6f}")
     return failures
 
 

@@ -419,6 +419,58 @@ static void test_search_reimplemented(void) {
               e_below, e_above);
 }
 
+/* W4A4 activations' scale search (hfq_quantize_nvfp4_act_search): the
+ * worked example above at g = 1 (span 0x37..0x3D: max -> 6 is 0x38, max -> 4
+ * 0x3C); an all-zero block and one holding NaN keep max -> 6; on random rows
+ * (global scale from the row, as the runner's dynamic mode) the chosen code
+ * lies in the span, its error (in double) is within float rounding of the
+ * least over the span, its bytes are its codes, and codes on both sides of
+ * max -> 6 are chosen. */
+static void test_act_search(void) {
+    float x[64] = {6.0f};
+    for (int j = 1; j < 16; j++) x[j] = 5.0f;
+    hfq_block_nvfp4 b;
+    hfq_quantize_nvfp4_act_search(x, &b, 64, 1.0f);
+    CHECK_MSG(b.d[0] == 0x3D && b.d[1] == 0, "worked example 0x%02x, zero block 0x%02x", b.d[0], b.d[1]);
+    x[20] = NAN;
+    x[21] = 5.0f;
+    hfq_quantize_nvfp4_act_search(x, &b, 64, 1.0f);
+    CHECK_MSG(b.d[1] == hfq_f32_to_fp8_e4m3(5.0f / 6.0f), "a NaN block: 0x%02x", b.d[1]);
+
+    enum { N = 2048 };
+    static float xr[N];
+    static hfq_block_nvfp4 q[N / 64];
+    static const float ones[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    int bad_span = 0, bad_err = 0, bad_bytes = 0, below = 0, above = 0;
+    for (int t = 0; t < 14; t++) {
+        fill_row(xr, N, t % 7);
+        const float g = hfq_nvfp4_global_scale(xr, N) * (t < 7 ? 1.0f : 0.01f);
+        hfq_quantize_nvfp4_act_search(xr, q, N, g);
+        for (int sb = 0; sb < N / 16; sb++) {
+            const float *xs = xr + 16 * sb;
+            float amax = 0;
+            for (int j = 0; j < 16; j++) amax = fmaxf(amax, fabsf(xs[j]));
+            const int c6 = hfq_f32_to_fp8_e4m3(amax / 6 / g), c4 = hfq_f32_to_fp8_e4m3(amax / 4 / g);
+            const int got = q[sb / 4].d[sb % 4];
+            double least = sc_error(xs, ones, 16, sc_scale(c6, g), 1);
+            for (int c = c6 - 1 > 1 ? c6 - 1 : 1; c <= c4 + 1 && c <= 0x7E; c++)
+                least = fmin(least, sc_error(xs, ones, 16, sc_scale(c, g), 1));
+            bad_span += got != c6 && (got < c6 - 1 || got > c4 + 1 || got < 1);
+            if (sc_error(xs, ones, 16, sc_scale(got, g), 1) > least * (1 + 1e-5) + 1e-30 && bad_err++ < 4)
+                fprintf(stderr, "t %d c6 %x c4 %x got %x err %g least %g amax %g g %g\n", t, c6, c4, got, sc_error(xs, ones, 16, sc_scale(got, g), 1), least, amax, g);
+            uint8_t qs[8];
+            const float d = sc_scale(got, g);
+            for (int j = 0; j < 8; j++) qs[j] = (uint8_t)(sc_encode(xs[j], d, 1) | sc_encode(xs[j + 8], d, 1) << 4);
+            bad_bytes += memcmp(q[sb / 4].qs + 8 * (sb % 4), qs, 8) != 0;
+            below += got < c6;
+            above += got > c6;
+        }
+    }
+    CHECK_MSG(bad_span == 0 && bad_err == 0 && bad_bytes == 0, "act search: %d outside the span, %d not least, %d bytes",
+              bad_span, bad_err, bad_bytes);
+    CHECK_MSG(below > 0 && above > 0, "act search took codes below max -> 6 %d times, above %d", below, above);
+}
+
 /* Q8_0 activations with random fp16 scales and values. */
 static void random_q8_0(hfq_block_q8_0 *a, float *af, int nblocks) {
     for (int b = 0; b < nblocks; b++) {
@@ -481,6 +533,7 @@ int main(void) {
     test_nvfp4_rows();
     test_importance();
     test_search_reimplemented();
+    test_act_search();
     test_dots();
     return check_exit();
 }

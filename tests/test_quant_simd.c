@@ -222,6 +222,16 @@ static void check_qext_quantizers(test_rng *rng) {
             hfq_quantize_block_nvfp4(blocks + 64 * b, &want4, g);
             if (memcmp(&want4, &q4[b], sizeof want4) && bad++ < 5) fprintf(stderr, "nvfp4 block %lld at g %a differs\n", (long long)b, g);
         }
+        /* the W4A4 scale search: each sub-block's code and bytes as the scalar search gives them */
+        hfq_quantize_nvfp4_act_search(blocks, q4, nb * 64, g);
+        for (int64_t b = 0; b < nb; b++) {
+            for (int sb = 0; sb < HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB; sb++) {
+                const float *xs = blocks + 64 * b + HFQ_QK_NVFP4_SUB * sb;
+                hfq_nvfp4_pack_sub(xs, hfq_nvfp4_act_search_code(xs, g), g, &want4, sb);
+            }
+            if (memcmp(&want4, &q4[b], sizeof want4) && bad++ < 5)
+                fprintf(stderr, "nvfp4 searched block %lld at g %a differs\n", (long long)b, g);
+        }
     }
     CHECK_MSG(bad == 0, "%d INT8 / FP8 / NVFP4 codes or scales differ from the scalar quantizers", bad);
 }

@@ -179,6 +179,7 @@ static void act_mxfp4(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn
 static void act_fp8_g16(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "fp8_e4m3_g16"); }
 static void act_int8_ct(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "int8_ct"); }
 static void act_fp8_g0(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "fp8_e4m3_g0"); }
+static void act_nvfp4_search(gguf_writer *w) { gguf_set_str(w, "hfq.act_quant.blk.0.ffn_up.weight", "nvfp4_search"); }
 
 static void expect_load_error_spec(const synth_spec *spec, edit_fn edit, const char *want);
 
@@ -198,8 +199,10 @@ static void test_bad_qext(void) {
     expect_load_error_spec(&s, qext_int4, "tensor 'blk.1.attn_q.weight': unknown hfq.qext encoding 'int4'");
     /* hfq.act_quant: "none" on an I8 (NVFP4, MXFP4) weight without an input scale, "mxfp4" on MXFP4 */
     expect_load_error_spec(&s, act_dynamic, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'dynamic' is not "
-                           "\"none\", \"mxfp4\", \"int8_ct\" or \"fp8_e4m3_g<G>\"");
+                           "\"none\", \"mxfp4\", \"nvfp4_search\", \"int8_ct\" or \"fp8_e4m3_g<G>\"");
     expect_load_error_spec(&s, act_mxfp4, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'mxfp4' needs an MXFP4 weight");
+    expect_load_error_spec(&s, act_nvfp4_search, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'nvfp4_search' needs an "
+                           "NVFP4 weight");
     expect_load_error_spec(&s, act_fp8_g16, "tensor 'blk.0.ffn_up.weight': hfq.act_quant 'fp8_e4m3_g16' needs an F32, "
                            "F16, BF16 or FP8 weight (without input_scale) whose rows are whole groups");
     synth_spec fp8 = synth_default_spec();

@@ -314,7 +314,7 @@ static int act_roundtrip(void *ctx, const char *name, float *x, int64_t rows, in
     if (!search_spec(s, name, cols, &spec)) return 0;
     /* the runner applies the input scales it finds (I8: static W8A8, NVFP4: W4A4) */
     const float scale = s->o.uses.act_scales && act_code_max(spec.fmt) > 0.0f ? static_amax / act_code_max(spec.fmt) : 0.0f;
-    return hfq_codec_act_roundtrip(spec.fmt, x, rows, cols, scale, err);
+    return hfq_codec_act_roundtrip(spec.fmt, x, rows, cols, scale, s->o.uses.act_search, err);
 }
 
 static int fold_groups(hfq_calib_session *s, hfq_error *err) {
@@ -436,7 +436,7 @@ static int act_quant_input(void *ctx, const char *name, float *x, int64_t rows, 
     const hfq_calib_session *s = ctx;
     uint32_t fmt;
     if (!written_quantized(s, name, &fmt)) return 0;
-    return hfq_codec_act_roundtrip(fmt, x, rows, cols, input_scale_of(s, name, fmt), err);
+    return hfq_codec_act_roundtrip(fmt, x, rows, cols, input_scale_of(s, name, fmt), s->o.uses.act_search, err);
 }
 
 /* Whether weight name's inputs are quantized as its leader's are (the same
@@ -471,6 +471,22 @@ static int write_kv_scales(const hfq_calib_session *s, gguf_writer *w) {
     }
     free(k);
     free(v);
+    return rc;
+}
+
+/* hfq.act_quant.<name> = "nvfp4_search" for each NVFP4 weight written with
+ * an input scale (uses.act_search). */
+static int write_act_search_marks(const hfq_calib_session *s, gguf_writer *w) {
+    int rc = 0;
+    for (int64_t i = 0; i < s->plan->n; i++) {
+        const char *name = gguf_tensor_at(s->f, i)->name;
+        if (!s->plan->entries[i].convert || s->plan->entries[i].fmt != GT_NVFP4 ||
+            !(input_scale_of(s, name, GT_NVFP4) > 0.0f))
+            continue;
+        char key[32 + GGUF_MAX_NAME + 1];
+        snprintf(key, sizeof key, "hfq.act_quant.%s", name);
+        rc |= gguf_set_str(w, key, "nvfp4_search");
+    }
     return rc;
 }
 
@@ -518,6 +534,7 @@ static int set_keys(void *ctx, gguf_writer *w, const hfq_write_effect *effect) {
         rc |= gguf_set_str(w, "hfq.calib.kv_type_k", hfq_kv_type_name(s->o.kv_k));
         rc |= gguf_set_str(w, "hfq.calib.kv_type_v", hfq_kv_type_name(s->o.kv_v));
     }
+    if (u->act_scales && u->act_search) rc |= write_act_search_marks(s, w);
     return rc || (u->kv_scales && write_kv_scales(s, w)) ? -1 : 0;
 }
 

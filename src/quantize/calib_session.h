@@ -59,6 +59,10 @@ typedef enum hfq_calib_fold {
 
 typedef struct hfq_calib_uses {
     bool importance, act_scales, smoothquant, awq, kv_scales, gptq;
+    /* with act_scales, NVFP4 W4A4's activation scale codes searched per 16
+     * values (hfq.act_quant.<name> = "nvfp4_search" beside each NVFP4 input
+     * scale; the searches quantize the activations so): GGUF outputs only */
+    bool act_search;
     /* the preset's default rescaling (docs/calibration.md, "Defaults"),
      * taken when no rescaling is named, GPTQ is not used and the statistics
      * can serve it

@@ -226,7 +226,8 @@ int hfq_codec_roundtrip(const hfq_fmt_spec *spec, const float *src, float *dst, 
     return 0;
 }
 
-int hfq_codec_act_roundtrip(uint32_t fmt, float *x, int64_t nrows, int64_t n, float static_scale, hfq_error *err) {
+int hfq_codec_act_roundtrip(uint32_t fmt, float *x, int64_t nrows, int64_t n, float static_scale, bool nvfp4_search,
+                            hfq_error *err) {
     const hfq_qtype_traits *w = traits_of(fmt);
     if (!w) return hfq_fail(err, hfq_fmt_name(fmt), "not available in this build");
     const hfq_qtype_traits *a = hfq_qtype_get(w->vec_dot_type);
@@ -247,7 +248,8 @@ int hfq_codec_act_roundtrip(uint32_t fmt, float *x, int64_t nrows, int64_t n, fl
             else hfq_quantize_fp8(fp8_of(fmt), row, buf, 1, n, NULL, &scale);
             hfq_dequantize_row_fp8(fp8_of(fmt), buf, row, n, scale);
         } else if (w4a4) {
-            hfq_quantize_nvfp4(row, buf, 1, n, NULL, static_scale);
+            if (nvfp4_search) hfq_quantize_nvfp4_act_search(row, buf, n, static_scale);
+            else hfq_quantize_nvfp4(row, buf, 1, n, NULL, static_scale);
             hfq_dequantize_row_nvfp4(buf, row, n);
             for (int64_t j = 0; j < n; j++) row[j] *= static_scale;
         } else {

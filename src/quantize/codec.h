@@ -107,9 +107,12 @@ int hfq_codec_roundtrip(const hfq_fmt_spec *spec, const float *src, float *dst, 
 /* Quantizes and decodes in place nrows activation rows of n floats as the
  * runner does for weights of format fmt (--act-quant auto): INT8/FP8 per
  * token, or with one static scale when static_scale > 0; NVFP4 with a static
- * scale into NVFP4 blocks with that global scale (W4A4); the ggml formats and
- * NVFP4 without one through their vec_dot_type (Q8_0, Q8_1, Q8_K, F16, BF16;
- * F32 stays). Fails for formats this build cannot encode and out of memory. */
-int hfq_codec_act_roundtrip(uint32_t fmt, float *x, int64_t nrows, int64_t n, float static_scale, hfq_error *err);
+ * scale into NVFP4 blocks with that global scale (W4A4; their scale codes
+ * searched as hfq.act_quant "nvfp4_search" says when nvfp4_search); the ggml
+ * formats and NVFP4 without one through their vec_dot_type (Q8_0, Q8_1,
+ * Q8_K, F16, BF16; F32 stays). Fails for formats this build cannot encode
+ * and out of memory. */
+int hfq_codec_act_roundtrip(uint32_t fmt, float *x, int64_t nrows, int64_t n, float static_scale, bool nvfp4_search,
+                            hfq_error *err);
 
 #endif

@@ -91,6 +91,9 @@ static void usage(FILE *out) {
         "  --no-importance            round without the importance rows\n"
         "  --act-scales               static activation scales <name>.input_scale for INT8, FP8, NVFP4\n"
         "  --act-percentile P         percentile of per-token maxima for --act-scales (default 100)\n"
+        "  --no-act-search            NVFP4 W4A4: activation scales max -> 6 per 16 values (NVIDIA's rule)\n"
+        "                             instead of the least-error code near max -> 6 ... max -> 4, which\n"
+        "                             --act-scales GGUF files ask the runner for (hfq.act_quant nvfp4_search)\n"
         "  --smoothquant              SmoothQuant scales folded into the preceding norm / rows\n"
         "  --smoothquant-alpha A      migration strength in [0, 1] (default 0.5), or auto: searched per layer\n"
         "  --awq                      AWQ activation-aware scales (grid search) folded the same way\n"
@@ -167,6 +170,7 @@ typedef struct args {
     bool rotate;                    /* --rotate (src/quantize/rotate.h) */
     int64_t block_rotate;           /* --block-rotate N (src/quantize/block_rotate.h); -1: none, 0: the format's */
     bool no_importance, uses_named; /* --no-importance; a use named (else the preset's default) */
+    bool no_act_search;             /* --no-act-search */
     bool act_scales_only;           /* --act-scales with no rounding use named */
     bool gptq_left_out;             /* the preset's default GPTQ, dropped for a statistics file */
     hfq_progress progress;
@@ -195,7 +199,7 @@ static const char *const known_options[] = {
     "--calib-ctx", "--calib-chunks", "--calib-lines", "--calib-chat", "--calib-all-experts", "--calib-samples",
     "--save-stats", "--stats", "--kv-scales", "--calib-kv-type", "--gptq", "--gptq-damp", "--gptq-block",
     "--gptq-memory", "--gptq-sequential", "--gptq-act-order", "--gptq-quantized-inputs",
-    "--importance", "--no-importance", "--act-scales", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
+    "--importance", "--no-importance", "--act-scales", "--no-act-search", "--act-percentile", "--smoothquant", "--smoothquant-alpha",
     "--awq", "--awq-grid", "--awq-format", "--recipe", "--target-bpw", "--target-size", "--measurements",
     "--save-measurements", "--measure-kl-chunks", "--candidates", "--measure-text", "--measure-stats",
     "--measure-ctx", "--measure-chunks", "--export", "--tokenizer-from", "--no-tokenizer", "--export-shard-size", NULL};
@@ -380,6 +384,7 @@ static int parse_calib_arg(const char *s, const char *next, args *a, int *i) {
     if (strcmp(s, "--importance") == 0) return u->importance = true, 0;
     if (strcmp(s, "--no-importance") == 0) return a->no_importance = true, 0;
     if (strcmp(s, "--act-scales") == 0) return u->act_scales = true, 0;
+    if (strcmp(s, "--no-act-search") == 0) return a->no_act_search = true, 0;
     if (strcmp(s, "--smoothquant") == 0) return u->smoothquant = true, 0;
     if (strcmp(s, "--awq") == 0) return u->awq = true, 0;
     if (strcmp(s, "--kv-scales") == 0) return u->kv_scales = true, 0;
@@ -432,6 +437,11 @@ static int check_calib_args(args *a, int n_pos, bool mixed) {
     const bool gptq_opts = c->gptq.damp >= 0.0 || c->gptq.batch || c->gptq.memory;
     const bool gptq_methods = c->gptq.sequential || c->gptq.act_order;
     if (u->importance && a->no_importance) return bad_usage("%s", "--importance and --no-importance contradict");
+    if (a->no_act_search && (!u->act_scales || a->export_dir))
+        return bad_usage("%s", "--no-act-search is for --act-scales GGUF outputs (an export's engines round NVFP4 "
+                               "activations max -> 6 anyway)");
+    /* NVFP4 W4A4's activation scale codes searched: our runner's rule, so GGUF only */
+    u->act_search = u->act_scales && !a->export_dir && !a->no_act_search;
     if (c->text_path && c->stats_path) return bad_usage("%s", "--calibration-file and --stats are alternatives");
     if (!c->text_path &&
         (c->text.lines || c->text.chat || c->text.n_ctx || c->text.max_chunks || c->sample_rows >= 0 || c->kv_k))
