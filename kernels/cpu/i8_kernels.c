@@ -371,10 +371,18 @@ I8_AVX512 static inline __m512 codes16(hfq_qext q, const uint8_t *p0, const uint
 /* run_sums for float activations (codes false) on 512-bit vectors: weight
  * rows 0 and 1 in the halves of acc[c][0], rows 2 and 3 of acc[c][1], each
  * half run_sums' 8 partial sums of its row, so the same bits; FP8 steps of
- * 32 with a NaN code go through step32 with the halves taken apart. */
+ * 32 with a NaN code go through step32 with the halves taken apart. exact:
+ * the activations are FP8 values (W8A8, widened), whose products with the
+ * regular codes are exact in float, so one fused multiply-add gives the
+ * separate product and sum's bits. */
+I8_AVX512 static inline __attribute__((always_inline)) __m512 mul_add512(bool exact, __m512 acc, __m512 w, __m512 a) {
+    return exact ? _mm512_fmadd_ps(w, a, acc) : _mm512_add_ps(acc, _mm512_mul_ps(w, a));
+}
+
 I8_AVX512 static inline __attribute__((always_inline)) void run_sums512(hfq_qext q, const uint8_t *const wr[NR],
                                                                         const char *const a[], const int C,
-                                                                        int64_t start, int64_t end, __m128 part[]) {
+                                                                        const bool exact, int64_t start, int64_t end,
+                                                                        __m128 part[]) {
     __m512 acc[COLS512][2];
     for (int c = 0; c < C; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
     int64_t i = start;
@@ -398,8 +406,8 @@ I8_AVX512 static inline __attribute__((always_inline)) void run_sums512(hfq_qext
             const __m512 w01 = codes16_regular(q, wr[0] + j, wr[1] + j), w23 = codes16_regular(q, wr[2] + j, wr[3] + j);
             for (int c = 0; c < C; c++) {
                 const __m512 av = _mm512_broadcast_f32x8(_mm256_loadu_ps((const float *)a[c] + j));
-                acc[c][0] = _mm512_add_ps(acc[c][0], _mm512_mul_ps(w01, av));
-                acc[c][1] = _mm512_add_ps(acc[c][1], _mm512_mul_ps(w23, av));
+                acc[c][0] = mul_add512(exact, acc[c][0], w01, av);
+                acc[c][1] = mul_add512(exact, acc[c][1], w23, av);
             }
         }
     }
@@ -421,25 +429,27 @@ I8_AVX512 static inline __attribute__((always_inline)) void run_sums512(hfq_qext
 /* i8_cols for float activations on run_sums512, C (a constant where
  * inlined) up to COLS512 columns; with a_scales, FP8 activation codes
  * widened to floats (exact), whose products with FP8 weights are exact in
- * float: the separate product and sum of hfq_dot_fp8_fp8 are the fused
- * ones of i8_cols, so the same float steps give the same bits. */
+ * float: the separate product and sum of hfq_dot_fp8_fp8 are one fused
+ * multiply-add (run_sums512's exact), so the same float steps give the same
+ * bits. */
 I8_AVX512 static inline __attribute__((always_inline)) void f32_cols512(const hfq_qext q, const hfq_tensor *w,
                                                                         const uint8_t *const wr[NR], int64_t r0,
                                                                         int nr, const char *const a[], const int C,
                                                                         const float *a_scales, float *out, size_t os) {
     const int64_t n = w->ne0, g = w->scale_groups;
+    const bool exact = a_scales && q != HFQ_QEXT_INT8;
     __m128 part[COLS512], sum[COLS512];
     if (q == HFQ_QEXT_INT8 || g > 1) {
         const int64_t len = g ? n / g : n;
         for (int c = 0; c < C; c++) sum[c] = _mm_setzero_ps();
         for (int64_t k = 0; k * len < n; k++) {
-            run_sums512(q, wr, a, C, k * len, (k + 1) * len, part);
+            run_sums512(q, wr, a, C, exact, k * len, (k + 1) * len, part);
             const __m128 ws = scales4(w, r0, nr, k);
             for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));
         }
         for (int c = 0; a_scales && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
     } else {
-        run_sums512(q, wr, a, C, 0, n, part);
+        run_sums512(q, wr, a, C, exact, 0, n, part);
         const __m128 ws = scales4(w, r0, nr, 0);
         for (int c = 0; c < C; c++) sum[c] = _mm_mul_ps(part[c], a_scales ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
     }
