@@ -611,7 +611,7 @@ static uint8_t finite_fp8_code(hfq_fp8_format f, uint64_t *rng) {
  * activations, scales and activations of very different sizes; tiles of
  * every row count and width equal to the pair alone. */
 static void test_i8_kernels(void) {
-    enum { NMAX = 65536 + 40, ROWS = CPU_TILE_ROWS, COLS = 11 };   /* AVX-512: 8 + 2 + 1 columns */
+    enum { NMAX = 65536 + 40, ROWS = CPU_TILE_ROWS, COLS = 19 };   /* AVX-512: 8 + 8 + 2 + 1 columns */
     /* any_codes: INT8 activations over the whole range, -128 included (hfq.act_quant int8_ct);
      * FP8 groups: block scales expanded */
     static const struct { hfq_qext q; int64_t groups; bool any_codes; } cases[] = {

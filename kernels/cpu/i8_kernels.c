@@ -352,6 +352,7 @@ I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const 
 
 #define I8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,fma")))
 #define COLS512 CPU_TILE_COLS_F512
+#define I8_WIDE_COLS 64 /* columns a call (matmul.c's token block): each run's weights decoded once for them */
 
 /* The 8 codes from p0 (lanes 0..7) and p1 (lanes 8..15) as floats: INT8,
  * or FP8 codes that are not NaN (fp8x8_regular's steps, 16 at a time). */
@@ -432,12 +433,12 @@ I8_AVX512 static inline __attribute__((always_inline)) void run_sums512(hfq_qext
  * float: the separate product and sum of hfq_dot_fp8_fp8 are one fused
  * multiply-add (run_sums512's exact), so the same float steps give the same
  * bits. */
-I8_AVX512 static inline __attribute__((always_inline)) void f32_cols512(const hfq_qext q, const hfq_tensor *w,
+I8_AVX512 static inline __attribute__((always_inline)) void f32_cols512(const hfq_qext q, const bool exact,
+                                                                        const hfq_tensor *w,
                                                                         const uint8_t *const wr[NR], int64_t r0,
                                                                         int nr, const char *const a[], const int C,
                                                                         const float *a_scales, float *out, size_t os) {
     const int64_t n = w->ne0, g = w->scale_groups;
-    const bool exact = a_scales && q != HFQ_QEXT_INT8;
     __m128 part[COLS512], sum[COLS512];
     if (q == HFQ_QEXT_INT8 || g > 1) {
         const int64_t len = g ? n / g : n;
@@ -456,24 +457,135 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_cols512(const hf
     store_cols(sum, C, nr, out, os);
 }
 
-/* The float-activation tile of one encoding: the columns as 8, 4, 2, 1. */
+/* The weight vectors run_sums512 takes for rows wr over the run [start,
+ * end), each 8-value step's two (rows 0-1, rows 2-3) into dec: its 32-value
+ * steps decoded as regular codes unless one is irregular, the rest by the
+ * full decoder - the values run_sums512 multiplies there. */
+I8_AVX512 static inline void decode_run512(hfq_qext q, const uint8_t *const wr[NR], int64_t start, int64_t end,
+                                           __m512 *dec) {
+    int64_t i = start;
+    for (; i + 4 * HFQ_LANES <= end; i += 4 * HFQ_LANES) {
+        bool regular = true;
+        if (q != HFQ_QEXT_INT8) {
+            __m256i odd = _mm256_setzero_si256();
+            for (int r = 0; r < NR; r++)
+                odd = _mm256_or_si256(odd, fp8_irregular(fp8_of(q), _mm256_loadu_si256((const __m256i *)(wr[r] + i)), false));
+            regular = _mm256_testz_si256(odd, odd);
+        }
+        for (int64_t j = i; j < i + 4 * HFQ_LANES; j += HFQ_LANES, dec += 2) {
+            dec[0] = regular ? codes16_regular(q, wr[0] + j, wr[1] + j) : codes16(q, wr[0] + j, wr[1] + j);
+            dec[1] = regular ? codes16_regular(q, wr[2] + j, wr[3] + j) : codes16(q, wr[2] + j, wr[3] + j);
+        }
+    }
+    for (; i + HFQ_LANES <= end; i += HFQ_LANES, dec += 2) {
+        dec[0] = codes16(q, wr[0] + i, wr[1] + i);
+        dec[1] = codes16(q, wr[2] + i, wr[3] + i);
+    }
+}
+
+/* acc[c] (rows 0-1, rows 2-3: run_sums512's partial sums) + the products of
+ * the decoded weights dec (n_steps steps of 8 values from value i) with
+ * activation rows a[c], C (a constant where inlined) columns in registers. */
+I8_AVX512 static inline __attribute__((always_inline)) void dec_steps512(const bool exact, const __m512 *dec,
+                                                                         int64_t n_steps, const char *const a[],
+                                                                         const int C, int64_t i, __m512 (*acc)[2]) {
+    __m512 r[COLS512][2];
+    for (int c = 0; c < C; c++) r[c][0] = acc[c][0], r[c][1] = acc[c][1];
+    for (int64_t s = 0; s < n_steps; s++, i += HFQ_LANES)
+        for (int c = 0; c < C; c++) {
+            const __m512 av = _mm512_broadcast_f32x8(_mm256_loadu_ps((const float *)a[c] + i));
+            r[c][0] = mul_add512(exact, r[c][0], dec[2 * s], av);
+            r[c][1] = mul_add512(exact, r[c][1], dec[2 * s + 1], av);
+        }
+    for (int c = 0; c < C; c++) acc[c][0] = r[c][0], acc[c][1] = r[c][1];
+}
+
+/* Values of a run decoded at a time by f32_wide512 (8 KB of vectors on the
+ * stack, a multiple of the 32-value steps' grid): with 2048 or 8192 two
+ * threads ran erratic and slow here (Gemma 3 270M FP8 weight-only 254-438
+ * tokens/s against 515-540; one thread was not slower). */
+#define I8_DEC_CHUNK 512
+
+/* f32_cols512 for nc columns (more than COLS512): each chunk of a run's
+ * weights decoded once (decode_run512) for all of them, the columns'
+ * partial sums kept in memory between chunks and taken COLS512 at a time:
+ * per column the same float steps in the same order, then finish_sums and
+ * f32_cols512's scaling. */
+I8_AVX512 static inline __attribute__((always_inline)) void f32_wide512(const hfq_qext q, const bool exact,
+                                                                        const hfq_tensor *w, int64_t r0, int nr,
+                                                                        const void *a, size_t as,
+                                                                        const float *a_scales, int nc, float *out,
+                                                                        size_t os) {
+    const int64_t n = w->ne0, g = w->scale_groups;
+    const bool runs = q == HFQ_QEXT_INT8 || g > 1;
+    const int64_t len = runs && g ? n / g : n;
+    __m512 dec[I8_DEC_CHUNK / HFQ_LANES * 2], acc[I8_WIDE_COLS][2];
+    const uint8_t *wr[NR];
+    const char *ac[I8_WIDE_COLS];
+    for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
+    for (int c = 0; c < nc; c++) ac[c] = (const char *)a + (size_t)c * as;
+    __m128 sum[I8_WIDE_COLS];
+    for (int c = 0; c < nc; c++) sum[c] = _mm_setzero_ps();
+    for (int64_t k = 0; k * len < n; k++) {
+        const int64_t start = k * len, end = start + len, steps_end = start + (end - start) / HFQ_LANES * HFQ_LANES;
+        for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
+        for (int64_t i = start; i < steps_end; i += I8_DEC_CHUNK) {
+            const int64_t chunk_end = i + I8_DEC_CHUNK < end ? i + I8_DEC_CHUNK : end;
+            decode_run512(q, wr, i, chunk_end, dec);
+            const int64_t n_steps = ((chunk_end < steps_end ? chunk_end : steps_end) - i) / HFQ_LANES;
+            for (int c0 = 0; c0 < nc;) {
+                const int m = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
+                if (m == 8) dec_steps512(exact, dec, n_steps, ac + c0, 8, i, acc + c0);
+                else if (m == 4) dec_steps512(exact, dec, n_steps, ac + c0, 4, i, acc + c0);
+                else if (m == 2) dec_steps512(exact, dec, n_steps, ac + c0, 2, i, acc + c0);
+                else dec_steps512(exact, dec, n_steps, ac + c0, 1, i, acc + c0);
+                c0 += m;
+            }
+        }
+        const __m128 ws = scales4(w, r0, nr, k);
+        for (int c = 0; c < nc; c++) {
+            __m256 rows[NR] = {_mm512_castps512_ps256(acc[c][0]), _mm512_extractf32x8_ps(acc[c][0], 1),
+                               _mm512_castps512_ps256(acc[c][1]), _mm512_extractf32x8_ps(acc[c][1], 1)};
+            const __m128 part = finish_sums(q, wr, ac[c], false, start, steps_end, end, rows);
+            sum[c] = !runs ? _mm_mul_ps(part, a_scales ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws)
+                           : _mm_add_ps(sum[c], _mm_mul_ps(ws, part));
+        }
+    }
+    for (int c = 0; runs && a_scales && c < nc; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
+    store_cols(sum, nc, nr, out, os);
+}
+
+/* The float-activation tile of one encoding: the columns as 8, 4, 2, 1;
+ * exact (W8A8's FP8 codes, a constant where inlined) the fused products. */
+I8_AVX512 static inline __attribute__((always_inline)) void f32_tile512(const hfq_qext q, const bool exact,
+                                                                        const hfq_tensor *w, int64_t r0, int nr,
+                                                                        const void *a, size_t as, const float *a_scales,
+                                                                        int nc, float *out, size_t os) {
+    if (nc > COLS512) {
+        f32_wide512(q, exact, w, r0, nr, a, as, a_scales, nc, out, os);
+        return;
+    }
+    const uint8_t *wr[NR];
+    for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
+    for (int c0 = 0; c0 < nc;) {
+        const char *ac[COLS512];
+        const int m = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
+        for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;
+        float *o = out + (size_t)c0 * os;
+        const float *asc = a_scales ? a_scales + c0 : NULL;
+        if (m == 8) f32_cols512(q, exact, w, wr, r0, nr, ac, 8, asc, o, os);
+        else if (m == 4) f32_cols512(q, exact, w, wr, r0, nr, ac, 4, asc, o, os);
+        else if (m == 2) f32_cols512(q, exact, w, wr, r0, nr, ac, 2, asc, o, os);
+        else f32_cols512(q, exact, w, wr, r0, nr, ac, 1, asc, o, os);
+        c0 += m;
+    }
+}
+
 #define I8_F32_TILE512(name, q)                                                                                     \
     I8_AVX512 static void name(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,                  \
                                const float *a_scales, int nc, float *out, size_t os) {                              \
-        const uint8_t *wr[NR];                                                                                      \
-        for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));                                   \
-        for (int c0 = 0; c0 < nc;) {                                                                                \
-            const char *ac[COLS512];                                                                                \
-            const int m = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;                              \
-            for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;                            \
-            float *o = out + (size_t)c0 * os;                                                                       \
-            const float *asc = a_scales ? a_scales + c0 : NULL;                                                     \
-            if (m == 8) f32_cols512(q, w, wr, r0, nr, ac, 8, asc, o, os);                                           \
-            else if (m == 4) f32_cols512(q, w, wr, r0, nr, ac, 4, asc, o, os);                                      \
-            else if (m == 2) f32_cols512(q, w, wr, r0, nr, ac, 2, asc, o, os);                                      \
-            else f32_cols512(q, w, wr, r0, nr, ac, 1, asc, o, os);                                                  \
-            c0 += m;                                                                                                \
-        }                                                                                                           \
+        if (a_scales && q != HFQ_QEXT_INT8) f32_tile512(q, true, w, r0, nr, a, as, a_scales, nc, out, os);           \
+        else f32_tile512(q, false, w, r0, nr, a, as, a_scales, nc, out, os);                                       \
     }
 I8_F32_TILE512(int8_f32_tile512, HFQ_QEXT_INT8)
 I8_F32_TILE512(e4m3_f32_tile512, HFQ_QEXT_FP8_E4M3)
@@ -495,7 +607,7 @@ cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
               : cpu_float_isa_runs(CPU_FLOAT_AVX2) ? CPU_FLOAT_AVX2
                                                    : CPU_FLOAT_PORTABLE;
     if (!cpu_float_isa_runs(isa)) return NULL;
-    *cols = isa == CPU_FLOAT_AVX512 ? COLS512 : CPU_TILE_COLS;
+    *cols = isa == CPU_FLOAT_AVX512 ? I8_WIDE_COLS : CPU_TILE_COLS;
     *fp8_codes_f32 = isa == CPU_FLOAT_AVX512;
     return isa == CPU_FLOAT_AVX512 ? i8_tile_avx512 : isa == CPU_FLOAT_AVX2 ? i8_tile_avx2 : i8_tile_ref;
 }
