@@ -561,8 +561,10 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_tile512(const hf
                                                                         const hfq_tensor *w, int64_t r0, int nr,
                                                                         const void *a, size_t as, const float *a_scales,
                                                                         int nc, float *out, size_t os) {
-    if (nc > COLS512) {
-        f32_wide512(q, exact, w, r0, nr, a, as, a_scales, nc, out, os);
+    if (nc > COLS512) {   /* I8_WIDE_COLS at a time (cpu_i8_tile's count; a caller may pass more) */
+        for (int c0 = 0; c0 < nc; c0 += I8_WIDE_COLS)
+            f32_wide512(q, exact, w, r0, nr, (const char *)a + (size_t)c0 * as, as, a_scales ? a_scales + c0 : NULL,
+                        nc - c0 < I8_WIDE_COLS ? nc - c0 : I8_WIDE_COLS, out + (size_t)c0 * os, os);
         return;
     }
     const uint8_t *wr[NR];
