@@ -286,7 +286,14 @@ int hfq_atomic_write(hfq_atomic_file *af, const void *buf, size_t n, hfq_error *
 
 int hfq_atomic_commit(hfq_atomic_file *af, hfq_error *err) {
     int rc = 0;
-    if (fflush(af->fp) != 0 || fsync(fileno(af->fp)) != 0)
+    /* Replacing a file, the data reaches the disk before the name points at
+     * it: a power loss then leaves the old file or the whole new one, never
+     * an empty file where the user's was. A new name replaces nothing and
+     * does not wait for the disk (most of a quantize's time on a slow disk;
+     * llama-quantize never waits). */
+    struct stat st;
+    const bool replaces = lstat(af->path, &st) == 0;
+    if (fflush(af->fp) != 0 || (replaces && fsync(fileno(af->fp)) != 0))
         rc = hfq_fail(err, af->path, "write failed: %s", strerror(errno));
     /* a duplicate keeps the flock (it belongs to the open file, not to one
      * descriptor) from the close, whose error must be seen before the rename,

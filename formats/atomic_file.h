@@ -1,8 +1,10 @@
 /* atomic_file.h - write an output file so that it appears only when complete.
  *
  * Data goes to a temporary file in the destination folder, "<path>.tmp.XXXXXX"
- * (the six letters or digits chosen by mkstemp); hfq_atomic_commit flushes,
- * fsyncs and renames it over <path>. On any failure, or on hfq_atomic_abort,
+ * (the six letters or digits chosen by mkstemp); hfq_atomic_commit flushes
+ * it, fsyncs it when <path> exists (so that a power loss cannot leave an
+ * empty file where the user's was; a new name has nothing to lose and does
+ * not wait for the disk) and renames it over <path>. On any failure, or on hfq_atomic_abort,
  * the temporary file is removed and <path> is untouched. Every file the tools
  * write goes through here (docs/robustness.md), so the two rules below cover
  * them all.
