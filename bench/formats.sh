@@ -14,7 +14,7 @@
 #   --quick    stories260K (fixture, hfconv F32), a handful of formats, ctx 128
 #   env: BUILD (default build), THREADS (2), F32 (the base GGUF; default Gemma 3
 #        270M made from .cache/models/gemma-3-270m-q4_k_m.gguf by `quantize F32`,
-#        scripts/fetch_models.sh), IMATRIX (a llama-imatrix GGUF for the formats
+#        scripts/fetch_models.sh; the table then names the file), IMATRIX (a llama-imatrix GGUF for the formats
 #        that need one; default made by llama-imatrix over 8 chunks of 256 tokens
 #        of tinystories-train.txt), FORMATS (the list; default all below),
 #        CTX (256) CHUNKS (2) TEXT (wiki.test.raw) GEN (decoded tokens, 32),
@@ -72,6 +72,7 @@ else
   fi
   model_name="Gemma 3 270M (F32 of gemma-3-270m-q4_k_m.gguf by our quantize)"
 fi
+[ -n "${F32:-}" ] && model_name="$(basename "$F32") (F32=)"
 imatrix=${IMATRIX:-$work/imatrix.gguf}
 make_imatrix() {  # once, when a format needs it
   [ -f "$imatrix" ] && return 0
