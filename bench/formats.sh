@@ -152,7 +152,7 @@ echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(lscpu | sed -n 's/^Model name: *//p'),
   "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' 2>/dev/null || echo '+changes'); $threads threads;" \
   "load average $load_start at the start"
 echo
-echo "$model_name, $(( $(stat -Lc %s "$f32") / 1048576 )) MiB F32. Quantize: wall s from that F32 (imatrix formats:"
+echo "$model_name, $(( $(stat -Lc %s "$f32") / 1048576 )) MiB F32. Quantize: wall s from that F32, `sync` before each (imatrix formats:"
 echo "both tools read the same llama-imatrix file). Prompt: tokens/s evaluating $chunks chunks of $ctx tokens of"
 echo "$(basename "$text") (ppl-eval's own figure; llama-perplexity: from its log's start of evaluation to its exit),"
 echo "on the file our quantize wrote. PPL (lost): llama-perplexity's last log lines were lost at its exit."
@@ -176,6 +176,9 @@ for fmt in $formats; do
   # the order of the two tools flips every format
   if [ $((i % 2)) = 1 ] || [ "$is_shared" = 0 ]; then order="ours llama"; else order="llama ours"; fi
   for t in $order; do
+    # each tool starts with no dirty pages: the previous write's flush would
+    # otherwise throttle whichever tool writes next (~1 s for 950 MB here)
+    sync
     if [ "$t" = ours ]; then quantize_ours "$fmt" "$ours" || true
     elif [ "$is_shared" = 1 ]; then quantize_llama "$fmt" "$lout" || true; fi
   done
