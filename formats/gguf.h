@@ -126,8 +126,8 @@ uint64_t gguf_tensor_hash(const gguf_tensor_info *t);
  * header to a temporary file beside path; tensor data follows with
  * gguf_writer_write_tensor in declaration order (one tensor in memory at a
  * time, or in pieces with gguf_writer_write_data); gguf_writer_finish pads,
- * patches the GGUF_KEY_TENSOR_HASHES array (reserved at begin), fsyncs and
- * renames. Any failure, or gguf_writer_free before finish, removes the
+ * patches the GGUF_KEY_TENSOR_HASHES array (reserved at begin) and commits
+ * (atomic_file.h: fsynced when it replaces a file, then renamed). Any failure, or gguf_writer_free before finish, removes the
  * temporary file. Setting a key that exists replaces its value in place
  * (keeping its position and possibly changing its type); keys are written in
  * the order they were first set.
