@@ -51,12 +51,14 @@ static inline HFQ_HD void hfq_iq1_m_group(const hfq_block_iq1_m *b, int g, uint6
     *ls = 2 * ((hfq_iq1_m_word(b, g / 8) >> 3 * (g / 2 % 4)) & 7) + 1; /* sub-block of 16: g / 2 */
 }
 
-/* The fp16 super-block scale of IQ1_M, from the words' top nibbles. */
-static inline HFQ_HD float hfq_iq1_m_d(const hfq_block_iq1_m *b) {
-    const uint16_t u = (uint16_t)(hfq_iq1_m_word(b, 0) >> 12 | (hfq_iq1_m_word(b, 1) >> 8 & 0x00f0) |
-                                  (hfq_iq1_m_word(b, 2) >> 4 & 0x0f00) | (hfq_iq1_m_word(b, 3) & 0xf000));
-    return hfq_fp16_to_f32(u);
+/* The fp16 bits of IQ1_M's super-block scale, from the words' top nibbles. */
+static inline HFQ_HD uint16_t hfq_iq1_m_d16(const hfq_block_iq1_m *b) {
+    return (uint16_t)(hfq_iq1_m_word(b, 0) >> 12 | (hfq_iq1_m_word(b, 1) >> 8 & 0x00f0) |
+                      (hfq_iq1_m_word(b, 2) >> 4 & 0x0f00) | (hfq_iq1_m_word(b, 3) & 0xf000));
 }
+
+/* The fp16 super-block scale of IQ1_M. */
+static inline HFQ_HD float hfq_iq1_m_d(const hfq_block_iq1_m *b) { return hfq_fp16_to_f32(hfq_iq1_m_d16(b)); }
 
 static inline HFQ_HD float hfq_iq1_s_d(const hfq_block_iq1_s *b) { return hfq_fp16_to_f32(b->d); }
 
