@@ -477,7 +477,7 @@ static void quantize_act_row(hfq_qtype act, const float *v, void *a, int64_t n, 
  * different sizes; tiles of every width up to the kernel's and every row
  * count up to CPU_TILE_ROWS (the rows past nr left alone). */
 static int check_simd_kernels(const hfq_qtype_traits *wt, hfq_qtype act, hfq_vec_dot_fn ref, int isa, uint64_t *rng) {
-    enum { N = 1024, ROWS = CPU_TILE_ROWS, COLS = 19 };
+    enum { N = 1024, ROWS = CPU_TILE_ROWS, COLS = 2 * CPU_TILE_COLS_K + 3 };
     static float x[N], v[N], ones[N];
     for (int64_t i = 0; i < N; i++) ones[i] = 1.0f;
     static char w[ROWS][2 * N], a[COLS][4 * N];   /* wider than any row of these formats */
@@ -489,7 +489,8 @@ static int check_simd_kernels(const hfq_qtype_traits *wt, hfq_qtype act, hfq_vec
     if (!simd || !tile) return 0;
     const size_t row = (size_t)hfq_qtype_row_size(wt->type, N), arow = (size_t)hfq_qtype_row_size(act, N);
     CHECK(row <= sizeof w[0] && arow <= sizeof a[0]);
-    for (int round = 0; round < 20; round++) {
+    /* at least one round per column count */
+    for (int round = 0; round < (cols > 20 ? cols : 20); round++) {
         float scale = ldexpf(1.0f, round % 20 - 10);
         for (int r = 0; r < ROWS; r++) {
             for (int64_t i = 0; i < N; i++) x[i] = scale * synth_uniform(rng) * (i % 97 == 0 ? 50.0f : 1.0f);

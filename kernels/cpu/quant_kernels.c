@@ -67,6 +67,9 @@ AVX2 static inline void k_scales_mins_pair(const hfq_block_q4_k *b0, const hfq_b
 #define NR CPU_TILE_ROWS
 #define NC CPU_TILE_COLS
 #define NCK CPU_TILE_COLS_K
+/* The grid i-quants and ternary formats take twice as many: unpacking a
+ * block costs several columns' dots (quant_tiles_iq.inc). */
+#define NCK_IQ (2 * CPU_TILE_COLS_K)
 
 /* The tiles (matmul.h's cpu_tile_fn) compute, for each weight row and
  * activation row, what the reference vec_dot does: exact integer dots per
@@ -191,15 +194,15 @@ static const tile_row tile_rows[] = {
     TILE_ROW(MXFP4, mxfp4, NCK, NCK),
     TILE_ROW(NVFP4, nvfp4, NCK, NCK),
     /* the grid i-quants and ternary formats of quant_tiles_iq.inc */
-    TILE_ROW(TQ2_0, tq2_0, NCK, NCK),
-    TILE_ROW(TQ1_0, tq1_0, NCK, NCK),
-    TILE_ROW(IQ2_XXS, iq2_xxs, NCK, NCK),
-    TILE_ROW(IQ3_XXS, iq3_xxs, NCK, NCK),
-    TILE_ROW(IQ2_XS, iq2_xs, NCK, NCK),
-    TILE_ROW(IQ3_S, iq3_s, NCK, NCK),
-    TILE_ROW(IQ2_S, iq2_s, NCK, NCK),
-    TILE_ROW(IQ1_S, iq1_s, NCK, NCK),
-    TILE_ROW(IQ1_M, iq1_m, NCK, NCK),
+    TILE_ROW(TQ2_0, tq2_0, NCK_IQ, NCK_IQ),
+    TILE_ROW(TQ1_0, tq1_0, NCK_IQ, NCK_IQ),
+    TILE_ROW(IQ2_XXS, iq2_xxs, NCK_IQ, NCK_IQ),
+    TILE_ROW(IQ3_XXS, iq3_xxs, NCK_IQ, NCK_IQ),
+    TILE_ROW(IQ2_XS, iq2_xs, NCK_IQ, NCK_IQ),
+    TILE_ROW(IQ3_S, iq3_s, NCK_IQ, NCK_IQ),
+    TILE_ROW(IQ2_S, iq2_s, NCK_IQ, NCK_IQ),
+    TILE_ROW(IQ1_S, iq1_s, NCK_IQ, NCK_IQ),
+    TILE_ROW(IQ1_M, iq1_m, NCK_IQ, NCK_IQ),
 };
 
 enum { N_TILE_ROWS = sizeof tile_rows / sizeof tile_rows[0] };
