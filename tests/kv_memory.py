@@ -5,7 +5,7 @@ the fixtures (stories260K, TinyStories-656K; hfconv F32) and a synthetic
 checkpoint with head size 64 and a 32000-token vocabulary, for F16, Q8_0 and
 FP8 KV caches, and a synthetic 1.1 B-parameter BF16 model (TinyLlama's
 shape: the weights dominate, as on the models users run), within 10 % (or
-1 MiB, for the ~6 MB runs of the smallest fixture); each
+2 MiB, for the 5-10 MB runs of the fixtures); each
 part of the plan is checked against what it must be (the file's size, the
 KV bytes from the shape). Skips without the fixtures or GNU time.
 
@@ -55,10 +55,16 @@ def compare(label, plan, measured, model, kv, n_layer, n_kv_head, n_ctx_each):
     print(f"{label}: plan {total} bytes (weights {plan.get('weights')}, KV {plan.get('kv_cache')}, buffers "
           f"{plan.get('buffers')}, loaded {plan.get('loaded')}), measured peak RSS {measured}, "
           f"{100.0 * (total - measured) / measured:+.1f} %")
-    # 10 %, but never under 1 MiB: the smallest runs are ~6 MB, where the
-    # process's own pages (shared libraries, thread stacks, which the plan's
-    # "loaded" part measures at the dry run) vary by ~0.5 MB between runs
-    check(abs(total - measured) <= max(0.10 * measured, 1 << 20), f"{label}: plan {total} vs peak RSS {measured}")
+    # 10 %, but never under 2 MiB: the fixtures' runs are 5-10 MB, where two
+    # things the plan cannot know weigh. meson test sets MALLOC_PERTURB_,
+    # which writes every allocated byte, pages the plan's upper bound counts
+    # but a plain run never touches; and the code the run executes after the
+    # dry run's measurement is mapped a page-cache folio at a time, which the
+    # page cache decides, not the program (generate, relinked, peaked at 5.2,
+    # 6.2, 5.2 MB in three identical runs). generate on TinyStories-656K under
+    # MALLOC_PERTURB_: 0.1-1.4 MB above its plan in nine runs (its dry runs'
+    # own measurement spread 1.4 MB); suites saw up to 1.8 MB
+    check(abs(total - measured) <= max(0.10 * measured, 2 << 20), f"{label}: plan {total} vs peak RSS {measured}")
     check(plan.get("weights") == os.path.getsize(model), f"{label}: weights {plan.get('weights')}")
     check(plan.get("kv_type") == {"k": kv, "v": kv}, f"{label}: kv_type {plan.get('kv_type')}")
     if n_kv_head:   # head size 64: the KV bytes follow from the shape
