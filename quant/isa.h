@@ -44,6 +44,10 @@ void hfq_requantize_affine_avx2(int n, int nmax, const float *x, float d, float 
 void hfq_requantize_symmetric_avx2(int n, int nmax, const float *x, float d, int8_t *L);
 /* quant/q_legacy_simd.c: hfq_quantize_row_q8_0 (n a multiple of 32). */
 void hfq_quantize_row_q8_0_avx2(const float *x, void *y, int64_t n);
+/* quant/act_simd.c: hfq_quantize_row_q8_k and hfq_quantize_row_q8_0_act
+ * (n a multiple of their blocks), the same bytes. */
+void hfq_quantize_row_q8_k_avx2(const float *x, void *y, int64_t n);
+void hfq_quantize_row_q8_0_act_avx2(const float *x, void *y, int64_t n);
 /* quant/iq4_simd.c: L[j] = hfq_iq4_nearest_level(id * x[j]), n a multiple of 8. */
 void hfq_iq4_nearest_levels_avx2(float id, const float *x, uint8_t *L, int n);
 /* quant/plain_simd.c: hfq_dequantize_f16 with F16C, NaN payloads kept. */

@@ -239,7 +239,8 @@ HFQ_DEFINE_QUANTIZE(hfq_quantize_q4_k, hfq_block_q4_k, HFQ_QK_K, q4_k_row)
 HFQ_DEFINE_QUANTIZE(hfq_quantize_q5_k, hfq_block_q5_k, HFQ_QK_K, q5_k_row)
 HFQ_DEFINE_QUANTIZE(hfq_quantize_q6_k, hfq_block_q6_k, HFQ_QK_K, q6_k_row)
 
-HFQ_DEFINE_QUANTIZE_ACT_ROW(hfq_quantize_row_q8_k, hfq_block_q8_k, HFQ_QK_K, hfq_quantize_block_q8_k)
+HFQ_DEFINE_QUANTIZE_ACT_ROW_AVX2(hfq_quantize_row_q8_k, hfq_block_q8_k, HFQ_QK_K, hfq_quantize_block_q8_k,
+                                 hfq_quantize_row_q8_k_avx2)
 
 HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q4_k, hfq_block_q4_k, HFQ_QK_K, hfq_decode_q4_k)
 HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q5_k, hfq_block_q5_k, HFQ_QK_K, hfq_decode_q5_k)

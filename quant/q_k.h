@@ -33,7 +33,8 @@ size_t hfq_quantize_q6_k_isa(hfq_isa isa, const float *src, void *dst, int64_t n
                              const float *importance);
 
 /* Activation rows: ggml's quantize_row_q8_K_ref (an all-zero block gets
- * zero bsums too, where ggml leaves them unwritten). */
+ * zero bsums too, where ggml leaves them unwritten). AVX2 where the CPU has
+ * it (quant/act_simd.c), the same bytes. */
 void hfq_quantize_row_q8_k(const float *x, void *y, int64_t n);
 
 /* Exactly ggml's dequantize_row_<type> values. */

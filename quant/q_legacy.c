@@ -242,7 +242,8 @@ HFQ_DEFINE_QUANTIZE(hfq_quantize_q5_0, hfq_block_q5_0, HFQ_QK, q5_0_row)
 HFQ_DEFINE_QUANTIZE(hfq_quantize_q5_1, hfq_block_q5_1, HFQ_QK, q5_1_row)
 
 HFQ_DEFINE_QUANTIZE_ACT_ROW(hfq_quantize_row_q8_0, hfq_block_q8_0, HFQ_QK, hfq_quantize_block_q8_0)
-HFQ_DEFINE_QUANTIZE_ACT_ROW(hfq_quantize_row_q8_0_act, hfq_block_q8_0, HFQ_QK, hfq_quantize_block_q8_0_act)
+HFQ_DEFINE_QUANTIZE_ACT_ROW_AVX2(hfq_quantize_row_q8_0_act, hfq_block_q8_0, HFQ_QK, hfq_quantize_block_q8_0_act,
+                                 hfq_quantize_row_q8_0_act_avx2)
 HFQ_DEFINE_QUANTIZE_ACT_ROW(hfq_quantize_row_q8_1, hfq_block_q8_1, HFQ_QK, hfq_quantize_block_q8_1)
 
 HFQ_DEFINE_DEQUANTIZE_ROW(hfq_dequantize_q8_0, hfq_block_q8_0, HFQ_QK, hfq_decode_q8_0)

@@ -58,7 +58,8 @@ bool hfq_q8_0_weighted_block(const float *x, const float *w, hfq_block_q8_0 *y, 
 void hfq_quantize_row_q8_0(const float *x, void *y, int64_t n);
 /* Activation rows as llama.cpp's CPU backend makes them on x86
  * (quantize_row_q8_0 / q8_1 of ggml-cpu/arch/x86/quants.c: round-half-even of
- * x * 127 / amax; see hfq_quantize_q8_32_act), on every CPU. */
+ * x * 127 / amax; see hfq_quantize_q8_32_act), on every CPU (AVX2 where it
+ * has it, quant/act_simd.c: the same bytes). */
 void hfq_quantize_row_q8_0_act(const float *x, void *y, int64_t n);
 void hfq_quantize_row_q8_1(const float *x, void *y, int64_t n);
 

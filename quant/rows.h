@@ -81,4 +81,15 @@ static inline size_t hfq_quantize_rows(hfq_isa isa, const float *src, void *dst,
             quantize_block(x + i * (block_size), &blocks[i]);                   \
     }
 
+/* The same, through avx2_fn (its AVX2 twin, the same bytes; quant/isa.h)
+ * where the CPU has AVX2. */
+#ifdef HFQ_HAVE_AVX2_KERNELS
+#define HFQ_ACT_ROW_PICK(avx2_fn, scalar_fn) (hfq_isa_best() == HFQ_ISA_AVX2 ? (avx2_fn) : (scalar_fn))
+#else
+#define HFQ_ACT_ROW_PICK(avx2_fn, scalar_fn) (scalar_fn)
+#endif
+#define HFQ_DEFINE_QUANTIZE_ACT_ROW_AVX2(fn, block_t, block_size, quantize_block, avx2_fn) \
+    static HFQ_DEFINE_QUANTIZE_ACT_ROW(fn##_scalar, block_t, block_size, quantize_block)  \
+    void fn(const float *x, void *y, int64_t n) { HFQ_ACT_ROW_PICK(avx2_fn, fn##_scalar)(x, y, n); }
+
 #endif

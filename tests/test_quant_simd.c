@@ -10,13 +10,15 @@
  * hfq_int8_round / hfq_f32_to_fp8 on every tie and boundary of their grids,
  * random bit patterns (NaN, infinities, subnormals) and the tails past whole
  * vectors; NVFP4 blocks with a global scale (W4A4 activations) those of
- * hfq_quantize_block_nvfp4, E2M1 ties included. Skips on CPUs without AVX2. */
+ * hfq_quantize_block_nvfp4, E2M1 ties included; the activation quantizers
+ * (Q8_K, Q8_0) those of their scalar blocks. Skips on CPUs without AVX2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "quant/block_math.h"
 #include "quant/fp4.h"
 #include "quant/fp8.h"
 #include "quant/half.h"
@@ -236,12 +238,70 @@ static void check_qext_quantizers(test_rng *rng) {
     CHECK_MSG(bad == 0, "%d INT8 / FP8 / NVFP4 codes or scales differ from the scalar quantizers", bad);
 }
 
+/* The activation quantizers (Q8_K, and Q8_0 as llama.cpp's x86 backend
+ * makes it) against their scalar blocks, on blocks of every row kind and of
+ * mixed kinds; blocks whose extreme is +-127 (so the codes are x itself),
+ * filled with the halves of qext_values (ties of the rounding) and
+ * their neighbours; blocks where +m comes before -m and the reverse (the
+ * first extreme sets the sign); all-zero, -0, NaN-only blocks; and random
+ * bit patterns (NaN, infinities, subnormals). */
+static void check_act_quantizers(test_rng *rng) {
+    enum { NB = 96, N = NB * 256 };
+    static float x[N];
+    static hfq_block_q8_k got_k[NB], want_k;
+    static hfq_block_q8_0 got_0[N / 32], want_0;
+    int bad = 0;
+    for (int round = 0; round < KIND_COUNT + 1; round++) {
+        if (round < ROW_KIND_COUNT) fill_row(rng, round, x, N);
+        else if (round == KIND_MIXED) fill_mixed(rng, x, N);
+        else {
+            qext_values(x, N, rng);
+            for (int b = 0; b < 24; b++) {   /* halves k + 0.5 of -127 .. 126 and their neighbours */
+                for (int i = 0; i < 256; i++) {
+                    const float h = (float)((i + 7 * b) % 254 - 127) + 0.5f;
+                    x[256 * b + i] = i % 3 == 0 ? h : nextafterf(h, i % 3 == 1 ? 0.0f : 1e9f);
+                }
+                x[256 * b + 17 * (b % 8)] = b % 2 ? 127.0f : -127.0f;
+            }
+            for (int b = 24; b < 32; b++) { /* +m and -m, in either order */
+                x[256 * b + 3 + b] = b % 2 ? 1e3f : -1e3f;
+                x[256 * b + 200 - b] = b % 2 ? -1e3f : 1e3f;
+            }
+            for (int i = 0; i < 256; i++) x[256 * 32 + i] = 0.0f, x[256 * 33 + i] = -0.0f, x[256 * 34 + i] = NAN;
+            x[256 * 35 + 9] = INFINITY, x[256 * 36 + 200] = -INFINITY, x[256 * 37 + 31] = NAN;
+            /* one NaN pattern: the product of two NaNs keeps the payload of
+             * the operand the compiler put first (x86), so two compilations
+             * of the same scalar block differ where a Q8_0 block ends in a
+             * NaN (its scale is then NaN) and holds another */
+            for (int i = 0; i < N; i++)
+                if (isnan(x[i])) x[i] = NAN;
+        }
+        memset(got_k, 0xA5, sizeof got_k);
+        memset(got_0, 0xA5, sizeof got_0);
+        hfq_quantize_row_q8_k_avx2(x, got_k, N);
+        hfq_quantize_row_q8_0_act_avx2(x, got_0, N);
+        for (int b = 0; b < NB; b++) {
+            hfq_quantize_block_q8_k(x + 256 * b, &want_k);
+            if (memcmp(&want_k, &got_k[b], sizeof want_k) && bad++ < 5)
+                fprintf(stderr, "q8_K round %d block %d differs\n", round, b);
+        }
+        for (int b = 0; b < N / 32; b++) {
+            hfq_quantize_block_q8_0_act(x + 32 * b, &want_0);
+            if (memcmp(&want_0, &got_0[b], sizeof want_0) && bad++ < 5)
+                fprintf(stderr, "q8_0 activation round %d block %d differs\n", round, b);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d Q8_K / Q8_0 activation blocks differ from the scalar quantizers", bad);
+    printf("q8_K, q8_0 activations: %s\n", bad ? "AVX2 differs from scalar" : "AVX2 == scalar");
+}
+
 int main(void) {
     if (hfq_isa_best() != HFQ_ISA_AVX2) CHECK_SKIP("this CPU has no AVX2: only the scalar kernels run");
     check_f16_decode();
     check_iq4_nearest();
     test_rng rng = {7};
     check_qext_quantizers(&rng);
+    check_act_quantizers(&rng);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &rng);
     return check_exit();
 }
