@@ -13,15 +13,16 @@
 /* Tokens per block: a block's activation rows stay in L2 while every tile of
  * weight rows passes over them. */
 #define TOKEN_BLOCK 64
-/* Below this many multiply-adds (a few hundred microseconds on one thread) a
- * product runs on one thread. Each parallel region ends in a barrier that
- * waits for every thread: on an idle machine that costs microseconds, but
- * where other processes hold the cores a descheduled thread holds it for a
- * scheduler slice (milliseconds), and libgomp's default spin-waiting keeps
- * the cores busy meanwhile. So a decoded token should fork only for its big
- * products (Gemma 3 270M: 55 regions a token at 1 << 20, 1 at this value;
- * docs/benchmarks.md "OpenMP regions in decode"). */
-#define PARALLEL_MIN_MACS (1 << 22)
+/* Below this many multiply-adds (tens of microseconds on one thread) a
+ * product runs on one thread. Each parallel region ends in a barrier, which
+ * costs microseconds on an idle machine, so a decoded token forks for every
+ * product from a GQA key projection (256 x 1024) up: a 1024-wide 12-layer model decoded
+ * 1.7x faster on two threads than at 1 << 22, which kept every layer's
+ * product on one thread (docs/benchmarks.md "Decode on two threads").
+ * Where other processes hold the cores, a descheduled thread holds each
+ * barrier for a scheduler slice and two threads lose to one at any
+ * threshold here (as llama.cpp's do): --threads is the user's to set. */
+#define PARALLEL_MIN_MACS (1 << 18)
 /* Activation values below which converting them stays on one thread. */
 #define PARALLEL_MIN_ACT_VALUES (1 << 18)
 
