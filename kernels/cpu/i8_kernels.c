@@ -1,6 +1,7 @@
 #include "kernels/cpu/i8_kernels.h"
 
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/tile_prefetch.h"
 #include "quant/cpu_features.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
@@ -143,7 +144,7 @@ I8_AVX2 static inline __attribute__((always_inline)) __m128 finish_sums(hfq_qext
  * which gives the separate product and sum's bits as the product of two
  * finite FP8 values is exact in float (significands of at most 4 bits; E4M3's 2^-18 and
  * E5M2's 2^-32 at the least, far from float's limits); else step8. */
-I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, const uint8_t *const wr[NR],
+I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, const uint8_t *const wr[NR], size_t ws,
                                                                    const char *const a[], const int C, bool codes,
                                                                    int64_t start, int64_t end, __m128 part[]) {
     __m256 acc[CPU_TILE_COLS][NR];
@@ -151,6 +152,7 @@ I8_AVX2 static inline __attribute__((always_inline)) void run_sums(hfq_qext q, c
         for (int r = 0; r < NR; r++) acc[c][r] = _mm256_setzero_ps();
     int64_t i = start;
     for (; q != HFQ_QEXT_INT8 && i + 4 * HFQ_LANES <= end; i += 4 * HFQ_LANES) {
+        prefetch_next_tile(wr[0], ws, i / (4 * HFQ_LANES), 4 * HFQ_LANES);
         const hfq_fp8_format f = fp8_of(q);
         __m256i odd = _mm256_setzero_si256();
         for (int r = 0; r < NR; r++)
@@ -204,9 +206,9 @@ I8_AVX2 static inline __m256i madd_wide(__m256i acc, __m256i w, __m256i a) {
  * vector, the rounding of (float) of the same integer. any_codes:
  * activations may be -128 (compressed-tensors' rule, hfq.act_quant
  * int8_ct): widened products. */
-I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t *const wr[NR], const char *const a[],
-                                                                   const int C, bool any_codes, int64_t start,
-                                                                   int64_t end, __m128 part[]) {
+I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t *const wr[NR], size_t ws,
+                                                                   const char *const a[], const int C, bool any_codes,
+                                                                   int64_t start, int64_t end, __m128 part[]) {
     const __m256i ones = _mm256_set1_epi16(1);
     const bool one_chunk = end - start <= INT_CHUNK;
     int64_t isum[CPU_TILE_COLS][NR] = {{0}};
@@ -219,6 +221,7 @@ I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t
         for (int c = 0; c < C; c++)
             for (int r = 0; r < NR; r++) acc[c][r] = _mm256_setzero_si256();
         for (; i + 32 <= stop; i += 32) {
+            prefetch_next_tile(wr[0], ws, i / 32, 32);
             __m256i wv[NR], wabs[NR];
             for (int r = 0; r < NR; r++) {
                 wv[r] = _mm256_loadu_si256((const __m256i *)(wr[r] + i));
@@ -293,14 +296,15 @@ I8_AVX2 static inline __attribute__((always_inline)) void i8_cols(const hfq_qext
         /* hfq_dot_int8_f32 / _int8 / hfq_dot_fp8_*_groups: scale_g * part_g added group by group */
         const int64_t len = g ? n / g : n;
         for (int64_t k = 0; k * len < n; k++) {
-            if (codes && q == HFQ_QEXT_INT8) int_sums(wr, a, C, w->act_int8_ct, k * len, (k + 1) * len, part);
-            else run_sums(q, wr, a, C, codes, k * len, (k + 1) * len, part);
+            if (codes && q == HFQ_QEXT_INT8)
+                int_sums(wr, w->row_bytes, a, C, w->act_int8_ct, k * len, (k + 1) * len, part);
+            else run_sums(q, wr, w->row_bytes, a, C, codes, k * len, (k + 1) * len, part);
             const __m128 ws = scales4(w, r0, nr, k);
             for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));
         }
         for (int c = 0; codes && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
     } else {
-        run_sums(q, wr, a, C, codes, 0, n, part);
+        run_sums(q, wr, w->row_bytes, a, C, codes, 0, n, part);
         const __m128 ws = scales4(w, r0, nr, 0);
         for (int c = 0; c < C; c++) sum[c] = _mm_mul_ps(part[c], codes ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
     }
@@ -381,13 +385,14 @@ I8_AVX512 static inline __attribute__((always_inline)) __m512 mul_add512(bool ex
 }
 
 I8_AVX512 static inline __attribute__((always_inline)) void run_sums512(hfq_qext q, const uint8_t *const wr[NR],
-                                                                        const char *const a[], const int C,
+                                                                        size_t ws, const char *const a[], const int C,
                                                                         const bool exact, int64_t start, int64_t end,
                                                                         __m128 part[]) {
     __m512 acc[COLS512][2];
     for (int c = 0; c < C; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
     int64_t i = start;
     for (; i + 4 * HFQ_LANES <= end; i += 4 * HFQ_LANES) {
+        prefetch_next_tile(wr[0], ws, i / (4 * HFQ_LANES), 4 * HFQ_LANES);
         if (q != HFQ_QEXT_INT8) {
             __m256i odd = _mm256_setzero_si256();
             for (int r = 0; r < NR; r++)
@@ -444,13 +449,13 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_cols512(const hf
         const int64_t len = g ? n / g : n;
         for (int c = 0; c < C; c++) sum[c] = _mm_setzero_ps();
         for (int64_t k = 0; k * len < n; k++) {
-            run_sums512(q, wr, a, C, exact, k * len, (k + 1) * len, part);
+            run_sums512(q, wr, w->row_bytes, a, C, exact, k * len, (k + 1) * len, part);
             const __m128 ws = scales4(w, r0, nr, k);
             for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));
         }
         for (int c = 0; a_scales && c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
     } else {
-        run_sums512(q, wr, a, C, exact, 0, n, part);
+        run_sums512(q, wr, w->row_bytes, a, C, exact, 0, n, part);
         const __m128 ws = scales4(w, r0, nr, 0);
         for (int c = 0; c < C; c++) sum[c] = _mm_mul_ps(part[c], a_scales ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws);
     }
