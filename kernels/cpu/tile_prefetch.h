@@ -1,5 +1,5 @@
 /* tile_prefetch.h - reading the next weight tile ahead, for the CPU tiles
- * (quant_kernels.c, float_kernels.c).
+ * (quant_kernels.c, float_kernels.c, i8_kernels.c).
  *
  * A tile's CPU_TILE_ROWS weight rows lie one after another in memory, and it
  * reads them side by side, a block of each row in turn, which the hardware
