@@ -13,24 +13,6 @@
 #include "quant/block_math.h"
 #include "quant/blocks.h"
 
-/* hfq_nearest_int in every lane: the same float addition, the same bits. */
-AVX2 static inline __m256i nearest_int_lanes(__m256 v) {
-    const __m256i bits = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12582912.f)));
-    return _mm256_sub_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x00400000));
-}
-
-AVX2 static inline __m256 abs_lanes(__m256 v) {
-    return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
-}
-
-/* The largest lane (the maximum of non-NaN values is the same in any order). */
-AVX2 static inline float max_lane(__m256 v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-    return _mm_cvtss_f32(m);
-}
-
 /* hfq_signed_extreme over 256 values: the first of largest magnitude, with
  * its sign; NaN never wins there (fabsf(NaN) > amax is false), and here
  * max_ps(a, acc) keeps acc where a is NaN. */

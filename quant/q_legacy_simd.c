@@ -13,19 +13,15 @@
  * exact in any order), q = (int8_t)roundf(x * id). */
 AVX2 void hfq_quantize_row_q8_0_avx2(const float *x, void *y, int64_t n) {
     hfq_block_q8_0 *blocks = (hfq_block_q8_0 *)y;
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t b = 0; b < n / HFQ_QK; b++) {
         const float *xb = x + b * HFQ_QK;
         __m256 v[4];
         __m256 amax = _mm256_setzero_ps();
         for (int k = 0; k < 4; k++) {
             v[k] = _mm256_loadu_ps(xb + 8 * k);
-            amax = _mm256_max_ps(amax, _mm256_and_ps(v[k], abs_mask));
+            amax = _mm256_max_ps(amax, abs_lanes(v[k]));
         }
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-        const float d = _mm_cvtss_f32(m4) / 127;
+        const float d = max_lane(amax) / 127;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         blocks[b].d = hfq_f32_to_fp16(d);
         __m256i q[4];

@@ -97,12 +97,7 @@ AVX2 static inline __m256i e2m1_rne8(__m256 t) {
 /* hfq_fp4_amax of the 16 values v0, v1: the larger of two, NaN skipped
  * (max_ps keeps its second operand). */
 AVX2 static inline float amax16(__m256 v0, __m256 v1) {
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 m = _mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_max_ps(_mm256_and_ps(v1, abs_mask), _mm256_setzero_ps()));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    return _mm_cvtss_f32(m4);
+    return max_lane(_mm256_max_ps(abs_lanes(v0), _mm256_max_ps(abs_lanes(v1), _mm256_setzero_ps())));
 }
 
 /* hfq_nvfp4_pack_sub of v0, v1 with scale code `code`. */

@@ -15,13 +15,7 @@
 #ifdef HFQ_HAVE_AVX2_KERNELS
 #include <immintrin.h>
 
-#define AVX2 __attribute__((target("avx2")))
-
-/* hfq_nearest_int in every lane. */
-AVX2 static inline __m256i nearest_int(__m256 v) {
-    __m256i bits = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12582912.f)));
-    return _mm256_sub_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x00400000));
-}
+#include "quant/avx2_rows.h"
 
 AVX2 static inline __m256i clamp_epi32(__m256i v, int lo, int hi) {
     return _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32(lo)), _mm256_set1_epi32(hi));
@@ -42,9 +36,9 @@ AVX2 static inline void scatter_levels_u8(const __m256 *levels, int n, int bias,
     }
 }
 
-/* clamp(nearest_int(iscale * (x - min)), 0, nmax) as floats. */
+/* clamp(nearest_int_lanes(iscale * (x - min)), 0, nmax) as floats. */
 AVX2 static inline __m256 affine_level(__m256 iscale, __m256 x, __m256 min, int nmax) {
-    __m256i l = nearest_int(_mm256_mul_ps(iscale, _mm256_sub_ps(x, min)));
+    __m256i l = nearest_int_lanes(_mm256_mul_ps(iscale, _mm256_sub_ps(x, min)));
     return _mm256_cvtepi32_ps(clamp_epi32(l, 0, nmax));
 }
 
@@ -131,9 +125,9 @@ AVX2 void hfq_search_affine_x8_avx2(int n, int nmax, const float *x, const float
 #define CAND_BLOCK 4
 #define SYM_PADDED 20
 
-/* clamp(nearest_int(iscale * x), -nmax, nmax - 1) as floats. */
+/* clamp(nearest_int_lanes(iscale * x), -nmax, nmax - 1) as floats. */
 AVX2 static inline __m256 symmetric_level(__m256 iscale, __m256 x, int nmax) {
-    return _mm256_cvtepi32_ps(clamp_epi32(nearest_int(_mm256_mul_ps(iscale, x)), -nmax, nmax - 1));
+    return _mm256_cvtepi32_ps(clamp_epi32(nearest_int_lanes(_mm256_mul_ps(iscale, x)), -nmax, nmax - 1));
 }
 
 AVX2 void hfq_search_symmetric_x8_avx2(int n, int nmax, const float *x, const float *w, int8_t *L,
@@ -208,14 +202,14 @@ AVX2 void hfq_requantize_affine_avx2(int n, int nmax, const float *x, float d, f
     const __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
     for (int i = 0; i < n; i += 8) {
         __m256 v = _mm256_div_ps(_mm256_add_ps(_mm256_loadu_ps(x + i), vm), vd);
-        store_levels8(clamp_epi32(nearest_int(v), 0, nmax), L + i);
+        store_levels8(clamp_epi32(nearest_int_lanes(v), 0, nmax), L + i);
     }
 }
 
 AVX2 void hfq_requantize_symmetric_avx2(int n, int nmax, const float *x, float d, int8_t *L) {
     const __m256 vd = _mm256_set1_ps(d);
     for (int i = 0; i < n; i += 8) {
-        __m256i q = clamp_epi32(nearest_int(_mm256_div_ps(_mm256_loadu_ps(x + i), vd)), -nmax, nmax - 1);
+        __m256i q = clamp_epi32(nearest_int_lanes(_mm256_div_ps(_mm256_loadu_ps(x + i), vd)), -nmax, nmax - 1);
         store_levels8(_mm256_add_epi32(q, _mm256_set1_epi32(nmax)), (uint8_t *)L + i);
     }
 }

@@ -60,10 +60,11 @@ def compare(label, plan, measured, model, kv, n_layer, n_kv_head, n_ctx_each):
     # which writes every allocated byte, pages the plan's upper bound counts
     # but a plain run never touches; and the code the run executes after the
     # dry run's measurement is mapped a page-cache folio at a time, which the
-    # page cache decides, not the program (generate, relinked, peaked at 5.2,
-    # 6.2, 5.2 MB in three identical runs). generate on TinyStories-656K under
-    # MALLOC_PERTURB_: 0.1-1.4 MB above its plan in nine runs (its dry runs'
-    # own measurement spread 1.4 MB); suites saw up to 1.8 MB
+    # page cache decides, not the program (generate, relinked, peaked at 5300,
+    # 6200, 5176, 5184 KiB in four identical runs). generate on
+    # TinyStories-656K under MALLOC_PERTURB_, nine runs, each against its own
+    # dry run's plan (those spread 1.4 MB): 0.3-1.4 MB above it in eight, 1.1
+    # MB below in one; suites saw up to 1.8 MB above
     check(abs(total - measured) <= max(0.10 * measured, 2 << 20), f"{label}: plan {total} vs peak RSS {measured}")
     check(plan.get("weights") == os.path.getsize(model), f"{label}: weights {plan.get('weights')}")
     check(plan.get("kv_type") == {"k": kv, "v": kv}, f"{label}: kv_type {plan.get('kv_type')}")

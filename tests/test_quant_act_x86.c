@@ -1,5 +1,7 @@
 /* The runner's activation quantizers (the quantize_row of Q8_0, Q8_1 and
- * Q8_K in quant/qtype.c, portable C) give bit for bit the bytes of what
+ * Q8_K in quant/qtype.c: Q8_0's and Q8_K's through their AVX2 twins of
+ * quant/act_simd.c on this test's CPUs, which test_quant_simd holds to the
+ * portable C) give bit for bit the bytes of what
  * llama.cpp's CPU backend runs on x86: ggml-cpu/arch/x86/quants.c's
  * quantize_row_q8_0/q8_1 (AVX2, round-half-even of x * 127 / amax) and
  * quantize_row_q8_K (the reference), compiled from .cache/llama.cpp into a
