@@ -67,9 +67,14 @@ AVX2 static inline void k_scales_mins_pair(const hfq_block_q4_k *b0, const hfq_b
 #define NR CPU_TILE_ROWS
 #define NC CPU_TILE_COLS
 #define NCK CPU_TILE_COLS_K
-/* The grid i-quants and ternary formats take twice as many: unpacking a
- * block costs several columns' dots (quant_tiles_iq.inc). */
-#define NCK_IQ (2 * CPU_TILE_COLS_K)
+/* Tiles whose weight blocks cost several columns' dots to unpack or
+ * rearrange take twice as many: the grid i-quants and ternary formats
+ * (quant_tiles_iq.inc), and with VNNI the wide tiles (wide_block) and the
+ * AVX-512 column pairs of IQ4_XS and NVFP4 (measured, bench_kernels
+ * AVX512-VNNI prompt, 16 -> 32 columns: Q8_0 113 -> 123 GMAC/s, Q5_0 97 -> 115,
+ * MXFP4 112 -> 126, IQ4_XS 97 -> 106, NVFP4 115 -> 126; the K-quants,
+ * which unpack per K_GROUP, within noise). */
+#define NCK_WIDE (2 * CPU_TILE_COLS_K)
 
 /* The tiles (matmul.h's cpu_tile_fn) compute, for each weight row and
  * activation row, what the reference vec_dot does: exact integer dots per
@@ -173,36 +178,36 @@ typedef struct tile_row {
       [CPU_QUANT_ISA_AVX512VNNI] = vec_dot_##name##_avx512vnni}}
 
 static const tile_row tile_rows[] = {
-    TILE_ROW(Q8_0, q8_0, NCK, NCK),
-    TILE_ROW(Q4_0, q4_0, NCK, NCK),
+    TILE_ROW(Q8_0, q8_0, NCK, NCK_WIDE),
+    TILE_ROW(Q4_0, q4_0, NCK, NCK_WIDE),
     TILE_ROW(Q4_K, q4_k, NCK, NCK),
     TILE_ROW(Q6_K, q6_k, NCK, NCK),
     /* kernels/cpu/quant_tiles_k_low.inc */
     TILE_ROW(Q5_K, q5_k, NCK, NCK),
     TILE_ROW(Q3_K, q3_k, NCK, NCK),
     TILE_ROW(Q2_K, q2_k, NCK, NCK),
-    TILE_ROW(IQ4_XS, iq4_xs, NCK, NCK),
+    TILE_ROW(IQ4_XS, iq4_xs, NCK, NCK_WIDE),
     /* the 32-element formats of quant_tiles_legacy.inc */
-    TILE_ROW(Q5_0, q5_0, NCK, NCK),
-    TILE_ROW(Q4_1, q4_1, NCK, NCK),
-    TILE_ROW(Q5_1, q5_1, NCK, NCK),
-    TILE_ROW(IQ4_NL, iq4_nl, NCK, NCK),
+    TILE_ROW(Q5_0, q5_0, NCK, NCK_WIDE),
+    TILE_ROW(Q4_1, q4_1, NCK, NCK_WIDE),
+    TILE_ROW(Q5_1, q5_1, NCK, NCK_WIDE),
+    TILE_ROW(IQ4_NL, iq4_nl, NCK, NCK_WIDE),
     /* Q1_0 and Q2_0 (quant_tiles_lowbit.inc) */
     TILE_ROW(Q1_0, q1_0, NCK, NCK),
     TILE_ROW(Q2_0, q2_0, NCK, NCK),
-    /* FP4 (quant_tiles_fp4.inc): decoding a block costs more than a column's dot, shared by NCK */
-    TILE_ROW(MXFP4, mxfp4, NCK, NCK),
-    TILE_ROW(NVFP4, nvfp4, NCK, NCK),
+    /* FP4 (quant_tiles_fp4.inc) */
+    TILE_ROW(MXFP4, mxfp4, NCK, NCK_WIDE),
+    TILE_ROW(NVFP4, nvfp4, NCK, NCK_WIDE),
     /* the grid i-quants and ternary formats of quant_tiles_iq.inc */
-    TILE_ROW(TQ2_0, tq2_0, NCK_IQ, NCK_IQ),
-    TILE_ROW(TQ1_0, tq1_0, NCK_IQ, NCK_IQ),
-    TILE_ROW(IQ2_XXS, iq2_xxs, NCK_IQ, NCK_IQ),
-    TILE_ROW(IQ3_XXS, iq3_xxs, NCK_IQ, NCK_IQ),
-    TILE_ROW(IQ2_XS, iq2_xs, NCK_IQ, NCK_IQ),
-    TILE_ROW(IQ3_S, iq3_s, NCK_IQ, NCK_IQ),
-    TILE_ROW(IQ2_S, iq2_s, NCK_IQ, NCK_IQ),
-    TILE_ROW(IQ1_S, iq1_s, NCK_IQ, NCK_IQ),
-    TILE_ROW(IQ1_M, iq1_m, NCK_IQ, NCK_IQ),
+    TILE_ROW(TQ2_0, tq2_0, NCK_WIDE, NCK_WIDE),
+    TILE_ROW(TQ1_0, tq1_0, NCK_WIDE, NCK_WIDE),
+    TILE_ROW(IQ2_XXS, iq2_xxs, NCK_WIDE, NCK_WIDE),
+    TILE_ROW(IQ3_XXS, iq3_xxs, NCK_WIDE, NCK_WIDE),
+    TILE_ROW(IQ2_XS, iq2_xs, NCK_WIDE, NCK_WIDE),
+    TILE_ROW(IQ3_S, iq3_s, NCK_WIDE, NCK_WIDE),
+    TILE_ROW(IQ2_S, iq2_s, NCK_WIDE, NCK_WIDE),
+    TILE_ROW(IQ1_S, iq1_s, NCK_WIDE, NCK_WIDE),
+    TILE_ROW(IQ1_M, iq1_m, NCK_WIDE, NCK_WIDE),
 };
 
 enum { N_TILE_ROWS = sizeof tile_rows / sizeof tile_rows[0] };
@@ -217,7 +222,7 @@ typedef struct pair_row {
 } pair_row;
 
 static const pair_row pair_rows[] = {
-    {HFQ_QT_NVFP4, hfq_dot_nvfp4_nvfp4, TILE_ROW(NVFP4, nvfp4_nvfp4, NCK, NCK)},
+    {HFQ_QT_NVFP4, hfq_dot_nvfp4_nvfp4, TILE_ROW(NVFP4, nvfp4_nvfp4, NCK, NCK_WIDE)},
     {HFQ_QT_F32, hfq_dot_mxfp4_f32, TILE_ROW(MXFP4, mxfp4_f32, NC, NC)},
     {HFQ_QT_F32, hfq_dot_nvfp4_f32, TILE_ROW(NVFP4, nvfp4_f32, NC, NC)},
 };
