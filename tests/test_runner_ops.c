@@ -620,8 +620,8 @@ static void test_i8_kernels(void) {
         {HFQ_QEXT_FP8_E4M3, 0, false}, {HFQ_QEXT_FP8_E4M3, 1, false}, {HFQ_QEXT_FP8_E5M2, 0, false},
         {HFQ_QEXT_FP8_E5M2, 1, false}, {HFQ_QEXT_FP8_E4M3, 3, false}, {HFQ_QEXT_FP8_E5M2, 3, false},
         {HFQ_QEXT_INT8, 0, true},      {HFQ_QEXT_INT8, 3, true}};
-    /* and one past a 32-bit lane's chunk of INT8 products */
-    static const int64_t lengths[] = {1, 7, 8, 9, 24, 72, 1029, 65536 + 40};
+    /* tails of 32..63 after AVX512-VNNI INT8's 64-value steps, and one past a 32-bit lane's chunk of INT8 products */
+    static const int64_t lengths[] = {1, 7, 8, 9, 24, 72, 104, 127, 1029, 65536 + 40};
     static uint8_t codes[ROWS * NMAX], acodes[COLS][NMAX];
     static float x[COLS][NMAX], scales[ROWS * 3];
     float a_scales[COLS], want[COLS][ROWS], got[COLS][ROWS];

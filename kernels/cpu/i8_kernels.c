@@ -198,6 +198,30 @@ I8_AVX2 static inline __m256i madd_wide(__m256i acc, __m256i w, __m256i a) {
     return _mm256_add_epi32(acc, _mm256_add_epi32(lo, hi));
 }
 
+/* The end of int_sums and int_sums512: each column's products from value
+ * i to end (fewer than a step: scalar) added to its chunks' sums (rows[c]
+ * the only chunk's, in 32 bits, when one_chunk; else isum[c], in 64), as
+ * floats: (float) of the exact integer, however it was summed. Never
+ * inlined into int_sums512: there GCC 12.2 at -O3 vectorizes the tail's
+ * int8 x int8 products with vpdpbusd, which reads one operand as unsigned
+ * (wrong sums for tails of 32 values and more; the same loop alone in an
+ * avx512vnni function does it too). */
+I8_AVX2 static __attribute__((noinline)) void int_sums_finish(const uint8_t *const wr[NR], const char *const a[], const int C,
+                                           bool one_chunk, int64_t i, int64_t end, const __m128i rows[],
+                                           int64_t (*isum)[NR], __m128 part[]) {
+    for (int c = 0; c < C; c++) {
+        int32_t tail[NR] = {0};   /* under a step's products each */
+        for (int r = 0; r < NR; r++)
+            for (int64_t j = i; j < end; j++) tail[r] += (int32_t)(int8_t)wr[r][j] * (int8_t)a[c][j];
+        if (one_chunk) {
+            part[c] = _mm_cvtepi32_ps(_mm_add_epi32(rows[c], _mm_loadu_si128((const __m128i *)tail)));
+            continue;
+        }
+        for (int r = 0; r < NR; r++) isum[c][r] += tail[r];
+        part[c] = _mm_setr_ps((float)isum[c][0], (float)isum[c][1], (float)isum[c][2], (float)isum[c][3]);
+    }
+}
+
 /* part[c] = the exact sums (rows in lanes) of wr[r][i] * a[c][i] (INT8
  * codes) over [start, end), as floats: |w| times a with w's signs, pairs
  * summed in 16 bits (no saturation while activations are never -128), then
@@ -247,17 +271,7 @@ I8_AVX2 static inline __attribute__((always_inline)) void int_sums(const uint8_t
             for (int r = 0; r < NR; r++) isum[c][r] += lane[r];
         }
     }
-    for (int c = 0; c < C; c++) {
-        int32_t tail[NR] = {0};   /* under 32 products each */
-        for (int r = 0; r < NR; r++)
-            for (int64_t j = i; j < end; j++) tail[r] += (int32_t)(int8_t)wr[r][j] * (int8_t)a[c][j];
-        if (one_chunk) {
-            part[c] = _mm_cvtepi32_ps(_mm_add_epi32(rows[c], _mm_loadu_si128((const __m128i *)tail)));
-            continue;
-        }
-        for (int r = 0; r < NR; r++) isum[c][r] += tail[r];
-        part[c] = _mm_setr_ps((float)isum[c][0], (float)isum[c][1], (float)isum[c][2], (float)isum[c][3]);
-    }
+    int_sums_finish(wr, a, C, one_chunk, i, end, rows, isum, part);
 }
 
 /* Row r's scale k (rows r >= nr: row 0's, as their codes). */
@@ -608,6 +622,111 @@ I8_AVX512 static void i8_tile_avx512(const hfq_tensor *w, int64_t r0, int nr, co
     else e4m3_f32_tile512(w, r0, nr, a, as, a_scales, nc, out, os);
 }
 
+/* ---- AVX512-VNNI: INT8 W8A8 ---- */
+
+#define I8_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,f16c,fma")))
+/* Values a 32-bit lane of int_sums512 sums before it could overflow: each
+ * 64-value step adds 16 products of (w + 128) and a, at most 16 * 255 * 128,
+ * to a lane, and a row's four lanes together stay below 2^31. */
+#define INT_CHUNK512 16384
+
+/* int_sums on 512-bit vectors with VNNI: each 64-value step's weights
+ * transposed by 16-byte quarters (vector k, quarter r: row r's values
+ * 16k..16k+15) and taken as unsigned w + 128, so that dpbusd multiplies
+ * them by each column's 16 activation bytes broadcast, signed as they are
+ * (-128 included); a column's sum then loses 128 times its activations'
+ * sum (one more dpbusd a step). Exact integers, so the same floats. */
+I8_VNNI static inline __attribute__((always_inline)) void int_sums512(const uint8_t *const wr[NR], size_t ws,
+                                                                      const char *const a[], const int C,
+                                                                      int64_t start, int64_t end, __m128 part[]) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
+    const __m512i quarter_lane0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const bool one_chunk = end - start <= INT_CHUNK512;
+    int64_t isum[COLS512][NR] = {{0}};
+    __m128i rows[COLS512];
+    for (int c = 0; c < C; c++) rows[c] = _mm_setzero_si128();
+    int64_t i = start;
+    while (i + 64 <= end) {
+        const int64_t stop = end - i > INT_CHUNK512 ? i + INT_CHUNK512 : end;
+        __m512i acc[COLS512], asum[COLS512];
+        for (int c = 0; c < C; c++) acc[c] = asum[c] = _mm512_setzero_si512();
+        for (; i + 64 <= stop; i += 64) {
+            prefetch_next_tile(wr[0], ws, i / 64, 64);
+            __m512i x[NR], u[4];
+            for (int r = 0; r < NR; r++) x[r] = _mm512_loadu_si512(wr[r] + i);
+            const __m512i t0 = _mm512_shuffle_i64x2(x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512i t1 = _mm512_shuffle_i64x2(x[0], x[1], _MM_SHUFFLE(3, 2, 3, 2));
+            const __m512i t2 = _mm512_shuffle_i64x2(x[2], x[3], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512i t3 = _mm512_shuffle_i64x2(x[2], x[3], _MM_SHUFFLE(3, 2, 3, 2));
+            u[0] = _mm512_xor_si512(_mm512_shuffle_i64x2(t0, t2, _MM_SHUFFLE(2, 0, 2, 0)), bias);
+            u[1] = _mm512_xor_si512(_mm512_shuffle_i64x2(t0, t2, _MM_SHUFFLE(3, 1, 3, 1)), bias);
+            u[2] = _mm512_xor_si512(_mm512_shuffle_i64x2(t1, t3, _MM_SHUFFLE(2, 0, 2, 0)), bias);
+            u[3] = _mm512_xor_si512(_mm512_shuffle_i64x2(t1, t3, _MM_SHUFFLE(3, 1, 3, 1)), bias);
+            for (int c = 0; c < C; c++) {
+                const char *ac = a[c] + i;
+                asum[c] = _mm512_dpbusd_epi32(asum[c], ones, _mm512_loadu_si512(ac));
+                for (int k = 0; k < 4; k++)
+                    acc[c] = _mm512_dpbusd_epi32(acc[c], u[k],
+                                                 _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ac + 16 * k))));
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            /* every lane of quarter r: row r's sum; exact, below 2^31 */
+            __m512i s = _mm512_add_epi32(acc[c], _mm512_shuffle_epi32(acc[c], _MM_PERM_BADC));
+            s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
+            const __m128i row_sums = _mm512_castsi512_si128(_mm512_permutexvar_epi32(quarter_lane0, s));
+            const int32_t act_sum = _mm512_reduce_add_epi32(asum[c]);
+            rows[c] = _mm_sub_epi32(row_sums, _mm_set1_epi32(act_sum * 128));
+            if (one_chunk) continue;
+            int32_t lane[NR];
+            _mm_storeu_si128((__m128i *)lane, rows[c]);
+            for (int r = 0; r < NR; r++) isum[c][r] += lane[r];
+        }
+    }
+    int_sums_finish(wr, a, C, one_chunk, i, end, rows, isum, part);
+}
+
+/* i8_cols for INT8 W8A8 on int_sums512, C (a constant where inlined) up to
+ * COLS512 columns: hfq_dot_int8_int8's scale_g * part_g group by group,
+ * then the activation's scale. */
+I8_VNNI static inline __attribute__((always_inline)) void int8_cols512(const hfq_tensor *w,
+                                                                       const uint8_t *const wr[NR], int64_t r0,
+                                                                       int nr, const char *const a[], const int C,
+                                                                       const float *a_scales, float *out, size_t os) {
+    const int64_t n = w->ne0, g = w->scale_groups, len = g ? n / g : n;
+    __m128 part[COLS512], sum[COLS512];
+    for (int c = 0; c < C; c++) sum[c] = _mm_setzero_ps();
+    for (int64_t k = 0; k * len < n; k++) {
+        int_sums512(wr, w->row_bytes, a, C, k * len, (k + 1) * len, part);
+        const __m128 ws = scales4(w, r0, nr, k);
+        for (int c = 0; c < C; c++) sum[c] = _mm_add_ps(sum[c], _mm_mul_ps(ws, part[c]));
+    }
+    for (int c = 0; c < C; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
+    store_cols(sum, C, nr, out, os);
+}
+
+/* i8_tile_avx512 with INT8 W8A8 on int8_cols512, the columns as 8, 4, 2, 1. */
+I8_VNNI static void i8_tile_avx512vnni(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
+                                       const float *a_scales, int nc, float *out, size_t os) {
+    if (w->qext != HFQ_QEXT_INT8 || !a_scales) {
+        i8_tile_avx512(w, r0, nr, a, as, a_scales, nc, out, os);
+        return;
+    }
+    const uint8_t *wr[NR];
+    for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
+    for (int c0 = 0; c0 < nc;) {
+        const char *ac[COLS512];
+        const int m = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
+        for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;
+        float *o = out + (size_t)c0 * os;
+        if (m == 8) int8_cols512(w, wr, r0, nr, ac, 8, a_scales + c0, o, os);
+        else if (m == 4) int8_cols512(w, wr, r0, nr, ac, 4, a_scales + c0, o, os);
+        else if (m == 2) int8_cols512(w, wr, r0, nr, ac, 2, a_scales + c0, o, os);
+        else int8_cols512(w, wr, r0, nr, ac, 1, a_scales + c0, o, os);
+        c0 += m;
+    }
+}
+
 cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
     if (isa == CPU_FLOAT_BEST)
         isa = cpu_float_isa_runs(CPU_FLOAT_AVX512) ? CPU_FLOAT_AVX512
@@ -616,7 +735,8 @@ cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
     if (!cpu_float_isa_runs(isa)) return NULL;
     *cols = isa == CPU_FLOAT_AVX512 ? I8_WIDE_COLS : CPU_TILE_COLS;
     *fp8_codes_f32 = isa == CPU_FLOAT_AVX512;
-    return isa == CPU_FLOAT_AVX512 ? i8_tile_avx512 : isa == CPU_FLOAT_AVX2 ? i8_tile_avx2 : i8_tile_ref;
+    if (isa == CPU_FLOAT_AVX512) return cpu_has(CPU_FEAT_AVX512VNNI) ? i8_tile_avx512vnni : i8_tile_avx512;
+    return isa == CPU_FLOAT_AVX2 ? i8_tile_avx2 : i8_tile_ref;
 }
 #else
 cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
