@@ -574,6 +574,23 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_wide512(const hf
     store_cols(sum, nc, nr, out, os);
 }
 
+/* The nc activation rows at a (stride as) in groups of 8, 4, 2, 1: for
+ * each, ac holds the group's rows, c0 its first, o its outputs (out + c0
+ * os), and CALL(m) runs with the group's size m a constant, so that every
+ * size has its own compiled loops. */
+#define COLUMN_GROUPS512(a, as, nc, out, os, CALL)                                            \
+    for (int c0 = 0; c0 < (nc);) {                                                          \
+        const char *ac[COLS512];                                                            \
+        const int m = (nc) - c0 >= 8 ? 8 : (nc) - c0 >= 4 ? 4 : (nc) - c0 >= 2 ? 2 : 1;     \
+        for (int c = 0; c < m; c++) ac[c] = (const char *)(a) + (size_t)(c0 + c) * (as);    \
+        float *o = (out) + (size_t)c0 * (os);                                               \
+        if (m == 8) CALL(8);                                                                \
+        else if (m == 4) CALL(4);                                                           \
+        else if (m == 2) CALL(2);                                                           \
+        else CALL(1);                                                                       \
+        c0 += m;                                                                            \
+    }
+
 /* The float-activation tile of one encoding: the columns as 8, 4, 2, 1;
  * exact (W8A8's FP8 codes, a constant where inlined) the fused products. */
 I8_AVX512 static inline __attribute__((always_inline)) void f32_tile512(const hfq_qext q, const bool exact,
@@ -588,18 +605,9 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_tile512(const hf
     }
     const uint8_t *wr[NR];
     for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
-    for (int c0 = 0; c0 < nc;) {
-        const char *ac[COLS512];
-        const int m = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
-        for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;
-        float *o = out + (size_t)c0 * os;
-        const float *asc = a_scales ? a_scales + c0 : NULL;
-        if (m == 8) f32_cols512(q, exact, w, wr, r0, nr, ac, 8, asc, o, os);
-        else if (m == 4) f32_cols512(q, exact, w, wr, r0, nr, ac, 4, asc, o, os);
-        else if (m == 2) f32_cols512(q, exact, w, wr, r0, nr, ac, 2, asc, o, os);
-        else f32_cols512(q, exact, w, wr, r0, nr, ac, 1, asc, o, os);
-        c0 += m;
-    }
+#define F32_COLS(m) f32_cols512(q, exact, w, wr, r0, nr, ac, m, a_scales ? a_scales + c0 : NULL, o, os)
+    COLUMN_GROUPS512(a, as, nc, out, os, F32_COLS);
+#undef F32_COLS
 }
 
 #define I8_F32_TILE512(name, q)                                                                                     \
@@ -714,17 +722,9 @@ I8_VNNI static void i8_tile_avx512vnni(const hfq_tensor *w, int64_t r0, int nr, 
     }
     const uint8_t *wr[NR];
     for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
-    for (int c0 = 0; c0 < nc;) {
-        const char *ac[COLS512];
-        const int m = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
-        for (int c = 0; c < m; c++) ac[c] = (const char *)a + (size_t)(c0 + c) * as;
-        float *o = out + (size_t)c0 * os;
-        if (m == 8) int8_cols512(w, wr, r0, nr, ac, 8, a_scales + c0, o, os);
-        else if (m == 4) int8_cols512(w, wr, r0, nr, ac, 4, a_scales + c0, o, os);
-        else if (m == 2) int8_cols512(w, wr, r0, nr, ac, 2, a_scales + c0, o, os);
-        else int8_cols512(w, wr, r0, nr, ac, 1, a_scales + c0, o, os);
-        c0 += m;
-    }
+#define INT8_COLS(m) int8_cols512(w, wr, r0, nr, ac, m, a_scales + c0, o, os)
+    COLUMN_GROUPS512(a, as, nc, out, os, INT8_COLS);
+#undef INT8_COLS
 }
 
 cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
