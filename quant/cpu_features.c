@@ -23,7 +23,10 @@ static unsigned find(void) {
                     (__builtin_cpu_supports("avx512bw") ? CPU_FEAT_AVX512BW : 0) |
                     (__builtin_cpu_supports("avx512vnni") ? CPU_FEAT_AVX512VNNI : 0);
     unsigned a, b, c, d;
-    if ((bits & CPU_FEAT_AVX2) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1)) bits |= CPU_FEAT_AVXVNNI;
+    if ((bits & CPU_FEAT_AVX2) && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+        if (a >> 4 & 1) bits |= CPU_FEAT_AVXVNNI;
+        if ((bits & CPU_FEAT_AVX512F) && (a >> 5 & 1)) bits |= CPU_FEAT_AVX512BF16;
+    }
     return bits;
 }
 #else

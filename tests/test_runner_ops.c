@@ -228,7 +228,9 @@ static void test_qext_products(void) {
     static const struct { hfq_act_quant aq; bool input_scale; } modes[] = {
         {HFQ_ACT_QUANT_AUTO, false}, {HFQ_ACT_QUANT_DYNAMIC, true}, {HFQ_ACT_QUANT_AUTO, true},
         {HFQ_ACT_QUANT_STATIC, true}, {HFQ_ACT_QUANT_NONE, true}};
-    const int64_t n_in = 72, n_out = 11, T = 7;
+    const int64_t n_out = 11, T = 7;
+    /* 144: rows of whole 16s, which FP8 W8A8 takes as BF16 pairs where the CPU has AVX512-BF16 */
+    for (int64_t n_in = 72; n_in <= 144; n_in += 72)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
             synth_model sm;
@@ -242,8 +244,8 @@ static void test_qext_products(void) {
                             .input_scale = modes[m].input_scale ? &in_scale : NULL};
             const hfq_act_quant aq = modes[m].aq;
             const bool per_token = aq == HFQ_ACT_QUANT_DYNAMIC || (aq == HFQ_ACT_QUANT_AUTO && !w.input_scale);
-            float x[7 * 72], y[7 * 11], a_scale = in_scale;
-            int8_t a[72];
+            float x[7 * 144], y[7 * 11], a_scale = in_scale;
+            int8_t a[144];
             for (int64_t i = 0; i < T * n_in; i++) x[i] = 3.0f * synth_uniform(&rng);
             void *act = malloc(cpu_matmul_act_bytes(&w, aq, T) + 1);
             cpu_matmul(2, aq, act, y, &w, NULL, x, T);
@@ -621,11 +623,13 @@ static void test_i8_kernels(void) {
         {HFQ_QEXT_FP8_E5M2, 1, false}, {HFQ_QEXT_FP8_E4M3, 3, false}, {HFQ_QEXT_FP8_E5M2, 3, false},
         {HFQ_QEXT_INT8, 0, true},      {HFQ_QEXT_INT8, 3, true}};
     /* tails of 32..63 after AVX512-VNNI INT8's 64-value steps, and one past a 32-bit lane's chunk of INT8 products */
-    static const int64_t lengths[] = {1, 7, 8, 9, 24, 72, 104, 127, 1029, 65536 + 40};
+    static const int64_t lengths[] = {1, 7, 8, 9, 24, 48, 72, 104, 127, 144, 1029, 1040, 65536 + 40};
     static uint8_t codes[ROWS * NMAX], acodes[COLS][NMAX];
     static float x[COLS][NMAX], scales[ROWS * 3];
     float a_scales[COLS], want[COLS][ROWS], got[COLS][ROWS];
     static float acodes_f32[COLS][NMAX];   /* FP8 activation codes widened, for the sets that take them so */
+    static uint16_t apairs[COLS][NMAX];   /* and as BF16 pairs (cpu_i8_fp8_pairs), where a tile takes them */
+    int checked_pairs = 0;
     int cols;
     bool fp8_f32;
     cpu_i8_tile_fn ref = cpu_i8_tile(CPU_FLOAT_PORTABLE, &cols, &fp8_f32);
@@ -682,6 +686,27 @@ static void test_i8_kernels(void) {
                                           codes_act, c, r, one, want[c][r]);
                                 checked++;
                             }
+                        /* FP8 W8A8 on AVX512-BF16 (runs of whole 16s): activations as BF16 pairs */
+                        const cpu_i8_tile_fn pairs = codes_act && isa == CPU_FLOAT_AVX512 ? cpu_i8_pairs_tile(&w) : NULL;
+                        if (pairs) {
+                            for (int c = 0; c < COLS; c++) {
+                                memcpy(apairs[c], acodes[c], (size_t)n);
+                                cpu_i8_fp8_pairs(f, apairs[c], n);
+                            }
+                            for (int nr = 1; nr <= ROWS; nr++)
+                                for (int nc = 1; nc <= COLS; nc += nc < 3 ? 1 : 8) {
+                                    memset(got, 0, sizeof got);
+                                    pairs(&w, 0, nr, apairs, sizeof apairs[0], a_scales, nc, &got[0][0], ROWS);
+                                    bool same = true;
+                                    for (int c = 0; c < COLS; c++)
+                                        for (int r = 0; r < ROWS; r++)
+                                            same = same && (r < nr && c < nc ? same_bits_or_nans(got[c][r], want[c][r])
+                                                                             : got[c][r] == 0.0f);
+                                    CHECK_MSG(same, "i8 BF16 pairs case %zu n %lld: tile of %d rows, %d columns differs",
+                                              cs, (long long)n, nr, nc);
+                                    checked_pairs++;
+                                }
+                        }
                         for (int nr = 1; nr <= ROWS; nr++) {
                             memset(got, 0, sizeof got);
                             simd(&w, 0, nr, a, sas, asc, COLS, &got[0][0], ROWS);
@@ -711,6 +736,8 @@ static void test_i8_kernels(void) {
                 }
         printf("%d I8 kernel dots checked (%s)\n", checked, isa == CPU_FLOAT_AVX2 ? "AVX2" : "AVX-512");
     }
+    if (checked_pairs) printf("%d FP8 W8A8 tiles on BF16 pairs checked\n", checked_pairs);
+    else printf("FP8 W8A8 on BF16 pairs not checked: no AVX512-BF16 here (or HFQ_CPU_ISA caps it)\n");
 }
 
 static void expect_refused(uint32_t type, hfq_qext qext, hfq_act_quant aq, int64_t n_in, const char *want) {

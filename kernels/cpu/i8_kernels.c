@@ -7,6 +7,8 @@
 #include "quant/int8.h"
 #include "quant/lanes.h"
 
+#include <string.h>
+
 #define NR CPU_TILE_ROWS
 
 static hfq_fp8_format fp8_of(hfq_qext q) { return q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3; }
@@ -480,8 +482,8 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_cols512(const hf
  * end), each 8-value step's two (rows 0-1, rows 2-3) into dec: its 32-value
  * steps decoded as regular codes unless one is irregular, the rest by the
  * full decoder - the values run_sums512 multiplies there. */
-I8_AVX512 static inline void decode_run512(hfq_qext q, const uint8_t *const wr[NR], int64_t start, int64_t end,
-                                           __m512 *dec) {
+I8_AVX512 static inline __attribute__((always_inline)) void decode_run512(hfq_qext q, const uint8_t *const wr[NR],
+                                                                          int64_t start, int64_t end, __m512 *dec) {
     int64_t i = start;
     for (; i + 4 * HFQ_LANES <= end; i += 4 * HFQ_LANES) {
         bool regular = true;
@@ -525,6 +527,42 @@ I8_AVX512 static inline __attribute__((always_inline)) void dec_steps512(const b
  * tokens/s against 515-540; one thread was not slower). */
 #define I8_DEC_CHUNK 512
 
+/* The start of the wide tiles (f32_wide512, fp8_pairs_*512): the tile's
+ * weight rows (rows past nr read row r0 again), its nc activation rows and
+ * their sums at zero. */
+I8_AVX512 static inline void wide_begin512(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as, int nc,
+                                           const uint8_t *wr[NR], const char *ac[], __m128 sum[]) {
+    for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
+    for (int c = 0; c < nc; c++) ac[c] = (const char *)a + (size_t)c * as;
+    for (int c = 0; c < nc; c++) sum[c] = _mm_setzero_ps();
+}
+
+/* The end of run k of the wide tiles (f32_wide512, fp8_pairs_*512) for
+ * nc columns: the partial sums acc[c] (rows 0-1, rows 2-3) and the run's
+ * last values [steps_end, end) combined by finish_sums, scaled by the
+ * rows' scales k into sum[c] (added when the row has runs, else set with
+ * the activation's scale as f32_cols512 does). */
+I8_AVX512 static inline __attribute__((always_inline)) void
+wide_run_end512(hfq_qext q, const hfq_tensor *w, const uint8_t *const wr[NR], int64_t r0, int nr,
+                const char *const ac[], int nc, bool runs, int64_t k, int64_t start, int64_t steps_end, int64_t end,
+                const float *a_scales, __m512 (*acc)[2], __m128 sum[]) {
+    const __m128 ws = scales4(w, r0, nr, k);
+    for (int c = 0; c < nc; c++) {
+        __m256 rows[NR] = {_mm512_castps512_ps256(acc[c][0]), _mm512_extractf32x8_ps(acc[c][0], 1),
+                           _mm512_castps512_ps256(acc[c][1]), _mm512_extractf32x8_ps(acc[c][1], 1)};
+        const __m128 part = finish_sums(q, wr, ac[c], false, start, steps_end, end, rows);
+        sum[c] = !runs ? _mm_mul_ps(part, a_scales ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws)
+                       : _mm_add_ps(sum[c], _mm_mul_ps(ws, part));
+    }
+}
+
+/* The wide tiles' results: with runs, the activation's scale last. */
+I8_AVX512 static inline void wide_store512(bool runs, const float *a_scales, int nc, int nr, __m128 sum[], float *out,
+                                           size_t os) {
+    for (int c = 0; runs && a_scales && c < nc; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
+    store_cols(sum, nc, nr, out, os);
+}
+
 /* f32_cols512 for nc columns (more than COLS512): each chunk of a run's
  * weights decoded once (decode_run512) for all of them, the columns'
  * partial sums kept in memory between chunks and taken COLS512 at a time:
@@ -541,10 +579,8 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_wide512(const hf
     __m512 dec[I8_DEC_CHUNK / HFQ_LANES * 2], acc[I8_WIDE_COLS][2];
     const uint8_t *wr[NR];
     const char *ac[I8_WIDE_COLS];
-    for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
-    for (int c = 0; c < nc; c++) ac[c] = (const char *)a + (size_t)c * as;
     __m128 sum[I8_WIDE_COLS];
-    for (int c = 0; c < nc; c++) sum[c] = _mm_setzero_ps();
+    wide_begin512(w, r0, nr, a, as, nc, wr, ac, sum);
     for (int64_t k = 0; k * len < n; k++) {
         const int64_t start = k * len, end = start + len, steps_end = start + (end - start) / HFQ_LANES * HFQ_LANES;
         for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
@@ -561,17 +597,9 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_wide512(const hf
                 c0 += m;
             }
         }
-        const __m128 ws = scales4(w, r0, nr, k);
-        for (int c = 0; c < nc; c++) {
-            __m256 rows[NR] = {_mm512_castps512_ps256(acc[c][0]), _mm512_extractf32x8_ps(acc[c][0], 1),
-                               _mm512_castps512_ps256(acc[c][1]), _mm512_extractf32x8_ps(acc[c][1], 1)};
-            const __m128 part = finish_sums(q, wr, ac[c], false, start, steps_end, end, rows);
-            sum[c] = !runs ? _mm_mul_ps(part, a_scales ? _mm_mul_ps(ws, _mm_set1_ps(a_scales[c])) : ws)
-                           : _mm_add_ps(sum[c], _mm_mul_ps(ws, part));
-        }
+        wide_run_end512(q, w, wr, r0, nr, ac, nc, runs, k, start, steps_end, end, a_scales, acc, sum);
     }
-    for (int c = 0; runs && a_scales && c < nc; c++) sum[c] = _mm_mul_ps(sum[c], _mm_set1_ps(a_scales[c]));
-    store_cols(sum, nc, nr, out, os);
+    wide_store512(runs, a_scales, nc, nr, sum, out, os);
 }
 
 /* The nc activation rows at a (stride as) in groups of 8, 4, 2, 1: for
@@ -628,6 +656,158 @@ I8_AVX512 static void i8_tile_avx512(const hfq_tensor *w, int64_t r0, int nr, co
     else if (w->qext == HFQ_QEXT_INT8) int8_f32_tile512(w, r0, nr, a, as, NULL, nc, out, os);
     else if (w->qext == HFQ_QEXT_FP8_E5M2) e5m2_f32_tile512(w, r0, nr, a, as, a_scales, nc, out, os);
     else e4m3_f32_tile512(w, r0, nr, a, as, a_scales, nc, out, os);
+}
+
+/* ---- AVX512-BF16: FP8 W8A8, two products a lane and instruction ---- */
+
+#define I8_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,f16c,fma")))
+
+/* FP8 W8A8's values as BF16 pairs: per 16 values j.., 32-bit lane k
+ * (k < 8) holds value j + k in its high half and j + 8 + k in its low
+ * half. vdpbf16ps adds to a float lane its high halves' product, rounded,
+ * then its low halves' (the same "+=" of the reference's partial sum k,
+ * in the reference's order: value j + k before j + 8 + k); an FP8 value
+ * is a BF16 exactly (its float's low 16 bits are zero; the NaN the
+ * reference makes keeps its quiet bit), the product of two is exact in
+ * float, and no partial sum can be a float subnormal (a nonzero one is a
+ * multiple of 2^-32), which vdpbf16ps would flush: so each step rounds as
+ * the reference's product then sum. Runs must be whole groups of 16. */
+I8_BF16 static inline __m512i bf16_pairs(__m512i first, __m512i second) {
+    const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
+    return _mm512_or_si512(_mm512_and_si512(first, high), _mm512_srli_epi32(second, 16));
+}
+
+/* acc[c] + the products of the pair-decoded weights dec (n_groups groups
+ * of 16 values from value i, two vectors each: rows 0-1, rows 2-3) with
+ * activation rows a[c] in BF16 pairs, C columns in registers. */
+I8_BF16 static inline __attribute__((always_inline)) void pair_steps512(const __m512i *dec, int64_t n_groups,
+                                                                        const char *const a[], const int C, int64_t i,
+                                                                        __m512 (*acc)[2]) {
+    __m512 r[COLS512][2];
+    for (int c = 0; c < C; c++) r[c][0] = acc[c][0], r[c][1] = acc[c][1];
+    for (int64_t s = 0; s < n_groups; s++, i += 2 * HFQ_LANES)
+        for (int c = 0; c < C; c++) {
+            const __m256i *pairs = (const __m256i *)((const uint16_t *)a[c] + i);
+            const __m512bh av = (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256(pairs));
+            r[c][0] = _mm512_dpbf16_ps(r[c][0], (__m512bh)dec[2 * s], av);
+            r[c][1] = _mm512_dpbf16_ps(r[c][1], (__m512bh)dec[2 * s + 1], av);
+        }
+    for (int c = 0; c < C; c++) acc[c][0] = r[c][0], acc[c][1] = r[c][1];
+}
+
+/* f32_wide512 for FP8 W8A8 with activations in BF16 pairs
+ * (cpu_i8_fp8_pairs): each chunk of a run decoded once (decode_run512, the
+ * same values) and paired, then every column's steps, COLS512 at a time;
+ * the same partial sums, so the same finish. */
+I8_BF16 static inline __attribute__((always_inline)) void fp8_pairs_wide512(const hfq_qext q, const hfq_tensor *w,
+                                                                            int64_t r0, int nr, const void *a,
+                                                                            size_t as, const float *a_scales, int nc,
+                                                                            float *out, size_t os) {
+    const int64_t n = w->ne0, g = w->scale_groups;
+    const bool runs = g > 1;
+    const int64_t len = runs ? n / g : n;
+    __m512 acc[I8_WIDE_COLS][2];
+    __m512i pairs[I8_DEC_CHUNK / HFQ_LANES];
+    const uint8_t *wr[NR];
+    const char *ac[I8_WIDE_COLS];
+    __m128 sum[I8_WIDE_COLS];
+    wide_begin512(w, r0, nr, a, as, nc, wr, ac, sum);
+    for (int64_t k = 0; k * len < n; k++) {
+        const int64_t start = k * len, end = start + len;
+        for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
+        for (int64_t i = start; i < end; i += I8_DEC_CHUNK) {
+            const int64_t chunk_end = i + I8_DEC_CHUNK < end ? i + I8_DEC_CHUNK : end;
+            const int64_t n_groups = (chunk_end - i) / (2 * HFQ_LANES);
+            for (int64_t j = i; j < chunk_end; j += 4 * HFQ_LANES) {
+                __m512 dec[8];
+                const int64_t stop = j + 4 * HFQ_LANES <= chunk_end ? j + 4 * HFQ_LANES : chunk_end;
+                decode_run512(q, wr, j, stop, dec);
+                for (int64_t s = 0; s < (stop - j) / (2 * HFQ_LANES); s++)
+                    for (int h = 0; h < 2; h++)
+                        pairs[(j - i) / HFQ_LANES + 2 * s + h] =
+                            bf16_pairs(_mm512_castps_si512(dec[4 * s + h]), _mm512_castps_si512(dec[4 * s + 2 + h]));
+            }
+            for (int c0 = 0; c0 < nc;) {
+                const int m = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
+                if (m == 8) pair_steps512(pairs, n_groups, ac + c0, 8, i, acc + c0);
+                else if (m == 4) pair_steps512(pairs, n_groups, ac + c0, 4, i, acc + c0);
+                else if (m == 2) pair_steps512(pairs, n_groups, ac + c0, 2, i, acc + c0);
+                else pair_steps512(pairs, n_groups, ac + c0, 1, i, acc + c0);
+                c0 += m;
+            }
+        }
+        wide_run_end512(q, w, wr, r0, nr, ac, nc, runs, k, start, end, end, a_scales, acc, sum);
+    }
+    wide_store512(runs, a_scales, nc, nr, sum, out, os);
+}
+
+/* fp8_pairs_wide512 for C columns (a constant where inlined; decoding's
+ * one or two tokens), faster as f32_cols512 does it: each 32 values'
+ * weights decoded in registers, no chunk stored, and the activation pairs
+ * taken apart into the floats they hold (a word's high half with the low
+ * one cleared is value j + k's float; shifted up 16, j + 8 + k's) for one
+ * fused multiply-add a product, in the same order. */
+I8_BF16 static inline __attribute__((always_inline)) void fp8_pairs_cols512(const hfq_qext q, const hfq_tensor *w,
+                                                                            int64_t r0, int nr, const void *a,
+                                                                            size_t as, const float *a_scales,
+                                                                            const int C, float *out, size_t os) {
+    const int64_t n = w->ne0, g = w->scale_groups;
+    const bool runs = g > 1;
+    const int64_t len = runs ? n / g : n;
+    const uint8_t *wr[NR];
+    const char *ac[COLS512];
+    __m128 sum[COLS512];
+    __m512 acc[COLS512][2];
+    wide_begin512(w, r0, nr, a, as, C, wr, ac, sum);
+    for (int64_t k = 0; k * len < n; k++) {
+        const int64_t start = k * len, end = start + len;
+        for (int c = 0; c < C; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
+        for (int64_t i = start; i < end; i += 4 * HFQ_LANES) {
+            prefetch_next_tile(wr[0], w->row_bytes, i / (4 * HFQ_LANES), 4 * HFQ_LANES);
+            const int64_t stop = i + 4 * HFQ_LANES <= end ? i + 4 * HFQ_LANES : end;
+            __m512 dec[8];
+            decode_run512(q, wr, i, stop, dec);
+            for (int64_t s = 0; s < (stop - i) / (2 * HFQ_LANES); s++)
+                for (int c = 0; c < C; c++) {
+                    const __m512i av = _mm512_broadcast_i64x4(
+                        _mm256_loadu_si256((const __m256i *)((const uint16_t *)ac[c] + i + 2 * HFQ_LANES * s)));
+                    const __m512 first = _mm512_castsi512_ps(_mm512_and_si512(av, _mm512_set1_epi32((int)0xFFFF0000u)));
+                    const __m512 second = _mm512_castsi512_ps(_mm512_slli_epi32(av, 16));
+                    for (int h = 0; h < 2; h++) {
+                        acc[c][h] = _mm512_fmadd_ps(dec[4 * s + h], first, acc[c][h]);
+                        acc[c][h] = _mm512_fmadd_ps(dec[4 * s + 2 + h], second, acc[c][h]);
+                    }
+                }
+        }
+        wide_run_end512(q, w, wr, r0, nr, ac, C, runs, k, start, end, end, a_scales, acc, sum);
+    }
+    wide_store512(runs, a_scales, C, nr, sum, out, os);
+}
+
+#define I8_PAIRS_TILE(name, q)                                                                                    \
+    I8_BF16 static void name(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,                   \
+                             const float *a_scales, int nc, float *out, size_t os) {                               \
+        if (nc == 1) fp8_pairs_cols512(q, w, r0, nr, a, as, a_scales, 1, out, os);                                 \
+        else if (nc == 2) fp8_pairs_cols512(q, w, r0, nr, a, as, a_scales, 2, out, os);                           \
+        else                                                                                                      \
+            for (int c0 = 0; c0 < nc; c0 += I8_WIDE_COLS)                                                         \
+                fp8_pairs_wide512(q, w, r0, nr, (const char *)a + (size_t)c0 * as, as, a_scales + c0,              \
+                                  nc - c0 < I8_WIDE_COLS ? nc - c0 : I8_WIDE_COLS, out + (size_t)c0 * os, os);    \
+    }
+I8_PAIRS_TILE(e4m3_pairs_tile512, HFQ_QEXT_FP8_E4M3)
+I8_PAIRS_TILE(e5m2_pairs_tile512, HFQ_QEXT_FP8_E5M2)
+
+/* Whether w's runs (the row, or each scale group) are whole groups of 16 values. */
+static bool runs_of_16(const hfq_tensor *w) {
+    const int64_t len = w->scale_groups > 1 ? w->ne0 / w->scale_groups : w->ne0;
+    return len > 0 && len % (2 * HFQ_LANES) == 0;
+}
+
+cpu_i8_tile_fn cpu_i8_pairs_tile(const hfq_tensor *w) {
+    if (w->qext == HFQ_QEXT_INT8 || !runs_of_16(w) || !cpu_float_isa_runs(CPU_FLOAT_AVX512) ||
+        !cpu_has(CPU_FEAT_AVX512BF16))
+        return NULL;
+    return w->qext == HFQ_QEXT_FP8_E5M2 ? e5m2_pairs_tile512 : e4m3_pairs_tile512;
 }
 
 /* ---- AVX512-VNNI: INT8 W8A8 ---- */
@@ -739,6 +919,11 @@ cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
     return isa == CPU_FLOAT_AVX2 ? i8_tile_avx2 : i8_tile_ref;
 }
 #else
+cpu_i8_tile_fn cpu_i8_pairs_tile(const hfq_tensor *w) {
+    (void)w;
+    return NULL;
+}
+
 cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
     if (isa != CPU_FLOAT_PORTABLE && isa != CPU_FLOAT_BEST) return NULL;
     *cols = CPU_TILE_COLS;
@@ -746,3 +931,17 @@ cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
     return i8_tile_ref;
 }
 #endif
+
+void cpu_i8_fp8_pairs(hfq_fp8_format f, void *row, int64_t n) {
+    uint16_t *pairs = row;
+    /* from the last group: group j's 32 output bytes cover the codes of
+     * groups 2j and 2j + 1, all read by then but j's own, copied first */
+    for (int64_t j = n / 16 - 1; j >= 0; j--) {
+        uint8_t codes[16];
+        memcpy(codes, (const uint8_t *)row + 16 * j, sizeof codes);
+        for (int k = 0; k < 8; k++) {
+            pairs[16 * j + 2 * k + 1] = (uint16_t)(hfq_f32_bits(hfq_fp8_to_f32(f, codes[k])) >> 16);
+            pairs[16 * j + 2 * k] = (uint16_t)(hfq_f32_bits(hfq_fp8_to_f32(f, codes[8 + k])) >> 16);
+        }
+    }
+}

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/model.h"
+#include "quant/fp8.h"
 
 /* The I8 tiles (cpu_i8_tile_fn, matmul.h): out[c * os + r] = the dot of
  * weight row r0 + r of w (I8 codes, its scales) with activation row c (at
@@ -24,10 +25,23 @@
  *
  * The kernel of set isa (the float tiles' sets: portable, the reference
  * dots one pair at a time; AVX2; AVX-512, float activations two rows per
- * vector, INT8 W8A8 AVX2's), or NULL where this CPU does not run it; *cols: the
+ * vector, INT8 W8A8 on AVX512-VNNI where the CPU has it, else AVX2's), or
+ * NULL where this CPU does not run it; *cols: the
  * activation rows it takes best per call (any count works); *fp8_codes_f32:
  * whether it takes FP8 activation codes as floats (widened once per token
  * instead of once per weight tile; the same products). */
 cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32);
+
+/* FP8 W8A8 on AVX512-BF16 where w's runs (its rows, or each scale group)
+ * are whole groups of 16 values: a tile (any activation count, up to 64
+ * best a call) that takes activation rows as cpu_i8_fp8_pairs makes them,
+ * with the same results; NULL where the CPU or w does not allow it. */
+cpu_i8_tile_fn cpu_i8_pairs_tile(const hfq_tensor *w);
+
+/* n FP8 codes of format f at the start of row (n a multiple of 16), in
+ * place, as the BF16 pairs cpu_i8_pairs_tile's tiles take: 2 n bytes, per
+ * 16 values j.. eight 32-bit words, word k holding value j + k in its high
+ * half and j + 8 + k in its low half. */
+void cpu_i8_fp8_pairs(hfq_fp8_format f, void *row, int64_t n);
 
 #endif

@@ -62,6 +62,7 @@ typedef struct cpu_wkernel {
     cpu_i8_tile_fn i8;             /* I8 codes times float rows or codes (i8_kernels.h), else NULL */
     int tile_cols;                 /* activation rows per tile call */
     bool act_f32;                  /* the tile takes `act`'s values widened to F32 rows */
+    bool act_bf16_pairs;           /* FP8 W8A8: the tile takes codes as BF16 pairs (cpu_i8_fp8_pairs) */
     hfq_vec_dot_fn dot;            /* w->vec_dot, or its SIMD twin (quant_kernels.h) */
     hfq_qext qext;                 /* I8 codes: how they encode values */
     cpu_act act_kind;
