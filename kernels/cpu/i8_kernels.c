@@ -810,6 +810,23 @@ cpu_i8_tile_fn cpu_i8_pairs_tile(const hfq_tensor *w) {
     return w->qext == HFQ_QEXT_FP8_E5M2 ? e5m2_pairs_tile512 : e4m3_pairs_tile512;
 }
 
+/* On AVX-512 (the pair tiles' CPUs), 16 codes a step: codes16's floats
+ * (the reference's values, NaNs included), then each word's halves as
+ * bf16_pairs makes the weights'. */
+I8_BF16 void cpu_i8_fp8_pairs(hfq_fp8_format f, void *row, int64_t n) {
+    const hfq_qext q = f == HFQ_FP8_E5M2 ? HFQ_QEXT_FP8_E5M2 : HFQ_QEXT_FP8_E4M3;
+    /* from the last group: group j's 32 output bytes cover the codes of
+     * groups 2j and 2j + 1, all read by then but j's own, decoded first */
+    for (int64_t j = n / 16 - 1; j >= 0; j--) {
+        const uint8_t *codes = (const uint8_t *)row + 16 * j;
+        const __m512i v = _mm512_castps_si512(codes16(q, codes, codes + 8));
+        const __m256i first = _mm512_castsi512_si256(v), second = _mm512_extracti64x4_epi64(v, 1);
+        const __m256i pairs = _mm256_or_si256(_mm256_and_si256(first, _mm256_set1_epi32((int)0xFFFF0000u)),
+                                              _mm256_srli_epi32(second, 16));
+        _mm256_storeu_si256((__m256i *)((uint16_t *)row + 16 * j), pairs);
+    }
+}
+
 /* ---- AVX512-VNNI: INT8 W8A8 ---- */
 
 #define I8_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,f16c,fma")))
@@ -924,14 +941,6 @@ cpu_i8_tile_fn cpu_i8_pairs_tile(const hfq_tensor *w) {
     return NULL;
 }
 
-cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
-    if (isa != CPU_FLOAT_PORTABLE && isa != CPU_FLOAT_BEST) return NULL;
-    *cols = CPU_TILE_COLS;
-    *fp8_codes_f32 = false;
-    return i8_tile_ref;
-}
-#endif
-
 void cpu_i8_fp8_pairs(hfq_fp8_format f, void *row, int64_t n) {
     uint16_t *pairs = row;
     /* from the last group: group j's 32 output bytes cover the codes of
@@ -945,3 +954,11 @@ void cpu_i8_fp8_pairs(hfq_fp8_format f, void *row, int64_t n) {
         }
     }
 }
+
+cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
+    if (isa != CPU_FLOAT_PORTABLE && isa != CPU_FLOAT_BEST) return NULL;
+    *cols = CPU_TILE_COLS;
+    *fp8_codes_f32 = false;
+    return i8_tile_ref;
+}
+#endif

@@ -41,7 +41,8 @@ cpu_i8_tile_fn cpu_i8_pairs_tile(const hfq_tensor *w);
 /* n FP8 codes of format f at the start of row (n a multiple of 16), in
  * place, as the BF16 pairs cpu_i8_pairs_tile's tiles take: 2 n bytes, per
  * 16 values j.. eight 32-bit words, word k holding value j + k in its high
- * half and j + 8 + k in its low half. */
+ * half and j + 8 + k in its low half. Only where cpu_i8_pairs_tile gave
+ * a tile (it takes AVX-512 there). */
 void cpu_i8_fp8_pairs(hfq_fp8_format f, void *row, int64_t n);
 
 #endif
