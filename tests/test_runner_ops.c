@@ -627,15 +627,13 @@ static void test_i8_kernels(void) {
     static uint8_t codes[ROWS * NMAX], acodes[COLS][NMAX];
     static float x[COLS][NMAX], scales[ROWS * 3];
     float a_scales[COLS], want[COLS][ROWS], got[COLS][ROWS];
-    static float acodes_f32[COLS][NMAX];   /* FP8 activation codes widened, for the sets that take them so */
-    static uint16_t apairs[COLS][NMAX];   /* and as BF16 pairs (cpu_i8_fp8_pairs), where a tile takes them */
+    /* FP8 activation codes as the set's tile takes them: widened, or BF16 pairs */
+    static float acodes_f32[COLS][NMAX];
+    static uint16_t apairs[COLS][NMAX];
     int checked_pairs = 0;
     int cols;
-    bool fp8_f32;
-    cpu_i8_tile_fn ref = cpu_i8_tile(CPU_FLOAT_PORTABLE, &cols, &fp8_f32);
     for (int isa = CPU_FLOAT_AVX2; isa <= CPU_FLOAT_AVX512; isa++) {
-        cpu_i8_tile_fn simd = cpu_i8_tile((cpu_float_isa)isa, &cols, &fp8_f32);
-        if (!simd) continue;
+        if (!cpu_float_isa_runs((cpu_float_isa)isa)) continue;
         uint64_t rng = 4242;
         int checked = 0;
         for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++)
@@ -667,16 +665,26 @@ static void test_i8_kernels(void) {
                     const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = n, .ne1 = ROWS, .row_bytes = (size_t)n,
                                           .data = codes, .scale = scales, .scale_groups = groups, .qext = cases[cs].q,
                                           .act_int8_ct = cases[cs].any_codes};
-                    const bool widen = fp8_f32 && cases[cs].q != HFQ_QEXT_INT8;
-                    for (int c = 0; widen && c < COLS; c++)
+                    cpu_i8_act form, ref_form;
+                    const cpu_i8_tile_fn ref = cpu_i8_tile(CPU_FLOAT_PORTABLE, &w, &cols, &ref_form);
+                    const cpu_i8_tile_fn simd = cpu_i8_tile((cpu_float_isa)isa, &w, &cols, &form);
+                    CHECK(ref && simd && ref_form == CPU_I8_ACT_CODES);
+                    CHECK(form == CPU_I8_ACT_CODES || cases[cs].q != HFQ_QEXT_INT8);
+                    for (int c = 0; form == CPU_I8_ACT_F32 && c < COLS; c++)
                         for (int64_t i = 0; i < n; i++) acodes_f32[c][i] = hfq_fp8_to_f32(f, acodes[c][i]);
+                    for (int c = 0; form == CPU_I8_ACT_BF16_PAIRS && c < COLS; c++) {
+                        memcpy(apairs[c], acodes[c], (size_t)n);
+                        cpu_i8_fp8_pairs(f, apairs[c], n);
+                    }
                     for (int codes_act = 0; codes_act < 2; codes_act++) {
                         const void *a = codes_act ? (const void *)acodes : (const void *)x;
                         const size_t as = codes_act ? sizeof acodes[0] : sizeof x[0];
                         const float *asc = codes_act ? a_scales : NULL;
                         ref(&w, 0, ROWS, a, as, asc, COLS, &want[0][0], ROWS);
-                        if (codes_act && widen) a = acodes_f32;   /* the same values, as the set takes them */
-                        const size_t sas = codes_act && widen ? sizeof acodes_f32[0] : as;
+                        /* the same values, as the set takes them */
+                        size_t sas = as;
+                        if (codes_act && form == CPU_I8_ACT_F32) a = acodes_f32, sas = sizeof acodes_f32[0];
+                        if (codes_act && form == CPU_I8_ACT_BF16_PAIRS) a = apairs, sas = sizeof apairs[0];
                         for (int c = 0; c < COLS; c++)
                             for (int r = 0; r < ROWS; r++) {
                                 float one;
@@ -686,36 +694,20 @@ static void test_i8_kernels(void) {
                                           codes_act, c, r, one, want[c][r]);
                                 checked++;
                             }
-                        /* FP8 W8A8 on AVX512-BF16 (runs of whole 16s): activations as BF16 pairs */
-                        const cpu_i8_tile_fn pairs = codes_act && isa == CPU_FLOAT_AVX512 ? cpu_i8_pairs_tile(&w) : NULL;
-                        if (pairs) {
-                            for (int c = 0; c < COLS; c++) {
-                                memcpy(apairs[c], acodes[c], (size_t)n);
-                                cpu_i8_fp8_pairs(f, apairs[c], n);
+                        /* every row count; one, two (decoding's paths), three and more columns */
+                        for (int nr = 1; nr <= ROWS; nr++)
+                            for (int nc = 1; nc <= COLS; nc += nc < 3 ? 1 : 8) {
+                                memset(got, 0, sizeof got);
+                                simd(&w, 0, nr, a, sas, asc, nc, &got[0][0], ROWS);
+                                bool same = true;
+                                for (int c = 0; c < COLS; c++)
+                                    for (int r = 0; r < ROWS; r++)
+                                        same = same && (r < nr && c < nc ? same_bits_or_nans(got[c][r], want[c][r])
+                                                                         : got[c][r] == 0.0f);
+                                CHECK_MSG(same, "i8 case %zu n %lld: tile of %d rows, %d columns differs", cs,
+                                          (long long)n, nr, nc);
+                                checked_pairs += codes_act && form == CPU_I8_ACT_BF16_PAIRS;
                             }
-                            for (int nr = 1; nr <= ROWS; nr++)
-                                for (int nc = 1; nc <= COLS; nc += nc < 3 ? 1 : 8) {
-                                    memset(got, 0, sizeof got);
-                                    pairs(&w, 0, nr, apairs, sizeof apairs[0], a_scales, nc, &got[0][0], ROWS);
-                                    bool same = true;
-                                    for (int c = 0; c < COLS; c++)
-                                        for (int r = 0; r < ROWS; r++)
-                                            same = same && (r < nr && c < nc ? same_bits_or_nans(got[c][r], want[c][r])
-                                                                             : got[c][r] == 0.0f);
-                                    CHECK_MSG(same, "i8 BF16 pairs case %zu n %lld: tile of %d rows, %d columns differs",
-                                              cs, (long long)n, nr, nc);
-                                    checked_pairs++;
-                                }
-                        }
-                        for (int nr = 1; nr <= ROWS; nr++) {
-                            memset(got, 0, sizeof got);
-                            simd(&w, 0, nr, a, sas, asc, COLS, &got[0][0], ROWS);
-                            bool same = true;
-                            for (int c = 0; c < COLS; c++)
-                                for (int r = 0; r < ROWS; r++)
-                                    same = same && (r < nr ? same_bits_or_nans(got[c][r], want[c][r]) : got[c][r] == 0.0f);
-                            CHECK_MSG(same, "i8 case %zu n %lld: tile of %d rows differs", cs, (long long)n, nr);
-                        }
                     }
                 }
             }
@@ -728,6 +720,9 @@ static void test_i8_kernels(void) {
                     for (int r = 0; r < ROWS; r++) memset(codes + len * r, c0 + r, (size_t)len);
                     const hfq_tensor w = {.name = "w", .type = GT_I8, .ne0 = len, .ne1 = ROWS, .row_bytes = (size_t)len,
                                           .data = codes, .scale = one, .qext = (hfq_qext)fmt};
+                    cpu_i8_act form;   /* float activations: whatever form codes would take */
+                    const cpu_i8_tile_fn ref = cpu_i8_tile(CPU_FLOAT_PORTABLE, &w, &cols, &form);
+                    const cpu_i8_tile_fn simd = cpu_i8_tile((cpu_float_isa)isa, &w, &cols, &form);
                     float a[ROWS], b[ROWS];
                     ref(&w, 0, ROWS, one, sizeof one, NULL, 1, a, ROWS);
                     simd(&w, 0, ROWS, one, sizeof one, NULL, 1, b, ROWS);

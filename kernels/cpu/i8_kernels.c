@@ -527,14 +527,12 @@ I8_AVX512 static inline __attribute__((always_inline)) void dec_steps512(const b
  * tokens/s against 515-540; one thread was not slower). */
 #define I8_DEC_CHUNK 512
 
-/* The start of the wide tiles (f32_wide512, fp8_pairs_*512): the tile's
- * weight rows (rows past nr read row r0 again), its nc activation rows and
- * their sums at zero. */
-I8_AVX512 static inline void wide_begin512(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as, int nc,
-                                           const uint8_t *wr[NR], const char *ac[], __m128 sum[]) {
+/* A 512-bit tile's weight rows (rows past nr read row r0 again) and its nc
+ * activation rows. */
+I8_AVX512 static inline void tile_rows512(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as, int nc,
+                                          const uint8_t *wr[NR], const char *ac[]) {
     for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
     for (int c = 0; c < nc; c++) ac[c] = (const char *)a + (size_t)c * as;
-    for (int c = 0; c < nc; c++) sum[c] = _mm_setzero_ps();
 }
 
 /* The end of run k of the wide tiles (f32_wide512, fp8_pairs_*512) for
@@ -563,6 +561,18 @@ I8_AVX512 static inline void wide_store512(bool runs, const float *a_scales, int
     store_cols(sum, nc, nr, out, os);
 }
 
+/* The nc columns in groups of 8, 4, 2, 1 (COLS512 at most): CALL(m) for
+ * each group, c0 its first column, m a constant in each call, so that every
+ * group size has its own compiled loops. */
+#define COLUMN_GROUPS512(nc, CALL)                                                  \
+    for (int c0 = 0, m; c0 < (nc); c0 += m) {                                       \
+        m = (nc) - c0 >= 8 ? 8 : (nc) - c0 >= 4 ? 4 : (nc) - c0 >= 2 ? 2 : 1;        \
+        if (m == 8) CALL(8);                                                        \
+        else if (m == 4) CALL(4);                                                   \
+        else if (m == 2) CALL(2);                                                   \
+        else CALL(1);                                                               \
+    }
+
 /* f32_cols512 for nc columns (more than COLS512): each chunk of a run's
  * weights decoded once (decode_run512) for all of them, the columns'
  * partial sums kept in memory between chunks and taken COLS512 at a time:
@@ -579,8 +589,8 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_wide512(const hf
     __m512 dec[I8_DEC_CHUNK / HFQ_LANES * 2], acc[I8_WIDE_COLS][2];
     const uint8_t *wr[NR];
     const char *ac[I8_WIDE_COLS];
-    __m128 sum[I8_WIDE_COLS];
-    wide_begin512(w, r0, nr, a, as, nc, wr, ac, sum);
+    __m128 sum[I8_WIDE_COLS] = {0};
+    tile_rows512(w, r0, nr, a, as, nc, wr, ac);
     for (int64_t k = 0; k * len < n; k++) {
         const int64_t start = k * len, end = start + len, steps_end = start + (end - start) / HFQ_LANES * HFQ_LANES;
         for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
@@ -588,36 +598,14 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_wide512(const hf
             const int64_t chunk_end = i + I8_DEC_CHUNK < end ? i + I8_DEC_CHUNK : end;
             decode_run512(q, wr, i, chunk_end, dec);
             const int64_t n_steps = ((chunk_end < steps_end ? chunk_end : steps_end) - i) / HFQ_LANES;
-            for (int c0 = 0; c0 < nc;) {
-                const int m = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
-                if (m == 8) dec_steps512(exact, dec, n_steps, ac + c0, 8, i, acc + c0);
-                else if (m == 4) dec_steps512(exact, dec, n_steps, ac + c0, 4, i, acc + c0);
-                else if (m == 2) dec_steps512(exact, dec, n_steps, ac + c0, 2, i, acc + c0);
-                else dec_steps512(exact, dec, n_steps, ac + c0, 1, i, acc + c0);
-                c0 += m;
-            }
+#define DEC_STEPS(m) dec_steps512(exact, dec, n_steps, ac + c0, m, i, acc + c0)
+            COLUMN_GROUPS512(nc, DEC_STEPS);
+#undef DEC_STEPS
         }
         wide_run_end512(q, w, wr, r0, nr, ac, nc, runs, k, start, steps_end, end, a_scales, acc, sum);
     }
     wide_store512(runs, a_scales, nc, nr, sum, out, os);
 }
-
-/* The nc activation rows at a (stride as) in groups of 8, 4, 2, 1: for
- * each, ac holds the group's rows, c0 its first, o its outputs (out + c0
- * os), and CALL(m) runs with the group's size m a constant, so that every
- * size has its own compiled loops. */
-#define COLUMN_GROUPS512(a, as, nc, out, os, CALL)                                            \
-    for (int c0 = 0; c0 < (nc);) {                                                          \
-        const char *ac[COLS512];                                                            \
-        const int m = (nc) - c0 >= 8 ? 8 : (nc) - c0 >= 4 ? 4 : (nc) - c0 >= 2 ? 2 : 1;     \
-        for (int c = 0; c < m; c++) ac[c] = (const char *)(a) + (size_t)(c0 + c) * (as);    \
-        float *o = (out) + (size_t)c0 * (os);                                               \
-        if (m == 8) CALL(8);                                                                \
-        else if (m == 4) CALL(4);                                                           \
-        else if (m == 2) CALL(2);                                                           \
-        else CALL(1);                                                                       \
-        c0 += m;                                                                            \
-    }
 
 /* The float-activation tile of one encoding: the columns as 8, 4, 2, 1;
  * exact (W8A8's FP8 codes, a constant where inlined) the fused products. */
@@ -632,9 +620,11 @@ I8_AVX512 static inline __attribute__((always_inline)) void f32_tile512(const hf
         return;
     }
     const uint8_t *wr[NR];
-    for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
-#define F32_COLS(m) f32_cols512(q, exact, w, wr, r0, nr, ac, m, a_scales ? a_scales + c0 : NULL, o, os)
-    COLUMN_GROUPS512(a, as, nc, out, os, F32_COLS);
+    const char *ac[COLS512];
+    tile_rows512(w, r0, nr, a, as, nc, wr, ac);
+#define F32_COLS(m) \
+    f32_cols512(q, exact, w, wr, r0, nr, ac + c0, m, a_scales ? a_scales + c0 : NULL, out + (size_t)c0 * os, os)
+    COLUMN_GROUPS512(nc, F32_COLS);
 #undef F32_COLS
 }
 
@@ -710,8 +700,8 @@ I8_BF16 static inline __attribute__((always_inline)) void fp8_pairs_wide512(cons
     __m512i pairs[I8_DEC_CHUNK / HFQ_LANES];
     const uint8_t *wr[NR];
     const char *ac[I8_WIDE_COLS];
-    __m128 sum[I8_WIDE_COLS];
-    wide_begin512(w, r0, nr, a, as, nc, wr, ac, sum);
+    __m128 sum[I8_WIDE_COLS] = {0};
+    tile_rows512(w, r0, nr, a, as, nc, wr, ac);
     for (int64_t k = 0; k * len < n; k++) {
         const int64_t start = k * len, end = start + len;
         for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
@@ -727,14 +717,9 @@ I8_BF16 static inline __attribute__((always_inline)) void fp8_pairs_wide512(cons
                         pairs[(j - i) / HFQ_LANES + 2 * s + h] =
                             bf16_pairs(_mm512_castps_si512(dec[4 * s + h]), _mm512_castps_si512(dec[4 * s + 2 + h]));
             }
-            for (int c0 = 0; c0 < nc;) {
-                const int m = nc - c0 >= 8 ? 8 : nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
-                if (m == 8) pair_steps512(pairs, n_groups, ac + c0, 8, i, acc + c0);
-                else if (m == 4) pair_steps512(pairs, n_groups, ac + c0, 4, i, acc + c0);
-                else if (m == 2) pair_steps512(pairs, n_groups, ac + c0, 2, i, acc + c0);
-                else pair_steps512(pairs, n_groups, ac + c0, 1, i, acc + c0);
-                c0 += m;
-            }
+#define PAIR_STEPS(m) pair_steps512(pairs, n_groups, ac + c0, m, i, acc + c0)
+            COLUMN_GROUPS512(nc, PAIR_STEPS);
+#undef PAIR_STEPS
         }
         wide_run_end512(q, w, wr, r0, nr, ac, nc, runs, k, start, end, end, a_scales, acc, sum);
     }
@@ -756,9 +741,9 @@ I8_BF16 static inline __attribute__((always_inline)) void fp8_pairs_cols512(cons
     const int64_t len = runs ? n / g : n;
     const uint8_t *wr[NR];
     const char *ac[COLS512];
-    __m128 sum[COLS512];
+    __m128 sum[COLS512] = {0};
     __m512 acc[COLS512][2];
-    wide_begin512(w, r0, nr, a, as, C, wr, ac, sum);
+    tile_rows512(w, r0, nr, a, as, C, wr, ac);
     for (int64_t k = 0; k * len < n; k++) {
         const int64_t start = k * len, end = start + len;
         for (int c = 0; c < C; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
@@ -797,17 +782,19 @@ I8_BF16 static inline __attribute__((always_inline)) void fp8_pairs_cols512(cons
 I8_PAIRS_TILE(e4m3_pairs_tile512, HFQ_QEXT_FP8_E4M3)
 I8_PAIRS_TILE(e5m2_pairs_tile512, HFQ_QEXT_FP8_E5M2)
 
+/* FP8 W8A8 with activations in BF16 pairs; float activations (a_scales
+ * NULL, which take no pairs) as i8_tile_avx512. */
+I8_BF16 static void i8_tile_bf16_pairs(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
+                                       const float *a_scales, int nc, float *out, size_t os) {
+    if (!a_scales) i8_tile_avx512(w, r0, nr, a, as, a_scales, nc, out, os);
+    else if (w->qext == HFQ_QEXT_FP8_E5M2) e5m2_pairs_tile512(w, r0, nr, a, as, a_scales, nc, out, os);
+    else e4m3_pairs_tile512(w, r0, nr, a, as, a_scales, nc, out, os);
+}
+
 /* Whether w's runs (the row, or each scale group) are whole groups of 16 values. */
 static bool runs_of_16(const hfq_tensor *w) {
     const int64_t len = w->scale_groups > 1 ? w->ne0 / w->scale_groups : w->ne0;
     return len > 0 && len % (2 * HFQ_LANES) == 0;
-}
-
-cpu_i8_tile_fn cpu_i8_pairs_tile(const hfq_tensor *w) {
-    if (w->qext == HFQ_QEXT_INT8 || !runs_of_16(w) || !cpu_float_isa_runs(CPU_FLOAT_AVX512) ||
-        !cpu_has(CPU_FEAT_AVX512BF16))
-        return NULL;
-    return w->qext == HFQ_QEXT_FP8_E5M2 ? e5m2_pairs_tile512 : e4m3_pairs_tile512;
 }
 
 /* On AVX-512 (the pair tiles' CPUs), 16 codes a step: codes16's floats
@@ -913,36 +900,43 @@ I8_VNNI static inline __attribute__((always_inline)) void int8_cols512(const hfq
     store_cols(sum, C, nr, out, os);
 }
 
-/* i8_tile_avx512 with INT8 W8A8 on int8_cols512, the columns as 8, 4, 2, 1. */
+/* INT8 weights: W8A8 on int8_cols512, the columns as 8, 4, 2, 1; float
+ * activations as i8_tile_avx512. */
 I8_VNNI static void i8_tile_avx512vnni(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
                                        const float *a_scales, int nc, float *out, size_t os) {
-    if (w->qext != HFQ_QEXT_INT8 || !a_scales) {
+    if (!a_scales) {
         i8_tile_avx512(w, r0, nr, a, as, a_scales, nc, out, os);
         return;
     }
-    const uint8_t *wr[NR];
-    for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
-#define INT8_COLS(m) int8_cols512(w, wr, r0, nr, ac, m, a_scales + c0, o, os)
-    COLUMN_GROUPS512(a, as, nc, out, os, INT8_COLS);
+    for (int c1 = 0; c1 < nc; c1 += I8_WIDE_COLS) {   /* cpu_i8_tile's count a call; a caller may pass more */
+        const int n1 = nc - c1 < I8_WIDE_COLS ? nc - c1 : I8_WIDE_COLS;
+        const uint8_t *wr[NR];
+        const char *ac[I8_WIDE_COLS];
+        tile_rows512(w, r0, nr, (const char *)a + (size_t)c1 * as, as, n1, wr, ac);
+#define INT8_COLS(m) int8_cols512(w, wr, r0, nr, ac + c0, m, a_scales + c1 + c0, out + (size_t)(c1 + c0) * os, os)
+        COLUMN_GROUPS512(n1, INT8_COLS);
 #undef INT8_COLS
+    }
 }
 
-cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
+cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, const hfq_tensor *w, int *cols, cpu_i8_act *codes_as) {
     if (isa == CPU_FLOAT_BEST)
         isa = cpu_float_isa_runs(CPU_FLOAT_AVX512) ? CPU_FLOAT_AVX512
               : cpu_float_isa_runs(CPU_FLOAT_AVX2) ? CPU_FLOAT_AVX2
                                                    : CPU_FLOAT_PORTABLE;
     if (!cpu_float_isa_runs(isa)) return NULL;
     *cols = isa == CPU_FLOAT_AVX512 ? I8_WIDE_COLS : CPU_TILE_COLS;
-    *fp8_codes_f32 = isa == CPU_FLOAT_AVX512;
-    if (isa == CPU_FLOAT_AVX512) return cpu_has(CPU_FEAT_AVX512VNNI) ? i8_tile_avx512vnni : i8_tile_avx512;
-    return isa == CPU_FLOAT_AVX2 ? i8_tile_avx2 : i8_tile_ref;
+    *codes_as = CPU_I8_ACT_CODES;
+    if (isa != CPU_FLOAT_AVX512) return isa == CPU_FLOAT_AVX2 ? i8_tile_avx2 : i8_tile_ref;
+    if (w->qext == HFQ_QEXT_INT8) return cpu_has(CPU_FEAT_AVX512VNNI) ? i8_tile_avx512vnni : i8_tile_avx512;
+    if (runs_of_16(w) && cpu_has(CPU_FEAT_AVX512BF16)) {
+        *codes_as = CPU_I8_ACT_BF16_PAIRS;
+        return i8_tile_bf16_pairs;
+    }
+    *codes_as = CPU_I8_ACT_F32;
+    return i8_tile_avx512;
 }
 #else
-cpu_i8_tile_fn cpu_i8_pairs_tile(const hfq_tensor *w) {
-    (void)w;
-    return NULL;
-}
 
 void cpu_i8_fp8_pairs(hfq_fp8_format f, void *row, int64_t n) {
     uint16_t *pairs = row;
@@ -958,10 +952,11 @@ void cpu_i8_fp8_pairs(hfq_fp8_format f, void *row, int64_t n) {
     }
 }
 
-cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32) {
+cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, const hfq_tensor *w, int *cols, cpu_i8_act *codes_as) {
+    (void)w;
     if (isa != CPU_FLOAT_PORTABLE && isa != CPU_FLOAT_BEST) return NULL;
     *cols = CPU_TILE_COLS;
-    *fp8_codes_f32 = false;
+    *codes_as = CPU_I8_ACT_CODES;
     return i8_tile_ref;
 }
 #endif

@@ -20,29 +20,25 @@
  * weight row r0 + r of w (I8 codes, its scales) with activation row c (at
  * a + c * as bytes): floats when a_scales is NULL, else codes of w's
  * encoding with scale a_scales[c] (INT8 ones never -128, as the quantizers
- * make them; FP8 ones widened to the floats they stand for where the set
- * says fp8_codes_f32); r < nr <= CPU_TILE_ROWS, c < nc.
+ * make them), in the form *codes_as says; r < nr <= CPU_TILE_ROWS, c < nc.
  *
- * The kernel of set isa (the float tiles' sets: portable, the reference
- * dots one pair at a time; AVX2; AVX-512, float activations two rows per
- * vector, INT8 W8A8 on AVX512-VNNI where the CPU has it, else AVX2's), or
- * NULL where this CPU does not run it; *cols: the
- * activation rows it takes best per call (any count works); *fp8_codes_f32:
- * whether it takes FP8 activation codes as floats (widened once per token
- * instead of once per weight tile; the same products). */
-cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, int *cols, bool *fp8_codes_f32);
-
-/* FP8 W8A8 on AVX512-BF16 where w's runs (its rows, or each scale group)
- * are whole groups of 16 values: a tile (any activation count, up to 64
- * best a call) that takes activation rows as cpu_i8_fp8_pairs makes them,
- * with the same results; NULL where the CPU or w does not allow it. */
-cpu_i8_tile_fn cpu_i8_pairs_tile(const hfq_tensor *w);
+ * The kernel of set isa for weight w (the float tiles' sets: portable, the
+ * reference dots one pair at a time; AVX2; AVX-512, float activations two
+ * rows per vector, INT8 W8A8 on AVX512-VNNI where the CPU has it, else
+ * AVX2's, FP8 W8A8 on AVX512-BF16 where the CPU has it and w's runs - its
+ * rows, or each scale group - are whole groups of 16 values), or NULL where
+ * this CPU does not run it; *cols: the activation rows it takes best per
+ * call (any count works); *codes_as: the form of W8A8 activation rows it
+ * takes (CPU_I8_ACT_CODES as stored; _F32 FP8 codes widened to the floats
+ * they stand for, once per token instead of once per weight tile;
+ * _BF16_PAIRS as cpu_i8_fp8_pairs makes them): the same products. */
+cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, const hfq_tensor *w, int *cols, cpu_i8_act *codes_as);
 
 /* n FP8 codes of format f at the start of row (n a multiple of 16), in
- * place, as the BF16 pairs cpu_i8_pairs_tile's tiles take: 2 n bytes, per
- * 16 values j.. eight 32-bit words, word k holding value j + k in its high
- * half and j + 8 + k in its low half. Only where cpu_i8_pairs_tile gave
- * a tile (it takes AVX-512 there). */
+ * place, as CPU_I8_ACT_BF16_PAIRS: 2 n bytes, per 16 values j.. eight
+ * 32-bit words, word k holding value j + k's BF16 in its high half and
+ * j + 8 + k's in its low half. Only where cpu_i8_tile asked for that form
+ * (it takes AVX-512 there). */
 void cpu_i8_fp8_pairs(hfq_fp8_format f, void *row, int64_t n);
 
 #endif

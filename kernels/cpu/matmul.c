@@ -75,13 +75,8 @@ int cpu_wkernel_get(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, const
     /* I8 codes: quant/int8.h and quant/fp8.h, with the tensor's scales */
     if (w->qext) {
         if (choose_act(w, aq, k, where, err) < 0) return -1;
-        bool fp8_codes_f32 = false;
         if (k->act_kind == CPU_ACT_CODES || k->act_kind == CPU_ACT_F32_CODES)
-            k->i8 = cpu_i8_tile(CPU_FLOAT_BEST, &k->tile_cols, &fp8_codes_f32);
-        k->act_f32 = k->act_kind == CPU_ACT_CODES && w->qext != HFQ_QEXT_INT8 && fp8_codes_f32;
-        /* FP8 W8A8 two products an instruction where the CPU and the row allow */
-        const cpu_i8_tile_fn pairs = k->act_kind == CPU_ACT_CODES ? cpu_i8_pairs_tile(w) : NULL;
-        if (pairs) k->i8 = pairs, k->act_bf16_pairs = true, k->act_f32 = false;
+            k->i8 = cpu_i8_tile(CPU_FLOAT_BEST, w, &k->tile_cols, &k->i8_act);
         return 0;
     }
     const ggml_type_info *gt = ggml_type_get(w->type);
@@ -107,7 +102,9 @@ static size_t act_row_bytes(const cpu_wkernel *k, int64_t n) {
     switch (k->act_kind) {
     case CPU_ACT_F32_CODES: return 0;
     case CPU_ACT_CODES:
-        return k->act_f32 ? (size_t)n * sizeof(float) : k->act_bf16_pairs ? (size_t)n * sizeof(uint16_t) : (size_t)n;
+        return k->i8_act == CPU_I8_ACT_F32          ? (size_t)n * sizeof(float)
+               : k->i8_act == CPU_I8_ACT_BF16_PAIRS ? (size_t)n * sizeof(uint16_t)
+                                                    : (size_t)n;
     case CPU_ACT_NVFP4: return (size_t)(n / HFQ_QK_NVFP4) * sizeof(hfq_block_nvfp4);
     case CPU_ACT_MXFP4: return (size_t)(n / HFQ_QK_MXFP4) * sizeof(hfq_block_mxfp4);
     case CPU_ACT_FP8_GROUP: return (size_t)n * sizeof(float);
@@ -293,8 +290,9 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
             void *row = (char *)act + (size_t)t * row_bytes;
             if (scales) {
                 quantize_act(&p.k, w, x + t * n_in, row, &scales[t]);
-                if (p.k.act_kind == CPU_ACT_CODES && p.k.act_f32) widen_fp8_codes(fp8_format(w->qext), row, n_in);
-                else if (p.k.act_kind == CPU_ACT_CODES && p.k.act_bf16_pairs)
+                if (p.k.act_kind == CPU_ACT_CODES && p.k.i8_act == CPU_I8_ACT_F32)
+                    widen_fp8_codes(fp8_format(w->qext), row, n_in);
+                else if (p.k.act_kind == CPU_ACT_CODES && p.k.i8_act == CPU_I8_ACT_BF16_PAIRS)
                     cpu_i8_fp8_pairs(fp8_format(w->qext), row, n_in);
             }
             else if (p.k.act_kind == CPU_ACT_MXFP4) hfq_quantize_row_mxfp4_act(x + t * n_in, row, n_in);

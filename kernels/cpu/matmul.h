@@ -36,6 +36,11 @@
 /* AVX-512 float tiles: 32 vector registers hold this many columns' sums. */
 #define CPU_TILE_COLS_F512 8
 
+/* How an I8 tile takes W8A8 activation codes (i8_kernels.h): as stored,
+ * widened to the F32 values they stand for, or as BF16 pairs
+ * (cpu_i8_fp8_pairs). */
+typedef enum cpu_i8_act { CPU_I8_ACT_CODES, CPU_I8_ACT_F32, CPU_I8_ACT_BF16_PAIRS } cpu_i8_act;
+
 /* I8 weight codes times activation rows r0.., as i8_kernels.h says. */
 typedef void (*cpu_i8_tile_fn)(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
                                const float *a_scales, int nc, float *out, size_t os);
@@ -61,8 +66,8 @@ typedef struct cpu_wkernel {
     cpu_tile_fn tile;              /* NULL: `dot` (or the I8 dot) one pair at a time */
     cpu_i8_tile_fn i8;             /* I8 codes times float rows or codes (i8_kernels.h), else NULL */
     int tile_cols;                 /* activation rows per tile call */
-    bool act_f32;                  /* the tile takes `act`'s values widened to F32 rows */
-    bool act_bf16_pairs;           /* FP8 W8A8: the tile takes codes as BF16 pairs (cpu_i8_fp8_pairs) */
+    bool act_f32;                  /* `tile` takes `act`'s values widened to F32 rows */
+    cpu_i8_act i8_act;             /* how `i8` takes CPU_ACT_CODES rows */
     hfq_vec_dot_fn dot;            /* w->vec_dot, or its SIMD twin (quant_kernels.h) */
     hfq_qext qext;                 /* I8 codes: how they encode values */
     cpu_act act_kind;
