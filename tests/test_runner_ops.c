@@ -15,6 +15,7 @@
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/cpu/i8_kernels.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/panel.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cpu/vec_kernels.h"
 #include "quant/fp4.h"
@@ -757,6 +758,59 @@ static void test_refused(void) {
     CHECK(cpu_wkernel_get(&q8, HFQ_ACT_QUANT_STATIC, &k, "m.gguf", NULL) == 0 && k.act_kind == CPU_ACT_FORMAT);
 }
 
+/* Panel products (panel.h): every result the reference vec_dot's, bit for
+ * bit, through cpu_matmul (batches of CPU_PANEL_MIN_TOKENS and more) and
+ * cpu_panel_matmul alone, on row counts past a band and a panel, token
+ * counts past a group of 16, and activations of very different sizes. */
+static void test_panel_products(void) {
+    hfq_qtype types[HFQ_QT_COUNT];
+    const size_t n_types = cpu_panel_formats(types, HFQ_QT_COUNT);
+    static const shape shapes[] = {{256, 37, CPU_PANEL_MIN_TOKENS}, {768, 70, 53}, {512, 8, 40}};
+    uint64_t rng = 901;
+    int checked = 0, formats = 0;
+    for (size_t ti = 0; ti < n_types; ti++) {
+        const hfq_qtype_traits *wt = hfq_qtype_get(types[ti]);
+        const cpu_panel_format *f = cpu_panel_format_get(types[ti]);
+        if (!f) continue;   /* no AVX512-VNNI here */
+        formats++;
+        const int32_t gt = wt->ggml_type;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const shape sh = shapes[si];
+            const size_t row = (size_t)hfq_qtype_row_size(wt->type, sh.n_in);
+            const size_t arow = (size_t)hfq_qtype_row_size(HFQ_QT_Q8_K, sh.n_in);
+            char *w = malloc(row * (size_t)sh.n_out), *a = malloc(arow * (size_t)sh.n_tokens);
+            float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x), *ones = malloc((size_t)sh.n_in * sizeof *ones);
+            float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
+            for (int64_t i = 0; i < sh.n_in; i++) ones[i] = 1.0f;
+            for (int64_t r = 0; r < sh.n_out; r++) {
+                for (int64_t i = 0; i < sh.n_in; i++) x[i] = synth_uniform(&rng) * (i % 61 == 0 ? 20.0f : 1.0f);
+                if (!wt->quantize(x, w + r * row, 1, sh.n_in, NULL)) CHECK(wt->quantize(x, w + r * row, 1, sh.n_in, ones) == row);
+            }
+            for (int64_t t = 0; t < sh.n_tokens; t++)
+                for (int64_t i = 0; i < sh.n_in; i++)
+                    x[t * sh.n_in + i] = synth_uniform(&rng) * (t % 3 ? 1.0f : 1000.0f) * (i % 41 == 0 ? 30.0f : 1.0f);
+            for (int64_t t = 0; t < sh.n_tokens; t++) hfq_qtype_get(HFQ_QT_Q8_K)->quantize_row(x + t * sh.n_in, a + t * arow, sh.n_in);
+            hfq_tensor wten = {.name = "w", .type = (uint32_t)gt, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = row, .data = w};
+            memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
+            CHECK(cpu_panel_matmul(f, 2, &wten, a, arow, sh.n_tokens, y));
+            char *scratch = malloc(cpu_matmul_act_bytes(&wten, HFQ_ACT_QUANT_AUTO, sh.n_tokens));
+            cpu_matmul(1, HFQ_ACT_QUANT_AUTO, scratch, y2, &wten, NULL, x, sh.n_tokens);
+            for (int64_t t = 0; t < sh.n_tokens; t++)
+                for (int64_t r = 0; r < sh.n_out; r++) {
+                    const float want = wt->vec_dot(w + r * row, a + t * arow, sh.n_in);
+                    CHECK_MSG(memcmp(&want, &y[t * sh.n_out + r], sizeof want) == 0 &&
+                                  memcmp(&want, &y2[t * sh.n_out + r], sizeof want) == 0,
+                              "%s panel %lld x %lld, token %lld row %lld: %.9g / %.9g vs %.9g", wt->name,
+                              (long long)sh.n_in, (long long)sh.n_out, (long long)t, (long long)r,
+                              y[t * sh.n_out + r], y2[t * sh.n_out + r], want);
+                    checked++;
+                }
+            free(w); free(a); free(x); free(ones); free(y); free(y2); free(scratch);
+        }
+    }
+    printf("%d panel products checked in %d formats\n", checked, formats);
+}
+
 int main(void) {
     test_float_formats();
     test_quant_formats();
@@ -769,6 +823,7 @@ int main(void) {
     test_quant_simd_dots();
     test_fp4_scale_codes();
     test_i8_kernels();
+    test_panel_products();
     test_float_isas();
     return check_exit();
 }

@@ -5,6 +5,7 @@
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/cpu/i8_kernels.h"
+#include "kernels/cpu/panel.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "quant/fp4.h"
 #include "quant/fp8.h"
@@ -206,6 +207,7 @@ typedef struct product {
     size_t a_stride;
     const float *a_scales;  /* quantized activations: per token */
     float *y;
+    int64_t n_tokens;
 } product;
 
 /* Float weight row wr (F32, F16 or BF16) times F32 activations: products in
@@ -272,12 +274,38 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
         for (int r = 0; r < nr; r++) out[c * w->ne1 + r] = dot_one(p, r0 + r, at + c * p->a_stride, t0 + c);
 }
 
+/* Every product of the weight rows with the activation rows, by tiles. */
+static void products(const product *pp, int n_threads) {
+    const product p = *pp;
+    const hfq_tensor *w = p.w;
+    const int64_t n_out = w->ne1, n_tokens = p.n_tokens;
+    const int64_t macs = w->ne0 * n_out * n_tokens;
+    const int64_t n_row_tiles = (n_out + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS;
+    const int64_t n_token_blocks = (n_tokens + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
+    /* tiles handed out as threads free up: on a shared machine one thread
+     * often runs slower than the other, and static halves would wait for it
+     * (each result is the same whichever thread computes it). Guided: big
+     * runs of consecutive tiles first, so that each thread streams its own
+     * stretch of weights - dynamic runs of 8 interleaved the threads' reads
+     * and a memory-bound decode got slower on two threads than on one
+     * (Q8_0 262144 x 768: 35 GB/s one thread, 31 two; guided 51). */
+    #pragma omp parallel for collapse(2) num_threads(n_threads) schedule(guided, 8) if (macs >= PARALLEL_MIN_MACS)
+    for (int64_t tb = 0; tb < n_token_blocks; tb++)
+        for (int64_t rt = 0; rt < n_row_tiles; rt++) {
+            const int64_t r0 = rt * CPU_TILE_ROWS;
+            const int nr = (int)(n_out - r0 < CPU_TILE_ROWS ? n_out - r0 : CPU_TILE_ROWS);
+            const int64_t t_end = (tb + 1) * TOKEN_BLOCK < n_tokens ? (tb + 1) * TOKEN_BLOCK : n_tokens;
+            const int cols = p.k.tile_cols;   /* CPU_TILE_COLS unless a tile takes more */
+            for (int64_t t0 = tb * TOKEN_BLOCK; t0 < t_end; t0 += cols)
+                tile(&p, r0, nr, t0, (int)(t_end - t0 < cols ? t_end - t0 : cols));
+        }
+}
+
 void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, const hfq_tensor *w,
                 const float *restrict bias, const float *restrict x, int64_t n_tokens) {
-    product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float), .y = y};
+    product p = {.w = w, .a = (const char *)x, .a_stride = (size_t)w->ne0 * sizeof(float), .y = y, .n_tokens = n_tokens};
     if (cpu_wkernel_get(w, aq, &p.k, NULL, NULL)) return;
     const int64_t n_in = w->ne0, n_out = w->ne1;
-    const int64_t macs = n_in * n_out * n_tokens;
     const size_t row_bytes = act_row_bytes(&p.k, n_in);
     if (row_bytes) {
         float *scales = act_has_scales(&p.k) ? act_scales(act, row_bytes, n_tokens) : NULL;
@@ -305,25 +333,12 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
         p.a_stride = row_bytes;
         p.a_scales = scales;
     }
-    const int64_t n_row_tiles = (n_out + CPU_TILE_ROWS - 1) / CPU_TILE_ROWS;
-    const int64_t n_token_blocks = (n_tokens + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
-    /* tiles handed out as threads free up: on a shared machine one thread
-     * often runs slower than the other, and static halves would wait for it
-     * (each result is the same whichever thread computes it). Guided: big
-     * runs of consecutive tiles first, so that each thread streams its own
-     * stretch of weights - dynamic runs of 8 interleaved the threads' reads
-     * and a memory-bound decode got slower on two threads than on one
-     * (Q8_0 262144 x 768: 35 GB/s one thread, 31 two; guided 51). */
-    #pragma omp parallel for collapse(2) num_threads(n_threads) schedule(guided, 8) if (macs >= PARALLEL_MIN_MACS)
-    for (int64_t tb = 0; tb < n_token_blocks; tb++)
-        for (int64_t rt = 0; rt < n_row_tiles; rt++) {
-            const int64_t r0 = rt * CPU_TILE_ROWS;
-            const int nr = (int)(n_out - r0 < CPU_TILE_ROWS ? n_out - r0 : CPU_TILE_ROWS);
-            const int64_t t_end = (tb + 1) * TOKEN_BLOCK < n_tokens ? (tb + 1) * TOKEN_BLOCK : n_tokens;
-            const int cols = p.k.tile_cols;   /* CPU_TILE_COLS unless a tile takes more */
-            for (int64_t t0 = tb * TOKEN_BLOCK; t0 < t_end; t0 += cols)
-                tile(&p, r0, nr, t0, (int)(t_end - t0 < cols ? t_end - t0 : cols));
-        }
+    /* a batch of K-quant or i-quant activations: each weight row decoded once (panel.h) */
+    const cpu_panel_format *panel = p.k.act_kind == CPU_ACT_FORMAT && n_tokens >= CPU_PANEL_MIN_TOKENS && !p.k.act_f32 &&
+                                                p.k.act->type == HFQ_QT_Q8_K
+                                        ? cpu_panel_format_get(p.k.w->type)
+                                        : NULL;
+    if (!panel || !cpu_panel_matmul(panel, n_threads, w, p.a, p.a_stride, n_tokens, y)) products(&p, n_threads);
     if (w->scale && !w->qext) {   /* a per-tensor factor (I8 scales are inside the dots) */
         const float scale = *w->scale;
         for (int64_t i = 0; i < n_tokens * n_out; i++) y[i] *= scale;

@@ -1,0 +1,462 @@
+#include "kernels/cpu/panel.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/quant_kernels.h"
+#include "quant/block_math.h"
+#include "quant/blocks.h"
+#include "quant/blocks_iq.h"
+#include "quant/iq1.h"
+#include "quant/iq2.h"
+#include "quant/iq3.h"
+#include "quant/iq4.h"
+
+/* How a block's integer sums become the reference's float, per token. */
+typedef enum panel_epi {
+    EPI_ISUM,      /* (dw * da) * (float)S, S = sum_s sc_s * sum_s(w a) (Q6_K, Q3_K, IQ2, IQ3, IQ1) */
+    EPI_AFFINE_K,  /* da * (dw * (float)S - dmin * (float)M), M = sum_s m_s * sum_s(a) (Q4_K, Q5_K) */
+    EPI_AFFINE_2,  /* (da * dw) * (float)S - (da * dmin) * (float)M (Q2_K) */
+    EPI_SUBFLOAT,  /* per sub-block: ((dw * da) * fsc_s) * (float)sum_s(w a) (IQ4_XS) */
+} panel_epi;
+
+#define PANEL_SUBS_MAX 16
+
+/* One weight row's block, decoded. */
+typedef struct panel_meta {
+    float d, dmin;
+    int32_t sc[PANEL_SUBS_MAX];    /* integer sub-block scales */
+    int32_t start[PANEL_SUBS_MAX]; /* -128 * the sub-block's code sum: its raw sum's start */
+    int32_t m2[PANEL_SUBS_MAX / 2];/* affine: mins of sub-blocks 2t, 2t + 1 as 16-bit pair t */
+    float fsc[PANEL_SUBS_MAX];     /* EPI_SUBFLOAT: the sub-block scales as floats */
+} panel_meta;
+
+/* Writes one block's 256 signed codes and its meta (all but `start`). */
+typedef void (*panel_decode_fn)(const void *block, int8_t codes[HFQ_QK_K], panel_meta *m);
+
+struct cpu_panel_format {
+    hfq_qtype type;
+    int sub;              /* sub-block length: 16 or 32 */
+    panel_epi epi;
+    float block_mult;     /* IQ1: the codes are 8 level + shift, so (float)S * 0.125 is the reference's
+                             (float)sumi + 0.125 (float)sumi_shift, exactly (both below 2^22) */
+    float row_mult;       /* the reference's factor on the row's sum (IQ2: 0.125, IQ3_XXS: 0.25), else 1 */
+    size_t block_bytes;
+    panel_decode_fn decode;
+};
+
+/* ---- decoders: the levels of quant/'s reference dots, as signed bytes ---- */
+
+static void decode_q6_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_q6_k *b = blk;
+    hfq_levels_q6_k(b, codes);
+    m->d = hfq_fp16_to_f32(b->d);
+    for (int j = 0; j < 16; j++) m->sc[j] = b->scales[j];
+}
+
+static void decode_q3_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_q3_k *b = blk;
+    hfq_levels_q3_k(b, codes);
+    m->d = hfq_fp16_to_f32(b->d);
+    for (int j = 0; j < 16; j++) m->sc[j] = hfq_q3_k_scale(j, b->scales);
+}
+
+/* Q4_K / Q5_K: unsigned levels 0..31, scales and mins of 6 bits. */
+static void k_affine_meta(const uint8_t scales[HFQ_K_SCALE_BYTES], uint16_t d, uint16_t dmin, panel_meta *m) {
+    m->d = hfq_fp16_to_f32(d);
+    m->dmin = hfq_fp16_to_f32(dmin);
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; j++) hfq_k_scale_min(j, scales, &sc[j], &mn[j]);
+    for (int j = 0; j < 8; j++) m->sc[j] = sc[j];
+    for (int t = 0; t < 4; t++) m->m2[t] = (int32_t)((uint32_t)mn[2 * t] | (uint32_t)mn[2 * t + 1] << 16);
+}
+
+static void decode_q4_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_q4_k *b = blk;
+    hfq_levels_q4_k(b, (uint8_t *)codes);   /* 0..15: the same as signed bytes */
+    k_affine_meta(b->scales, b->d, b->dmin, m);
+}
+
+static void decode_q5_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_q5_k *b = blk;
+    hfq_levels_q5_k(b, (uint8_t *)codes);   /* 0..31 */
+    k_affine_meta(b->scales, b->d, b->dmin, m);
+}
+
+static void decode_q2_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_q2_k *b = blk;
+    hfq_levels_2bit(b->qs, (uint8_t *)codes);   /* 0..3 */
+    m->d = hfq_fp16_to_f32(b->d);
+    m->dmin = hfq_fp16_to_f32(b->dmin);
+    for (int j = 0; j < 16; j++) m->sc[j] = b->scales[j] & 0x0f;
+    for (int t = 0; t < 8; t++)
+        m->m2[t] = (int32_t)((uint32_t)(b->scales[2 * t] >> 4) | (uint32_t)(b->scales[2 * t + 1] >> 4) << 16);
+}
+
+/* IQ2: groups of 8 from the codebook with 8 sign bits, odd scales 2 s + 1 per 16. */
+#define PANEL_DECODE_IQ2(name, block_t)                                                                      \
+    static void decode_##name(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {                     \
+        const block_t *b = blk;                                                                              \
+        for (int g = 0; g < HFQ_QK_K / 8; g++) {                                                             \
+            uint64_t e;                                                                                      \
+            uint8_t s;                                                                                       \
+            int v[8];                                                                                        \
+            hfq_##name##_group(b, g, &e, &s);                                                                \
+            hfq_iq_signed8(e, s, v);                                                                         \
+            for (int j = 0; j < 8; j++) codes[8 * g + j] = (int8_t)v[j];                                     \
+        }                                                                                                    \
+        m->d = hfq_fp16_to_f32(b->d);                                                                        \
+        for (int h = 0; h < 16; h++) m->sc[h] = 2 * hfq_##name##_scale(b, h) + 1;                            \
+    }
+PANEL_DECODE_IQ2(iq2_xxs, hfq_block_iq2_xxs)
+PANEL_DECODE_IQ2(iq2_xs, hfq_block_iq2_xs)
+PANEL_DECODE_IQ2(iq2_s, hfq_block_iq2_s)
+
+static void decode_iq3_xxs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_iq3_xxs *b = blk;
+    for (int j = 0; j < 8; j++) {
+        int v[32];
+        hfq_iq3_xxs_levels32(b, j, v);
+        for (int l = 0; l < 32; l++) codes[32 * j + l] = (int8_t)v[l];
+        m->sc[j] = (int32_t)(2 * (hfq_iq3_xxs_aux(b, j) >> 28) + 1);
+    }
+    m->d = hfq_fp16_to_f32(b->d);
+}
+
+static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_iq3_s *b = blk;
+    for (int j = 0; j < 8; j++) {
+        int v[32];
+        hfq_iq3_s_levels32(b, j, v);
+        for (int l = 0; l < 32; l++) codes[32 * j + l] = (int8_t)v[l];
+        m->sc[j] = 2 * ((b->scales[j / 2] >> 4 * (j % 2)) & 0xf) + 1;
+    }
+    m->d = hfq_fp16_to_f32(b->d);
+}
+
+/* IQ1: codes 8 level + shift (|code| <= 9), the scale ls of each group of 8
+ * constant over the format's sub-block (32 for IQ1_S, 16 for IQ1_M). */
+#define PANEL_DECODE_IQ1(name, block_t, sub)                                                                 \
+    static void decode_##name(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {                     \
+        const block_t *b = blk;                                                                              \
+        for (int g = 0; g < HFQ_QK_K / 8; g++) {                                                             \
+            uint64_t e;                                                                                      \
+            int shift, ls;                                                                                   \
+            hfq_##name##_group(b, g, &e, &shift, &ls);                                                       \
+            for (int j = 0; j < 8; j++) codes[8 * g + j] = (int8_t)(8 * (int8_t)(e >> 8 * j) + shift);       \
+            m->sc[8 * g / (sub)] = ls;                                                                       \
+        }                                                                                                    \
+        m->d = hfq_##name##_d(b);                                                                            \
+    }
+PANEL_DECODE_IQ1(iq1_s, hfq_block_iq1_s, 32)
+PANEL_DECODE_IQ1(iq1_m, hfq_block_iq1_m, 16)
+
+static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_iq4_xs *b = blk;
+    for (int j = 0; j < 8; j++) {
+        hfq_iq4_levels32(b->qs + 16 * j, codes + 32 * j);
+        m->fsc[j] = (float)(hfq_iq4_xs_scale(b, j) - 32);
+    }
+    m->d = hfq_fp16_to_f32(b->d);
+}
+
+/* Adding a format: its decoder above and a row here (its reference dot's
+ * float steps one of panel_epi's). */
+static const struct cpu_panel_format formats[] = {
+    {HFQ_QT_Q2_K, 16, EPI_AFFINE_2, 1.0f, 1.0f, sizeof(hfq_block_q2_k), decode_q2_k},
+    {HFQ_QT_Q3_K, 16, EPI_ISUM, 1.0f, 1.0f, sizeof(hfq_block_q3_k), decode_q3_k},
+    {HFQ_QT_Q4_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, sizeof(hfq_block_q4_k), decode_q4_k},
+    {HFQ_QT_Q5_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, sizeof(hfq_block_q5_k), decode_q5_k},
+    {HFQ_QT_Q6_K, 16, EPI_ISUM, 1.0f, 1.0f, sizeof(hfq_block_q6_k), decode_q6_k},
+    {HFQ_QT_IQ2_XXS, 16, EPI_ISUM, 1.0f, 0.125f, sizeof(hfq_block_iq2_xxs), decode_iq2_xxs},
+    {HFQ_QT_IQ2_XS, 16, EPI_ISUM, 1.0f, 0.125f, sizeof(hfq_block_iq2_xs), decode_iq2_xs},
+    {HFQ_QT_IQ2_S, 16, EPI_ISUM, 1.0f, 0.125f, sizeof(hfq_block_iq2_s), decode_iq2_s},
+    {HFQ_QT_IQ3_XXS, 32, EPI_ISUM, 1.0f, 0.25f, sizeof(hfq_block_iq3_xxs), decode_iq3_xxs},
+    {HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, sizeof(hfq_block_iq3_s), decode_iq3_s},
+    {HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, sizeof(hfq_block_iq1_s), decode_iq1_s},
+    {HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, sizeof(hfq_block_iq1_m), decode_iq1_m},
+    {HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, sizeof(hfq_block_iq4_xs), decode_iq4_xs},
+};
+#define N_FORMATS (sizeof formats / sizeof formats[0])
+
+size_t cpu_panel_formats(hfq_qtype *types, size_t max) {
+#if defined(__x86_64__)
+    size_t n = 0;
+    for (size_t i = 0; i < N_FORMATS && n < max; i++) types[n++] = formats[i].type;
+    return n;
+#else
+    (void)types;
+    (void)max;
+    return 0;
+#endif
+}
+
+const cpu_panel_format *cpu_panel_format_get(hfq_qtype t) {
+#if defined(__x86_64__)
+    if (cpu_quant_isa_best() != CPU_QUANT_ISA_AVX512VNNI) return NULL;
+    for (size_t i = 0; i < N_FORMATS; i++)
+        if (formats[i].type == t) return &formats[i];
+#else
+    (void)t;
+#endif
+    return NULL;
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define PANEL_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define COLS 16   /* tokens side by side: one per 32-bit lane */
+#define BAND 8    /* weight rows a kernel call keeps sums for (3 x 8 of the 32 vector registers) */
+#define PANEL_ROWS 32
+#define ACT_BLOCK_BYTES (HFQ_QK_K * COLS)
+
+/* The activations of one group of 16 tokens: per block, codes[g][c][k] =
+ * qs[4 g + k] + 128 of token c; its scale d per token; and (affine) the
+ * code sums of sub-blocks 2t, 2t + 1 as 16-bit pair t per token. */
+typedef struct act_group {
+    uint8_t *codes;   /* [nb][ACT_BLOCK_BYTES] */
+    float *d;         /* [nb][COLS] */
+    int32_t *sums2;   /* [nb][PANEL_SUBS_MAX / 2][COLS] */
+} act_group;
+
+static size_t act_group_bytes(int64_t nb) {
+    return (size_t)nb * (ACT_BLOCK_BYTES + COLS * sizeof(float) + PANEL_SUBS_MAX / 2 * COLS * sizeof(int32_t));
+}
+
+static act_group act_group_at(char *base, int64_t nb, int64_t g) {
+    char *p = base + (size_t)g * act_group_bytes(nb);
+    return (act_group){.codes = (uint8_t *)p,
+                       .d = (float *)(p + (size_t)nb * ACT_BLOCK_BYTES),
+                       .sums2 = (int32_t *)(p + (size_t)nb * (ACT_BLOCK_BYTES + COLS * sizeof(float)))};
+}
+
+/* Tokens t0..t0 + nc - 1 (Q8_K rows) into group layout; lanes past nc: zero activations. */
+static void pack_group(const cpu_panel_format *f, const char *act, size_t a_stride, int64_t nb, int64_t t0, int nc,
+                       act_group g) {
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t *codes = (uint32_t *)(g.codes + (size_t)b * ACT_BLOCK_BYTES);
+        for (int c = 0; c < COLS; c++) {
+            if (c >= nc) {
+                for (int k = 0; k < HFQ_QK_K / 4; k++) codes[k * COLS + c] = 0x80808080u;
+                g.d[b * COLS + c] = 0.0f;
+                for (int t = 0; t < PANEL_SUBS_MAX / 2; t++) g.sums2[(b * PANEL_SUBS_MAX / 2 + t) * COLS + c] = 0;
+                continue;
+            }
+            const hfq_block_q8_k *a = (const hfq_block_q8_k *)(act + (size_t)(t0 + c) * a_stride) + b;
+            for (int k = 0; k < HFQ_QK_K / 4; k++) {
+                uint32_t v;
+                memcpy(&v, a->qs + 4 * k, 4);
+                codes[k * COLS + c] = v ^ 0x80808080u;   /* a + 128 in every byte */
+            }
+            g.d[b * COLS + c] = a->d;
+            for (int t = 0; t < PANEL_SUBS_MAX / 2; t++) {
+                int32_t lo, hi;
+                if (f->sub == 16) {
+                    lo = a->bsums[2 * t];
+                    hi = a->bsums[2 * t + 1];
+                } else if (t < 4) {
+                    lo = a->bsums[4 * t] + a->bsums[4 * t + 1];
+                    hi = a->bsums[4 * t + 2] + a->bsums[4 * t + 3];
+                } else {
+                    lo = hi = 0;
+                }
+                g.sums2[(b * PANEL_SUBS_MAX / 2 + t) * COLS + c] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)hi << 16);
+            }
+        }
+    }
+}
+
+/* -128 times the code sum of each sub-block of sub codes (a constant: the loops vectorize). */
+static inline __attribute__((always_inline)) void sub_starts(const int sub, const int8_t q[HFQ_QK_K],
+                                                             int32_t start[PANEL_SUBS_MAX]) {
+    for (int s = 0; s < HFQ_QK_K / sub; s++) {
+        int32_t sum = 0;
+        for (int l = 0; l < sub; l++) sum += q[s * sub + l];
+        start[s] = -128 * sum;
+    }
+}
+
+/* Weight row r (nb blocks) into codes and meta; each sub-block's start from its codes. */
+static void decode_row(const cpu_panel_format *f, const char *row, int64_t nb, int8_t *codes, panel_meta *meta) {
+    for (int64_t b = 0; b < nb; b++) {
+        panel_meta *m = &meta[b];
+        memset(m, 0, sizeof *m);
+        int8_t *q = codes + b * HFQ_QK_K;
+        f->decode(row + (size_t)b * f->block_bytes, q, m);
+        if (f->sub == 16) sub_starts(16, q, m->start);
+        else sub_starts(32, q, m->start);
+    }
+}
+
+/* Rows r0..r0 + BAND - 1 of a panel (codes k bytes apart, meta nb apart)
+ * times one token group: sums[r] the row's reference dot with each token. */
+PANEL_TARGET static inline __attribute__((always_inline)) void band(const int sub, const panel_epi epi,
+                                                                    const cpu_panel_format *f, const int8_t *codes,
+                                                                    int64_t k, const panel_meta *meta, int64_t nb,
+                                                                    act_group g, __m512 sums[BAND]) {
+    const int n_subs = HFQ_QK_K / sub;
+    for (int r = 0; r < BAND; r++) sums[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *ab = g.codes + (size_t)b * ACT_BLOCK_BYTES;
+        const __m512 da = _mm512_loadu_ps(g.d + b * COLS);
+        __m512i s1[BAND];
+        for (int s = 0; s < n_subs; s++) {
+            __m512i raw[BAND];
+#pragma GCC unroll 8
+            for (int r = 0; r < BAND; r++) raw[r] = _mm512_set1_epi32(meta[r * nb + b].start[s]);
+#pragma GCC unroll 8
+            for (int q = 0; q < sub / 4; q++) {
+                const __m512i a = _mm512_loadu_si512(ab + (size_t)(s * sub / 4 + q) * 4 * COLS);
+                const int8_t *wq = codes + b * HFQ_QK_K + s * sub + 4 * q;
+#pragma GCC unroll 8
+                for (int r = 0; r < BAND; r++) {
+                    int32_t w4;
+                    memcpy(&w4, wq + r * k, 4);
+                    raw[r] = _mm512_dpbusd_epi32(raw[r], a, _mm512_set1_epi32(w4));
+                }
+            }
+            if (epi == EPI_SUBFLOAT) {
+#pragma GCC unroll 8
+                for (int r = 0; r < BAND; r++) {
+                    const panel_meta *m = &meta[r * nb + b];
+                    const __m512 d = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(m->d), da), _mm512_set1_ps(m->fsc[s]));
+                    sums[r] = _mm512_add_ps(sums[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(raw[r])));
+                }
+            } else {
+#pragma GCC unroll 8
+                for (int r = 0; r < BAND; r++) {
+                    const __m512i scaled = _mm512_mullo_epi32(raw[r], _mm512_set1_epi32(meta[r * nb + b].sc[s]));
+                    s1[r] = s == 0 ? scaled : _mm512_add_epi32(s1[r], scaled);
+                }
+            }
+        }
+        if (epi == EPI_SUBFLOAT) continue;
+#pragma GCC unroll 8
+        for (int r = 0; r < BAND; r++) {
+            const panel_meta *m = &meta[r * nb + b];
+            const __m512 dw = _mm512_set1_ps(m->d), s = _mm512_cvtepi32_ps(s1[r]);
+            __m512 x;
+            if (epi == EPI_ISUM) {
+                x = _mm512_mul_ps(_mm512_mul_ps(dw, da), f->block_mult != 1.0f ? _mm512_mul_ps(s, _mm512_set1_ps(f->block_mult)) : s);
+            } else {
+                __m512i mins = _mm512_setzero_si512();
+                for (int t = 0; t < n_subs / 2; t++)
+                    mins = _mm512_dpwssd_epi32(mins, _mm512_loadu_si512(g.sums2 + (b * PANEL_SUBS_MAX / 2 + t) * COLS),
+                                               _mm512_set1_epi32(m->m2[t]));
+                const __m512 mf = _mm512_cvtepi32_ps(mins), dmin = _mm512_set1_ps(m->dmin);
+                if (epi == EPI_AFFINE_K)
+                    x = _mm512_mul_ps(da, _mm512_sub_ps(_mm512_mul_ps(dw, s), _mm512_mul_ps(dmin, mf)));
+                else
+                    x = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(da, dw), s), _mm512_mul_ps(_mm512_mul_ps(da, dmin), mf));
+            }
+            sums[r] = _mm512_add_ps(sums[r], x);
+        }
+    }
+}
+
+/* One band for each (sub-block length, epilogue) a format has: the loops unrolled for it. */
+typedef void (*band_fn)(const cpu_panel_format *f, const int8_t *codes, int64_t k, const panel_meta *meta,
+                        int64_t nb, act_group g, __m512 sums[BAND]);
+#define PANEL_BAND(name, sub, epi)                                                                           \
+    PANEL_TARGET static void name(const cpu_panel_format *f, const int8_t *codes, int64_t k,                 \
+                                  const panel_meta *meta, int64_t nb, act_group g, __m512 sums[BAND]) {      \
+        band(sub, epi, f, codes, k, meta, nb, g, sums);                                                      \
+    }
+PANEL_BAND(band_isum16, 16, EPI_ISUM)
+PANEL_BAND(band_isum32, 32, EPI_ISUM)
+PANEL_BAND(band_affine_k32, 32, EPI_AFFINE_K)
+PANEL_BAND(band_affine_2_16, 16, EPI_AFFINE_2)
+PANEL_BAND(band_subfloat32, 32, EPI_SUBFLOAT)
+
+static band_fn band_for(const cpu_panel_format *f) {
+    switch (f->epi) {
+    case EPI_ISUM: return f->sub == 16 ? band_isum16 : band_isum32;
+    case EPI_AFFINE_K: return band_affine_k32;
+    case EPI_AFFINE_2: return band_affine_2_16;
+    case EPI_SUBFLOAT: return band_subfloat32;
+    }
+    return NULL;
+}
+
+/* The panel of rows r0.. (nr of them, the rest zero) times every token group. */
+PANEL_TARGET static void panel_products(const cpu_panel_format *f, band_fn run, const hfq_tensor *w, int64_t r0,
+                                        int nr, int8_t *codes, panel_meta *meta, char *groups, int64_t n_tokens,
+                                        float *y) {
+    const int64_t k = w->ne0, nb = k / HFQ_QK_K, n_out = w->ne1;
+    for (int r = 0; r < PANEL_ROWS; r++) {
+        if (r < nr) {
+            decode_row(f, (const char *)w->data + (size_t)(r0 + r) * w->row_bytes, nb, codes + (size_t)r * k,
+                       meta + (size_t)r * nb);
+        } else {
+            memset(codes + (size_t)r * k, 0, (size_t)k);
+            memset(meta + (size_t)r * nb, 0, (size_t)nb * sizeof *meta);
+        }
+    }
+    const __m512 row_mult = _mm512_set1_ps(f->row_mult);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += COLS) {
+        const act_group g = act_group_at(groups, nb, t0 / COLS);
+        const int nc = (int)(n_tokens - t0 < COLS ? n_tokens - t0 : COLS);
+        /* the group's results token by token, then each token's nr results in one copy */
+        float by_token[COLS][PANEL_ROWS];
+        for (int rb = 0; rb < nr; rb += BAND) {
+            __m512 sums[BAND];
+            float by_row[BAND][COLS];
+            run(f, codes + (size_t)rb * k, k, meta + (size_t)rb * nb, nb, g, sums);
+            for (int r = 0; r < BAND; r++)
+                _mm512_storeu_ps(by_row[r], f->row_mult != 1.0f ? _mm512_mul_ps(sums[r], row_mult) : sums[r]);
+            for (int c = 0; c < COLS; c++)
+                for (int r = 0; r < BAND; r++) by_token[c][rb + r] = by_row[r][c];
+        }
+        for (int c = 0; c < nc; c++) memcpy(y + (t0 + c) * n_out + r0, by_token[c], (size_t)nr * sizeof(float));
+    }
+}
+
+bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
+                      size_t a_stride, int64_t n_tokens, float *y) {
+    const int64_t k = w->ne0, nb = k / HFQ_QK_K, n_out = w->ne1;
+    const int64_t n_groups = (n_tokens + COLS - 1) / COLS;
+    const size_t panel_bytes = (size_t)PANEL_ROWS * ((size_t)k + (size_t)nb * sizeof(panel_meta));
+    const size_t group_bytes = (size_t)n_groups * act_group_bytes(nb);
+    if (n_threads < 1) n_threads = 1;
+    char *groups = aligned_alloc(64, (group_bytes + 63) / 64 * 64);
+    char *panels = aligned_alloc(64, (panel_bytes * (size_t)n_threads + 63) / 64 * 64);
+    if (!groups || !panels) {
+        free(groups);
+        free(panels);
+        return false;
+    }
+    #pragma omp parallel for num_threads(n_threads) schedule(static)
+    for (int64_t g = 0; g < n_groups; g++) {
+        const int nc = (int)(n_tokens - g * COLS < COLS ? n_tokens - g * COLS : COLS);
+        pack_group(f, act, a_stride, nb, g * COLS, nc, act_group_at(groups, nb, g));
+    }
+    const band_fn run = band_for(f);
+    const int64_t n_panels = (n_out + PANEL_ROWS - 1) / PANEL_ROWS;
+    #pragma omp parallel num_threads(n_threads)
+    {
+        char *mine = panels + panel_bytes * (size_t)omp_get_thread_num();
+        int8_t *codes = (int8_t *)mine;
+        panel_meta *meta = (panel_meta *)(mine + (size_t)PANEL_ROWS * (size_t)k);
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t p = 0; p < n_panels; p++) {
+            const int64_t r0 = p * PANEL_ROWS;
+            const int nr = (int)(n_out - r0 < PANEL_ROWS ? n_out - r0 : PANEL_ROWS);
+            panel_products(f, run, w, r0, nr, codes, meta, groups, n_tokens, y);
+        }
+    }
+    free(groups);
+    free(panels);
+    return true;
+}
+
+#else
+
+bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
+                      size_t a_stride, int64_t n_tokens, float *y) {
+    (void)f, (void)n_threads, (void)w, (void)act, (void)a_stride, (void)n_tokens, (void)y;
+    return false;
+}
+
+#endif

@@ -1,0 +1,51 @@
+/* panel.h - batched products of K-quant and i-quant weights on AVX512-VNNI,
+ * one weight decode per product.
+ *
+ * The tiles of quant_kernels.h decode a weight block for every few
+ * activation rows and sum each (row, token) pair across vector lanes. Here a
+ * thread decodes a panel of weight rows once per product into signed bytes
+ * (with each block's integer sub-block scales and float scales), the
+ * activation rows (Q8_K) are laid out 16 tokens side by side (4 bytes of
+ * each token per 32-bit lane, as unsigned a + 128), and every 4-byte group
+ * of a weight row, broadcast, meets 16 tokens in one vpdpbusd: no
+ * horizontal sums, and the decode is shared by every token of the batch.
+ *
+ * The bits are the reference dot's (quant/qtype.h vec_dot) for every
+ * (row, token): a sub-block's sum of products is an exact integer whatever
+ * the order (each starts from -128 times the sum of its weight codes, which
+ * takes the + 128 back), scaled by its integer scale exactly as the
+ * reference does, and the float steps per block (or per sub-block: IQ4_XS)
+ * are the reference's, in its order, each lane a token. */
+#ifndef HFQ_KERNELS_CPU_PANEL_H
+#define HFQ_KERNELS_CPU_PANEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/model.h"
+#include "quant/qtype.h"
+
+/* Below this many tokens the tiles are faster: they decode a block per 16
+ * or 32 tokens, as here, without laying the activations out again. */
+#define CPU_PANEL_MIN_TOKENS 32
+
+typedef struct cpu_panel_format cpu_panel_format;
+
+/* The panel kernel of weight format t, or NULL: none for t, or this CPU
+ * lacks AVX512-VNNI (or the runner was told to use a narrower set). */
+const cpu_panel_format *cpu_panel_format_get(hfq_qtype t);
+
+/* y[t * w->ne1 + r] = dot(weight row r, activation row t) for every row r
+ * of w and token t < n_tokens, on up to n_threads OpenMP threads: act holds
+ * n_tokens rows of the weight's vec_dot_type (Q8_K), a_stride bytes apart.
+ * Returns false, having written nothing, when its scratch cannot be
+ * allocated (the tiles compute the same bits). */
+bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
+                      size_t a_stride, int64_t n_tokens, float *y);
+
+/* The formats with panel kernels (on x86-64 builds, whatever this CPU), at
+ * most max of them into types; returns how many (tests and benchmarks). */
+size_t cpu_panel_formats(hfq_qtype *types, size_t max);
+
+#endif
