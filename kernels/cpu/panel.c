@@ -46,24 +46,42 @@ struct cpu_panel_format {
     panel_decode_fn decode;
 };
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define PANEL_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,bmi2")))
+
 /* ---- decoders: the levels of quant/'s reference dots, as signed bytes ---- */
 
-static void decode_q6_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+/* 8 byte magnitudes e (each 1..255 as the grids hold them, nonzero) negated
+ * where bit j of signs is set: (e ^ m) + (m & 1) per byte, m 0xff there;
+ * no byte carries into the next, as ~b <= 0xfe for b != 0. */
+PANEL_TARGET static inline uint64_t signed8(uint64_t e, uint8_t signs) {
+    const uint64_t ones = 0x0101010101010101ull, m = _pdep_u64(signs, ones) * 0xff;
+    return (e ^ m) + (m & ones);
+}
+
+PANEL_TARGET static void decode_q6_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_q6_k *b = blk;
     hfq_levels_q6_k(b, codes);
     m->d = hfq_fp16_to_f32(b->d);
     for (int j = 0; j < 16; j++) m->sc[j] = b->scales[j];
 }
 
-static void decode_q3_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+/* hfq_levels_q3_k with loops that vectorize: element 32 s + l of each half's low bits, 4 less where bit s of hmask[l] is clear. */
+PANEL_TARGET static void decode_q3_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_q3_k *b = blk;
-    hfq_levels_q3_k(b, codes);
+    uint8_t low[HFQ_QK_K];
+    hfq_levels_2bit(b->qs, low);
+    for (int s = 0; s < 8; s++)
+        for (int l = 0; l < 32; l++)
+            codes[32 * s + l] = (int8_t)(low[32 * s + l] - (((b->hmask[l] >> s) & 1) ? 0 : 4));
     m->d = hfq_fp16_to_f32(b->d);
     for (int j = 0; j < 16; j++) m->sc[j] = hfq_q3_k_scale(j, b->scales);
 }
 
 /* Q4_K / Q5_K: unsigned levels 0..31, scales and mins of 6 bits. */
-static void k_affine_meta(const uint8_t scales[HFQ_K_SCALE_BYTES], uint16_t d, uint16_t dmin, panel_meta *m) {
+PANEL_TARGET static void k_affine_meta(const uint8_t scales[HFQ_K_SCALE_BYTES], uint16_t d, uint16_t dmin, panel_meta *m) {
     m->d = hfq_fp16_to_f32(d);
     m->dmin = hfq_fp16_to_f32(dmin);
     uint8_t sc[8], mn[8];
@@ -72,19 +90,19 @@ static void k_affine_meta(const uint8_t scales[HFQ_K_SCALE_BYTES], uint16_t d, u
     for (int t = 0; t < 4; t++) m->m2[t] = (int32_t)((uint32_t)mn[2 * t] | (uint32_t)mn[2 * t + 1] << 16);
 }
 
-static void decode_q4_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+PANEL_TARGET static void decode_q4_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_q4_k *b = blk;
     hfq_levels_q4_k(b, (uint8_t *)codes);   /* 0..15: the same as signed bytes */
     k_affine_meta(b->scales, b->d, b->dmin, m);
 }
 
-static void decode_q5_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+PANEL_TARGET static void decode_q5_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_q5_k *b = blk;
     hfq_levels_q5_k(b, (uint8_t *)codes);   /* 0..31 */
     k_affine_meta(b->scales, b->d, b->dmin, m);
 }
 
-static void decode_q2_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+PANEL_TARGET static void decode_q2_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_q2_k *b = blk;
     hfq_levels_2bit(b->qs, (uint8_t *)codes);   /* 0..3 */
     m->d = hfq_fp16_to_f32(b->d);
@@ -96,15 +114,14 @@ static void decode_q2_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) 
 
 /* IQ2: groups of 8 from the codebook with 8 sign bits, odd scales 2 s + 1 per 16. */
 #define PANEL_DECODE_IQ2(name, block_t)                                                                      \
-    static void decode_##name(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {                     \
+    PANEL_TARGET static void decode_##name(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {        \
         const block_t *b = blk;                                                                              \
         for (int g = 0; g < HFQ_QK_K / 8; g++) {                                                             \
             uint64_t e;                                                                                      \
             uint8_t s;                                                                                       \
-            int v[8];                                                                                        \
             hfq_##name##_group(b, g, &e, &s);                                                                \
-            hfq_iq_signed8(e, s, v);                                                                         \
-            for (int j = 0; j < 8; j++) codes[8 * g + j] = (int8_t)v[j];                                     \
+            const uint64_t v = signed8(e, s);                                                                \
+            memcpy(codes + 8 * g, &v, 8);                                                                    \
         }                                                                                                    \
         m->d = hfq_fp16_to_f32(b->d);                                                                        \
         for (int h = 0; h < 16; h++) m->sc[h] = 2 * hfq_##name##_scale(b, h) + 1;                            \
@@ -113,23 +130,33 @@ PANEL_DECODE_IQ2(iq2_xxs, hfq_block_iq2_xxs)
 PANEL_DECODE_IQ2(iq2_xs, hfq_block_iq2_xs)
 PANEL_DECODE_IQ2(iq2_s, hfq_block_iq2_s)
 
-static void decode_iq3_xxs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+/* IQ3: two 4-byte grid entries and 8 sign bits per group of 8. */
+PANEL_TARGET static inline void iq3_group(uint32_t g1, uint32_t g2, uint8_t signs, int8_t *codes) {
+    const uint64_t v = signed8((uint64_t)g1 | (uint64_t)g2 << 32, signs);
+    memcpy(codes, &v, 8);
+}
+
+PANEL_TARGET static void decode_iq3_xxs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_iq3_xxs *b = blk;
-    for (int j = 0; j < 8; j++) {
-        int v[32];
-        hfq_iq3_xxs_levels32(b, j, v);
-        for (int l = 0; l < 32; l++) codes[32 * j + l] = (int8_t)v[l];
-        m->sc[j] = (int32_t)(2 * (hfq_iq3_xxs_aux(b, j) >> 28) + 1);
+    for (int j = 0; j < 8; j++) {   /* hfq_iq3_xxs_levels32's groups */
+        const uint32_t aux = hfq_iq3_xxs_aux(b, j);
+        const uint8_t *q3 = b->qs + 8 * j;
+        for (int l = 0; l < 4; l++)
+            iq3_group(hfq_iq3xxs_grid[q3[2 * l]], hfq_iq3xxs_grid[q3[2 * l + 1]], hfq_iq_signs7((aux >> 7 * l) & 127),
+                      codes + 32 * j + 8 * l);
+        m->sc[j] = (int32_t)(2 * (aux >> 28) + 1);
     }
     m->d = hfq_fp16_to_f32(b->d);
 }
 
-static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+PANEL_TARGET static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_iq3_s *b = blk;
-    for (int j = 0; j < 8; j++) {
-        int v[32];
-        hfq_iq3_s_levels32(b, j, v);
-        for (int l = 0; l < 32; l++) codes[32 * j + l] = (int8_t)v[l];
+    for (int j = 0; j < 8; j++) {   /* hfq_iq3_s_levels32's groups */
+        const uint8_t *qs = b->qs + 8 * j, *signs = b->signs + 4 * j;
+        const int qh = b->qh[j];
+        for (int l = 0; l < 4; l++)
+            iq3_group(hfq_iq3s_grid[qs[2 * l] | ((qh << (8 - 2 * l)) & 256)],
+                      hfq_iq3s_grid[qs[2 * l + 1] | ((qh << (7 - 2 * l)) & 256)], signs[l], codes + 32 * j + 8 * l);
         m->sc[j] = 2 * ((b->scales[j / 2] >> 4 * (j % 2)) & 0xf) + 1;
     }
     m->d = hfq_fp16_to_f32(b->d);
@@ -138,13 +165,15 @@ static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m)
 /* IQ1: codes 8 level + shift (|code| <= 9), the scale ls of each group of 8
  * constant over the format's sub-block (32 for IQ1_S, 16 for IQ1_M). */
 #define PANEL_DECODE_IQ1(name, block_t, sub)                                                                 \
-    static void decode_##name(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {                     \
+    PANEL_TARGET static void decode_##name(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {        \
         const block_t *b = blk;                                                                              \
         for (int g = 0; g < HFQ_QK_K / 8; g++) {                                                             \
             uint64_t e;                                                                                      \
             int shift, ls;                                                                                   \
             hfq_##name##_group(b, g, &e, &shift, &ls);                                                       \
-            for (int j = 0; j < 8; j++) codes[8 * g + j] = (int8_t)(8 * (int8_t)(e >> 8 * j) + shift);       \
+            const __m128i v = _mm_cvtsi64_si128((long long)e), v2 = _mm_add_epi8(v, v), v4 = _mm_add_epi8(v2, v2); \
+            _mm_storel_epi64((__m128i *)(codes + 8 * g),                                                     \
+                             _mm_add_epi8(_mm_add_epi8(v4, v4), _mm_set1_epi8((char)shift)));                \
             m->sc[8 * g / (sub)] = ls;                                                                       \
         }                                                                                                    \
         m->d = hfq_##name##_d(b);                                                                            \
@@ -152,7 +181,7 @@ static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m)
 PANEL_DECODE_IQ1(iq1_s, hfq_block_iq1_s, 32)
 PANEL_DECODE_IQ1(iq1_m, hfq_block_iq1_m, 16)
 
-static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+PANEL_TARGET static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_iq4_xs *b = blk;
     for (int j = 0; j < 8; j++) {
         hfq_iq4_levels32(b->qs + 16 * j, codes + 32 * j);
@@ -181,32 +210,17 @@ static const struct cpu_panel_format formats[] = {
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
 size_t cpu_panel_formats(hfq_qtype *types, size_t max) {
-#if defined(__x86_64__)
     size_t n = 0;
     for (size_t i = 0; i < N_FORMATS && n < max; i++) types[n++] = formats[i].type;
     return n;
-#else
-    (void)types;
-    (void)max;
-    return 0;
-#endif
 }
 
 const cpu_panel_format *cpu_panel_format_get(hfq_qtype t) {
-#if defined(__x86_64__)
     if (cpu_quant_isa_best() != CPU_QUANT_ISA_AVX512VNNI) return NULL;
     for (size_t i = 0; i < N_FORMATS; i++)
         if (formats[i].type == t) return &formats[i];
-#else
-    (void)t;
-#endif
     return NULL;
 }
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-
-#define PANEL_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 #define COLS 16   /* tokens side by side: one per 32-bit lane */
 #define BAND 8    /* weight rows a kernel call keeps sums for (3 x 8 of the 32 vector registers) */
 #define PANEL_ROWS 32
@@ -279,7 +293,7 @@ static inline __attribute__((always_inline)) void sub_starts(const int sub, cons
 }
 
 /* Weight row r (nb blocks) into codes and meta; each sub-block's start from its codes. */
-static void decode_row(const cpu_panel_format *f, const char *row, int64_t nb, int8_t *codes, panel_meta *meta) {
+PANEL_TARGET static void decode_row(const cpu_panel_format *f, const char *row, int64_t nb, int8_t *codes, panel_meta *meta) {
     for (int64_t b = 0; b < nb; b++) {
         panel_meta *m = &meta[b];
         memset(m, 0, sizeof *m);
@@ -452,6 +466,16 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
 }
 
 #else
+
+size_t cpu_panel_formats(hfq_qtype *types, size_t max) {
+    (void)types, (void)max;
+    return 0;
+}
+
+const cpu_panel_format *cpu_panel_format_get(hfq_qtype t) {
+    (void)t;
+    return NULL;
+}
 
 bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
                       size_t a_stride, int64_t n_tokens, float *y) {
