@@ -759,25 +759,27 @@ static void test_refused(void) {
 }
 
 /* Panel products (panel.h): every result the reference vec_dot's, bit for
- * bit, through cpu_matmul (batches of CPU_PANEL_MIN_TOKENS and more) and
- * cpu_panel_matmul alone, on row counts past a band and a panel, token
+ * bit, through cpu_matmul (the batches at a format's threshold and up) and
+ * cpu_panel_matmul alone, on row counts past a band and a panel, rows of
+ * 896 values (3.5 blocks of 256: the Q8_0-activation formats), token
  * counts past a group of 16, and activations of very different sizes. */
 static void test_panel_products(void) {
     hfq_qtype types[HFQ_QT_COUNT];
     const size_t n_types = cpu_panel_formats(types, HFQ_QT_COUNT);
-    static const shape shapes[] = {{256, 37, CPU_PANEL_MIN_TOKENS}, {768, 70, 53}, {512, 8, 40}};
+    static const shape shapes[] = {{256, 37, 48}, {768, 70, 53}, {512, 8, 40}, {2560, 9, 49}, {896, 21, 83}};
     uint64_t rng = 901;
     int checked = 0, formats = 0;
     for (size_t ti = 0; ti < n_types; ti++) {
         const hfq_qtype_traits *wt = hfq_qtype_get(types[ti]);
-        const cpu_panel_format *f = cpu_panel_format_get(types[ti]);
+        const cpu_panel_format *f = cpu_panel_format_get(types[ti], wt->vec_dot_type, INT64_MAX);
         if (!f) continue;   /* no AVX512-VNNI here */
         formats++;
         const int32_t gt = wt->ggml_type;
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const shape sh = shapes[si];
+            if (hfq_qtype_row_size(wt->type, sh.n_in) < 0) continue;   /* 896: blocks of 32 only */
             const size_t row = (size_t)hfq_qtype_row_size(wt->type, sh.n_in);
-            const size_t arow = (size_t)hfq_qtype_row_size(HFQ_QT_Q8_K, sh.n_in);
+            const size_t arow = (size_t)hfq_qtype_row_size(wt->vec_dot_type, sh.n_in);
             char *w = malloc(row * (size_t)sh.n_out), *a = malloc(arow * (size_t)sh.n_tokens);
             float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x), *ones = malloc((size_t)sh.n_in * sizeof *ones);
             float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
@@ -789,7 +791,8 @@ static void test_panel_products(void) {
             for (int64_t t = 0; t < sh.n_tokens; t++)
                 for (int64_t i = 0; i < sh.n_in; i++)
                     x[t * sh.n_in + i] = synth_uniform(&rng) * (t % 3 ? 1.0f : 1000.0f) * (i % 41 == 0 ? 30.0f : 1.0f);
-            for (int64_t t = 0; t < sh.n_tokens; t++) hfq_qtype_get(HFQ_QT_Q8_K)->quantize_row(x + t * sh.n_in, a + t * arow, sh.n_in);
+            for (int64_t t = 0; t < sh.n_tokens; t++)
+                hfq_qtype_get(wt->vec_dot_type)->quantize_row(x + t * sh.n_in, a + t * arow, sh.n_in);
             hfq_tensor wten = {.name = "w", .type = (uint32_t)gt, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = row, .data = w};
             memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
             CHECK(cpu_panel_matmul(f, 2, &wten, a, arow, sh.n_tokens, y));

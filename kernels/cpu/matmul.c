@@ -333,10 +333,9 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
         p.a_stride = row_bytes;
         p.a_scales = scales;
     }
-    /* a batch of K-quant or i-quant activations: each weight row decoded once (panel.h) */
-    const cpu_panel_format *panel = p.k.act_kind == CPU_ACT_FORMAT && n_tokens >= CPU_PANEL_MIN_TOKENS && !p.k.act_f32 &&
-                                                p.k.act->type == HFQ_QT_Q8_K
-                                        ? cpu_panel_format_get(p.k.w->type)
+    /* a batch of K-quant, i-quant or Q8_0-activation products: each weight row decoded once (panel.h) */
+    const cpu_panel_format *panel = p.k.act_kind == CPU_ACT_FORMAT && n_tokens > 1 && !p.k.act_f32
+                                        ? cpu_panel_format_get(p.k.w->type, p.k.act->type, n_tokens)
                                         : NULL;
     if (!panel || !cpu_panel_matmul(panel, n_threads, w, p.a, p.a_stride, n_tokens, y)) products(&p, n_threads);
     if (w->scale && !w->qext) {   /* a per-tensor factor (I8 scales are inside the dots) */

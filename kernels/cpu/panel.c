@@ -8,6 +8,7 @@
 #include "quant/block_math.h"
 #include "quant/blocks.h"
 #include "quant/blocks_iq.h"
+#include "quant/fp4.h"
 #include "quant/iq1.h"
 #include "quant/iq2.h"
 #include "quant/iq3.h"
@@ -19,6 +20,7 @@ typedef enum panel_epi {
     EPI_AFFINE_K,  /* da * (dw * (float)S - dmin * (float)M), M = sum_s m_s * sum_s(a) (Q4_K, Q5_K) */
     EPI_AFFINE_2,  /* (da * dw) * (float)S - (da * dmin) * (float)M (Q2_K) */
     EPI_SUBFLOAT,  /* per sub-block: ((dw * da) * fsc_s) * (float)sum_s(w a) (IQ4_XS) */
+    EPI_BLOCK32,   /* per block of 32, Q8_0 activations: (dw * da) * (float)S (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4) */
 } panel_epi;
 
 #define PANEL_SUBS_MAX 16
@@ -32,8 +34,16 @@ typedef struct panel_meta {
     float fsc[PANEL_SUBS_MAX];     /* EPI_SUBFLOAT: the sub-block scales as floats */
 } panel_meta;
 
+/* One weight row's block of 32 (EPI_BLOCK32), decoded. */
+typedef struct panel_meta32 {
+    float d;
+    int32_t start;
+} panel_meta32;
+
 /* Writes one block's 256 signed codes and its meta (all but `start`). */
 typedef void (*panel_decode_fn)(const void *block, int8_t codes[HFQ_QK_K], panel_meta *m);
+/* Writes one block's 32 signed codes; returns its scale (EPI_BLOCK32). */
+typedef float (*panel_decode32_fn)(const void *block, int8_t codes[HFQ_QK]);
 
 struct cpu_panel_format {
     hfq_qtype type;
@@ -43,7 +53,11 @@ struct cpu_panel_format {
                              (float)sumi + 0.125 (float)sumi_shift, exactly (both below 2^22) */
     float row_mult;       /* the reference's factor on the row's sum (IQ2: 0.125, IQ3_XXS: 0.25), else 1 */
     size_t block_bytes;
-    panel_decode_fn decode;
+    panel_decode_fn decode;       /* blocks of 256 (Q8_K activations) */
+    panel_decode32_fn decode32;   /* blocks of 32 (Q8_0 activations) */
+    int blk;                      /* elements per block: HFQ_QK_K or HFQ_QK */
+    hfq_qtype act;                /* the activation format: Q8_K or Q8_0 */
+    int64_t min_tokens;           /* below this many the tiles are as fast or faster */
 };
 
 #if defined(__x86_64__)
@@ -190,22 +204,88 @@ PANEL_TARGET static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K], 
     m->d = hfq_fp16_to_f32(b->d);
 }
 
+PANEL_TARGET static float decode_q8_0(const void *blk, int8_t codes[HFQ_QK]) {
+    const hfq_block_q8_0 *b = blk;
+    memcpy(codes, b->qs, HFQ_QK);
+    return hfq_fp16_to_f32(b->d);
+}
+
+/* 32 codes from 16 bytes of nibbles (element j low nibble of qs[j], j + 16
+ * the high one), each mapped through the 16 signed bytes lut (pshufb). */
+PANEL_TARGET static inline void nibbles_lut(const uint8_t qs[HFQ_QK / 2], __m128i lut, int8_t codes[HFQ_QK]) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)qs), low4 = _mm_set1_epi8(0x0f);
+    _mm_storeu_si128((__m128i *)codes, _mm_shuffle_epi8(lut, _mm_and_si128(v, low4)));
+    _mm_storeu_si128((__m128i *)(codes + HFQ_QK / 2), _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4)));
+}
+
+/* The table of hfq_levels_q4_0 (code - 8). */
+PANEL_TARGET static float decode_q4_0(const void *blk, int8_t codes[HFQ_QK]) {
+    const hfq_block_q4_0 *b = blk;
+    nibbles_lut(b->qs, _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7), codes);
+    return hfq_fp16_to_f32(b->d);
+}
+
+/* hfq_levels_q5_0: nibble | bit j of qh as bit 4, minus 16. */
+PANEL_TARGET static float decode_q5_0(const void *blk, int8_t codes[HFQ_QK]) {
+    const hfq_block_q5_0 *b = blk;
+    nibbles_lut(b->qs, _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), codes);
+    const __m128i qh = _mm_set1_epi32((int)hfq_load_le32(b->qh));
+    const __m128i bit = _mm_set1_epi64x((long long)0x8040201008040201ull);
+    for (int h = 0; h < 2; h++) {   /* elements 16 h.. take bytes 2 h, 2 h + 1 of qh */
+        const __m128i bytes = _mm_shuffle_epi8(qh, _mm_setr_epi8(2 * h, 2 * h, 2 * h, 2 * h, 2 * h, 2 * h, 2 * h, 2 * h,
+                                                                 2 * h + 1, 2 * h + 1, 2 * h + 1, 2 * h + 1, 2 * h + 1,
+                                                                 2 * h + 1, 2 * h + 1, 2 * h + 1));
+        const __m128i high = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(bytes, bit), bit), _mm_set1_epi8(0x10));
+        const __m128i c = _mm_loadu_si128((const __m128i *)(codes + 16 * h));
+        _mm_storeu_si128((__m128i *)(codes + 16 * h), _mm_sub_epi8(_mm_or_si128(c, high), _mm_set1_epi8(16)));
+    }
+    return hfq_fp16_to_f32(b->d);
+}
+
+PANEL_TARGET static float decode_iq4_nl(const void *blk, int8_t codes[HFQ_QK]) {
+    const hfq_block_iq4_nl *b = blk;
+    static const int8_t levels[16] = HFQ_IQ4NL_LEVELS;
+    nibbles_lut(b->qs, _mm_loadu_si128((const __m128i *)levels), codes);
+    return hfq_fp16_to_f32(b->d);
+}
+
+/* MXFP4: the doubled E2M1 values hfq_fp4_dot_i8 sums (hfq_e2m1_doubled: |v| <= 12), the halved E8M0 scale. */
+PANEL_TARGET static float decode_mxfp4(const void *blk, int8_t codes[HFQ_QK]) {
+    const hfq_block_mxfp4 *b = blk;
+    nibbles_lut(b->qs, _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12), codes);
+    return hfq_e8m0_half_to_f32(b->e);
+}
+
 /* Adding a format: its decoder above and a row here (its reference dot's
- * float steps one of panel_epi's). */
+ * float steps one of panel_epi's). The token thresholds are measured (one
+ * thread, 1024 x 1024, tiles / panels GMAC/s): at 32 tokens IQ2_XXS 97 / 75,
+ * Q3_K 117 / 98; at 48 92 / 98, 121 / 118; at 64 100 / 116, 123 / 141. The
+ * Q8_0-activation tiles are faster: Q4_0 at 64 tokens 119 / 112, at 80
+ * 115 / 129, at 96 120 / 142 (IQ4_NL, Q5_0, MXFP4 alike); Q8_0's decode is
+ * a copy, 72 / 129 at 48. */
+#define K_ROW(type, sub, epi, block_mult, row_mult, block_t, decode) \
+    {type, sub, epi, block_mult, row_mult, sizeof(block_t), decode, NULL, HFQ_QK_K, HFQ_QT_Q8_K, 48}
+#define Q8_0_ROW(type, block_t, decode, min_tokens) \
+    {type, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(block_t), NULL, decode, HFQ_QK, HFQ_QT_Q8_0, min_tokens}
 static const struct cpu_panel_format formats[] = {
-    {HFQ_QT_Q2_K, 16, EPI_AFFINE_2, 1.0f, 1.0f, sizeof(hfq_block_q2_k), decode_q2_k},
-    {HFQ_QT_Q3_K, 16, EPI_ISUM, 1.0f, 1.0f, sizeof(hfq_block_q3_k), decode_q3_k},
-    {HFQ_QT_Q4_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, sizeof(hfq_block_q4_k), decode_q4_k},
-    {HFQ_QT_Q5_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, sizeof(hfq_block_q5_k), decode_q5_k},
-    {HFQ_QT_Q6_K, 16, EPI_ISUM, 1.0f, 1.0f, sizeof(hfq_block_q6_k), decode_q6_k},
-    {HFQ_QT_IQ2_XXS, 16, EPI_ISUM, 1.0f, 0.125f, sizeof(hfq_block_iq2_xxs), decode_iq2_xxs},
-    {HFQ_QT_IQ2_XS, 16, EPI_ISUM, 1.0f, 0.125f, sizeof(hfq_block_iq2_xs), decode_iq2_xs},
-    {HFQ_QT_IQ2_S, 16, EPI_ISUM, 1.0f, 0.125f, sizeof(hfq_block_iq2_s), decode_iq2_s},
-    {HFQ_QT_IQ3_XXS, 32, EPI_ISUM, 1.0f, 0.25f, sizeof(hfq_block_iq3_xxs), decode_iq3_xxs},
-    {HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, sizeof(hfq_block_iq3_s), decode_iq3_s},
-    {HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, sizeof(hfq_block_iq1_s), decode_iq1_s},
-    {HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, sizeof(hfq_block_iq1_m), decode_iq1_m},
-    {HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, sizeof(hfq_block_iq4_xs), decode_iq4_xs},
+    K_ROW(HFQ_QT_Q2_K, 16, EPI_AFFINE_2, 1.0f, 1.0f, hfq_block_q2_k, decode_q2_k),
+    K_ROW(HFQ_QT_Q3_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q3_k, decode_q3_k),
+    K_ROW(HFQ_QT_Q4_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q4_k, decode_q4_k),
+    K_ROW(HFQ_QT_Q5_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q5_k, decode_q5_k),
+    K_ROW(HFQ_QT_Q6_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q6_k, decode_q6_k),
+    K_ROW(HFQ_QT_IQ2_XXS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xxs, decode_iq2_xxs),
+    K_ROW(HFQ_QT_IQ2_XS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xs, decode_iq2_xs),
+    K_ROW(HFQ_QT_IQ2_S, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_s, decode_iq2_s),
+    K_ROW(HFQ_QT_IQ3_XXS, 32, EPI_ISUM, 1.0f, 0.25f, hfq_block_iq3_xxs, decode_iq3_xxs),
+    K_ROW(HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_iq3_s, decode_iq3_s),
+    K_ROW(HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_s, decode_iq1_s),
+    K_ROW(HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_m, decode_iq1_m),
+    K_ROW(HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, hfq_block_iq4_xs, decode_iq4_xs),
+    Q8_0_ROW(HFQ_QT_Q8_0, hfq_block_q8_0, decode_q8_0, 48),
+    Q8_0_ROW(HFQ_QT_Q4_0, hfq_block_q4_0, decode_q4_0, 80),
+    Q8_0_ROW(HFQ_QT_Q5_0, hfq_block_q5_0, decode_q5_0, 80),
+    Q8_0_ROW(HFQ_QT_IQ4_NL, hfq_block_iq4_nl, decode_iq4_nl, 80),
+    Q8_0_ROW(HFQ_QT_MXFP4, hfq_block_mxfp4, decode_mxfp4, 80),
 };
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
@@ -215,55 +295,70 @@ size_t cpu_panel_formats(hfq_qtype *types, size_t max) {
     return n;
 }
 
-const cpu_panel_format *cpu_panel_format_get(hfq_qtype t) {
+const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t n_tokens) {
     if (cpu_quant_isa_best() != CPU_QUANT_ISA_AVX512VNNI) return NULL;
     for (size_t i = 0; i < N_FORMATS; i++)
-        if (formats[i].type == t) return &formats[i];
+        if (formats[i].type == t && formats[i].act == act && n_tokens >= formats[i].min_tokens) return &formats[i];
     return NULL;
 }
 #define COLS 16   /* tokens side by side: one per 32-bit lane */
 #define BAND 8    /* weight rows a kernel call keeps sums for (3 x 8 of the 32 vector registers) */
 #define PANEL_ROWS 32
-#define ACT_BLOCK_BYTES (HFQ_QK_K * COLS)
 
 /* The activations of one group of 16 tokens: per block, codes[g][c][k] =
- * qs[4 g + k] + 128 of token c; its scale d per token; and (affine) the
- * code sums of sub-blocks 2t, 2t + 1 as 16-bit pair t per token. */
+ * qs[4 g + k] + 128 of token c; its scale d per token; and (blocks of 256,
+ * for the affine formats) the code sums of sub-blocks 2t, 2t + 1 as 16-bit
+ * pair t per token. */
 typedef struct act_group {
-    uint8_t *codes;   /* [nb][ACT_BLOCK_BYTES] */
+    uint8_t *codes;   /* [nb][blk * COLS] */
     float *d;         /* [nb][COLS] */
     int32_t *sums2;   /* [nb][PANEL_SUBS_MAX / 2][COLS] */
 } act_group;
 
-static size_t act_group_bytes(int64_t nb) {
-    return (size_t)nb * (ACT_BLOCK_BYTES + COLS * sizeof(float) + PANEL_SUBS_MAX / 2 * COLS * sizeof(int32_t));
+static size_t act_group_bytes(const cpu_panel_format *f, int64_t nb) {
+    const size_t sums2 = f->blk == HFQ_QK_K ? PANEL_SUBS_MAX / 2 * COLS * sizeof(int32_t) : 0;
+    return (size_t)nb * ((size_t)f->blk * COLS + COLS * sizeof(float) + sums2);
 }
 
-static act_group act_group_at(char *base, int64_t nb, int64_t g) {
-    char *p = base + (size_t)g * act_group_bytes(nb);
+static act_group act_group_at(const cpu_panel_format *f, char *base, int64_t nb, int64_t g) {
+    char *p = base + (size_t)g * act_group_bytes(f, nb);
+    const size_t codes = (size_t)nb * (size_t)f->blk * COLS;
     return (act_group){.codes = (uint8_t *)p,
-                       .d = (float *)(p + (size_t)nb * ACT_BLOCK_BYTES),
-                       .sums2 = (int32_t *)(p + (size_t)nb * (ACT_BLOCK_BYTES + COLS * sizeof(float)))};
+                       .d = (float *)(p + codes),
+                       .sums2 = (int32_t *)(p + codes + (size_t)nb * COLS * sizeof(float))};
 }
 
-/* Tokens t0..t0 + nc - 1 (Q8_K rows) into group layout; lanes past nc: zero activations. */
+/* Token c's n codes qs into the group's block at codes, as a + 128. */
+static void pack_codes(uint32_t *codes, const int8_t *qs, int n, int c) {
+    for (int k = 0; k < n / 4; k++) {
+        uint32_t v;
+        memcpy(&v, qs + 4 * k, 4);
+        codes[k * COLS + c] = v ^ 0x80808080u;   /* a + 128 in every byte */
+    }
+}
+
+/* Tokens t0..t0 + nc - 1 (Q8_K or Q8_0 rows) into group layout; lanes past nc: zero activations. */
 static void pack_group(const cpu_panel_format *f, const char *act, size_t a_stride, int64_t nb, int64_t t0, int nc,
                        act_group g) {
     for (int64_t b = 0; b < nb; b++) {
-        uint32_t *codes = (uint32_t *)(g.codes + (size_t)b * ACT_BLOCK_BYTES);
+        uint32_t *codes = (uint32_t *)(g.codes + (size_t)b * (size_t)f->blk * COLS);
         for (int c = 0; c < COLS; c++) {
             if (c >= nc) {
-                for (int k = 0; k < HFQ_QK_K / 4; k++) codes[k * COLS + c] = 0x80808080u;
+                for (int k = 0; k < f->blk / 4; k++) codes[k * COLS + c] = 0x80808080u;
                 g.d[b * COLS + c] = 0.0f;
-                for (int t = 0; t < PANEL_SUBS_MAX / 2; t++) g.sums2[(b * PANEL_SUBS_MAX / 2 + t) * COLS + c] = 0;
+                if (f->blk == HFQ_QK_K)
+                    for (int t = 0; t < PANEL_SUBS_MAX / 2; t++) g.sums2[(b * PANEL_SUBS_MAX / 2 + t) * COLS + c] = 0;
                 continue;
             }
-            const hfq_block_q8_k *a = (const hfq_block_q8_k *)(act + (size_t)(t0 + c) * a_stride) + b;
-            for (int k = 0; k < HFQ_QK_K / 4; k++) {
-                uint32_t v;
-                memcpy(&v, a->qs + 4 * k, 4);
-                codes[k * COLS + c] = v ^ 0x80808080u;   /* a + 128 in every byte */
+            const char *row = act + (size_t)(t0 + c) * a_stride;
+            if (f->blk == HFQ_QK) {
+                const hfq_block_q8_0 *a = (const hfq_block_q8_0 *)row + b;
+                pack_codes(codes, a->qs, HFQ_QK, c);
+                g.d[b * COLS + c] = hfq_fp16_to_f32(a->d);
+                continue;
             }
+            const hfq_block_q8_k *a = (const hfq_block_q8_k *)row + b;
+            pack_codes(codes, a->qs, HFQ_QK_K, c);
             g.d[b * COLS + c] = a->d;
             for (int t = 0; t < PANEL_SUBS_MAX / 2; t++) {
                 int32_t lo, hi;
@@ -282,25 +377,39 @@ static void pack_group(const cpu_panel_format *f, const char *act, size_t a_stri
     }
 }
 
-/* -128 times the code sum of each sub-block of sub codes (a constant: the loops vectorize). */
-static inline __attribute__((always_inline)) void sub_starts(const int sub, const int8_t q[HFQ_QK_K],
+/* -128 times the code sum of each sub-block of sub of the n codes (a constant: the loops vectorize). */
+static inline __attribute__((always_inline)) void sub_starts(const int n, const int sub, const int8_t *q,
                                                              int32_t start[PANEL_SUBS_MAX]) {
-    for (int s = 0; s < HFQ_QK_K / sub; s++) {
+    for (int s = 0; s < n / sub; s++) {
         int32_t sum = 0;
         for (int l = 0; l < sub; l++) sum += q[s * sub + l];
         start[s] = -128 * sum;
     }
 }
 
+/* Bytes of one block's meta. */
+static size_t meta_bytes(const cpu_panel_format *f) {
+    return f->blk == HFQ_QK_K ? sizeof(panel_meta) : sizeof(panel_meta32);
+}
+
 /* Weight row r (nb blocks) into codes and meta; each sub-block's start from its codes. */
-PANEL_TARGET static void decode_row(const cpu_panel_format *f, const char *row, int64_t nb, int8_t *codes, panel_meta *meta) {
+PANEL_TARGET static void decode_row(const cpu_panel_format *f, const char *row, int64_t nb, int8_t *codes, void *meta) {
     for (int64_t b = 0; b < nb; b++) {
-        panel_meta *m = &meta[b];
+        int8_t *q = codes + b * f->blk;
+        const char *blk = row + (size_t)b * f->block_bytes;
+        if (f->blk == HFQ_QK) {
+            panel_meta32 *m = (panel_meta32 *)meta + b;
+            m->d = f->decode32(blk, q);
+            int32_t start[PANEL_SUBS_MAX];
+            sub_starts(HFQ_QK, HFQ_QK, q, start);
+            m->start = start[0];
+            continue;
+        }
+        panel_meta *m = (panel_meta *)meta + b;
         memset(m, 0, sizeof *m);
-        int8_t *q = codes + b * HFQ_QK_K;
-        f->decode(row + (size_t)b * f->block_bytes, q, m);
-        if (f->sub == 16) sub_starts(16, q, m->start);
-        else sub_starts(32, q, m->start);
+        f->decode(blk, q, m);
+        if (f->sub == 16) sub_starts(HFQ_QK_K, 16, q, m->start);
+        else sub_starts(HFQ_QK_K, 32, q, m->start);
     }
 }
 
@@ -313,7 +422,7 @@ PANEL_TARGET static inline __attribute__((always_inline)) void band(const int su
     const int n_subs = HFQ_QK_K / sub;
     for (int r = 0; r < BAND; r++) sums[r] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *ab = g.codes + (size_t)b * ACT_BLOCK_BYTES;
+        const uint8_t *ab = g.codes + (size_t)b * HFQ_QK_K * COLS;
         const __m512 da = _mm512_loadu_ps(g.d + b * COLS);
         __m512i s1[BAND];
         for (int s = 0; s < n_subs; s++) {
@@ -371,12 +480,12 @@ PANEL_TARGET static inline __attribute__((always_inline)) void band(const int su
 }
 
 /* One band for each (sub-block length, epilogue) a format has: the loops unrolled for it. */
-typedef void (*band_fn)(const cpu_panel_format *f, const int8_t *codes, int64_t k, const panel_meta *meta,
+typedef void (*band_fn)(const cpu_panel_format *f, const int8_t *codes, int64_t k, const void *meta,
                         int64_t nb, act_group g, __m512 sums[BAND]);
 #define PANEL_BAND(name, sub, epi)                                                                           \
     PANEL_TARGET static void name(const cpu_panel_format *f, const int8_t *codes, int64_t k,                 \
-                                  const panel_meta *meta, int64_t nb, act_group g, __m512 sums[BAND]) {      \
-        band(sub, epi, f, codes, k, meta, nb, g, sums);                                                      \
+                                  const void *meta, int64_t nb, act_group g, __m512 sums[BAND]) {            \
+        band(sub, epi, f, codes, k, (const panel_meta *)meta, nb, g, sums);                                  \
     }
 PANEL_BAND(band_isum16, 16, EPI_ISUM)
 PANEL_BAND(band_isum32, 32, EPI_ISUM)
@@ -384,40 +493,72 @@ PANEL_BAND(band_affine_k32, 32, EPI_AFFINE_K)
 PANEL_BAND(band_affine_2_16, 16, EPI_AFFINE_2)
 PANEL_BAND(band_subfloat32, 32, EPI_SUBFLOAT)
 
+/* band for blocks of 32 with Q8_0 activations: sums[r] + (float)S * (dw * da), block by block. */
+PANEL_TARGET static void band_block32(const cpu_panel_format *f, const int8_t *codes, int64_t k, const void *meta_v,
+                                      int64_t nb, act_group g, __m512 sums[BAND]) {
+    (void)f;
+    const panel_meta32 *meta = meta_v;
+    for (int r = 0; r < BAND; r++) sums[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *ab = g.codes + (size_t)b * HFQ_QK * COLS;
+        __m512i raw[BAND];
+#pragma GCC unroll 8
+        for (int r = 0; r < BAND; r++) raw[r] = _mm512_set1_epi32(meta[r * nb + b].start);
+#pragma GCC unroll 8
+        for (int q = 0; q < HFQ_QK / 4; q++) {
+            const __m512i a = _mm512_loadu_si512(ab + (size_t)q * 4 * COLS);
+            const int8_t *wq = codes + b * HFQ_QK + 4 * q;
+#pragma GCC unroll 8
+            for (int r = 0; r < BAND; r++) {
+                int32_t w4;
+                memcpy(&w4, wq + r * k, 4);
+                raw[r] = _mm512_dpbusd_epi32(raw[r], a, _mm512_set1_epi32(w4));
+            }
+        }
+        const __m512 da = _mm512_loadu_ps(g.d + b * COLS);
+#pragma GCC unroll 8
+        for (int r = 0; r < BAND; r++)
+            sums[r] = _mm512_add_ps(sums[r], _mm512_mul_ps(_mm512_cvtepi32_ps(raw[r]),
+                                                           _mm512_mul_ps(_mm512_set1_ps(meta[r * nb + b].d), da)));
+    }
+}
+
 static band_fn band_for(const cpu_panel_format *f) {
     switch (f->epi) {
     case EPI_ISUM: return f->sub == 16 ? band_isum16 : band_isum32;
     case EPI_AFFINE_K: return band_affine_k32;
     case EPI_AFFINE_2: return band_affine_2_16;
     case EPI_SUBFLOAT: return band_subfloat32;
+    case EPI_BLOCK32: return band_block32;
     }
     return NULL;
 }
 
 /* The panel of rows r0.. (nr of them, the rest zero) times every token group. */
 PANEL_TARGET static void panel_products(const cpu_panel_format *f, band_fn run, const hfq_tensor *w, int64_t r0,
-                                        int nr, int8_t *codes, panel_meta *meta, char *groups, int64_t n_tokens,
+                                        int nr, int8_t *codes, char *meta, char *groups, int64_t n_tokens,
                                         float *y) {
-    const int64_t k = w->ne0, nb = k / HFQ_QK_K, n_out = w->ne1;
+    const int64_t k = w->ne0, nb = k / f->blk, n_out = w->ne1;
+    const size_t row_meta = (size_t)nb * meta_bytes(f);
     for (int r = 0; r < PANEL_ROWS; r++) {
         if (r < nr) {
             decode_row(f, (const char *)w->data + (size_t)(r0 + r) * w->row_bytes, nb, codes + (size_t)r * k,
-                       meta + (size_t)r * nb);
+                       meta + (size_t)r * row_meta);
         } else {
             memset(codes + (size_t)r * k, 0, (size_t)k);
-            memset(meta + (size_t)r * nb, 0, (size_t)nb * sizeof *meta);
+            memset(meta + (size_t)r * row_meta, 0, row_meta);
         }
     }
     const __m512 row_mult = _mm512_set1_ps(f->row_mult);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += COLS) {
-        const act_group g = act_group_at(groups, nb, t0 / COLS);
+        const act_group g = act_group_at(f, groups, nb, t0 / COLS);
         const int nc = (int)(n_tokens - t0 < COLS ? n_tokens - t0 : COLS);
         /* the group's results token by token, then each token's nr results in one copy */
         float by_token[COLS][PANEL_ROWS];
         for (int rb = 0; rb < nr; rb += BAND) {
             __m512 sums[BAND];
             float by_row[BAND][COLS];
-            run(f, codes + (size_t)rb * k, k, meta + (size_t)rb * nb, nb, g, sums);
+            run(f, codes + (size_t)rb * k, k, meta + (size_t)rb * row_meta, nb, g, sums);
             for (int r = 0; r < BAND; r++)
                 _mm512_storeu_ps(by_row[r], f->row_mult != 1.0f ? _mm512_mul_ps(sums[r], row_mult) : sums[r]);
             for (int c = 0; c < COLS; c++)
@@ -429,10 +570,10 @@ PANEL_TARGET static void panel_products(const cpu_panel_format *f, band_fn run, 
 
 bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
                       size_t a_stride, int64_t n_tokens, float *y) {
-    const int64_t k = w->ne0, nb = k / HFQ_QK_K, n_out = w->ne1;
+    const int64_t k = w->ne0, nb = k / f->blk, n_out = w->ne1;
     const int64_t n_groups = (n_tokens + COLS - 1) / COLS;
-    const size_t panel_bytes = (size_t)PANEL_ROWS * ((size_t)k + (size_t)nb * sizeof(panel_meta));
-    const size_t group_bytes = (size_t)n_groups * act_group_bytes(nb);
+    const size_t panel_bytes = ((size_t)PANEL_ROWS * ((size_t)k + (size_t)nb * meta_bytes(f)) + 63) / 64 * 64;
+    const size_t group_bytes = (size_t)n_groups * act_group_bytes(f, nb);
     if (n_threads < 1) n_threads = 1;
     char *groups = aligned_alloc(64, (group_bytes + 63) / 64 * 64);
     char *panels = aligned_alloc(64, (panel_bytes * (size_t)n_threads + 63) / 64 * 64);
@@ -444,7 +585,7 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
     #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t g = 0; g < n_groups; g++) {
         const int nc = (int)(n_tokens - g * COLS < COLS ? n_tokens - g * COLS : COLS);
-        pack_group(f, act, a_stride, nb, g * COLS, nc, act_group_at(groups, nb, g));
+        pack_group(f, act, a_stride, nb, g * COLS, nc, act_group_at(f, groups, nb, g));
     }
     const band_fn run = band_for(f);
     const int64_t n_panels = (n_out + PANEL_ROWS - 1) / PANEL_ROWS;
@@ -452,7 +593,7 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
     {
         char *mine = panels + panel_bytes * (size_t)omp_get_thread_num();
         int8_t *codes = (int8_t *)mine;
-        panel_meta *meta = (panel_meta *)(mine + (size_t)PANEL_ROWS * (size_t)k);
+        char *meta = mine + (size_t)PANEL_ROWS * (size_t)k;
         #pragma omp for schedule(dynamic, 1)
         for (int64_t p = 0; p < n_panels; p++) {
             const int64_t r0 = p * PANEL_ROWS;
@@ -472,8 +613,8 @@ size_t cpu_panel_formats(hfq_qtype *types, size_t max) {
     return 0;
 }
 
-const cpu_panel_format *cpu_panel_format_get(hfq_qtype t) {
-    (void)t;
+const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t n_tokens) {
+    (void)t, (void)act, (void)n_tokens;
     return NULL;
 }
 

@@ -1,11 +1,12 @@
-/* panel.h - batched products of K-quant and i-quant weights on AVX512-VNNI,
- * one weight decode per product.
+/* panel.h - batched products of K-quant, i-quant and Q8_0-activation
+ * (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4) weights on AVX512-VNNI, one weight
+ * decode per product.
  *
  * The tiles of quant_kernels.h decode a weight block for every few
  * activation rows and sum each (row, token) pair across vector lanes. Here a
  * thread decodes a panel of weight rows once per product into signed bytes
  * (with each block's integer sub-block scales and float scales), the
- * activation rows (Q8_K) are laid out 16 tokens side by side (4 bytes of
+ * activation rows (Q8_K, Q8_0) are laid out 16 tokens side by side (4 bytes of
  * each token per 32-bit lane, as unsigned a + 128), and every 4-byte group
  * of a weight row, broadcast, meets 16 tokens in one vpdpbusd: no
  * horizontal sums, and the decode is shared by every token of the batch.
@@ -14,7 +15,8 @@
  * (row, token): a sub-block's sum of products is an exact integer whatever
  * the order (each starts from -128 times the sum of its weight codes, which
  * takes the + 128 back), scaled by its integer scale exactly as the
- * reference does, and the float steps per block (or per sub-block: IQ4_XS)
+ * reference does, and the float steps per block (of 256, or of 32 with Q8_0
+ * activations, or per sub-block: IQ4_XS)
  * are the reference's, in its order, each lane a token. */
 #ifndef HFQ_KERNELS_CPU_PANEL_H
 #define HFQ_KERNELS_CPU_PANEL_H
@@ -26,21 +28,18 @@
 #include "kernels/model.h"
 #include "quant/qtype.h"
 
-/* Below this many tokens the tiles are about as fast or faster (they decode
- * a block per 16 or 32 tokens without laying the activations out again):
- * one thread, 1024 x 1024, tiles / panels GMAC/s at 32 tokens IQ2_XXS 97 /
- * 75, Q3_K 117 / 98; at 48 92 / 98, 121 / 118; at 64 100 / 116, 123 / 141. */
-#define CPU_PANEL_MIN_TOKENS 48
-
 typedef struct cpu_panel_format cpu_panel_format;
 
-/* The panel kernel of weight format t, or NULL: none for t, or this CPU
- * lacks AVX512-VNNI (or the runner was told to use a narrower set). */
-const cpu_panel_format *cpu_panel_format_get(hfq_qtype t);
+/* The panel kernel of weight format t with activations of format act (t's
+ * vec_dot_type) for a batch of n_tokens, or NULL: none for the pair, fewer
+ * tokens than panels need to beat the tiles (48 or 80, by format: panel.c),
+ * or this CPU lacks AVX512-VNNI (or the runner was told to use a narrower
+ * set). */
+const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t n_tokens);
 
 /* y[t * w->ne1 + r] = dot(weight row r, activation row t) for every row r
  * of w and token t < n_tokens, on up to n_threads OpenMP threads: act holds
- * n_tokens rows of the weight's vec_dot_type (Q8_K), a_stride bytes apart.
+ * n_tokens rows of the weight's vec_dot_type (Q8_K or Q8_0), a_stride bytes apart.
  * Returns false, having written nothing, when its scratch cannot be
  * allocated (the tiles compute the same bits). */
 bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
