@@ -229,8 +229,10 @@ static void test_qext_products(void) {
     static const struct { hfq_act_quant aq; bool input_scale; } modes[] = {
         {HFQ_ACT_QUANT_AUTO, false}, {HFQ_ACT_QUANT_DYNAMIC, true}, {HFQ_ACT_QUANT_AUTO, true},
         {HFQ_ACT_QUANT_STATIC, true}, {HFQ_ACT_QUANT_NONE, true}};
-    const int64_t n_out = 11, T = 7;
-    /* 144: rows of whole 16s, which FP8 W8A8 takes as BF16 pairs where the CPU has AVX512-BF16 */
+    const int64_t n_out = 37;
+    /* 144: rows of whole 16s, which FP8 W8A8 takes as BF16 pairs where the CPU has AVX512-BF16;
+     * 130 tokens: past CPU_PANEL_FP8_MIN_TOKENS, so its panels (panel.h) too */
+    for (int64_t T = 7; T <= 130; T += 123)
     for (int64_t n_in = 72; n_in <= 144; n_in += 72)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
@@ -245,7 +247,8 @@ static void test_qext_products(void) {
                             .input_scale = modes[m].input_scale ? &in_scale : NULL};
             const hfq_act_quant aq = modes[m].aq;
             const bool per_token = aq == HFQ_ACT_QUANT_DYNAMIC || (aq == HFQ_ACT_QUANT_AUTO && !w.input_scale);
-            float x[7 * 144], y[7 * 11], a_scale = in_scale;
+            static float x[130 * 144], y[130 * 37];
+            float a_scale = in_scale;
             int8_t a[144];
             for (int64_t i = 0; i < T * n_in; i++) x[i] = 3.0f * synth_uniform(&rng);
             void *act = malloc(cpu_matmul_act_bytes(&w, aq, T) + 1);
