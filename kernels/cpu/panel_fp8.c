@@ -17,8 +17,6 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "quant/cpu_features.h"
-
 #define FP8_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 #define COLS 16           /* tokens side by side */
 #define BAND 3            /* weight rows a call keeps partial sums for: 3 x 8 vectors */
