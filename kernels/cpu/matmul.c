@@ -333,15 +333,8 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
         p.a_stride = row_bytes;
         p.a_scales = scales;
     }
-    /* a batch of K-quant, i-quant or Q8_0-activation products: each weight row decoded once (panel.h) */
-    const cpu_panel_format *panel = p.k.act_kind == CPU_ACT_FORMAT && n_tokens > 1 && !p.k.act_f32
-                                        ? cpu_panel_format_get(p.k.w->type, p.k.act->type, n_tokens)
-                                        : NULL;
-    const bool fp8_panel = p.k.act_kind == CPU_ACT_CODES && p.k.i8_act == CPU_I8_ACT_BF16_PAIRS &&
-                           cpu_panel_fp8_fits(w, n_tokens);
-    if (fp8_panel ? !cpu_panel_fp8_matmul(n_threads, w, p.a, p.a_stride, p.a_scales, n_tokens, y)
-                  : !panel || !cpu_panel_matmul(panel, n_threads, w, p.a, p.a_stride, n_tokens, y))
-        products(&p, n_threads);
+    /* a batch whose weight rows are better decoded once (panel.h), else the tiles */
+    if (!cpu_panel_products(&p.k, n_threads, w, p.a, p.a_stride, p.a_scales, n_tokens, y)) products(&p, n_threads);
     if (w->scale && !w->qext) {   /* a per-tensor factor (I8 scales are inside the dots) */
         const float scale = *w->scale;
         for (int64_t i = 0; i < n_tokens * n_out; i++) y[i] *= scale;

@@ -5,7 +5,10 @@
  * vec_dot_type: F16 weights dot F16 activations, Q4_K weights Q8_K ones, F32
  * stays F32), then every weight row is dotted with every activation row.
  * F32/F16/BF16 use SIMD tiles of up to CPU_TILE_ROWS weight rows x
- * CPU_TILE_COLS activation rows; the other formats their traits' vec_dot.
+ * CPU_TILE_COLS activation rows, the quant formats theirs
+ * (quant_kernels.h), the others their traits' vec_dot; batches of enough
+ * tokens of the K-quants, i-quants, Q8_0-activation formats and FP8 W8A8
+ * go to panels instead (panel.h: each weight row decoded once a product).
  * INT8/FP8 weights (I8 codes with scales, docs/format-quant-ext.md) take
  * activations quantized per token (or with a static input scale) to their
  * encoding, W8A8, and the dots of quant/int8.h and quant/fp8.h; NVFP4

@@ -413,6 +413,27 @@ PANEL_TARGET static void decode_row(const cpu_panel_format *f, const char *row, 
     }
 }
 
+/* raw[r] = start[r] + the integer dot of BAND weight rows' n codes at wq
+ * (rows k bytes apart) with 16 tokens' codes at ab (+ 128 each, 64 bytes per
+ * 4 values): one vpdpbusd per row and 4 values, the sub-block sum of every
+ * panel kernel. n a constant where inlined. */
+PANEL_TARGET static inline __attribute__((always_inline)) void sub_sums(const int n, const uint8_t *ab,
+                                                                        const int8_t *wq, int64_t k,
+                                                                        const int32_t start[BAND], __m512i raw[BAND]) {
+#pragma GCC unroll 8
+    for (int r = 0; r < BAND; r++) raw[r] = _mm512_set1_epi32(start[r]);
+#pragma GCC unroll 8
+    for (int q = 0; q < n / 4; q++) {
+        const __m512i a = _mm512_loadu_si512(ab + (size_t)q * 4 * COLS);
+#pragma GCC unroll 8
+        for (int r = 0; r < BAND; r++) {
+            int32_t w4;
+            memcpy(&w4, wq + r * k + 4 * q, 4);
+            raw[r] = _mm512_dpbusd_epi32(raw[r], a, _mm512_set1_epi32(w4));
+        }
+    }
+}
+
 /* Rows r0..r0 + BAND - 1 of a panel (codes k bytes apart, meta nb apart)
  * times one token group: sums[r] the row's reference dot with each token. */
 PANEL_TARGET static inline __attribute__((always_inline)) void band(const int sub, const panel_epi epi,
@@ -427,19 +448,9 @@ PANEL_TARGET static inline __attribute__((always_inline)) void band(const int su
         __m512i s1[BAND];
         for (int s = 0; s < n_subs; s++) {
             __m512i raw[BAND];
-#pragma GCC unroll 8
-            for (int r = 0; r < BAND; r++) raw[r] = _mm512_set1_epi32(meta[r * nb + b].start[s]);
-#pragma GCC unroll 8
-            for (int q = 0; q < sub / 4; q++) {
-                const __m512i a = _mm512_loadu_si512(ab + (size_t)(s * sub / 4 + q) * 4 * COLS);
-                const int8_t *wq = codes + b * HFQ_QK_K + s * sub + 4 * q;
-#pragma GCC unroll 8
-                for (int r = 0; r < BAND; r++) {
-                    int32_t w4;
-                    memcpy(&w4, wq + r * k, 4);
-                    raw[r] = _mm512_dpbusd_epi32(raw[r], a, _mm512_set1_epi32(w4));
-                }
-            }
+            int32_t start[BAND];
+            for (int r = 0; r < BAND; r++) start[r] = meta[r * nb + b].start[s];
+            sub_sums(sub, ab + (size_t)s * sub * COLS, codes + b * HFQ_QK_K + s * sub, k, start, raw);
             if (epi == EPI_SUBFLOAT) {
 #pragma GCC unroll 8
                 for (int r = 0; r < BAND; r++) {
@@ -502,19 +513,9 @@ PANEL_TARGET static void band_block32(const cpu_panel_format *f, const int8_t *c
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *ab = g.codes + (size_t)b * HFQ_QK * COLS;
         __m512i raw[BAND];
-#pragma GCC unroll 8
-        for (int r = 0; r < BAND; r++) raw[r] = _mm512_set1_epi32(meta[r * nb + b].start);
-#pragma GCC unroll 8
-        for (int q = 0; q < HFQ_QK / 4; q++) {
-            const __m512i a = _mm512_loadu_si512(ab + (size_t)q * 4 * COLS);
-            const int8_t *wq = codes + b * HFQ_QK + 4 * q;
-#pragma GCC unroll 8
-            for (int r = 0; r < BAND; r++) {
-                int32_t w4;
-                memcpy(&w4, wq + r * k, 4);
-                raw[r] = _mm512_dpbusd_epi32(raw[r], a, _mm512_set1_epi32(w4));
-            }
-        }
+        int32_t start[BAND];
+        for (int r = 0; r < BAND; r++) start[r] = meta[r * nb + b].start;
+        sub_sums(HFQ_QK, ab, codes + b * HFQ_QK, k, start, raw);
         const __m512 da = _mm512_loadu_ps(g.d + b * COLS);
 #pragma GCC unroll 8
         for (int r = 0; r < BAND; r++)
@@ -625,3 +626,13 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
 }
 
 #endif
+
+bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
+                        const float *a_scales, int64_t n_tokens, float *y) {
+    if (k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS)
+        return cpu_panel_fp8_fits(w, n_tokens) &&
+               cpu_panel_fp8_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
+    if (k->act_kind != CPU_ACT_FORMAT || k->act_f32 || !k->w || !k->act || n_tokens < 2) return false;
+    const cpu_panel_format *f = cpu_panel_format_get(k->w->type, k->act->type, n_tokens);
+    return f && cpu_panel_matmul(f, n_threads, w, act, a_stride, n_tokens, y);
+}

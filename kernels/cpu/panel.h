@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cpu/matmul.h"
 #include "kernels/model.h"
 #include "quant/qtype.h"
 
@@ -61,6 +62,14 @@ bool cpu_panel_fp8_fits(const hfq_tensor *w, int64_t n_tokens);
  * the pair form was chosen (the CPU has AVX512-BF16). */
 bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                           const float *a_scales, int64_t n_tokens, float *y);
+
+/* cpu_matmul's one door to the panels: the products of weight w (kernel k,
+ * act its activation rows as k says, a_scales theirs) by whichever panel
+ * kernel above takes them, into y; false when none does for this weight,
+ * batch and CPU, or out of memory (nothing written: the tiles compute the
+ * same bits). */
+bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
+                        const float *a_scales, int64_t n_tokens, float *y);
 
 /* The formats with panel kernels (on x86-64 builds, whatever this CPU), at
  * most max of them into types; returns how many (tests and benchmarks). */
