@@ -21,7 +21,8 @@ static unsigned find(void) {
                     (__builtin_cpu_supports("avx512dq") ? CPU_FEAT_AVX512DQ : 0) |
                     (__builtin_cpu_supports("avx512vl") ? CPU_FEAT_AVX512VL : 0) |
                     (__builtin_cpu_supports("avx512bw") ? CPU_FEAT_AVX512BW : 0) |
-                    (__builtin_cpu_supports("avx512vnni") ? CPU_FEAT_AVX512VNNI : 0);
+                    (__builtin_cpu_supports("avx512vnni") ? CPU_FEAT_AVX512VNNI : 0) |
+                    (__builtin_cpu_supports("avx512vbmi") ? CPU_FEAT_AVX512VBMI : 0);
     unsigned a, b, c, d;
     if ((bits & CPU_FEAT_AVX2) && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
         if (a >> 4 & 1) bits |= CPU_FEAT_AVXVNNI;

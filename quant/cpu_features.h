@@ -18,6 +18,7 @@ enum {
     CPU_FEAT_AVXVNNI = 1u << 7,   /* VEX-encoded VNNI (CPUID leaf 7.1; GCC 12's __builtin_cpu_supports lacks it) */
     CPU_FEAT_AVX512BW = 1u << 8,
     CPU_FEAT_AVX512BF16 = 1u << 9,   /* vdpbf16ps (CPUID leaf 7.1) */
+    CPU_FEAT_AVX512VBMI = 1u << 10,  /* vpermb, vpermt2b */
 };
 
 /* The CPU_FEAT_ bits of this CPU, capped by the environment variable

@@ -817,6 +817,73 @@ static void test_panel_products(void) {
     printf("%d panel products checked in %d formats\n", checked, formats);
 }
 
+/* FP8 W8A8 on the BF16 pair form (panel_fp8.c) against hfq_dot_fp8_fp8 one
+ * pair at a time, bit for bit (NaN results: both NaN): both encodings, one
+ * scale or one per row, rows of 16 and of 32s with and without a last 16,
+ * row counts past the 8 rows a decoding step and a panel, token counts on
+ * both sides of CPU_PANEL_FP8_MIN_TOKENS and past a group of 16, one and two
+ * threads. Every code of 256 appears in the weights of each shape: the
+ * finite ones in rows of their own, NaN and infinity in the rest. */
+static void test_fp8_w8a8_products(void) {
+    static const shape shapes[] = {{16, 9, 1},  {32, 8, 2},   {48, 17, 3},  {144, 37, 15},
+                                   {144, 31, 16}, {1040, 70, 33}, {256, 61, 130}};
+    uint64_t rng = 77;
+    int checked = 0;
+    for (int q = HFQ_QEXT_FP8_E4M3; q <= HFQ_QEXT_FP8_E5M2; q++)
+        for (int per_row = 0; per_row < 2; per_row++)
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                const shape sh = shapes[si];
+                const hfq_fp8_format f = q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+                uint8_t *w = malloc((size_t)(sh.n_in * sh.n_out)), *a = malloc((size_t)(sh.n_in * sh.n_tokens) * 2);
+                float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), scales[70], a_scales[130];
+                float *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
+                /* rows but the last two: finite codes, all of them over the rows; the last: any code;
+                 * the one before: finite but one infinity (E5M2's 0x7C, an infinite dot) */
+                for (int64_t r = 0; r < sh.n_out; r++)
+                    for (int64_t i = 0; i < sh.n_in; i++) {
+                        uint8_t c = (uint8_t)(r * sh.n_in + i + (int64_t)(synth_uniform(&rng) * 4.0f));
+                        const float v = hfq_fp8_to_f32(f, c);
+                        if (r < sh.n_out - 1 && !(v == v && fabsf(v) <= hfq_fp8_max(f))) c = finite_fp8_code(f, &rng);
+                        if (r == sh.n_out - 2 && i == 3 && f == HFQ_FP8_E5M2) c = 0x7C;
+                        w[r * sh.n_in + i] = c;
+                    }
+                for (int64_t r = 0; r < sh.n_out; r++) scales[r] = ldexpf(1.0f + synth_uniform(&rng), (int)(r % 9) - 4);
+                for (int64_t t = 0; t < sh.n_tokens; t++) {
+                    a_scales[t] = ldexpf(1.0f, (int)(t % 7) * 5 - 15);
+                    for (int64_t i = 0; i < sh.n_in; i++) a[t * sh.n_in * 2 + i] = finite_fp8_code(f, &rng);
+                }
+                uint8_t *codes = malloc((size_t)(sh.n_in * sh.n_tokens));
+                for (int64_t t = 0; t < sh.n_tokens; t++) {
+                    memcpy(codes + t * sh.n_in, a + t * sh.n_in * 2, (size_t)sh.n_in);
+                    cpu_i8_fp8_pairs(f, a + t * sh.n_in * 2, sh.n_in);
+                }
+                const hfq_tensor wt = {.name = "w", .type = GT_I8, .ne0 = sh.n_in, .ne1 = sh.n_out,
+                                       .row_bytes = (size_t)sh.n_in, .data = w, .scale = scales,
+                                       .scale_groups = per_row, .qext = (hfq_qext)q};
+                if (!cpu_panel_fp8_fits(&wt)) {
+                    free(w), free(a), free(y), free(y2), free(codes);
+                    continue;   /* no AVX512-BF16 and VBMI here */
+                }
+                memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
+                memset(y2, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
+                CHECK(cpu_panel_fp8_matmul(1, &wt, a, (size_t)sh.n_in * 2, a_scales, sh.n_tokens, y));
+                CHECK(cpu_panel_fp8_matmul(2, &wt, a, (size_t)sh.n_in * 2, a_scales, sh.n_tokens, y2));
+                for (int64_t t = 0; t < sh.n_tokens; t++)
+                    for (int64_t r = 0; r < sh.n_out; r++) {
+                        const float want = hfq_dot_fp8_fp8(f, w + r * sh.n_in, scales[per_row ? r : 0], f,
+                                                           codes + t * sh.n_in, a_scales[t], sh.n_in);
+                        const float got = y[t * sh.n_out + r], got2 = y2[t * sh.n_out + r];
+                        CHECK_MSG(same_bits_or_nans(got, want) && same_bits_or_nans(got2, want),
+                                  "fp8 w8a8 %s %lld x %lld, token %lld of %lld, row %lld: %.9g / %.9g vs %.9g",
+                                  f == HFQ_FP8_E5M2 ? "e5m2" : "e4m3", (long long)sh.n_in, (long long)sh.n_out,
+                                  (long long)t, (long long)sh.n_tokens, (long long)r, got, got2, want);
+                        checked++;
+                    }
+                free(w), free(a), free(y), free(y2), free(codes);
+            }
+    printf("%d FP8 W8A8 pair-lane products checked\n", checked);
+}
+
 int main(void) {
     test_float_formats();
     test_quant_formats();
@@ -830,6 +897,7 @@ int main(void) {
     test_fp4_scale_codes();
     test_i8_kernels();
     test_panel_products();
+    test_fp8_w8a8_products();
     test_float_isas();
     return check_exit();
 }

@@ -26,7 +26,7 @@
 #include "kernels/moe_rows.h"
 
 /* Elementwise work below this many values, and attention below this many
- * multiply-adds, stays on one thread (see PARALLEL_MIN_MACS in matmul.c). */
+ * multiply-adds, stays on one thread (see CPU_PARALLEL_MIN_MACS in matmul.h). */
 #define PARALLEL_MIN_VALUES (1 << 16)
 #define PARALLEL_MIN_ATTENTION (1 << 19)
 

@@ -14,16 +14,6 @@
 /* Tokens per block: a block's activation rows stay in L2 while every tile of
  * weight rows passes over them. */
 #define TOKEN_BLOCK 64
-/* Below this many multiply-adds (tens of microseconds on one thread) a
- * product runs on one thread. Each parallel region ends in a barrier, which
- * costs microseconds on an idle machine, so a decoded token forks for every
- * product from a GQA key projection (256 x 1024) up: a 1024-wide 12-layer model decoded
- * 1.7x faster on two threads than at 1 << 22, which kept every layer's
- * product on one thread (docs/benchmarks.md "Decode on two threads").
- * Where other processes hold the cores, a descheduled thread holds each
- * barrier for a scheduler slice and two threads lose to one at any
- * threshold here (as llama.cpp's do): --threads is the user's to set. */
-#define PARALLEL_MIN_MACS (1 << 18)
 /* Activation values below which converting them stays on one thread. */
 #define PARALLEL_MIN_ACT_VALUES (1 << 18)
 
@@ -289,7 +279,7 @@ static void products(const product *pp, int n_threads) {
      * stretch of weights - dynamic runs of 8 interleaved the threads' reads
      * and a memory-bound decode got slower on two threads than on one
      * (Q8_0 262144 x 768: 35 GB/s one thread, 31 two; guided 51). */
-    #pragma omp parallel for collapse(2) num_threads(n_threads) schedule(guided, 8) if (macs >= PARALLEL_MIN_MACS)
+    #pragma omp parallel for collapse(2) num_threads(n_threads) schedule(guided, 8) if (macs >= CPU_PARALLEL_MIN_MACS)
     for (int64_t tb = 0; tb < n_token_blocks; tb++)
         for (int64_t rt = 0; rt < n_row_tiles; rt++) {
             const int64_t r0 = rt * CPU_TILE_ROWS;

@@ -32,6 +32,16 @@
 #include "quant/qtype.h"
 
 #define CPU_TILE_ROWS 4
+/* Below this many multiply-adds (tens of microseconds on one thread) a
+ * product runs on one thread. Each parallel region ends in a barrier, which
+ * costs microseconds on an idle machine, so a decoded token forks for every
+ * product from a GQA key projection (256 x 1024) up: a 1024-wide 12-layer model decoded
+ * 1.7x faster on two threads than at 1 << 22, which kept every layer's
+ * product on one thread (docs/benchmarks.md "Decode on two threads").
+ * Where other processes hold the cores, a descheduled thread holds each
+ * barrier for a scheduler slice and two threads lose to one at any
+ * threshold here (as llama.cpp's do): --threads is the user's to set. */
+#define CPU_PARALLEL_MIN_MACS (1 << 18)
 #define CPU_TILE_COLS 3
 /* K-quant tiles take more activation rows: unpacking a weight block's
  * levels costs about as much as one dot, so it is shared by more of them. */

@@ -630,7 +630,7 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
 bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                         const float *a_scales, int64_t n_tokens, float *y) {
     if (k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS)
-        return cpu_panel_fp8_fits(w, n_tokens) &&
+        return cpu_panel_fp8_fits(w) &&
                cpu_panel_fp8_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
     if (k->act_kind != CPU_ACT_FORMAT || k->act_f32 || !k->w || !k->act || n_tokens < 2) return false;
     const cpu_panel_format *f = cpu_panel_format_get(k->w->type, k->act->type, n_tokens);

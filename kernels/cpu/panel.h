@@ -47,19 +47,21 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
                       size_t a_stride, int64_t n_tokens, float *y);
 
 /* FP8 W8A8 (I8 codes E4M3 / E5M2, activations in the BF16 pair form
- * cpu_i8_tile chose, CPU_I8_ACT_BF16_PAIRS) in panels (panel_fp8.c): the
- * products of hfq_dot_fp8_fp8, its eight partial sums per token in its
- * order. Whether weight w takes them for a batch of n_tokens: an FP8 code
- * tensor with one scale, or one per row, rows of whole 16s, and enough
- * tokens. */
-/* one thread, 1024 x 1024 per-channel E4M3: at 64 tokens the pair tiles 141
- * GMAC/s, panels 128-130; Gemma 3 270M's 256-token prompts 8-12 % faster */
-#define CPU_PANEL_FP8_MIN_TOKENS 128
-bool cpu_panel_fp8_fits(const hfq_tensor *w, int64_t n_tokens);
+ * cpu_i8_tile chose, CPU_I8_ACT_BF16_PAIRS) for every batch size
+ * (panel_fp8.c): the bits of hfq_dot_fp8_fp8, its eight partial sums per
+ * dot in its order. Whether weight w takes them: an FP8 code tensor with
+ * one scale, or one per row, rows of whole 16s, on a CPU with AVX512-BF16
+ * and VBMI. */
+bool cpu_panel_fp8_fits(const hfq_tensor *w);
+
+/* From this many tokens the weights are decoded into panels once per
+ * product, the tokens paired in the lanes; below, rows decoded as they
+ * stream, paired in the lanes, a token or two at a time. */
+#define CPU_PANEL_FP8_MIN_TOKENS 12
 
 /* y as cpu_panel_matmul's, act n_tokens rows of pairs a_stride bytes apart
- * with their scales; false (nothing written) when out of memory. Only where
- * the pair form was chosen (the CPU has AVX512-BF16). */
+ * with their scales; false (nothing written) when the panels' scratch
+ * cannot be allocated. Only where cpu_panel_fp8_fits. */
 bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                           const float *a_scales, int64_t n_tokens, float *y);
 

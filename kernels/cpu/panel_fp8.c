@@ -1,10 +1,25 @@
-/* FP8 W8A8 panels (panel.h): the BF16 pair form of i8_kernels.h
- * (cpu_i8_fp8_pairs: per 16 values j.., word k holds values j + k and
- * j + 8 + k) for weights and activations alike; word k of 16 tokens side by
- * side in one vector, word k of a weight row broadcast, one vdpbf16ps: lane t
- * adds token t's products of values j + k and j + 8 + k to its partial sum
- * k, in that order, as the pair tile's lanes do - so each token's eight
- * partial sums are quant/lanes.h's, and so is their finish. */
+/* FP8 W8A8 products (panel.h) on AVX512-BF16 with VBMI, every batch size.
+ *
+ * The reference, hfq_dot_fp8_fp8, adds term i to partial sum i % 8
+ * (quant/lanes.h); in the BF16 pair form (cpu_i8_fp8_pairs) word k of the 16
+ * values j.. holds value j + k in its high half and j + 8 + k in its low
+ * half, and one vdpbf16ps adds to a float lane its high halves' product,
+ * then its low halves' - partial sum k's next two steps, in the reference's
+ * order and rounding (i8_kernels.c, bf16_pairs). Here each vector of 16
+ * lanes carries two dots whole: lane 8 h + k is partial sum k of dot h, so
+ * that the word operand is 8 words broadcast to both halves and no lane
+ * needs another's sums until the end, where sums16 finishes 16 dots at once
+ * as hfq_lanes_sum does.
+ *
+ * Few tokens (decoding): a vector's two dots are two weight rows with one
+ * token, whose 8 words are broadcast; each 32 codes of a pair of rows
+ * become their pair form in six instructions (decode2: one vpermb puts the
+ * codes in pair order, two 128-entry vpermt2b tables give the BF16 bytes of
+ * the 7-bit magnitudes, the sign is copied, two unpacks interleave), where
+ * widening to floats cost a dozen for 16 codes. Many tokens (prompts): two
+ * tokens with one weight row, whose 8 words are broadcast; a thread decodes
+ * a panel of rows once per product, the tokens are laid out two by two,
+ * and each activation vector meets BAND rows. */
 #include "kernels/cpu/panel.h"
 
 #include <omp.h>
@@ -12,107 +27,273 @@
 #include <string.h>
 
 #include "kernels/cpu/i8_kernels.h"
+#include "kernels/cpu/tile_prefetch.h"
+#include "quant/cpu_features.h"
 #include "quant/lanes.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define FP8_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
-#define COLS 16           /* tokens side by side */
-#define BAND 3            /* weight rows a call keeps partial sums for: 3 x 8 vectors */
-#define PANEL_ROWS 30     /* ten bands */
+#define FP8_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi")))
+#define ROW_PAIRS 4       /* decoding: weight rows a step, in pairs: 8 */
+#define STEP_TOKENS 2     /* decoding: tokens a step (each more re-decodes less, holds 4 more sums) */
+#define PAIRS 8           /* prompts: token pairs a group, 16 tokens */
+#define BAND 3            /* prompts: weight rows a call keeps sums for, 3 x 8 vectors */
+#define PANEL_ROWS 30     /* ten bands, fifteen decoded pairs */
 
-bool cpu_panel_fp8_fits(const hfq_tensor *w, int64_t n_tokens) {
-    return n_tokens >= CPU_PANEL_FP8_MIN_TOKENS && (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2) &&
-           w->scale_groups <= 1 && w->ne0 % 16 == 0;
+/* The BF16 bits of FP8 magnitude m (0..127), hfq_fp8_to_f32's float's top
+ * half (its low half is zero): zero, subnormals (f times the smallest),
+ * normals (the exponent rebased), E4M3's NaN at 0x7F, E5M2's infinity at
+ * 0x7C and NaNs above, each the reference's quiet NaN. The test of the
+ * decoder holds all 256 codes of both to hfq_fp8_to_f32. */
+#define SUB_LEAD(f, top) ((f) >= (top) ? 2 : (f) >= (top) / 2 ? 1 : 0)
+#define E4M3_BF16(m)                                                                                              \
+    ((m) == 0 ? 0 : (m) == 0x7F ? 0x7FC0                                                                          \
+     : (m) < 8 ? ((118 + SUB_LEAD(m, 4)) << 7) | ((((m) << (3 - SUB_LEAD(m, 4))) & 7) << 4)                       \
+               : ((((m) >> 3) + 120) << 7) | (((m) & 7) << 4))
+#define E5M2_BF16(m)                                                                                              \
+    ((m) == 0 ? 0 : (m) == 0x7C ? 0x7F80 : (m) > 0x7C ? 0x7FC0                                                     \
+     : (m) < 4 ? ((111 + SUB_LEAD(m, 4)) << 7) | ((((m) << (2 - SUB_LEAD(m, 4))) & 3) << 5)                       \
+               : ((((m) >> 2) + 112) << 7) | (((m) & 3) << 5))
+#define R4(F, b) F(b), F(b + 1), F(b + 2), F(b + 3)
+#define R16(F, b) R4(F, b), R4(F, b + 4), R4(F, b + 8), R4(F, b + 12)
+#define R128(F) R16(F, 0), R16(F, 16), R16(F, 32), R16(F, 48), R16(F, 64), R16(F, 80), R16(F, 96), R16(F, 112)
+static const uint16_t e4m3_bf16[128] = {R128(E4M3_BF16)};
+static const uint16_t e5m2_bf16[128] = {R128(E5M2_BF16)};
+
+/* decode2's tables (the low and high bytes of a format's 128 BF16s, 64 a
+ * register) and its byte order. */
+typedef struct fp8_decoder {
+    __m512i lo[2], hi[2], order;
+} fp8_decoder;
+
+FP8_TARGET static fp8_decoder decoder_of(hfq_qext q) {
+    const uint16_t *bf16 = q == HFQ_QEXT_FP8_E5M2 ? e5m2_bf16 : e4m3_bf16;
+    fp8_decoder d;
+    for (int h = 0; h < 2; h++) {
+        const __m512i a = _mm512_loadu_si512(bf16 + 64 * h), b = _mm512_loadu_si512(bf16 + 64 * h + 32);
+        d.lo[h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(a)), _mm512_cvtepi16_epi8(b), 1);
+        d.hi[h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srli_epi16(a, 8))),
+                                     _mm512_cvtepi16_epi8(_mm512_srli_epi16(b, 8)), 1);
+    }
+    /* decode2's input: row 0's 32 codes, then row 1's. unpacklo_epi8 makes
+     * 128-bit lane L's 8 words of its bytes 0..7, unpackhi of 8..15: lane L
+     * (row L / 2, words 4 (L % 2)..) takes from the first 16 codes into the
+     * low bytes, the second 16 into the high, word-halves e in pair order:
+     * element q = 8 (L % 2) + e of the pair form is value 8 + q / 2 when q
+     * is even (a word's low half), q / 2 when odd */
+    uint8_t order[64];
+    for (int lane = 0; lane < 4; lane++)
+        for (int e = 0; e < 8; e++) {
+            const int q = 8 * (lane % 2) + e, v = (q % 2 ? q / 2 : 8 + q / 2) + 32 * (lane / 2);
+            order[16 * lane + e] = (uint8_t)v;
+            order[16 * lane + 8 + e] = (uint8_t)(v + 16);
+        }
+    d.order = _mm512_loadu_si512(order);
+    return d;
 }
 
-/* Rows rb..rb + BAND - 1 of the panel (n / 2 words each) times one group
- * of 16 tokens' words: each row's 8 partial sums per token, finished. */
+/* 32 codes of rows p0 and p1 (or 16: the second vector then garbage) in
+ * the pair form: *first the 16 values' words of p0 (low half) and p1
+ * (high), *second the next 16's. */
+FP8_TARGET static inline __attribute__((always_inline)) void decode2(const fp8_decoder *d, const uint8_t *p0,
+                                                                     const uint8_t *p1, bool half, __m512i *first,
+                                                                     __m512i *second) {
+    const __m256i c0 = half ? _mm256_maskz_loadu_epi8(0xFFFF, p0) : _mm256_loadu_si256((const __m256i *)p0);
+    const __m256i c1 = half ? _mm256_maskz_loadu_epi8(0xFFFF, p1) : _mm256_loadu_si256((const __m256i *)p1);
+    const __m512i codes = _mm512_permutexvar_epi8(d->order, _mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1));
+    const __m512i lo = _mm512_permutex2var_epi8(d->lo[0], codes, d->lo[1]);
+    /* vpermt2b reads index bits 0..6: the sign bit is copied in after */
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(d->hi[0], codes, d->hi[1]), codes,
+                                                 _mm512_set1_epi8((char)0x80), 0xF8);   /* a | (b & c) */
+    *first = _mm512_unpacklo_epi8(lo, hi);
+    *second = _mm512_unpackhi_epi8(lo, hi);
+}
+
+/* The dots of x[p] (p < 8; dot h of x[p] in lanes 8 h..8 h + 7, partial
+ * sums in order) finished as hfq_lanes_sum does, ((s0 + s4) + (s2 + s6)) +
+ * ((s1 + s5) + (s3 + s7)): dot h of x[p] in lane 2 p + h. */
+FP8_TARGET static inline __m512 sums16(const __m512 x[8]) {
+    /* t_k = s_k + s_k+4 (4 per dot, 4 dots a vector), u_0 = t_0 + t_2 and
+     * u_1 = t_1 + t_3 (2 per dot, 8 a vector), then u_0 + u_1 */
+    const __m512i lo4 = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+    const __m512i lo2 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i two = _mm512_set1_epi32(2), four = _mm512_set1_epi32(4), one = _mm512_set1_epi32(1);
+    __m512 t[4], u[2];
+    for (int p = 0; p < 4; p++)
+        t[p] = _mm512_add_ps(_mm512_permutex2var_ps(x[2 * p], lo4, x[2 * p + 1]),
+                             _mm512_permutex2var_ps(x[2 * p], _mm512_add_epi32(lo4, four), x[2 * p + 1]));
+    for (int p = 0; p < 2; p++)
+        u[p] = _mm512_add_ps(_mm512_permutex2var_ps(t[2 * p], lo2, t[2 * p + 1]),
+                             _mm512_permutex2var_ps(t[2 * p], _mm512_add_epi32(lo2, two), t[2 * p + 1]));
+    return _mm512_add_ps(_mm512_permutex2var_ps(u[0], even, u[1]),
+                         _mm512_permutex2var_ps(u[0], _mm512_add_epi32(even, one), u[1]));
+}
+
+static float row_scale(const hfq_tensor *w, int64_t r) { return w->scale[w->scale_groups ? r : 0]; }
+
+/* ---- decoding: weights decoded as they stream, rows in pairs ---- */
+
+/* acc[rp][c] + the products of rows wr (2 ROW_PAIRS of them, n values,
+ * ws bytes apart: the next rows read ahead) with C tokens' pair-form rows
+ * a[c]. */
+FP8_TARGET static inline __attribute__((always_inline)) void row_sums(const fp8_decoder *d,
+                                                                      const uint8_t *const wr[2 * ROW_PAIRS],
+                                                                      int64_t n, size_t ws, const uint32_t *const a[],
+                                                                      const int C, __m512 acc[ROW_PAIRS][STEP_TOKENS]) {
+    for (int64_t i = 0; i < n; i += 32) {
+        prefetch_next_rows(wr[0], ws, 2 * ROW_PAIRS, i / 32, 32);
+        const bool half = n - i < 32;
+        __m512i first[ROW_PAIRS], second[ROW_PAIRS];
+        for (int rp = 0; rp < ROW_PAIRS; rp++) decode2(d, wr[2 * rp] + i, wr[2 * rp + 1] + i, half, &first[rp], &second[rp]);
+        for (int c = 0; c < C; c++) {
+            const __m512bh a0 = (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a[c] + i / 2)));
+            for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = _mm512_dpbf16_ps(acc[rp][c], (__m512bh)first[rp], a0);
+            if (half) continue;
+            const __m512bh a1 =
+                (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a[c] + i / 2 + 8)));
+            for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = _mm512_dpbf16_ps(acc[rp][c], (__m512bh)second[rp], a1);
+        }
+    }
+}
+
+/* y[t * n_out + r0 + r] for rows r < nr (<= 2 ROW_PAIRS) and C tokens t0.. */
+FP8_TARGET static inline __attribute__((always_inline)) void rows_tokens(const fp8_decoder *d, const hfq_tensor *w,
+                                                                         int64_t r0, int nr, const void *act,
+                                                                         size_t a_stride, const float *a_scales,
+                                                                         int64_t t0, const int C, float *y) {
+    const uint8_t *wr[2 * ROW_PAIRS];
+    const uint32_t *a[STEP_TOKENS];
+    float ws[16] = {0};
+    for (int r = 0; r < 2 * ROW_PAIRS; r++) {
+        wr[r] = (const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : 0)) * w->row_bytes;
+        if (r < nr) ws[r] = row_scale(w, r0 + r);
+    }
+    for (int c = 0; c < C; c++) a[c] = (const uint32_t *)((const char *)act + (size_t)(t0 + c) * a_stride);
+    __m512 acc[ROW_PAIRS][STEP_TOKENS];
+    for (int rp = 0; rp < ROW_PAIRS; rp++)
+        for (int c = 0; c < C; c++) acc[rp][c] = _mm512_setzero_ps();
+    row_sums(d, wr, w->ne0, w->row_bytes, a, C, acc);
+    const __m512 wsv = _mm512_loadu_ps(ws);
+    for (int c = 0; c < C; c++) {
+        __m512 x[8];
+        for (int rp = 0; rp < 8; rp++) x[rp] = rp < ROW_PAIRS ? acc[rp][c] : _mm512_setzero_ps();
+        const __m512 s = _mm512_mul_ps(sums16(x), _mm512_mul_ps(wsv, _mm512_set1_ps(a_scales[t0 + c])));
+        _mm512_mask_storeu_ps(y + (t0 + c) * w->ne1 + r0, (__mmask16)((1u << nr) - 1), s);
+    }
+}
+
+FP8_TARGET static void rows_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
+                                   const float *a_scales, int64_t n_tokens, float *y) {
+    const fp8_decoder d = decoder_of(w->qext);
+    const int64_t n_out = w->ne1, n_blocks = (n_out + 2 * ROW_PAIRS - 1) / (2 * ROW_PAIRS);
+    /* guided: each thread streams its own stretch of rows first (matmul.c's products) */
+    #pragma omp parallel for num_threads(n_threads) schedule(guided, 4) \
+        if (w->ne0 * n_out * n_tokens >= CPU_PARALLEL_MIN_MACS)
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const int64_t r0 = b * 2 * ROW_PAIRS;
+        const int nr = (int)(n_out - r0 < 2 * ROW_PAIRS ? n_out - r0 : 2 * ROW_PAIRS);
+        int64_t t = 0;
+        for (; t + STEP_TOKENS <= n_tokens; t += STEP_TOKENS)
+            rows_tokens(&d, w, r0, nr, act, a_stride, a_scales, t, STEP_TOKENS, y);
+        for (; t < n_tokens; t++) rows_tokens(&d, w, r0, nr, act, a_stride, a_scales, t, 1, y);
+    }
+}
+
+/* ---- prompts: panels of decoded rows, tokens in pairs ---- */
+
+/* Rows rb.. rb + BAND - 1 of the panel (pair form, n / 2 words each) times
+ * one group of 16 tokens (grouped as fp8_panel_matmul lays them out): row
+ * r's dot with token t in lane t of out[r]. */
 FP8_TARGET static void band(const uint32_t *wp, int64_t n, const uint32_t *act, __m512 out[BAND]) {
-    __m512 acc[BAND][HFQ_LANES];
+    __m512 acc[BAND][PAIRS];
     for (int r = 0; r < BAND; r++)
-        for (int k = 0; k < HFQ_LANES; k++) acc[r][k] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < n / 16; b++) {
+        for (int p = 0; p < PAIRS; p++) acc[r][p] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < n / 16; s++) {
+        __m512bh wv[BAND];
+        for (int r = 0; r < BAND; r++)
+            wv[r] = (__m512bh)_mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(wp + (size_t)r * (size_t)(n / 2) + 8 * s)));
 #pragma GCC unroll 8
-        for (int k = 0; k < HFQ_LANES; k++) {
-            const __m512bh a = (__m512bh)_mm512_loadu_si512(act + (size_t)(b * HFQ_LANES + k) * COLS);
+        for (int p = 0; p < PAIRS; p++) {
+            const __m512bh a = (__m512bh)_mm512_load_si512(act + (size_t)(s * PAIRS + p) * 16);
 #pragma GCC unroll 3
-            for (int r = 0; r < BAND; r++)
-                acc[r][k] = _mm512_dpbf16_ps(acc[r][k], a,
-                                             (__m512bh)_mm512_set1_epi32((int)wp[(size_t)r * (n / 2) + b * HFQ_LANES + k]));
+            for (int r = 0; r < BAND; r++) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], a, wv[r]);
         }
     }
-    /* hfq_lanes_sum: ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) */
-    for (int r = 0; r < BAND; r++)
-        out[r] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][4]), _mm512_add_ps(acc[r][2], acc[r][6])),
-                               _mm512_add_ps(_mm512_add_ps(acc[r][1], acc[r][5]), _mm512_add_ps(acc[r][3], acc[r][7])));
+    for (int r = 0; r < BAND; r++) out[r] = sums16(acc[r]);
 }
 
-/* Panel rows r0.. (nr of them) decoded to pairs, times every token group:
- * y = lanes * (w_scale * a_scale), as hfq_dot_fp8_fp8. */
-FP8_TARGET static void panel_products(const hfq_tensor *w, int64_t r0, int nr, uint32_t *wp, const uint32_t *groups,
-                                      const float *a_scales, int64_t n_tokens, float *y) {
+/* Panel rows r0.. (nr of them) decoded, times every token group:
+ * y = dot * (w_scale * a_scale), as hfq_dot_fp8_fp8. */
+FP8_TARGET static void panel_products(const fp8_decoder *d, const hfq_tensor *w, int64_t r0, int nr, uint32_t *wp,
+                                      const uint32_t *groups, const float *a_scales, int64_t n_tokens, float *y) {
     const int64_t n = w->ne0, n_out = w->ne1;
-    const hfq_fp8_format fmt = w->qext == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
     float ws[PANEL_ROWS];
-    for (int r = 0; r < PANEL_ROWS; r++) {
-        uint32_t *row = wp + (size_t)r * (size_t)(n / 2);
-        if (r < nr) {
-            memcpy(row, (const char *)w->data + (size_t)(r0 + r) * w->row_bytes, (size_t)n);
-            cpu_i8_fp8_pairs(fmt, row, n);
-            ws[r] = w->scale[w->scale_groups ? r0 + r : 0];
-        } else {
-            memset(row, 0, (size_t)n * 2);
-            ws[r] = 0.0f;
+    for (int r = 0; r < PANEL_ROWS; r += 2) {
+        const uint8_t *p0 = (const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : 0)) * w->row_bytes;
+        const uint8_t *p1 = (const uint8_t *)w->data + (size_t)(r0 + (r + 1 < nr ? r + 1 : 0)) * w->row_bytes;
+        ws[r] = r < nr ? row_scale(w, r0 + r) : 0.0f;
+        ws[r + 1] = r + 1 < nr ? row_scale(w, r0 + r + 1) : 0.0f;
+        uint32_t *row0 = wp + (size_t)r * (size_t)(n / 2), *row1 = row0 + n / 2;
+        for (int64_t i = 0; i < n; i += 32) {
+            __m512i first, second;
+            decode2(d, p0 + i, p1 + i, n - i < 32, &first, &second);
+            _mm256_store_si256((__m256i *)(row0 + i / 2), _mm512_castsi512_si256(first));
+            _mm256_store_si256((__m256i *)(row1 + i / 2), _mm512_extracti64x4_epi64(first, 1));
+            if (n - i < 32) break;
+            _mm256_store_si256((__m256i *)(row0 + i / 2 + 8), _mm512_castsi512_si256(second));
+            _mm256_store_si256((__m256i *)(row1 + i / 2 + 8), _mm512_extracti64x4_epi64(second, 1));
         }
     }
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += COLS) {
-        const int nc = (int)(n_tokens - t0 < COLS ? n_tokens - t0 : COLS);
-        float as_pad[COLS] = {0};
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += 2 * PAIRS) {
+        const int nc = (int)(n_tokens - t0 < 2 * PAIRS ? n_tokens - t0 : 2 * PAIRS);
+        float as_pad[2 * PAIRS] = {0};
         memcpy(as_pad, a_scales + t0, (size_t)nc * sizeof(float));
         const __m512 as = _mm512_loadu_ps(as_pad);
-        const uint32_t *act = groups + (size_t)(t0 / COLS) * (size_t)(n / 2) * COLS;
-        float by_token[COLS][PANEL_ROWS];
+        const uint32_t *act = groups + (size_t)(t0 / (2 * PAIRS)) * (size_t)(n / 2) * 2 * PAIRS;
+        float by_token[2 * PAIRS][PANEL_ROWS];
         for (int rb = 0; rb < nr; rb += BAND) {
             __m512 sums[BAND];
-            float by_row[BAND][COLS];
+            float by_row[BAND][2 * PAIRS];
             band(wp + (size_t)rb * (size_t)(n / 2), n, act, sums);
             for (int r = 0; r < BAND; r++)
                 _mm512_storeu_ps(by_row[r], _mm512_mul_ps(sums[r], _mm512_mul_ps(_mm512_set1_ps(ws[rb + r]), as)));
-            for (int c = 0; c < COLS; c++)
+            for (int c = 0; c < 2 * PAIRS; c++)
                 for (int r = 0; r < BAND; r++) by_token[c][rb + r] = by_row[r][c];
         }
         for (int c = 0; c < nc; c++) memcpy(y + (t0 + c) * n_out + r0, by_token[c], (size_t)nr * sizeof(float));
     }
 }
 
-bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
-                          const float *a_scales, int64_t n_tokens, float *y) {
-    const int64_t n = w->ne0, n_out = w->ne1, words = n / 2;
-    const int64_t n_groups = (n_tokens + COLS - 1) / COLS;
+FP8_TARGET static bool panel_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
+                                    const float *a_scales, int64_t n_tokens, float *y) {
+    const int64_t n = w->ne0, n_out = w->ne1, blocks = n / 16;
+    const int64_t n_groups = (n_tokens + 2 * PAIRS - 1) / (2 * PAIRS);
     const size_t panel_bytes = ((size_t)PANEL_ROWS * (size_t)n * 2 + 63) / 64 * 64;
     if (n_threads < 1) n_threads = 1;
     /* one allocation: the token groups' words, then a panel per thread */
-    const size_t group_bytes = ((size_t)n_groups * (size_t)words * COLS * 4 + 63) / 64 * 64;
+    const size_t group_bytes = (size_t)n_groups * (size_t)n * 2 * PAIRS * 2;
     char *scratch = aligned_alloc(64, group_bytes + panel_bytes * (size_t)n_threads);
     if (!scratch) return false;
     uint32_t *groups = (uint32_t *)scratch;
     char *panels = scratch + group_bytes;
-    /* word k of token c at groups[((g * words) + k) * COLS + c]; tokens past the last: zeros */
+    /* group g, 16 values s, token pair p: 16 words, token 2 p's words 8 s..
+     * 8 s + 7, then token 2 p + 1's; tokens past the last: zeros */
     #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t g = 0; g < n_groups; g++) {
-        uint32_t *dst = groups + (size_t)g * (size_t)words * COLS;
-        for (int c = 0; c < COLS; c++) {
-            const int64_t t = g * COLS + c;
-            const uint32_t *src = t < n_tokens ? (const uint32_t *)((const char *)act + (size_t)t * a_stride) : NULL;
-            for (int64_t k = 0; k < words; k++) {
-                uint32_t v = 0;
-                if (src) memcpy(&v, src + k, 4);
-                dst[k * COLS + c] = v;
+        uint32_t *dst = groups + (size_t)g * (size_t)n * PAIRS;
+        for (int c = 0; c < 2 * PAIRS; c++) {
+            const int64_t t = g * 2 * PAIRS + c;
+            const char *src = (const char *)act + (size_t)t * a_stride;
+            for (int64_t s = 0; s < blocks; s++) {
+                uint32_t *to = dst + (size_t)(s * PAIRS + c / 2) * 16 + (c % 2) * 8;
+                if (t < n_tokens) memcpy(to, src + s * 32, 32);
+                else memset(to, 0, 32);
             }
         }
     }
+    const fp8_decoder d = decoder_of(w->qext);
     const int64_t n_panels = (n_out + PANEL_ROWS - 1) / PANEL_ROWS;
     #pragma omp parallel num_threads(n_threads)
     {
@@ -121,17 +302,31 @@ bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, s
         for (int64_t p = 0; p < n_panels; p++) {
             const int64_t r0 = p * PANEL_ROWS;
             const int nr = (int)(n_out - r0 < PANEL_ROWS ? n_out - r0 : PANEL_ROWS);
-            panel_products(w, r0, nr, wp, groups, a_scales, n_tokens, y);
+            panel_products(&d, w, r0, nr, wp, groups, a_scales, n_tokens, y);
         }
     }
     free(scratch);
     return true;
 }
 
+bool cpu_panel_fp8_fits(const hfq_tensor *w) {
+    return (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2) && w->scale_groups <= 1 &&
+           w->ne0 % 16 == 0 && cpu_has(CPU_FEAT_AVX512BF16 | CPU_FEAT_AVX512VBMI);
+}
+
+bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
+                          const float *a_scales, int64_t n_tokens, float *y) {
+    if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS) {
+        rows_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
+        return true;
+    }
+    return panel_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
+}
+
 #else
 
-bool cpu_panel_fp8_fits(const hfq_tensor *w, int64_t n_tokens) {
-    (void)w, (void)n_tokens;
+bool cpu_panel_fp8_fits(const hfq_tensor *w) {
+    (void)w;
     return false;
 }
 
