@@ -2,15 +2,17 @@
  * on every activation path of the formats outside bench_kernels' table:
  * MXFP4 / NVFP4 with Q8_0 activations, NVFP4 x NVFP4 (W4A4), FP4 weights
  * times float rows (weight-only), INT8 (per tensor, channel, group of 128)
- * and FP8 E4M3 / E5M2 (per tensor, channel) times float rows and W8A8;
+ * and FP8 E4M3 / E5M2 (per tensor, channel) times float rows and W8A8, and
+ * FP8 in groups of 128 with its activations so rounded (FP8_BLOCK);
  * beside Q8_0 and Q4_K on the same ROWS x N matrix of random values.
- * "decode" is one token (matrix-vector), "prompt" 64 tokens; both include
+ * "decode" is one token (matrix-vector), "prompt" TOKENS (64); both include
  * the activations' quantization, as the runner does. Prints a markdown
  * table of weight bits per value, GB/s and GMAC/s (best of REPS).
  * A benchmark, never a test.
  *
- * usage: bench_matmul [N [ROWS [REPS [PATH]]]]   (default 2048 4096 3; PATH:
- * only the paths whose name contains it, e.g. "e4m3", to profile one) */
+ * usage: bench_matmul [N [ROWS [REPS [PATH [TOKENS]]]]]   (default 2048 4096 3
+ * "" 64; PATH: only the paths whose name contains it, e.g. "e4m3", to
+ * profile one; TOKENS: the prompt's batch, e.g. 256 for the panels) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,27 +33,29 @@ typedef struct bench_case {
     int64_t group;          /* INT8: group size, 0 per channel, -1 per tensor; FP8: 0 channel, -1 tensor */
     bool act_none;          /* weight-only FP4 */
     hfq_act_quant aq;
+    int64_t act_group;      /* FP8 weights marked act_fp8_group (FP8_BLOCK checkpoints): 128 */
 } bench_case;
 
 static const bench_case cases[] = {
-    {"q8_0 x q8_0", GT_Q8_0, 0, 0, false, HFQ_ACT_QUANT_AUTO},
-    {"q4_K x q8_K", GT_Q4_K, 0, 0, false, HFQ_ACT_QUANT_AUTO},
-    {"mxfp4 x q8_0", GT_MXFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO},
-    {"nvfp4 x q8_0", GT_NVFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO},
-    {"nvfp4 x nvfp4 (W4A4)", GT_NVFP4, 0, 0, false, HFQ_ACT_QUANT_DYNAMIC},
-    {"mxfp4 x f32", GT_MXFP4, 0, 0, true, HFQ_ACT_QUANT_AUTO},
-    {"nvfp4 x f32", GT_NVFP4, 0, 0, true, HFQ_ACT_QUANT_AUTO},
-    {"int8/tensor x f32", GT_I8, HFQ_QEXT_INT8, -1, false, HFQ_ACT_QUANT_NONE},
-    {"int8/channel x f32", GT_I8, HFQ_QEXT_INT8, 0, false, HFQ_ACT_QUANT_NONE},
-    {"int8/g128 x f32", GT_I8, HFQ_QEXT_INT8, 128, false, HFQ_ACT_QUANT_NONE},
-    {"int8/tensor x int8", GT_I8, HFQ_QEXT_INT8, -1, false, HFQ_ACT_QUANT_DYNAMIC},
-    {"int8/channel x int8", GT_I8, HFQ_QEXT_INT8, 0, false, HFQ_ACT_QUANT_DYNAMIC},
-    {"int8/g128 x int8", GT_I8, HFQ_QEXT_INT8, 128, false, HFQ_ACT_QUANT_DYNAMIC},
-    {"e4m3/tensor x f32", GT_I8, HFQ_QEXT_FP8_E4M3, -1, false, HFQ_ACT_QUANT_NONE},
-    {"e4m3/channel x f32", GT_I8, HFQ_QEXT_FP8_E4M3, 0, false, HFQ_ACT_QUANT_NONE},
-    {"e5m2/channel x f32", GT_I8, HFQ_QEXT_FP8_E5M2, 0, false, HFQ_ACT_QUANT_NONE},
-    {"e4m3/channel x e4m3", GT_I8, HFQ_QEXT_FP8_E4M3, 0, false, HFQ_ACT_QUANT_DYNAMIC},
-    {"e5m2/channel x e5m2", GT_I8, HFQ_QEXT_FP8_E5M2, 0, false, HFQ_ACT_QUANT_DYNAMIC},
+    {"q8_0 x q8_0", GT_Q8_0, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0},
+    {"q4_K x q8_K", GT_Q4_K, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0},
+    {"mxfp4 x q8_0", GT_MXFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0},
+    {"nvfp4 x q8_0", GT_NVFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0},
+    {"nvfp4 x nvfp4 (W4A4)", GT_NVFP4, 0, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0},
+    {"mxfp4 x f32", GT_MXFP4, 0, 0, true, HFQ_ACT_QUANT_AUTO, 0},
+    {"nvfp4 x f32", GT_NVFP4, 0, 0, true, HFQ_ACT_QUANT_AUTO, 0},
+    {"int8/tensor x f32", GT_I8, HFQ_QEXT_INT8, -1, false, HFQ_ACT_QUANT_NONE, 0},
+    {"int8/channel x f32", GT_I8, HFQ_QEXT_INT8, 0, false, HFQ_ACT_QUANT_NONE, 0},
+    {"int8/g128 x f32", GT_I8, HFQ_QEXT_INT8, 128, false, HFQ_ACT_QUANT_NONE, 0},
+    {"int8/tensor x int8", GT_I8, HFQ_QEXT_INT8, -1, false, HFQ_ACT_QUANT_DYNAMIC, 0},
+    {"int8/channel x int8", GT_I8, HFQ_QEXT_INT8, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0},
+    {"int8/g128 x int8", GT_I8, HFQ_QEXT_INT8, 128, false, HFQ_ACT_QUANT_DYNAMIC, 0},
+    {"e4m3/tensor x f32", GT_I8, HFQ_QEXT_FP8_E4M3, -1, false, HFQ_ACT_QUANT_NONE, 0},
+    {"e4m3/channel x f32", GT_I8, HFQ_QEXT_FP8_E4M3, 0, false, HFQ_ACT_QUANT_NONE, 0},
+    {"e5m2/channel x f32", GT_I8, HFQ_QEXT_FP8_E5M2, 0, false, HFQ_ACT_QUANT_NONE, 0},
+    {"e4m3/channel x e4m3", GT_I8, HFQ_QEXT_FP8_E4M3, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0},
+    {"e5m2/channel x e5m2", GT_I8, HFQ_QEXT_FP8_E5M2, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0},
+    {"e4m3/g128 x fp8 g128 (FP8_BLOCK)", GT_I8, HFQ_QEXT_FP8_E4M3, 128, false, HFQ_ACT_QUANT_AUTO, 128},
 };
 
 /* Fills w (rows x n) from the floats src in the case's layout; scales: its scale tensor. */
@@ -78,8 +82,14 @@ static void make_weight(const bench_case *bc, const float *src, int64_t n, int64
         } else {
             hfq_quantize_fp8(f, src, data, rows, n, NULL, scales);
             w->scale_groups = 1;
+            if (bc->group > 0) {   /* each row's scale for each of its groups */
+                w->scale_groups = n / bc->group;
+                for (int64_t r = rows - 1; r >= 0; r--)
+                    for (int64_t k = w->scale_groups - 1; k >= 0; k--) scales[r * w->scale_groups + k] = scales[r];
+            }
         }
         w->scale = scales;
+        w->act_fp8_group = bc->act_group;
     } else {
         const hfq_qtype_traits *t = hfq_qtype_get((hfq_qtype)hfq_qtype_from_ggml(bc->type));
         w->row_bytes = (size_t)hfq_qtype_row_size(t->type, n);
@@ -110,10 +120,11 @@ static void run_matmul(const void *ctx) {
 
 int main(int argc, char **argv) {
     const int64_t n = argc > 1 ? atoll(argv[1]) : 2048, rows = argc > 2 ? atoll(argv[2]) : 4096;
-    const int reps = argc > 3 ? atoi(argv[3]) : 3, n_prompt = 64;
+    const int reps = argc > 3 ? atoi(argv[3]) : 3;
     const char *only = argc > 4 ? argv[4] : "";
-    if (n <= 0 || n % 256 || rows <= 0 || reps <= 0) {
-        fprintf(stderr, "usage: bench_matmul [N (a multiple of 256) [ROWS [REPS [PATH]]]]\n");
+    const int64_t n_prompt = argc > 5 ? atoll(argv[5]) : 64;
+    if (n <= 0 || n % 256 || rows <= 0 || reps <= 0 || n_prompt <= 0 || n_prompt > 4096) {
+        fprintf(stderr, "usage: bench_matmul [N (a multiple of 256) [ROWS [REPS [PATH [TOKENS (1-4096)]]]]]\n");
         return 2;
     }
     float *src = malloc((size_t)(n * rows) * sizeof *src), *x = malloc((size_t)(n * n_prompt) * sizeof *x);

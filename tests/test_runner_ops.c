@@ -18,6 +18,7 @@
 #include "kernels/cpu/panel.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cpu/vec_kernels.h"
+#include "quant/cpu_features.h"
 #include "quant/fp4.h"
 #include "quant/half.h"
 #include "test_runner_synth.h"
@@ -884,6 +885,85 @@ static void test_fp8_w8a8_products(void) {
     printf("%d FP8 W8A8 pair-lane products checked\n", checked);
 }
 
+/* FP8 codes times float rows with each weight scaled first (weights marked
+ * act_fp8_group): the bits of their F32 weights code * scale through the
+ * SIMD float tile (NaN results: both NaN), by cpu_panel_fp8_scaled_matmul
+ * alone (one and two threads) and through cpu_matmul, the F32 weights too;
+ * per tensor, per row, groups of 32 (the panels) and of 16 (matmul.c's
+ * scalar reference); token counts on both sides of the panels' threshold. */
+static void test_fp8_scaled_products(void) {
+    static const shape shapes[] = {{16, 9, 1}, {48, 17, 3}, {144, 37, 15}, {256, 31, 16}, {1040, 70, 33}, {256, 61, 130}};
+    int cols = 0, checked = 0;
+    bool act_f32 = false;
+    const cpu_tile_fn f32_tile = cpu_float_tile(GT_F32, CPU_FLOAT_BEST, &cols, &act_f32);
+    if (!f32_tile || !cpu_float_isa_runs(CPU_FLOAT_AVX2)) {
+        printf("FP8 scaled products not checked: no SIMD float tile here\n");
+        return;
+    }
+    uint64_t rng = 99;
+    for (int q = HFQ_QEXT_FP8_E4M3; q <= HFQ_QEXT_FP8_E5M2; q++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int64_t len = 0; len <= 32; len += 16) {   /* 0: per tensor and per row; else groups of len */
+                const shape sh = shapes[si];
+                const hfq_fp8_format f = q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+                if (len && sh.n_in % len) continue;
+                for (int per_row = 0; per_row < (len ? 1 : 2); per_row++) {
+                    const int64_t groups = len ? sh.n_in / len : per_row;
+                    uint8_t *w = malloc((size_t)(sh.n_in * sh.n_out));
+                    float *wf = malloc((size_t)(sh.n_in * sh.n_out) * sizeof *wf);
+                    float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x);
+                    float *scales = malloc((size_t)(sh.n_out * (groups ? groups : 1)) * sizeof *scales);
+                    float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), *want = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *want);
+                    float *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2), *y3 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y3);
+                    for (int64_t i = 0; i < sh.n_out * (groups ? groups : 1); i++)
+                        scales[i] = ldexpf(1.0f + synth_uniform(&rng), (int)(i % 11) - 5);
+                    /* every code over the rows, finite but in the last row */
+                    for (int64_t r = 0; r < sh.n_out; r++)
+                        for (int64_t i = 0; i < sh.n_in; i++) {
+                            uint8_t c = (uint8_t)(r * sh.n_in + i + (int64_t)(synth_uniform(&rng) * 4.0f));
+                            const float v = hfq_fp8_to_f32(f, c);
+                            if (r < sh.n_out - 1 && !(v == v && fabsf(v) <= hfq_fp8_max(f))) c = finite_fp8_code(f, &rng);
+                            w[r * sh.n_in + i] = c;
+                            wf[r * sh.n_in + i] = hfq_fp8_to_f32(f, c) * scales[groups ? r * groups + i / (sh.n_in / groups) : 0];
+                        }
+                    for (int64_t i = 0; i < sh.n_in * sh.n_tokens; i++)
+                        x[i] = synth_uniform(&rng) * (i % 7 ? 1.0f : 300.0f) * ((i / sh.n_in) % 3 ? 1.0f : 1e-3f);
+                    for (int64_t r0 = 0; r0 < sh.n_out; r0 += CPU_TILE_ROWS)
+                        for (int64_t t0 = 0; t0 < sh.n_tokens; t0 += cols) {
+                            const int nr = (int)(sh.n_out - r0 < CPU_TILE_ROWS ? sh.n_out - r0 : CPU_TILE_ROWS);
+                            const int nc = (int)(sh.n_tokens - t0 < cols ? sh.n_tokens - t0 : cols);
+                            f32_tile(sh.n_in, wf + r0 * sh.n_in, (size_t)sh.n_in * 4, nr, x + t0 * sh.n_in,
+                                     (size_t)sh.n_in * 4, nc, want + t0 * sh.n_out + r0, (size_t)sh.n_out);
+                        }
+                    const hfq_tensor wt = {.name = "w", .type = GT_I8, .ne0 = sh.n_in, .ne1 = sh.n_out,
+                                           .row_bytes = (size_t)sh.n_in, .data = w, .scale = scales,
+                                           .scale_groups = groups, .qext = (hfq_qext)q, .act_fp8_group = 16};
+                    const hfq_tensor wft = {.name = "wf", .type = GT_F32, .ne0 = sh.n_in, .ne1 = sh.n_out,
+                                            .row_bytes = (size_t)sh.n_in * 4, .data = wf, .act_fp8_group = 16};
+                    const int threads = 1 + (int)(si % 2);
+                    const bool panels = cpu_panel_fp8_scaled_fits(&wt);
+                    if (panels) CHECK(cpu_panel_fp8_scaled_matmul(threads, &wt, x, sh.n_tokens, y));
+                    CHECK(panels || len == 16 || !cpu_has(CPU_FEAT_AVX512BF16 | CPU_FEAT_AVX512VBMI));
+                    /* through cpu_matmul: activations rounded to FP8 per 16 first, the same rows both ways */
+                    char *act = malloc(cpu_matmul_act_bytes(&wt, HFQ_ACT_QUANT_AUTO, sh.n_tokens) + 1);
+                    cpu_matmul(threads, HFQ_ACT_QUANT_AUTO, act, y2, &wt, NULL, x, sh.n_tokens);
+                    cpu_matmul(3 - threads, HFQ_ACT_QUANT_AUTO, act, y3, &wft, NULL, x, sh.n_tokens);
+                    for (int64_t i = 0; i < sh.n_out * sh.n_tokens; i++) {
+                        CHECK_MSG(!panels || same_bits_or_nans(y[i], want[i]),
+                                  "fp8 scaled %lld x %lld x %lld groups %lld [%lld]: %.9g vs %.9g", (long long)sh.n_in,
+                                  (long long)sh.n_out, (long long)sh.n_tokens, (long long)groups, (long long)i, y[i], want[i]);
+                        CHECK_MSG(same_bits_or_nans(y2[i], y3[i]),
+                                  "fp8 scaled codes vs f32, %lld x %lld x %lld groups %lld [%lld]: %.9g vs %.9g",
+                                  (long long)sh.n_in, (long long)sh.n_out, (long long)sh.n_tokens, (long long)groups,
+                                  (long long)i, y2[i], y3[i]);
+                        checked++;
+                    }
+                    free(act), free(w), free(wf), free(x), free(scales), free(y), free(want), free(y2), free(y3);
+                }
+            }
+    printf("%d FP8 scaled products checked\n", checked);
+}
+
 int main(void) {
     test_float_formats();
     test_quant_formats();
@@ -898,6 +978,7 @@ int main(void) {
     test_i8_kernels();
     test_panel_products();
     test_fp8_w8a8_products();
+    test_fp8_scaled_products();
     test_float_isas();
     return check_exit();
 }

@@ -1,5 +1,6 @@
 #include "kernels/cpu/matmul.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "formats/ggml_type.h"
@@ -10,6 +11,7 @@
 #include "quant/fp4.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
+#include "quant/lanes.h"
 
 /* Tokens per block: a block's activation rows stay in L2 while every tile of
  * weight rows passes over them. */
@@ -28,6 +30,14 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
     if (w->act_fp8_group && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_DYNAMIC)) {
         k->act_kind = CPU_ACT_FP8_GROUP;
         k->tile = NULL;
+        /* float weights: the SIMD float tiles where they take F32 rows (their
+         * order is dot_float_f32's; the portable tile sums in another) */
+        bool act_f32 = false;
+        int cols = CPU_TILE_COLS;
+        const cpu_tile_fn t = w->qext || !cpu_float_isa_runs(CPU_FLOAT_AVX2)
+                                  ? NULL
+                                  : cpu_float_tile(w->type, CPU_FLOAT_BEST, &cols, &act_f32);
+        if (t && (w->type == GT_F32 || act_f32)) k->tile = t, k->tile_cols = cols;
         return 0;
     }
     /* MXFP4 W4A4: blocks of the checkpoint's dynamic MX rule (quant/fp4.h) */
@@ -200,32 +210,49 @@ typedef struct product {
     int64_t n_tokens;
 } product;
 
-/* Float weight row wr (F32, F16 or BF16) times F32 activations: products in
- * float32, as a float32 matmul of the rounded activations computes them. */
+/* The float tiles' order (float_kernels.c), which weights marked
+ * act_fp8_group keep on every path: value i's product fused into partial
+ * sum i % 8 (from +0, never -0 after: the tiles' zero padding adds
+ * nothing), the sums combined as hfq_lanes_sum. The weights come as floats
+ * in chunks. */
+enum { FMA_CHUNK = 256 };
+
+static void fma_lanes(float sum[HFQ_LANES], const float *w, const float *a, int64_t n) {
+    for (int64_t i = 0; i < n; i++) sum[i % HFQ_LANES] = fmaf(w[i], a[i], sum[i % HFQ_LANES]);
+}
+
+/* Float weight row wr (F32, F16 or BF16) times F32 activations: the float
+ * tiles' bits (the SIMD ones; this where none runs or takes F32 rows). */
 static float dot_float_f32(uint32_t type, const void *wr, const float *a, int64_t n) {
-    float sum = 0.0f;
+    float sum[HFQ_LANES] = {0}, w[FMA_CHUNK];
     const uint16_t *h = wr;
-    const float *f = wr;
-    for (int64_t i = 0; i < n; i++)
-        sum += (type == GT_F32 ? f[i] : type == GT_F16 ? hfq_fp16_to_f32(h[i]) : hfq_bf16_to_f32(h[i])) * a[i];
-    return sum;
+    for (int64_t i0 = 0; i0 < n; i0 += FMA_CHUNK) {
+        const int64_t m = n - i0 < FMA_CHUNK ? n - i0 : FMA_CHUNK;
+        for (int64_t i = 0; i < m; i++)
+            w[i] = type == GT_F32 ? ((const float *)wr)[i0 + i]
+                   : type == GT_F16 ? hfq_fp16_to_f32(h[i0 + i]) : hfq_bf16_to_f32(h[i0 + i]);
+        fma_lanes(sum, w, a + i0, m);
+    }
+    return hfq_lanes_sum(sum);
 }
 
 /* FP8 codes row r times the F32 activations a, each weight decoded and
- * scaled first, then the products summed in index order: the bits of the
- * F32 weights code * scale (hfconv --outtype f32) through dot_float_f32. */
+ * scaled first (code * scale, rounded to float), then as dot_float_f32:
+ * the bits of the F32 weights code * scale (hfconv --outtype f32) through
+ * the float tiles; cpu_panel_fp8_scaled_matmul (panel.h) computes them
+ * fast. */
 static float dot_fp8_codes_f32(const hfq_tensor *w, int64_t r, const float *a) {
     const uint8_t *q = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
     const int64_t n = w->ne0, g = w->scale_groups, len = g ? n / g : n;
     const float *scales = w->scale + (g ? r * g : 0);
     const hfq_fp8_format f = fp8_format(w->qext);
-    float sum = 0.0f;
-    for (int64_t k = 0; k * len < n; k++)
-        for (int64_t i = k * len; i < (k + 1) * len; i++) {
-            const float wv = hfq_fp8_to_f32(f, q[i]) * scales[k];
-            sum += wv * a[i];
-        }
-    return sum;
+    float sum[HFQ_LANES] = {0}, wv[FMA_CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += FMA_CHUNK) {
+        const int64_t m = n - i0 < FMA_CHUNK ? n - i0 : FMA_CHUNK;
+        for (int64_t i = 0; i < m; i++) wv[i] = hfq_fp8_to_f32(f, q[i0 + i]) * scales[(i0 + i) / len];
+        fma_lanes(sum, wv, a + i0, m);
+    }
+    return hfq_lanes_sum(sum);
 }
 
 /* Weight row r times activation row a of token t, without a tile. */

@@ -629,6 +629,9 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
 
 bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                         const float *a_scales, int64_t n_tokens, float *y) {
+    if (k->act_kind == CPU_ACT_FP8_GROUP)
+        return w->qext && cpu_panel_fp8_scaled_fits(w) &&
+               cpu_panel_fp8_scaled_matmul(n_threads, w, (const float *)act, n_tokens, y);
     if (k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS)
         return cpu_panel_fp8_fits(w) &&
                cpu_panel_fp8_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);

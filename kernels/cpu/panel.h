@@ -65,6 +65,20 @@ bool cpu_panel_fp8_fits(const hfq_tensor *w);
 bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                           const float *a_scales, int64_t n_tokens, float *y);
 
+/* FP8 codes times float activation rows, each weight's float multiplied by
+ * its scale first and fused into partial sum i % 8, the sums combined as
+ * quant/lanes.h: the float tiles' order (float_kernels.c), so the bits of
+ * the F32 weights code * scale there - the products of weights marked
+ * act_fp8_group (matmul.c's reference dot_fp8_codes_f32). Whether w takes
+ * them: FP8 codes with one scale, one per row, or groups of whole 32s, rows
+ * of whole 16s, on a CPU with AVX512-BF16 and VBMI. Same decoders, same
+ * shapes as the W8A8 products above. */
+bool cpu_panel_fp8_scaled_fits(const hfq_tensor *w);
+
+/* y as cpu_panel_matmul's, x n_tokens float rows of w->ne0 values; false
+ * (nothing written) when out of memory. Only where cpu_panel_fp8_scaled_fits. */
+bool cpu_panel_fp8_scaled_matmul(int n_threads, const hfq_tensor *w, const float *x, int64_t n_tokens, float *y);
+
 /* cpu_matmul's one door to the panels: the products of weight w (kernel k,
  * act its activation rows as k says, a_scales theirs) by whichever panel
  * kernel above takes them, into y; false when none does for this weight,

@@ -131,61 +131,111 @@ FP8_TARGET static inline __m512 sums16(const __m512 x[8]) {
                          _mm512_permutex2var_ps(u[0], _mm512_add_epi32(even, one), u[1]));
 }
 
-static float row_scale(const hfq_tensor *w, int64_t r) { return w->scale[w->scale_groups ? r : 0]; }
+/* What a product's operands are (a constant wherever inlined). W8A8: FP8
+ * activation codes in the pair form, one scale each (hfq_dot_fp8_fp8's
+ * bits); the BF16 pairs meet in vdpbf16ps, 16 values a 32-byte step, the
+ * scales last. SCALED: float activation rows, each weight decoded and
+ * multiplied by its scale first, then fused into partial sum i % 8 (the
+ * float tiles' order, float_kernels.c: the bits of the F32 weights
+ * code * scale through them), 8 values a 32-byte step. */
+typedef enum fp8_mode { W8A8, SCALED } fp8_mode;
+
+/* The scale of weight row r's values from i (scale groups of len). */
+static inline float scale_at(const hfq_tensor *w, int64_t r, int64_t i, int64_t len) {
+    return w->scale_groups ? w->scale[r * w->scale_groups + i / len] : w->scale[0];
+}
+
+/* Values per 32-byte step of a row in the panel and in the activations. */
+static inline int64_t step_values(fp8_mode m) { return m == W8A8 ? 16 : 8; }
+
+/* SCALED: the 16 values' floats of a pair-form vector v (rows 0 and 1 in
+ * its halves) times their rows' scales sc: *first values j + k, *second
+ * j + 8 + k, lane 8 h + k. */
+FP8_TARGET static inline void scaled_floats(__m512i v, __m512 sc, __m512 *first, __m512 *second) {
+    *first = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))), sc);
+    *second = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), sc);
+}
+
+/* Both rows' scales at value i, rows 0 and 1 in the halves. */
+FP8_TARGET static inline __m512 pair_scales(const hfq_tensor *w, int64_t r0, int64_t r1, int64_t i, int64_t len) {
+    return _mm512_insertf32x8(_mm512_set1_ps(scale_at(w, r0, i, len)), _mm256_set1_ps(scale_at(w, r1, i, len)), 1);
+}
 
 /* ---- decoding: weights decoded as they stream, rows in pairs ---- */
 
-/* acc[rp][c] + the products of rows wr (2 ROW_PAIRS of them, n values,
- * ws bytes apart: the next rows read ahead) with C tokens' pair-form rows
- * a[c]. */
-FP8_TARGET static inline __attribute__((always_inline)) void row_sums(const fp8_decoder *d,
-                                                                      const uint8_t *const wr[2 * ROW_PAIRS],
-                                                                      int64_t n, size_t ws, const uint32_t *const a[],
-                                                                      const int C, __m512 acc[ROW_PAIRS][STEP_TOKENS]) {
+/* acc[rp][c] + the products of rows wr (2 ROW_PAIRS of them: rows ri[..]
+ * of w, n values, the next rows read ahead) with C tokens' activation rows
+ * a[c] (pair-form words, or floats). */
+FP8_TARGET static inline __attribute__((always_inline)) void
+row_sums(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, const int64_t ri[2 * ROW_PAIRS],
+         const uint8_t *const wr[2 * ROW_PAIRS], const void *const a[], const int C,
+         __m512 acc[ROW_PAIRS][STEP_TOKENS]) {
+    const int64_t n = w->ne0, len = w->scale_groups ? n / w->scale_groups : n;
+    __m512 sc[ROW_PAIRS];   /* SCALED: the scales of the group in progress */
+    for (int rp = 0; rp < ROW_PAIRS; rp++) sc[rp] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 32) {
-        prefetch_next_rows(wr[0], ws, 2 * ROW_PAIRS, i / 32, 32);
         const bool half = n - i < 32;
+        prefetch_next_rows(wr[0], w->row_bytes, 2 * ROW_PAIRS, i / 32, 32);
         __m512i first[ROW_PAIRS], second[ROW_PAIRS];
         for (int rp = 0; rp < ROW_PAIRS; rp++) decode2(d, wr[2 * rp] + i, wr[2 * rp + 1] + i, half, &first[rp], &second[rp]);
-        for (int c = 0; c < C; c++) {
-            const __m512bh a0 = (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a[c] + i / 2)));
-            for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = _mm512_dpbf16_ps(acc[rp][c], (__m512bh)first[rp], a0);
-            if (half) continue;
-            const __m512bh a1 =
-                (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a[c] + i / 2 + 8)));
-            for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = _mm512_dpbf16_ps(acc[rp][c], (__m512bh)second[rp], a1);
+        if (m == W8A8) {
+            for (int c = 0; c < C; c++) {
+                const uint32_t *ac = (const uint32_t *)a[c] + i / 2;
+                const __m512bh a0 = (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)ac));
+                for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = _mm512_dpbf16_ps(acc[rp][c], (__m512bh)first[rp], a0);
+                if (half) continue;
+                const __m512bh a1 = (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(ac + 8)));
+                for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = _mm512_dpbf16_ps(acc[rp][c], (__m512bh)second[rp], a1);
+            }
+            continue;
+        }
+        for (int h = 0; h < (half ? 1 : 2); h++) {   /* values i + 16 h.. (scale groups are whole 16s) */
+            if ((i + 16 * h) % len == 0)
+                for (int rp = 0; rp < ROW_PAIRS; rp++) sc[rp] = pair_scales(w, ri[2 * rp], ri[2 * rp + 1], i + 16 * h, len);
+            __m512 lo[ROW_PAIRS], hi[ROW_PAIRS];
+            for (int rp = 0; rp < ROW_PAIRS; rp++) scaled_floats(h ? second[rp] : first[rp], sc[rp], &lo[rp], &hi[rp]);
+            for (int c = 0; c < C; c++) {
+                const float *ac = (const float *)a[c] + i + 16 * h;
+                const __m512 a0 = _mm512_broadcast_f32x8(_mm256_loadu_ps(ac)), a1 = _mm512_broadcast_f32x8(_mm256_loadu_ps(ac + 8));
+                for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = _mm512_fmadd_ps(lo[rp], a0, acc[rp][c]);
+                for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = _mm512_fmadd_ps(hi[rp], a1, acc[rp][c]);
+            }
         }
     }
 }
 
 /* y[t * n_out + r0 + r] for rows r < nr (<= 2 ROW_PAIRS) and C tokens t0.. */
-FP8_TARGET static inline __attribute__((always_inline)) void rows_tokens(const fp8_decoder *d, const hfq_tensor *w,
-                                                                         int64_t r0, int nr, const void *act,
-                                                                         size_t a_stride, const float *a_scales,
-                                                                         int64_t t0, const int C, float *y) {
+FP8_TARGET static inline __attribute__((always_inline)) void
+rows_tokens(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int64_t r0, int nr, const void *act,
+            size_t a_stride, const float *a_scales, int64_t t0, const int C, float *y) {
+    int64_t ri[2 * ROW_PAIRS];
     const uint8_t *wr[2 * ROW_PAIRS];
-    const uint32_t *a[STEP_TOKENS];
+    const void *a[STEP_TOKENS];
     float ws[16] = {0};
     for (int r = 0; r < 2 * ROW_PAIRS; r++) {
-        wr[r] = (const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : 0)) * w->row_bytes;
-        if (r < nr) ws[r] = row_scale(w, r0 + r);
+        ri[r] = r0 + (r < nr ? r : 0);
+        wr[r] = (const uint8_t *)w->data + (size_t)ri[r] * w->row_bytes;
+        if (r < nr && m == W8A8) ws[r] = scale_at(w, ri[r], 0, w->ne0);
     }
-    for (int c = 0; c < C; c++) a[c] = (const uint32_t *)((const char *)act + (size_t)(t0 + c) * a_stride);
+    for (int c = 0; c < C; c++) a[c] = (const char *)act + (size_t)(t0 + c) * a_stride;
     __m512 acc[ROW_PAIRS][STEP_TOKENS];
     for (int rp = 0; rp < ROW_PAIRS; rp++)
         for (int c = 0; c < C; c++) acc[rp][c] = _mm512_setzero_ps();
-    row_sums(d, wr, w->ne0, w->row_bytes, a, C, acc);
+    row_sums(d, m, w, ri, wr, a, C, acc);
     const __m512 wsv = _mm512_loadu_ps(ws);
     for (int c = 0; c < C; c++) {
         __m512 x[8];
         for (int rp = 0; rp < 8; rp++) x[rp] = rp < ROW_PAIRS ? acc[rp][c] : _mm512_setzero_ps();
-        const __m512 s = _mm512_mul_ps(sums16(x), _mm512_mul_ps(wsv, _mm512_set1_ps(a_scales[t0 + c])));
+        __m512 s = sums16(x);
+        if (m == W8A8) s = _mm512_mul_ps(s, _mm512_mul_ps(wsv, _mm512_set1_ps(a_scales[t0 + c])));
         _mm512_mask_storeu_ps(y + (t0 + c) * w->ne1 + r0, (__mmask16)((1u << nr) - 1), s);
     }
 }
 
-FP8_TARGET static void rows_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
-                                   const float *a_scales, int64_t n_tokens, float *y) {
+FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const fp8_mode m, int n_threads,
+                                                                         const hfq_tensor *w, const void *act,
+                                                                         size_t a_stride, const float *a_scales,
+                                                                         int64_t n_tokens, float *y) {
     const fp8_decoder d = decoder_of(w->qext);
     const int64_t n_out = w->ne1, n_blocks = (n_out + 2 * ROW_PAIRS - 1) / (2 * ROW_PAIRS);
     /* guided: each thread streams its own stretch of rows first (matmul.c's products) */
@@ -196,69 +246,106 @@ FP8_TARGET static void rows_matmul(int n_threads, const hfq_tensor *w, const voi
         const int nr = (int)(n_out - r0 < 2 * ROW_PAIRS ? n_out - r0 : 2 * ROW_PAIRS);
         int64_t t = 0;
         for (; t + STEP_TOKENS <= n_tokens; t += STEP_TOKENS)
-            rows_tokens(&d, w, r0, nr, act, a_stride, a_scales, t, STEP_TOKENS, y);
-        for (; t < n_tokens; t++) rows_tokens(&d, w, r0, nr, act, a_stride, a_scales, t, 1, y);
+            rows_tokens(&d, m, w, r0, nr, act, a_stride, a_scales, t, STEP_TOKENS, y);
+        for (; t < n_tokens; t++) rows_tokens(&d, m, w, r0, nr, act, a_stride, a_scales, t, 1, y);
     }
 }
 
 /* ---- prompts: panels of decoded rows, tokens in pairs ---- */
 
-/* Rows rb.. rb + BAND - 1 of the panel (pair form, n / 2 words each) times
- * one group of 16 tokens (grouped as fp8_panel_matmul lays them out): row
- * r's dot with token t in lane t of out[r]. */
-FP8_TARGET static void band(const uint32_t *wp, int64_t n, const uint32_t *act, __m512 out[BAND]) {
+/* Rows rb.. rb + BAND - 1 of the panel (row_bytes each: 32-byte steps of
+ * pair-form words or floats) times one group of 16 tokens (grouped as
+ * panel_matmul lays them out): row r's dot with token t in lane t of out[r]. */
+FP8_TARGET static inline __attribute__((always_inline)) void band(const fp8_mode m, const char *wp, size_t row_bytes,
+                                                                  const char *act, __m512 out[BAND]) {
     __m512 acc[BAND][PAIRS];
     for (int r = 0; r < BAND; r++)
         for (int p = 0; p < PAIRS; p++) acc[r][p] = _mm512_setzero_ps();
-    for (int64_t s = 0; s < n / 16; s++) {
-        __m512bh wv[BAND];
+    for (size_t s = 0; s < row_bytes / 32; s++) {
+        __m512i wv[BAND];
         for (int r = 0; r < BAND; r++)
-            wv[r] = (__m512bh)_mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(wp + (size_t)r * (size_t)(n / 2) + 8 * s)));
+            wv[r] = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(wp + r * row_bytes + 32 * s)));
 #pragma GCC unroll 8
         for (int p = 0; p < PAIRS; p++) {
-            const __m512bh a = (__m512bh)_mm512_load_si512(act + (size_t)(s * PAIRS + p) * 16);
+            const __m512i a = _mm512_load_si512(act + (s * PAIRS + (size_t)p) * 64);
 #pragma GCC unroll 3
-            for (int r = 0; r < BAND; r++) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], a, wv[r]);
+            for (int r = 0; r < BAND; r++)
+                acc[r][p] = m == W8A8 ? _mm512_dpbf16_ps(acc[r][p], (__m512bh)a, (__m512bh)wv[r])
+                                      : _mm512_fmadd_ps(_mm512_castsi512_ps(wv[r]), _mm512_castsi512_ps(a), acc[r][p]);
         }
     }
     for (int r = 0; r < BAND; r++) out[r] = sums16(acc[r]);
 }
 
-/* Panel rows r0.. (nr of them) decoded, times every token group:
- * y = dot * (w_scale * a_scale), as hfq_dot_fp8_fp8. */
-FP8_TARGET static void panel_products(const fp8_decoder *d, const hfq_tensor *w, int64_t r0, int nr, uint32_t *wp,
-                                      const uint32_t *groups, const float *a_scales, int64_t n_tokens, float *y) {
-    const int64_t n = w->ne0, n_out = w->ne1;
-    float ws[PANEL_ROWS];
-    for (int r = 0; r < PANEL_ROWS; r += 2) {
-        const uint8_t *p0 = (const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : 0)) * w->row_bytes;
-        const uint8_t *p1 = (const uint8_t *)w->data + (size_t)(r0 + (r + 1 < nr ? r + 1 : 0)) * w->row_bytes;
-        ws[r] = r < nr ? row_scale(w, r0 + r) : 0.0f;
-        ws[r + 1] = r + 1 < nr ? row_scale(w, r0 + r + 1) : 0.0f;
-        uint32_t *row0 = wp + (size_t)r * (size_t)(n / 2), *row1 = row0 + n / 2;
-        for (int64_t i = 0; i < n; i += 32) {
-            __m512i first, second;
-            decode2(d, p0 + i, p1 + i, n - i < 32, &first, &second);
-            _mm256_store_si256((__m256i *)(row0 + i / 2), _mm512_castsi512_si256(first));
-            _mm256_store_si256((__m256i *)(row1 + i / 2), _mm512_extracti64x4_epi64(first, 1));
-            if (n - i < 32) break;
-            _mm256_store_si256((__m256i *)(row0 + i / 2 + 8), _mm512_castsi512_si256(second));
-            _mm256_store_si256((__m256i *)(row1 + i / 2 + 8), _mm512_extracti64x4_epi64(second, 1));
+/* band's two instances, out of line: inlined into the panel's loops, its
+ * 24 sums shared the registers with them (W8A8 at 256 tokens 220 -> 176
+ * GMAC/s, one thread). */
+FP8_TARGET static __attribute__((noinline)) void band_w8a8(const char *wp, size_t row_bytes, const char *act,
+                                                         __m512 out[BAND]) {
+    band(W8A8, wp, row_bytes, act, out);
+}
+
+FP8_TARGET static __attribute__((noinline)) void band_scaled(const char *wp, size_t row_bytes, const char *act,
+                                                           __m512 out[BAND]) {
+    band(SCALED, wp, row_bytes, act, out);
+}
+
+/* Rows r0 and r1 of w decoded into the panel rows p0 and p1 (row_bytes
+ * each): pair-form words (W8A8), or each value's float times its scale. */
+FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const fp8_decoder *d, const fp8_mode m,
+                                                                         const hfq_tensor *w, int64_t r0, int64_t r1,
+                                                                         char *p0, char *p1) {
+    const int64_t n = w->ne0, len = w->scale_groups ? n / w->scale_groups : n;
+    const uint8_t *c0 = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    const uint8_t *c1 = (const uint8_t *)w->data + (size_t)r1 * w->row_bytes;
+    for (int64_t i = 0; i < n; i += 32) {
+        __m512i v[2];
+        decode2(d, c0 + i, c1 + i, n - i < 32, &v[0], &v[1]);
+        for (int h = 0; h < (n - i < 32 ? 1 : 2); h++) {   /* values i + 16 h.. */
+            __m512i lo = v[h], hi = v[h];
+            if (m == SCALED) {
+                __m512 flo, fhi;
+                scaled_floats(v[h], pair_scales(w, r0, r1, i + 16 * h, len), &flo, &fhi);
+                lo = _mm512_castps_si512(flo), hi = _mm512_castps_si512(fhi);
+            }
+            /* W8A8: 32 bytes a row (16 values' words); SCALED: 64 (values j.. then j + 8..) */
+            const size_t at = m == W8A8 ? (size_t)(i + 16 * h) * 2 : (size_t)(i + 16 * h) * 4;
+            _mm256_store_si256((__m256i *)(p0 + at), _mm512_castsi512_si256(lo));
+            _mm256_store_si256((__m256i *)(p1 + at), _mm512_extracti64x4_epi64(lo, 1));
+            if (m == W8A8) continue;
+            _mm256_store_si256((__m256i *)(p0 + at + 32), _mm512_castsi512_si256(hi));
+            _mm256_store_si256((__m256i *)(p1 + at + 32), _mm512_extracti64x4_epi64(hi, 1));
         }
+    }
+}
+
+/* Panel rows r0.. (nr of them) decoded, times every token group; W8A8
+ * results times (w_scale * a_scale), as hfq_dot_fp8_fp8. */
+FP8_TARGET static inline __attribute__((always_inline)) void
+panel_products(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int64_t r0, int nr, char *wp,
+               const char *groups, const float *a_scales, int64_t n_tokens, float *y) {
+    const int64_t n = w->ne0, n_out = w->ne1;
+    const size_t row_bytes = (size_t)(n / step_values(m)) * 32, group_bytes = row_bytes * 2 * PAIRS;
+    float ws[PANEL_ROWS] = {0};
+    for (int r = 0; r < PANEL_ROWS; r += 2) {
+        const int64_t ra = r0 + (r < nr ? r : 0), rb = r0 + (r + 1 < nr ? r + 1 : 0);
+        decode_rows(d, m, w, ra, rb, wp + (size_t)r * row_bytes, wp + (size_t)(r + 1) * row_bytes);
+        if (m == W8A8) ws[r] = r < nr ? scale_at(w, ra, 0, n) : 0.0f, ws[r + 1] = r + 1 < nr ? scale_at(w, rb, 0, n) : 0.0f;
     }
     for (int64_t t0 = 0; t0 < n_tokens; t0 += 2 * PAIRS) {
         const int nc = (int)(n_tokens - t0 < 2 * PAIRS ? n_tokens - t0 : 2 * PAIRS);
         float as_pad[2 * PAIRS] = {0};
-        memcpy(as_pad, a_scales + t0, (size_t)nc * sizeof(float));
+        if (m == W8A8) memcpy(as_pad, a_scales + t0, (size_t)nc * sizeof(float));
         const __m512 as = _mm512_loadu_ps(as_pad);
-        const uint32_t *act = groups + (size_t)(t0 / (2 * PAIRS)) * (size_t)(n / 2) * 2 * PAIRS;
+        const char *act = groups + (size_t)(t0 / (2 * PAIRS)) * group_bytes;
         float by_token[2 * PAIRS][PANEL_ROWS];
         for (int rb = 0; rb < nr; rb += BAND) {
             __m512 sums[BAND];
             float by_row[BAND][2 * PAIRS];
-            band(wp + (size_t)rb * (size_t)(n / 2), n, act, sums);
+            (m == W8A8 ? band_w8a8 : band_scaled)(wp + (size_t)rb * row_bytes, row_bytes, act, sums);
             for (int r = 0; r < BAND; r++)
-                _mm512_storeu_ps(by_row[r], _mm512_mul_ps(sums[r], _mm512_mul_ps(_mm512_set1_ps(ws[rb + r]), as)));
+                _mm512_storeu_ps(by_row[r], m == W8A8 ? _mm512_mul_ps(sums[r], _mm512_mul_ps(_mm512_set1_ps(ws[rb + r]), as))
+                                                      : sums[r]);
             for (int c = 0; c < 2 * PAIRS; c++)
                 for (int r = 0; r < BAND; r++) by_token[c][rb + r] = by_row[r][c];
         }
@@ -266,28 +353,29 @@ FP8_TARGET static void panel_products(const fp8_decoder *d, const hfq_tensor *w,
     }
 }
 
-FP8_TARGET static bool panel_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
-                                    const float *a_scales, int64_t n_tokens, float *y) {
-    const int64_t n = w->ne0, n_out = w->ne1, blocks = n / 16;
+FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const fp8_mode m, int n_threads,
+                                                                          const hfq_tensor *w, const void *act,
+                                                                          size_t a_stride, const float *a_scales,
+                                                                          int64_t n_tokens, float *y) {
+    const int64_t n_out = w->ne1, steps = w->ne0 / step_values(m);
     const int64_t n_groups = (n_tokens + 2 * PAIRS - 1) / (2 * PAIRS);
-    const size_t panel_bytes = ((size_t)PANEL_ROWS * (size_t)n * 2 + 63) / 64 * 64;
+    const size_t row_bytes = (size_t)steps * 32, group_bytes = row_bytes * 2 * PAIRS;
+    const size_t panel_bytes = PANEL_ROWS * row_bytes;   /* a multiple of 64 */
     if (n_threads < 1) n_threads = 1;
-    /* one allocation: the token groups' words, then a panel per thread */
-    const size_t group_bytes = (size_t)n_groups * (size_t)n * 2 * PAIRS * 2;
-    char *scratch = aligned_alloc(64, group_bytes + panel_bytes * (size_t)n_threads);
+    /* one allocation: the token groups, then a panel per thread */
+    char *scratch = aligned_alloc(64, group_bytes * (size_t)n_groups + panel_bytes * (size_t)n_threads);
     if (!scratch) return false;
-    uint32_t *groups = (uint32_t *)scratch;
-    char *panels = scratch + group_bytes;
-    /* group g, 16 values s, token pair p: 16 words, token 2 p's words 8 s..
-     * 8 s + 7, then token 2 p + 1's; tokens past the last: zeros */
+    char *groups = scratch, *panels = scratch + group_bytes * (size_t)n_groups;
+    /* group g, step s, token pair p: 64 bytes, token 2 p's step s, then
+     * token 2 p + 1's; tokens past the last: zeros */
     #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t g = 0; g < n_groups; g++) {
-        uint32_t *dst = groups + (size_t)g * (size_t)n * PAIRS;
+        char *dst = groups + (size_t)g * group_bytes;
         for (int c = 0; c < 2 * PAIRS; c++) {
             const int64_t t = g * 2 * PAIRS + c;
             const char *src = (const char *)act + (size_t)t * a_stride;
-            for (int64_t s = 0; s < blocks; s++) {
-                uint32_t *to = dst + (size_t)(s * PAIRS + c / 2) * 16 + (c % 2) * 8;
+            for (int64_t s = 0; s < steps; s++) {
+                char *to = dst + (size_t)(s * PAIRS + c / 2) * 64 + (size_t)(c % 2) * 32;
                 if (t < n_tokens) memcpy(to, src + s * 32, 32);
                 else memset(to, 0, 32);
             }
@@ -297,30 +385,48 @@ FP8_TARGET static bool panel_matmul(int n_threads, const hfq_tensor *w, const vo
     const int64_t n_panels = (n_out + PANEL_ROWS - 1) / PANEL_ROWS;
     #pragma omp parallel num_threads(n_threads)
     {
-        uint32_t *wp = (uint32_t *)(panels + panel_bytes * (size_t)omp_get_thread_num());
+        char *wp = panels + panel_bytes * (size_t)omp_get_thread_num();
         #pragma omp for schedule(dynamic, 1)
         for (int64_t p = 0; p < n_panels; p++) {
             const int64_t r0 = p * PANEL_ROWS;
             const int nr = (int)(n_out - r0 < PANEL_ROWS ? n_out - r0 : PANEL_ROWS);
-            panel_products(&d, w, r0, nr, wp, groups, a_scales, n_tokens, y);
+            panel_products(&d, m, w, r0, nr, wp, groups, a_scales, n_tokens, y);
         }
     }
     free(scratch);
     return true;
 }
 
+static bool fp8_codes(const hfq_tensor *w) { return w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2; }
+
 bool cpu_panel_fp8_fits(const hfq_tensor *w) {
-    return (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2) && w->scale_groups <= 1 &&
-           w->ne0 % 16 == 0 && cpu_has(CPU_FEAT_AVX512BF16 | CPU_FEAT_AVX512VBMI);
+    return fp8_codes(w) && w->scale_groups <= 1 && w->ne0 % 16 == 0 &&
+           cpu_has(CPU_FEAT_AVX512BF16 | CPU_FEAT_AVX512VBMI);
 }
 
-bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
-                          const float *a_scales, int64_t n_tokens, float *y) {
+FP8_TARGET bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
+                                     const float *a_scales, int64_t n_tokens, float *y) {
     if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS) {
-        rows_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
+        rows_matmul(W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
         return true;
     }
-    return panel_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
+    return panel_matmul(W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
+}
+
+bool cpu_panel_fp8_scaled_fits(const hfq_tensor *w) {
+    const int64_t len = w->scale_groups > 1 ? w->ne0 / w->scale_groups : w->ne0;
+    return fp8_codes(w) && w->ne0 % 16 == 0 && (w->scale_groups <= 1 || len % 32 == 0) &&
+           cpu_has(CPU_FEAT_AVX512BF16 | CPU_FEAT_AVX512VBMI);
+}
+
+FP8_TARGET bool cpu_panel_fp8_scaled_matmul(int n_threads, const hfq_tensor *w, const float *x, int64_t n_tokens,
+                                            float *y) {
+    const size_t stride = (size_t)w->ne0 * sizeof(float);
+    if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS) {
+        rows_matmul(SCALED, n_threads, w, x, stride, NULL, n_tokens, y);
+        return true;
+    }
+    return panel_matmul(SCALED, n_threads, w, x, stride, NULL, n_tokens, y);
 }
 
 #else
@@ -333,6 +439,16 @@ bool cpu_panel_fp8_fits(const hfq_tensor *w) {
 bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                           const float *a_scales, int64_t n_tokens, float *y) {
     (void)n_threads, (void)w, (void)act, (void)a_stride, (void)a_scales, (void)n_tokens, (void)y;
+    return false;
+}
+
+bool cpu_panel_fp8_scaled_fits(const hfq_tensor *w) {
+    (void)w;
+    return false;
+}
+
+bool cpu_panel_fp8_scaled_matmul(int n_threads, const hfq_tensor *w, const float *x, int64_t n_tokens, float *y) {
+    (void)n_threads, (void)w, (void)x, (void)n_tokens, (void)y;
     return false;
 }
 
