@@ -818,8 +818,10 @@ static void test_panel_products(void) {
     printf("%d panel products checked in %d formats\n", checked, formats);
 }
 
-/* FP8 W8A8 on the BF16 pair form (panel_fp8.c) against hfq_dot_fp8_fp8 one
- * pair at a time, bit for bit (NaN results: both NaN): both encodings, one
+/* FP8 codes in panel_fp8.c against the reference dots one pair at a time,
+ * bit for bit (NaN results: both NaN): W8A8 on the BF16 pair form against
+ * hfq_dot_fp8_fp8, weight-only (float activations of very different sizes)
+ * against hfq_dot_fp8_f32; both encodings, one
  * scale or one per row, rows of 16 and of 32s with and without a last 16,
  * row counts past the 8 rows a decoding step and a panel, token counts on
  * both sides of CPU_PANEL_FP8_MIN_TOKENS and past a group of 16, one and two
@@ -838,6 +840,9 @@ static void test_fp8_w8a8_products(void) {
                 uint8_t *w = malloc((size_t)(sh.n_in * sh.n_out)), *a = malloc((size_t)(sh.n_in * sh.n_tokens) * 2);
                 float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), scales[70], a_scales[130];
                 float *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
+                float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x), *yf = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *yf);
+                for (int64_t i = 0; i < sh.n_in * sh.n_tokens; i++)
+                    x[i] = synth_uniform(&rng) * (i % 5 ? 1.0f : 1e3f) * ((i / sh.n_in) % 3 ? 1.0f : 1e-4f);
                 /* rows but the last two: finite codes, all of them over the rows; the last: any code;
                  * the one before: finite but one infinity (E5M2's 0x7C, an infinite dot) */
                 for (int64_t r = 0; r < sh.n_out; r++)
@@ -861,14 +866,16 @@ static void test_fp8_w8a8_products(void) {
                 const hfq_tensor wt = {.name = "w", .type = GT_I8, .ne0 = sh.n_in, .ne1 = sh.n_out,
                                        .row_bytes = (size_t)sh.n_in, .data = w, .scale = scales,
                                        .scale_groups = per_row, .qext = (hfq_qext)q};
-                if (!cpu_panel_fp8_fits(&wt)) {
-                    free(w), free(a), free(y), free(y2), free(codes);
+                if (!cpu_panel_fp8_fits(&wt, CPU_FP8_W8A8) || !cpu_panel_fp8_fits(&wt, CPU_FP8_FLOAT)) {
+                    free(w), free(a), free(y), free(y2), free(codes), free(x), free(yf);
                     continue;   /* no AVX512-BF16 and VBMI here */
                 }
                 memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
                 memset(y2, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
-                CHECK(cpu_panel_fp8_matmul(1, &wt, a, (size_t)sh.n_in * 2, a_scales, sh.n_tokens, y));
-                CHECK(cpu_panel_fp8_matmul(2, &wt, a, (size_t)sh.n_in * 2, a_scales, sh.n_tokens, y2));
+                CHECK(cpu_panel_fp8_matmul(CPU_FP8_W8A8, 1, &wt, a, (size_t)sh.n_in * 2, a_scales, sh.n_tokens, y));
+                CHECK(cpu_panel_fp8_matmul(CPU_FP8_W8A8, 2, &wt, a, (size_t)sh.n_in * 2, a_scales, sh.n_tokens, y2));
+                CHECK(cpu_panel_fp8_matmul(CPU_FP8_FLOAT, 1 + (int)(si % 2), &wt, x, (size_t)sh.n_in * 4, NULL,
+                                           sh.n_tokens, yf));
                 for (int64_t t = 0; t < sh.n_tokens; t++)
                     for (int64_t r = 0; r < sh.n_out; r++) {
                         const float want = hfq_dot_fp8_fp8(f, w + r * sh.n_in, scales[per_row ? r : 0], f,
@@ -878,16 +885,21 @@ static void test_fp8_w8a8_products(void) {
                                   "fp8 w8a8 %s %lld x %lld, token %lld of %lld, row %lld: %.9g / %.9g vs %.9g",
                                   f == HFQ_FP8_E5M2 ? "e5m2" : "e4m3", (long long)sh.n_in, (long long)sh.n_out,
                                   (long long)t, (long long)sh.n_tokens, (long long)r, got, got2, want);
-                        checked++;
+                        const float wantf = hfq_dot_fp8_f32(f, w + r * sh.n_in, scales[per_row ? r : 0], x + t * sh.n_in, sh.n_in);
+                        CHECK_MSG(same_bits_or_nans(yf[t * sh.n_out + r], wantf),
+                                  "fp8 weight-only %s %lld x %lld, token %lld of %lld, row %lld: %.9g vs %.9g",
+                                  f == HFQ_FP8_E5M2 ? "e5m2" : "e4m3", (long long)sh.n_in, (long long)sh.n_out,
+                                  (long long)t, (long long)sh.n_tokens, (long long)r, yf[t * sh.n_out + r], wantf);
+                        checked += 2;
                     }
-                free(w), free(a), free(y), free(y2), free(codes);
+                free(w), free(a), free(y), free(y2), free(codes), free(x), free(yf);
             }
-    printf("%d FP8 W8A8 pair-lane products checked\n", checked);
+    printf("%d FP8 W8A8 and weight-only pair-lane products checked\n", checked);
 }
 
 /* FP8 codes times float rows with each weight scaled first (weights marked
  * act_fp8_group): the bits of their F32 weights code * scale through the
- * SIMD float tile (NaN results: both NaN), by cpu_panel_fp8_scaled_matmul
+ * SIMD float tile (NaN results: both NaN), by cpu_panel_fp8_matmul
  * alone (one and two threads) and through cpu_matmul, the F32 weights too;
  * per tensor, per row, groups of 32 (the panels) and of 16 (matmul.c's
  * scalar reference); token counts on both sides of the panels' threshold. */
@@ -941,9 +953,9 @@ static void test_fp8_scaled_products(void) {
                     const hfq_tensor wft = {.name = "wf", .type = GT_F32, .ne0 = sh.n_in, .ne1 = sh.n_out,
                                             .row_bytes = (size_t)sh.n_in * 4, .data = wf, .act_fp8_group = 16};
                     const int threads = 1 + (int)(si % 2);
-                    const bool panels = cpu_panel_fp8_scaled_fits(&wt);
-                    if (panels) CHECK(cpu_panel_fp8_scaled_matmul(threads, &wt, x, sh.n_tokens, y));
-                    CHECK(panels || len == 16 || !cpu_has(CPU_FEAT_AVX512BF16 | CPU_FEAT_AVX512VBMI));
+                    const bool panels = cpu_panel_fp8_fits(&wt, CPU_FP8_SCALED);
+                    if (panels) CHECK(cpu_panel_fp8_matmul(CPU_FP8_SCALED, threads, &wt, x, (size_t)sh.n_in * 4, NULL, sh.n_tokens, y));
+                    CHECK(panels || len == 16 || !cpu_has(CPU_FEAT_AVX512VBMI));
                     /* through cpu_matmul: activations rounded to FP8 per 16 first, the same rows both ways */
                     char *act = malloc(cpu_matmul_act_bytes(&wt, HFQ_ACT_QUANT_AUTO, sh.n_tokens) + 1);
                     cpu_matmul(threads, HFQ_ACT_QUANT_AUTO, act, y2, &wt, NULL, x, sh.n_tokens);

@@ -239,8 +239,8 @@ static float dot_float_f32(uint32_t type, const void *wr, const float *a, int64_
 /* FP8 codes row r times the F32 activations a, each weight decoded and
  * scaled first (code * scale, rounded to float), then as dot_float_f32:
  * the bits of the F32 weights code * scale (hfconv --outtype f32) through
- * the float tiles; cpu_panel_fp8_scaled_matmul (panel.h) computes them
- * fast. */
+ * the float tiles; cpu_panel_fp8_matmul's SCALED products (panel.h), the
+ * same bits fast. */
 static float dot_fp8_codes_f32(const hfq_tensor *w, int64_t r, const float *a) {
     const uint8_t *q = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
     const int64_t n = w->ne0, g = w->scale_groups, len = g ? n / g : n;

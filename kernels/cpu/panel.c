@@ -629,12 +629,12 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
 
 bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                         const float *a_scales, int64_t n_tokens, float *y) {
-    if (k->act_kind == CPU_ACT_FP8_GROUP)
-        return w->qext && cpu_panel_fp8_scaled_fits(w) &&
-               cpu_panel_fp8_scaled_matmul(n_threads, w, (const float *)act, n_tokens, y);
-    if (k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS)
-        return cpu_panel_fp8_fits(w) &&
-               cpu_panel_fp8_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
+    const cpu_fp8_operands o = k->act_kind == CPU_ACT_FP8_GROUP    ? CPU_FP8_SCALED
+                               : k->act_kind == CPU_ACT_F32_CODES ? CPU_FP8_FLOAT
+                                                                  : CPU_FP8_W8A8;
+    const bool w8a8 = k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS;
+    if (w->qext && (w8a8 || o != CPU_FP8_W8A8))
+        return cpu_panel_fp8_fits(w, o) && cpu_panel_fp8_matmul(o, n_threads, w, act, a_stride, a_scales, n_tokens, y);
     if (k->act_kind != CPU_ACT_FORMAT || k->act_f32 || !k->w || !k->act || n_tokens < 2) return false;
     const cpu_panel_format *f = cpu_panel_format_get(k->w->type, k->act->type, n_tokens);
     return f && cpu_panel_matmul(f, n_threads, w, act, a_stride, n_tokens, y);

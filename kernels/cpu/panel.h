@@ -46,38 +46,35 @@ const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t
 bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
                       size_t a_stride, int64_t n_tokens, float *y);
 
-/* FP8 W8A8 (I8 codes E4M3 / E5M2, activations in the BF16 pair form
- * cpu_i8_tile chose, CPU_I8_ACT_BF16_PAIRS) for every batch size
- * (panel_fp8.c): the bits of hfq_dot_fp8_fp8, its eight partial sums per
- * dot in its order. Whether weight w takes them: an FP8 code tensor with
- * one scale, or one per row, rows of whole 16s, on a CPU with AVX512-BF16
- * and VBMI. */
-bool cpu_panel_fp8_fits(const hfq_tensor *w);
+/* FP8 codes (I8, E4M3 / E5M2) for every batch size (panel_fp8.c), three
+ * kinds of operands, each product the bits of its reference:
+ * - W8A8: activations FP8 codes of the weight's encoding in the BF16 pair
+ *   form cpu_i8_tile chose (CPU_I8_ACT_BF16_PAIRS), one scale each:
+ *   hfq_dot_fp8_fp8, its eight partial sums per dot in its order;
+ * - SCALED: float activation rows (weights marked act_fp8_group), each
+ *   weight's float times its scale first, fused into partial sum i % 8,
+ *   the sums combined as quant/lanes.h: the float tiles' order
+ *   (float_kernels.c), so the bits of the F32 weights code * scale there
+ *   (matmul.c's reference dot_fp8_codes_f32);
+ * - FLOAT: float activation rows (weight-only FP8): hfq_dot_fp8_f32. */
+typedef enum cpu_fp8_operands { CPU_FP8_W8A8, CPU_FP8_SCALED, CPU_FP8_FLOAT } cpu_fp8_operands;
+
+/* Whether weight w takes them with operands o: FP8 codes with one scale or
+ * one per row (SCALED also groups of whole 32s), rows of whole 16s, on a
+ * CPU with AVX-512 (F, BW, DQ, VL) and VBMI, W8A8 also AVX512-BF16. */
+bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o);
 
 /* From this many tokens the weights are decoded into panels once per
  * product, the tokens paired in the lanes; below, rows decoded as they
  * stream, paired in the lanes, a token or two at a time. */
 #define CPU_PANEL_FP8_MIN_TOKENS 12
 
-/* y as cpu_panel_matmul's, act n_tokens rows of pairs a_stride bytes apart
- * with their scales; false (nothing written) when the panels' scratch
- * cannot be allocated. Only where cpu_panel_fp8_fits. */
-bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
+/* y as cpu_panel_matmul's: act n_tokens rows a_stride bytes apart (W8A8:
+ * pairs with their scales a_scales; else floats); false (nothing written)
+ * when the panels' scratch cannot be allocated. Only where
+ * cpu_panel_fp8_fits. */
+bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                           const float *a_scales, int64_t n_tokens, float *y);
-
-/* FP8 codes times float activation rows, each weight's float multiplied by
- * its scale first and fused into partial sum i % 8, the sums combined as
- * quant/lanes.h: the float tiles' order (float_kernels.c), so the bits of
- * the F32 weights code * scale there - the products of weights marked
- * act_fp8_group (matmul.c's reference dot_fp8_codes_f32). Whether w takes
- * them: FP8 codes with one scale, one per row, or groups of whole 32s, rows
- * of whole 16s, on a CPU with AVX512-BF16 and VBMI. Same decoders, same
- * shapes as the W8A8 products above. */
-bool cpu_panel_fp8_scaled_fits(const hfq_tensor *w);
-
-/* y as cpu_panel_matmul's, x n_tokens float rows of w->ne0 values; false
- * (nothing written) when out of memory. Only where cpu_panel_fp8_scaled_fits. */
-bool cpu_panel_fp8_scaled_matmul(int n_threads, const hfq_tensor *w, const float *x, int64_t n_tokens, float *y);
 
 /* cpu_matmul's one door to the panels: the products of weight w (kernel k,
  * act its activation rows as k says, a_scales theirs) by whichever panel

@@ -131,14 +131,13 @@ FP8_TARGET static inline __m512 sums16(const __m512 x[8]) {
                          _mm512_permutex2var_ps(u[0], _mm512_add_epi32(even, one), u[1]));
 }
 
-/* What a product's operands are (a constant wherever inlined). W8A8: FP8
- * activation codes in the pair form, one scale each (hfq_dot_fp8_fp8's
- * bits); the BF16 pairs meet in vdpbf16ps, 16 values a 32-byte step, the
- * scales last. SCALED: float activation rows, each weight decoded and
- * multiplied by its scale first, then fused into partial sum i % 8 (the
- * float tiles' order, float_kernels.c: the bits of the F32 weights
- * code * scale through them), 8 values a 32-byte step. */
-typedef enum fp8_mode { W8A8, SCALED } fp8_mode;
+/* The operands (panel.h, a constant wherever inlined): W8A8's BF16 pairs
+ * meet in vdpbf16ps, 16 values a 32-byte step, the scales last; the float
+ * activations of SCALED (each weight's float times its scale first, fused
+ * into its partial sum) and FLOAT (product, then sum: hfq_dot_fp8_f32's
+ * steps, the scale last) take 8 values a 32-byte step. */
+typedef cpu_fp8_operands fp8_mode;
+enum { W8A8 = CPU_FP8_W8A8, SCALED = CPU_FP8_SCALED, FLOAT = CPU_FP8_FLOAT };
 
 /* The scale of weight row r's values from i (scale groups of len). */
 static inline float scale_at(const hfq_tensor *w, int64_t r, int64_t i, int64_t len) {
@@ -148,12 +147,21 @@ static inline float scale_at(const hfq_tensor *w, int64_t r, int64_t i, int64_t 
 /* Values per 32-byte step of a row in the panel and in the activations. */
 static inline int64_t step_values(fp8_mode m) { return m == W8A8 ? 16 : 8; }
 
-/* SCALED: the 16 values' floats of a pair-form vector v (rows 0 and 1 in
- * its halves) times their rows' scales sc: *first values j + k, *second
- * j + 8 + k, lane 8 h + k. */
-FP8_TARGET static inline void scaled_floats(__m512i v, __m512 sc, __m512 *first, __m512 *second) {
-    *first = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))), sc);
-    *second = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), sc);
+/* The 16 values' floats of a pair-form vector v (rows 0 and 1 in its
+ * halves), SCALED times their rows' scales sc: *first values j + k,
+ * *second j + 8 + k, lane 8 h + k. */
+FP8_TARGET static inline __attribute__((always_inline)) void pair_floats(const fp8_mode m, __m512i v, __m512 sc,
+                                                                         __m512 *first, __m512 *second) {
+    *first = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)));
+    *second = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    if (m == SCALED) *first = _mm512_mul_ps(*first, sc), *second = _mm512_mul_ps(*second, sc);
+}
+
+/* acc + w * a: fused (SCALED: the float tiles'), or the product rounded
+ * first (FLOAT: hfq_dot_fp8_f32's). */
+FP8_TARGET static inline __attribute__((always_inline)) __m512 float_step(const fp8_mode m, __m512 acc, __m512 w,
+                                                                          __m512 a) {
+    return m == SCALED ? _mm512_fmadd_ps(w, a, acc) : _mm512_add_ps(acc, _mm512_mul_ps(w, a));
 }
 
 /* Both rows' scales at value i, rows 0 and 1 in the halves. */
@@ -190,15 +198,15 @@ row_sums(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, const int6
             continue;
         }
         for (int h = 0; h < (half ? 1 : 2); h++) {   /* values i + 16 h.. (scale groups are whole 16s) */
-            if ((i + 16 * h) % len == 0)
+            if (m == SCALED && (i + 16 * h) % len == 0)
                 for (int rp = 0; rp < ROW_PAIRS; rp++) sc[rp] = pair_scales(w, ri[2 * rp], ri[2 * rp + 1], i + 16 * h, len);
             __m512 lo[ROW_PAIRS], hi[ROW_PAIRS];
-            for (int rp = 0; rp < ROW_PAIRS; rp++) scaled_floats(h ? second[rp] : first[rp], sc[rp], &lo[rp], &hi[rp]);
+            for (int rp = 0; rp < ROW_PAIRS; rp++) pair_floats(m, h ? second[rp] : first[rp], sc[rp], &lo[rp], &hi[rp]);
             for (int c = 0; c < C; c++) {
                 const float *ac = (const float *)a[c] + i + 16 * h;
                 const __m512 a0 = _mm512_broadcast_f32x8(_mm256_loadu_ps(ac)), a1 = _mm512_broadcast_f32x8(_mm256_loadu_ps(ac + 8));
-                for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = _mm512_fmadd_ps(lo[rp], a0, acc[rp][c]);
-                for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = _mm512_fmadd_ps(hi[rp], a1, acc[rp][c]);
+                for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = float_step(m, acc[rp][c], lo[rp], a0);
+                for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = float_step(m, acc[rp][c], hi[rp], a1);
             }
         }
     }
@@ -215,7 +223,7 @@ rows_tokens(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int64_t
     for (int r = 0; r < 2 * ROW_PAIRS; r++) {
         ri[r] = r0 + (r < nr ? r : 0);
         wr[r] = (const uint8_t *)w->data + (size_t)ri[r] * w->row_bytes;
-        if (r < nr && m == W8A8) ws[r] = scale_at(w, ri[r], 0, w->ne0);
+        if (r < nr && m != SCALED) ws[r] = scale_at(w, ri[r], 0, w->ne0);
     }
     for (int c = 0; c < C; c++) a[c] = (const char *)act + (size_t)(t0 + c) * a_stride;
     __m512 acc[ROW_PAIRS][STEP_TOKENS];
@@ -228,6 +236,7 @@ rows_tokens(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int64_t
         for (int rp = 0; rp < 8; rp++) x[rp] = rp < ROW_PAIRS ? acc[rp][c] : _mm512_setzero_ps();
         __m512 s = sums16(x);
         if (m == W8A8) s = _mm512_mul_ps(s, _mm512_mul_ps(wsv, _mm512_set1_ps(a_scales[t0 + c])));
+        if (m == FLOAT) s = _mm512_mul_ps(s, wsv);
         _mm512_mask_storeu_ps(y + (t0 + c) * w->ne1 + r0, (__mmask16)((1u << nr) - 1), s);
     }
 }
@@ -271,14 +280,14 @@ FP8_TARGET static inline __attribute__((always_inline)) void band(const fp8_mode
 #pragma GCC unroll 3
             for (int r = 0; r < BAND; r++)
                 acc[r][p] = m == W8A8 ? _mm512_dpbf16_ps(acc[r][p], (__m512bh)a, (__m512bh)wv[r])
-                                      : _mm512_fmadd_ps(_mm512_castsi512_ps(wv[r]), _mm512_castsi512_ps(a), acc[r][p]);
+                                      : float_step(m, acc[r][p], _mm512_castsi512_ps(wv[r]), _mm512_castsi512_ps(a));
         }
     }
     for (int r = 0; r < BAND; r++) out[r] = sums16(acc[r]);
 }
 
-/* band's two instances, out of line: inlined into the panel's loops, its
- * 24 sums shared the registers with them (W8A8 at 256 tokens 220 -> 176
+/* band's instances, out of line: inlined into the panel's loops, its 24
+ * sums shared the registers with them (W8A8 at 256 tokens 220 -> 176
  * GMAC/s, one thread). */
 FP8_TARGET static __attribute__((noinline)) void band_w8a8(const char *wp, size_t row_bytes, const char *act,
                                                          __m512 out[BAND]) {
@@ -290,8 +299,14 @@ FP8_TARGET static __attribute__((noinline)) void band_scaled(const char *wp, siz
     band(SCALED, wp, row_bytes, act, out);
 }
 
+FP8_TARGET static __attribute__((noinline)) void band_float(const char *wp, size_t row_bytes, const char *act,
+                                                          __m512 out[BAND]) {
+    band(FLOAT, wp, row_bytes, act, out);
+}
+
 /* Rows r0 and r1 of w decoded into the panel rows p0 and p1 (row_bytes
- * each): pair-form words (W8A8), or each value's float times its scale. */
+ * each): pair-form words (W8A8), or each value's float (SCALED: times its
+ * scale). */
 FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const fp8_decoder *d, const fp8_mode m,
                                                                          const hfq_tensor *w, int64_t r0, int64_t r1,
                                                                          char *p0, char *p1) {
@@ -303,12 +318,12 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
         decode2(d, c0 + i, c1 + i, n - i < 32, &v[0], &v[1]);
         for (int h = 0; h < (n - i < 32 ? 1 : 2); h++) {   /* values i + 16 h.. */
             __m512i lo = v[h], hi = v[h];
-            if (m == SCALED) {
+            if (m != W8A8) {
                 __m512 flo, fhi;
-                scaled_floats(v[h], pair_scales(w, r0, r1, i + 16 * h, len), &flo, &fhi);
+                pair_floats(m, v[h], m == SCALED ? pair_scales(w, r0, r1, i + 16 * h, len) : _mm512_setzero_ps(), &flo, &fhi);
                 lo = _mm512_castps_si512(flo), hi = _mm512_castps_si512(fhi);
             }
-            /* W8A8: 32 bytes a row (16 values' words); SCALED: 64 (values j.. then j + 8..) */
+            /* W8A8: 32 bytes a row (16 values' words); floats: 64 (values j.. then j + 8..) */
             const size_t at = m == W8A8 ? (size_t)(i + 16 * h) * 2 : (size_t)(i + 16 * h) * 4;
             _mm256_store_si256((__m256i *)(p0 + at), _mm512_castsi512_si256(lo));
             _mm256_store_si256((__m256i *)(p1 + at), _mm512_extracti64x4_epi64(lo, 1));
@@ -320,7 +335,8 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
 }
 
 /* Panel rows r0.. (nr of them) decoded, times every token group; W8A8
- * results times (w_scale * a_scale), as hfq_dot_fp8_fp8. */
+ * results times (w_scale * a_scale), as hfq_dot_fp8_fp8, FLOAT's times
+ * w_scale, as hfq_dot_fp8_f32. */
 FP8_TARGET static inline __attribute__((always_inline)) void
 panel_products(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int64_t r0, int nr, char *wp,
                const char *groups, const float *a_scales, int64_t n_tokens, float *y) {
@@ -330,7 +346,7 @@ panel_products(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int6
     for (int r = 0; r < PANEL_ROWS; r += 2) {
         const int64_t ra = r0 + (r < nr ? r : 0), rb = r0 + (r + 1 < nr ? r + 1 : 0);
         decode_rows(d, m, w, ra, rb, wp + (size_t)r * row_bytes, wp + (size_t)(r + 1) * row_bytes);
-        if (m == W8A8) ws[r] = r < nr ? scale_at(w, ra, 0, n) : 0.0f, ws[r + 1] = r + 1 < nr ? scale_at(w, rb, 0, n) : 0.0f;
+        if (m != SCALED) ws[r] = r < nr ? scale_at(w, ra, 0, n) : 0.0f, ws[r + 1] = r + 1 < nr ? scale_at(w, rb, 0, n) : 0.0f;
     }
     for (int64_t t0 = 0; t0 < n_tokens; t0 += 2 * PAIRS) {
         const int nc = (int)(n_tokens - t0 < 2 * PAIRS ? n_tokens - t0 : 2 * PAIRS);
@@ -342,10 +358,11 @@ panel_products(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int6
         for (int rb = 0; rb < nr; rb += BAND) {
             __m512 sums[BAND];
             float by_row[BAND][2 * PAIRS];
-            (m == W8A8 ? band_w8a8 : band_scaled)(wp + (size_t)rb * row_bytes, row_bytes, act, sums);
+            (m == W8A8 ? band_w8a8 : m == SCALED ? band_scaled : band_float)(wp + (size_t)rb * row_bytes, row_bytes, act, sums);
             for (int r = 0; r < BAND; r++)
-                _mm512_storeu_ps(by_row[r], m == W8A8 ? _mm512_mul_ps(sums[r], _mm512_mul_ps(_mm512_set1_ps(ws[rb + r]), as))
-                                                      : sums[r]);
+                _mm512_storeu_ps(by_row[r], m == W8A8   ? _mm512_mul_ps(sums[r], _mm512_mul_ps(_mm512_set1_ps(ws[rb + r]), as))
+                                            : m == FLOAT ? _mm512_mul_ps(sums[r], _mm512_set1_ps(ws[rb + r]))
+                                                         : sums[r]);
             for (int c = 0; c < 2 * PAIRS; c++)
                 for (int r = 0; r < BAND; r++) by_token[c][rb + r] = by_row[r][c];
         }
@@ -397,58 +414,38 @@ FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const 
     return true;
 }
 
-static bool fp8_codes(const hfq_tensor *w) { return w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2; }
-
-bool cpu_panel_fp8_fits(const hfq_tensor *w) {
-    return fp8_codes(w) && w->scale_groups <= 1 && w->ne0 % 16 == 0 &&
-           cpu_has(CPU_FEAT_AVX512BF16 | CPU_FEAT_AVX512VBMI);
-}
-
-FP8_TARGET bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
-                                     const float *a_scales, int64_t n_tokens, float *y) {
-    if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS) {
-        rows_matmul(W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
-        return true;
-    }
-    return panel_matmul(W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
-}
-
-bool cpu_panel_fp8_scaled_fits(const hfq_tensor *w) {
+bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o) {
     const int64_t len = w->scale_groups > 1 ? w->ne0 / w->scale_groups : w->ne0;
-    return fp8_codes(w) && w->ne0 % 16 == 0 && (w->scale_groups <= 1 || len % 32 == 0) &&
-           cpu_has(CPU_FEAT_AVX512BF16 | CPU_FEAT_AVX512VBMI);
+    const unsigned avx512 = CPU_FEAT_AVX512F | CPU_FEAT_AVX512BW | CPU_FEAT_AVX512DQ | CPU_FEAT_AVX512VL;
+    return (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2) && w->ne0 % 16 == 0 &&
+           (w->scale_groups <= 1 || (o == CPU_FP8_SCALED && len % 32 == 0)) &&
+           cpu_has(avx512 | CPU_FEAT_AVX512VBMI | (o == CPU_FP8_W8A8 ? CPU_FEAT_AVX512BF16 : 0));
 }
 
-FP8_TARGET bool cpu_panel_fp8_scaled_matmul(int n_threads, const hfq_tensor *w, const float *x, int64_t n_tokens,
-                                            float *y) {
-    const size_t stride = (size_t)w->ne0 * sizeof(float);
+FP8_TARGET bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act,
+                                     size_t a_stride, const float *a_scales, int64_t n_tokens, float *y) {
+    /* a constant mode into each instance */
     if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS) {
-        rows_matmul(SCALED, n_threads, w, x, stride, NULL, n_tokens, y);
+        if (o == CPU_FP8_W8A8) rows_matmul(W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
+        else if (o == CPU_FP8_SCALED) rows_matmul(SCALED, n_threads, w, act, a_stride, NULL, n_tokens, y);
+        else rows_matmul(FLOAT, n_threads, w, act, a_stride, NULL, n_tokens, y);
         return true;
     }
-    return panel_matmul(SCALED, n_threads, w, x, stride, NULL, n_tokens, y);
+    if (o == CPU_FP8_W8A8) return panel_matmul(W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
+    if (o == CPU_FP8_SCALED) return panel_matmul(SCALED, n_threads, w, act, a_stride, NULL, n_tokens, y);
+    return panel_matmul(FLOAT, n_threads, w, act, a_stride, NULL, n_tokens, y);
 }
 
 #else
 
-bool cpu_panel_fp8_fits(const hfq_tensor *w) {
-    (void)w;
+bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o) {
+    (void)w, (void)o;
     return false;
 }
 
-bool cpu_panel_fp8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
+bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                           const float *a_scales, int64_t n_tokens, float *y) {
-    (void)n_threads, (void)w, (void)act, (void)a_stride, (void)a_scales, (void)n_tokens, (void)y;
-    return false;
-}
-
-bool cpu_panel_fp8_scaled_fits(const hfq_tensor *w) {
-    (void)w;
-    return false;
-}
-
-bool cpu_panel_fp8_scaled_matmul(int n_threads, const hfq_tensor *w, const float *x, int64_t n_tokens, float *y) {
-    (void)n_threads, (void)w, (void)x, (void)n_tokens, (void)y;
+    (void)o, (void)n_threads, (void)w, (void)act, (void)a_stride, (void)a_scales, (void)n_tokens, (void)y;
     return false;
 }
 
