@@ -20,6 +20,7 @@
 #include "kernels/cpu/vec_kernels.h"
 #include "quant/cpu_features.h"
 #include "quant/fp4.h"
+#include "quant/int8.h"
 #include "quant/half.h"
 #include "test_runner_synth.h"
 
@@ -976,6 +977,54 @@ static void test_fp8_scaled_products(void) {
     printf("%d FP8 scaled products checked\n", checked);
 }
 
+/* INT8 W8A8 panels (panel_int8.c) against hfq_dot_int8_int8 one pair at a
+ * time, bit for bit: any codes (-128 too, in weights and activations), per
+ * tensor, per row and groups (of 8, and one group of 2^16 values of
+ * extreme codes, the longest the lanes' wrapping sums keep exact), row
+ * counts past a band and a panel (a last band short of 8), token counts past
+ * a pair of 16-token groups, activation scales of very different sizes, one
+ * and two threads. */
+static void test_int8_panel_products(void) {
+    static const struct { int64_t n_in, n_out, n_tokens, group; } cases[] = {
+        {64, 8, 64, 0}, {72, 37, 65, 8}, {1040, 70, 130, 0}, {256, 9, 96, 1}, {65536, 9, 64, 65536}};
+    uint64_t rng = 4141;
+    int checked = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int64_t n = cases[ci].n_in, n_out = cases[ci].n_out, T = cases[ci].n_tokens, grp = cases[ci].group;
+        const int64_t groups = grp == 0 ? 0 : grp == 1 ? 1 : n / grp, glen = grp > 1 ? grp : 0;
+        int8_t *w = malloc((size_t)(n * n_out)), *a = malloc((size_t)(n * T));
+        float *scales = malloc((size_t)(n_out * (groups ? groups : 1)) * sizeof *scales), *a_scales = malloc((size_t)T * sizeof *a_scales);
+        float *y = malloc((size_t)(n_out * T) * sizeof *y);
+        const bool extreme = n == 65536;   /* every product -128 * -128 or 127 * 127: the largest sums */
+        for (int64_t i = 0; i < n * n_out; i++) w[i] = extreme ? (int8_t)(i % 2 ? -128 : 127) : (int8_t)(synth_uniform(&rng) * 1e6f);
+        for (int64_t i = 0; i < n * T; i++) a[i] = extreme ? (int8_t)(i % 2 ? -128 : 127) : (int8_t)(synth_uniform(&rng) * 1e6f);
+        for (int64_t i = 0; i < n_out * (groups ? groups : 1); i++) scales[i] = ldexpf(1.0f + synth_uniform(&rng), (int)(i % 13) - 6);
+        for (int64_t t = 0; t < T; t++) a_scales[t] = ldexpf(1.0f + synth_uniform(&rng), (int)(t % 9) * 4 - 18);
+        const hfq_tensor wt = {.name = "w", .type = GT_I8, .ne0 = n, .ne1 = n_out, .row_bytes = (size_t)n, .data = w,
+                               .scale = scales, .scale_groups = groups, .qext = HFQ_QEXT_INT8};
+        if (!cpu_panel_int8_fits(&wt, T)) {
+            printf("INT8 panels not checked: no AVX512-VNNI here\n");
+            free(w), free(a), free(scales), free(a_scales), free(y);
+            return;
+        }
+        for (int threads = 1; threads <= 2; threads++) {
+            memset(y, 0xff, (size_t)(n_out * T) * sizeof *y);
+            CHECK(cpu_panel_int8_matmul(threads, &wt, a, (size_t)n, a_scales, T, y));
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t r = 0; r < n_out; r++) {
+                    const float want = hfq_dot_int8_int8(w + r * n, scales + (groups ? r * groups : 0), glen, a + t * n,
+                                                         a_scales[t], n);
+                    CHECK_MSG(memcmp(&want, &y[t * n_out + r], sizeof want) == 0,
+                              "int8 panel case %zu, %d threads, token %lld row %lld: %.9g vs %.9g", ci, threads,
+                              (long long)t, (long long)r, y[t * n_out + r], want);
+                    checked++;
+                }
+        }
+        free(w), free(a), free(scales), free(a_scales), free(y);
+    }
+    printf("%d INT8 panel products checked\n", checked);
+}
+
 int main(void) {
     test_float_formats();
     test_quant_formats();
@@ -991,6 +1040,7 @@ int main(void) {
     test_panel_products();
     test_fp8_w8a8_products();
     test_fp8_scaled_products();
+    test_int8_panel_products();
     test_float_isas();
     return check_exit();
 }

@@ -632,6 +632,9 @@ bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w
     const cpu_fp8_operands o = k->act_kind == CPU_ACT_FP8_GROUP    ? CPU_FP8_SCALED
                                : k->act_kind == CPU_ACT_F32_CODES ? CPU_FP8_FLOAT
                                                                   : CPU_FP8_W8A8;
+    if (k->act_kind == CPU_ACT_CODES && w->qext == HFQ_QEXT_INT8)
+        return cpu_panel_int8_fits(w, n_tokens) &&
+               cpu_panel_int8_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
     const bool w8a8 = k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS;
     if (w->qext && (w8a8 || o != CPU_FP8_W8A8))
         return cpu_panel_fp8_fits(w, o) && cpu_panel_fp8_matmul(o, n_threads, w, act, a_stride, a_scales, n_tokens, y);

@@ -76,6 +76,19 @@ bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o);
 bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                           const float *a_scales, int64_t n_tokens, float *y);
 
+/* INT8 W8A8 (I8 INT8 codes, activations INT8 codes as stored with one
+ * scale per token; panel_int8.c): the bits of hfq_dot_int8_int8, each
+ * scale group's exact integer sum by vpdpbusd against 16 tokens at once.
+ * Whether weight w takes them for a batch of n_tokens: scale groups (or
+ * rows) of whole 4s and at most 2^16 values, AVX512-VNNI, enough tokens. */
+#define CPU_PANEL_INT8_MIN_TOKENS 64
+bool cpu_panel_int8_fits(const hfq_tensor *w, int64_t n_tokens);
+
+/* y as cpu_panel_matmul's, act n_tokens rows of codes a_stride bytes apart
+ * with their scales; false (nothing written) when out of memory. */
+bool cpu_panel_int8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
+                           const float *a_scales, int64_t n_tokens, float *y);
+
 /* cpu_matmul's one door to the panels: the products of weight w (kernel k,
  * act its activation rows as k says, a_scales theirs) by whichever panel
  * kernel above takes them, into y; false when none does for this weight,

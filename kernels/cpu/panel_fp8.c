@@ -131,13 +131,12 @@ FP8_TARGET static inline __m512 sums16(const __m512 x[8]) {
                          _mm512_permutex2var_ps(u[0], _mm512_add_epi32(even, one), u[1]));
 }
 
-/* The operands (panel.h, a constant wherever inlined): W8A8's BF16 pairs
- * meet in vdpbf16ps, 16 values a 32-byte step, the scales last; the float
- * activations of SCALED (each weight's float times its scale first, fused
- * into its partial sum) and FLOAT (product, then sum: hfq_dot_fp8_f32's
- * steps, the scale last) take 8 values a 32-byte step. */
-typedef cpu_fp8_operands fp8_mode;
-enum { W8A8 = CPU_FP8_W8A8, SCALED = CPU_FP8_SCALED, FLOAT = CPU_FP8_FLOAT };
+/* The kernels below take the operands m (cpu_fp8_operands, panel.h) as a
+ * constant wherever inlined: W8A8's BF16 pairs meet in vdpbf16ps, 16 values
+ * a 32-byte step, the scales last; the float activations of SCALED (each
+ * weight's float times its scale first, fused into its partial sum) and
+ * FLOAT (product, then sum: hfq_dot_fp8_f32's steps, the scale last) take 8
+ * values a 32-byte step. */
 
 /* The scale of weight row r's values from i (scale groups of len). */
 static inline float scale_at(const hfq_tensor *w, int64_t r, int64_t i, int64_t len) {
@@ -145,23 +144,23 @@ static inline float scale_at(const hfq_tensor *w, int64_t r, int64_t i, int64_t 
 }
 
 /* Values per 32-byte step of a row in the panel and in the activations. */
-static inline int64_t step_values(fp8_mode m) { return m == W8A8 ? 16 : 8; }
+static inline int64_t step_values(cpu_fp8_operands m) { return m == CPU_FP8_W8A8 ? 16 : 8; }
 
 /* The 16 values' floats of a pair-form vector v (rows 0 and 1 in its
  * halves), SCALED times their rows' scales sc: *first values j + k,
  * *second j + 8 + k, lane 8 h + k. */
-FP8_TARGET static inline __attribute__((always_inline)) void pair_floats(const fp8_mode m, __m512i v, __m512 sc,
+FP8_TARGET static inline __attribute__((always_inline)) void pair_floats(const cpu_fp8_operands m, __m512i v, __m512 sc,
                                                                          __m512 *first, __m512 *second) {
     *first = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)));
     *second = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-    if (m == SCALED) *first = _mm512_mul_ps(*first, sc), *second = _mm512_mul_ps(*second, sc);
+    if (m == CPU_FP8_SCALED) *first = _mm512_mul_ps(*first, sc), *second = _mm512_mul_ps(*second, sc);
 }
 
 /* acc + w * a: fused (SCALED: the float tiles'), or the product rounded
  * first (FLOAT: hfq_dot_fp8_f32's). */
-FP8_TARGET static inline __attribute__((always_inline)) __m512 float_step(const fp8_mode m, __m512 acc, __m512 w,
+FP8_TARGET static inline __attribute__((always_inline)) __m512 float_step(const cpu_fp8_operands m, __m512 acc, __m512 w,
                                                                           __m512 a) {
-    return m == SCALED ? _mm512_fmadd_ps(w, a, acc) : _mm512_add_ps(acc, _mm512_mul_ps(w, a));
+    return m == CPU_FP8_SCALED ? _mm512_fmadd_ps(w, a, acc) : _mm512_add_ps(acc, _mm512_mul_ps(w, a));
 }
 
 /* Both rows' scales at value i, rows 0 and 1 in the halves. */
@@ -175,7 +174,7 @@ FP8_TARGET static inline __m512 pair_scales(const hfq_tensor *w, int64_t r0, int
  * of w, n values, the next rows read ahead) with C tokens' activation rows
  * a[c] (pair-form words, or floats). */
 FP8_TARGET static inline __attribute__((always_inline)) void
-row_sums(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, const int64_t ri[2 * ROW_PAIRS],
+row_sums(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, const int64_t ri[2 * ROW_PAIRS],
          const uint8_t *const wr[2 * ROW_PAIRS], const void *const a[], const int C,
          __m512 acc[ROW_PAIRS][STEP_TOKENS]) {
     const int64_t n = w->ne0, len = w->scale_groups ? n / w->scale_groups : n;
@@ -186,7 +185,7 @@ row_sums(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, const int6
         prefetch_next_rows(wr[0], w->row_bytes, 2 * ROW_PAIRS, i / 32, 32);
         __m512i first[ROW_PAIRS], second[ROW_PAIRS];
         for (int rp = 0; rp < ROW_PAIRS; rp++) decode2(d, wr[2 * rp] + i, wr[2 * rp + 1] + i, half, &first[rp], &second[rp]);
-        if (m == W8A8) {
+        if (m == CPU_FP8_W8A8) {
             for (int c = 0; c < C; c++) {
                 const uint32_t *ac = (const uint32_t *)a[c] + i / 2;
                 const __m512bh a0 = (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)ac));
@@ -198,7 +197,7 @@ row_sums(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, const int6
             continue;
         }
         for (int h = 0; h < (half ? 1 : 2); h++) {   /* values i + 16 h.. (scale groups are whole 16s) */
-            if (m == SCALED && (i + 16 * h) % len == 0)
+            if (m == CPU_FP8_SCALED && (i + 16 * h) % len == 0)
                 for (int rp = 0; rp < ROW_PAIRS; rp++) sc[rp] = pair_scales(w, ri[2 * rp], ri[2 * rp + 1], i + 16 * h, len);
             __m512 lo[ROW_PAIRS], hi[ROW_PAIRS];
             for (int rp = 0; rp < ROW_PAIRS; rp++) pair_floats(m, h ? second[rp] : first[rp], sc[rp], &lo[rp], &hi[rp]);
@@ -214,7 +213,7 @@ row_sums(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, const int6
 
 /* y[t * n_out + r0 + r] for rows r < nr (<= 2 ROW_PAIRS) and C tokens t0.. */
 FP8_TARGET static inline __attribute__((always_inline)) void
-rows_tokens(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int64_t r0, int nr, const void *act,
+rows_tokens(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, int64_t r0, int nr, const void *act,
             size_t a_stride, const float *a_scales, int64_t t0, const int C, float *y) {
     int64_t ri[2 * ROW_PAIRS];
     const uint8_t *wr[2 * ROW_PAIRS];
@@ -223,7 +222,7 @@ rows_tokens(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int64_t
     for (int r = 0; r < 2 * ROW_PAIRS; r++) {
         ri[r] = r0 + (r < nr ? r : 0);
         wr[r] = (const uint8_t *)w->data + (size_t)ri[r] * w->row_bytes;
-        if (r < nr && m != SCALED) ws[r] = scale_at(w, ri[r], 0, w->ne0);
+        if (r < nr && m != CPU_FP8_SCALED) ws[r] = scale_at(w, ri[r], 0, w->ne0);
     }
     for (int c = 0; c < C; c++) a[c] = (const char *)act + (size_t)(t0 + c) * a_stride;
     __m512 acc[ROW_PAIRS][STEP_TOKENS];
@@ -235,13 +234,13 @@ rows_tokens(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int64_t
         __m512 x[8];
         for (int rp = 0; rp < 8; rp++) x[rp] = rp < ROW_PAIRS ? acc[rp][c] : _mm512_setzero_ps();
         __m512 s = sums16(x);
-        if (m == W8A8) s = _mm512_mul_ps(s, _mm512_mul_ps(wsv, _mm512_set1_ps(a_scales[t0 + c])));
-        if (m == FLOAT) s = _mm512_mul_ps(s, wsv);
+        if (m == CPU_FP8_W8A8) s = _mm512_mul_ps(s, _mm512_mul_ps(wsv, _mm512_set1_ps(a_scales[t0 + c])));
+        if (m == CPU_FP8_FLOAT) s = _mm512_mul_ps(s, wsv);
         _mm512_mask_storeu_ps(y + (t0 + c) * w->ne1 + r0, (__mmask16)((1u << nr) - 1), s);
     }
 }
 
-FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const fp8_mode m, int n_threads,
+FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const cpu_fp8_operands m, int n_threads,
                                                                          const hfq_tensor *w, const void *act,
                                                                          size_t a_stride, const float *a_scales,
                                                                          int64_t n_tokens, float *y) {
@@ -265,7 +264,7 @@ FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const f
 /* Rows rb.. rb + BAND - 1 of the panel (row_bytes each: 32-byte steps of
  * pair-form words or floats) times one group of 16 tokens (grouped as
  * panel_matmul lays them out): row r's dot with token t in lane t of out[r]. */
-FP8_TARGET static inline __attribute__((always_inline)) void band(const fp8_mode m, const char *wp, size_t row_bytes,
+FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_operands m, const char *wp, size_t row_bytes,
                                                                   const char *act, __m512 out[BAND]) {
     __m512 acc[BAND][PAIRS];
     for (int r = 0; r < BAND; r++)
@@ -279,7 +278,7 @@ FP8_TARGET static inline __attribute__((always_inline)) void band(const fp8_mode
             const __m512i a = _mm512_load_si512(act + (s * PAIRS + (size_t)p) * 64);
 #pragma GCC unroll 3
             for (int r = 0; r < BAND; r++)
-                acc[r][p] = m == W8A8 ? _mm512_dpbf16_ps(acc[r][p], (__m512bh)a, (__m512bh)wv[r])
+                acc[r][p] = m == CPU_FP8_W8A8 ? _mm512_dpbf16_ps(acc[r][p], (__m512bh)a, (__m512bh)wv[r])
                                       : float_step(m, acc[r][p], _mm512_castsi512_ps(wv[r]), _mm512_castsi512_ps(a));
         }
     }
@@ -291,23 +290,23 @@ FP8_TARGET static inline __attribute__((always_inline)) void band(const fp8_mode
  * GMAC/s, one thread). */
 FP8_TARGET static __attribute__((noinline)) void band_w8a8(const char *wp, size_t row_bytes, const char *act,
                                                          __m512 out[BAND]) {
-    band(W8A8, wp, row_bytes, act, out);
+    band(CPU_FP8_W8A8, wp, row_bytes, act, out);
 }
 
 FP8_TARGET static __attribute__((noinline)) void band_scaled(const char *wp, size_t row_bytes, const char *act,
                                                            __m512 out[BAND]) {
-    band(SCALED, wp, row_bytes, act, out);
+    band(CPU_FP8_SCALED, wp, row_bytes, act, out);
 }
 
 FP8_TARGET static __attribute__((noinline)) void band_float(const char *wp, size_t row_bytes, const char *act,
                                                           __m512 out[BAND]) {
-    band(FLOAT, wp, row_bytes, act, out);
+    band(CPU_FP8_FLOAT, wp, row_bytes, act, out);
 }
 
 /* Rows r0 and r1 of w decoded into the panel rows p0 and p1 (row_bytes
  * each): pair-form words (W8A8), or each value's float (SCALED: times its
  * scale). */
-FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const fp8_decoder *d, const fp8_mode m,
+FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const fp8_decoder *d, const cpu_fp8_operands m,
                                                                          const hfq_tensor *w, int64_t r0, int64_t r1,
                                                                          char *p0, char *p1) {
     const int64_t n = w->ne0, len = w->scale_groups ? n / w->scale_groups : n;
@@ -318,16 +317,16 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
         decode2(d, c0 + i, c1 + i, n - i < 32, &v[0], &v[1]);
         for (int h = 0; h < (n - i < 32 ? 1 : 2); h++) {   /* values i + 16 h.. */
             __m512i lo = v[h], hi = v[h];
-            if (m != W8A8) {
+            if (m != CPU_FP8_W8A8) {
                 __m512 flo, fhi;
-                pair_floats(m, v[h], m == SCALED ? pair_scales(w, r0, r1, i + 16 * h, len) : _mm512_setzero_ps(), &flo, &fhi);
+                pair_floats(m, v[h], m == CPU_FP8_SCALED ? pair_scales(w, r0, r1, i + 16 * h, len) : _mm512_setzero_ps(), &flo, &fhi);
                 lo = _mm512_castps_si512(flo), hi = _mm512_castps_si512(fhi);
             }
             /* W8A8: 32 bytes a row (16 values' words); floats: 64 (values j.. then j + 8..) */
-            const size_t at = m == W8A8 ? (size_t)(i + 16 * h) * 2 : (size_t)(i + 16 * h) * 4;
+            const size_t at = m == CPU_FP8_W8A8 ? (size_t)(i + 16 * h) * 2 : (size_t)(i + 16 * h) * 4;
             _mm256_store_si256((__m256i *)(p0 + at), _mm512_castsi512_si256(lo));
             _mm256_store_si256((__m256i *)(p1 + at), _mm512_extracti64x4_epi64(lo, 1));
-            if (m == W8A8) continue;
+            if (m == CPU_FP8_W8A8) continue;
             _mm256_store_si256((__m256i *)(p0 + at + 32), _mm512_castsi512_si256(hi));
             _mm256_store_si256((__m256i *)(p1 + at + 32), _mm512_extracti64x4_epi64(hi, 1));
         }
@@ -338,7 +337,7 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
  * results times (w_scale * a_scale), as hfq_dot_fp8_fp8, FLOAT's times
  * w_scale, as hfq_dot_fp8_f32. */
 FP8_TARGET static inline __attribute__((always_inline)) void
-panel_products(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int64_t r0, int nr, char *wp,
+panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, int64_t r0, int nr, char *wp,
                const char *groups, const float *a_scales, int64_t n_tokens, float *y) {
     const int64_t n = w->ne0, n_out = w->ne1;
     const size_t row_bytes = (size_t)(n / step_values(m)) * 32, group_bytes = row_bytes * 2 * PAIRS;
@@ -346,22 +345,22 @@ panel_products(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int6
     for (int r = 0; r < PANEL_ROWS; r += 2) {
         const int64_t ra = r0 + (r < nr ? r : 0), rb = r0 + (r + 1 < nr ? r + 1 : 0);
         decode_rows(d, m, w, ra, rb, wp + (size_t)r * row_bytes, wp + (size_t)(r + 1) * row_bytes);
-        if (m != SCALED) ws[r] = r < nr ? scale_at(w, ra, 0, n) : 0.0f, ws[r + 1] = r + 1 < nr ? scale_at(w, rb, 0, n) : 0.0f;
+        if (m != CPU_FP8_SCALED) ws[r] = r < nr ? scale_at(w, ra, 0, n) : 0.0f, ws[r + 1] = r + 1 < nr ? scale_at(w, rb, 0, n) : 0.0f;
     }
     for (int64_t t0 = 0; t0 < n_tokens; t0 += 2 * PAIRS) {
         const int nc = (int)(n_tokens - t0 < 2 * PAIRS ? n_tokens - t0 : 2 * PAIRS);
         float as_pad[2 * PAIRS] = {0};
-        if (m == W8A8) memcpy(as_pad, a_scales + t0, (size_t)nc * sizeof(float));
+        if (m == CPU_FP8_W8A8) memcpy(as_pad, a_scales + t0, (size_t)nc * sizeof(float));
         const __m512 as = _mm512_loadu_ps(as_pad);
         const char *act = groups + (size_t)(t0 / (2 * PAIRS)) * group_bytes;
         float by_token[2 * PAIRS][PANEL_ROWS];
         for (int rb = 0; rb < nr; rb += BAND) {
             __m512 sums[BAND];
             float by_row[BAND][2 * PAIRS];
-            (m == W8A8 ? band_w8a8 : m == SCALED ? band_scaled : band_float)(wp + (size_t)rb * row_bytes, row_bytes, act, sums);
+            (m == CPU_FP8_W8A8 ? band_w8a8 : m == CPU_FP8_SCALED ? band_scaled : band_float)(wp + (size_t)rb * row_bytes, row_bytes, act, sums);
             for (int r = 0; r < BAND; r++)
-                _mm512_storeu_ps(by_row[r], m == W8A8   ? _mm512_mul_ps(sums[r], _mm512_mul_ps(_mm512_set1_ps(ws[rb + r]), as))
-                                            : m == FLOAT ? _mm512_mul_ps(sums[r], _mm512_set1_ps(ws[rb + r]))
+                _mm512_storeu_ps(by_row[r], m == CPU_FP8_W8A8   ? _mm512_mul_ps(sums[r], _mm512_mul_ps(_mm512_set1_ps(ws[rb + r]), as))
+                                            : m == CPU_FP8_FLOAT ? _mm512_mul_ps(sums[r], _mm512_set1_ps(ws[rb + r]))
                                                          : sums[r]);
             for (int c = 0; c < 2 * PAIRS; c++)
                 for (int r = 0; r < BAND; r++) by_token[c][rb + r] = by_row[r][c];
@@ -370,7 +369,7 @@ panel_products(const fp8_decoder *d, const fp8_mode m, const hfq_tensor *w, int6
     }
 }
 
-FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const fp8_mode m, int n_threads,
+FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const cpu_fp8_operands m, int n_threads,
                                                                           const hfq_tensor *w, const void *act,
                                                                           size_t a_stride, const float *a_scales,
                                                                           int64_t n_tokens, float *y) {
@@ -426,14 +425,14 @@ FP8_TARGET bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hf
                                      size_t a_stride, const float *a_scales, int64_t n_tokens, float *y) {
     /* a constant mode into each instance */
     if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS) {
-        if (o == CPU_FP8_W8A8) rows_matmul(W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
-        else if (o == CPU_FP8_SCALED) rows_matmul(SCALED, n_threads, w, act, a_stride, NULL, n_tokens, y);
-        else rows_matmul(FLOAT, n_threads, w, act, a_stride, NULL, n_tokens, y);
+        if (o == CPU_FP8_W8A8) rows_matmul(CPU_FP8_W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
+        else if (o == CPU_FP8_SCALED) rows_matmul(CPU_FP8_SCALED, n_threads, w, act, a_stride, NULL, n_tokens, y);
+        else rows_matmul(CPU_FP8_FLOAT, n_threads, w, act, a_stride, NULL, n_tokens, y);
         return true;
     }
-    if (o == CPU_FP8_W8A8) return panel_matmul(W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
-    if (o == CPU_FP8_SCALED) return panel_matmul(SCALED, n_threads, w, act, a_stride, NULL, n_tokens, y);
-    return panel_matmul(FLOAT, n_threads, w, act, a_stride, NULL, n_tokens, y);
+    if (o == CPU_FP8_W8A8) return panel_matmul(CPU_FP8_W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
+    if (o == CPU_FP8_SCALED) return panel_matmul(CPU_FP8_SCALED, n_threads, w, act, a_stride, NULL, n_tokens, y);
+    return panel_matmul(CPU_FP8_FLOAT, n_threads, w, act, a_stride, NULL, n_tokens, y);
 }
 
 #else
