@@ -1,4 +1,5 @@
-/* FP8 W8A8 products (panel.h) on AVX512-BF16 with VBMI, every batch size.
+/* FP8 code products (panel.h) on AVX-512 with VBMI, every batch size: W8A8
+ * (AVX512-BF16 too), weight-only and scaled float operands.
  *
  * The reference, hfq_dot_fp8_fp8, adds term i to partial sum i % 8
  * (quant/lanes.h); in the BF16 pair form (cpu_i8_fp8_pairs) word k of the 16
@@ -19,7 +20,9 @@
  * widening to floats cost a dozen for 16 codes. Many tokens (prompts): two
  * tokens with one weight row, whose 8 words are broadcast; a thread decodes
  * a panel of rows once per product, the tokens are laid out two by two,
- * and each activation vector meets BAND rows. */
+ * each row's broadcast meets PAIRS pairs, BAND rows at a time, and sums16's
+ * lanes (row, token) become each token's rows with one permute. The float
+ * operands (weight-only, scaled) go the same ways, 8 values a step. */
 #include "kernels/cpu/panel.h"
 
 #include <omp.h>
@@ -37,9 +40,9 @@
 #define FP8_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi")))
 #define ROW_PAIRS 4       /* decoding: weight rows a step, in pairs: 8 */
 #define STEP_TOKENS 2     /* decoding: tokens a step (each more re-decodes less, holds 4 more sums) */
-#define PAIRS 8           /* prompts: token pairs a group, 16 tokens */
-#define BAND 3            /* prompts: weight rows a call keeps sums for, 3 x 8 vectors */
-#define PANEL_ROWS 30     /* ten bands, fifteen decoded pairs */
+#define PAIRS 3           /* prompts: token pairs a group, 6 tokens */
+#define BAND 8            /* prompts: weight rows a call keeps sums for, 8 x 3 vectors */
+#define PANEL_ROWS 32     /* four bands, sixteen decoded pairs */
 
 /* The BF16 bits of FP8 magnitude m (0..127), hfq_fp8_to_f32's float's top
  * half (its low half is zero): zero, subnormals (f times the smallest),
@@ -262,44 +265,49 @@ FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const c
 /* ---- prompts: panels of decoded rows, tokens in pairs ---- */
 
 /* Rows rb.. rb + BAND - 1 of the panel (row_bytes each: 32-byte steps of
- * pair-form words or floats) times one group of 16 tokens (grouped as
- * panel_matmul lays them out): row r's dot with token t in lane t of out[r]. */
-FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_operands m, const char *wp, size_t row_bytes,
-                                                                  const char *act, __m512 out[BAND]) {
+ * pair-form words or floats) times one group of 2 PAIRS tokens (grouped as
+ * panel_matmul lays them out): out[p] lane 2 r + h, row r's dot with token
+ * 2 p + h. */
+FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_operands m, const char *wp,
+                                                                  size_t row_bytes, const char *act,
+                                                                  __m512 out[PAIRS]) {
     __m512 acc[BAND][PAIRS];
     for (int r = 0; r < BAND; r++)
         for (int p = 0; p < PAIRS; p++) acc[r][p] = _mm512_setzero_ps();
     for (size_t s = 0; s < row_bytes / 32; s++) {
-        __m512i wv[BAND];
-        for (int r = 0; r < BAND; r++)
-            wv[r] = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(wp + r * row_bytes + 32 * s)));
+        __m512i a[PAIRS];
+        for (int p = 0; p < PAIRS; p++) a[p] = _mm512_load_si512(act + (s * PAIRS + (size_t)p) * 64);
 #pragma GCC unroll 8
-        for (int p = 0; p < PAIRS; p++) {
-            const __m512i a = _mm512_load_si512(act + (s * PAIRS + (size_t)p) * 64);
+        for (int r = 0; r < BAND; r++) {
+            const __m512i wv = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(wp + r * row_bytes + 32 * s)));
 #pragma GCC unroll 3
-            for (int r = 0; r < BAND; r++)
-                acc[r][p] = m == CPU_FP8_W8A8 ? _mm512_dpbf16_ps(acc[r][p], (__m512bh)a, (__m512bh)wv[r])
-                                      : float_step(m, acc[r][p], _mm512_castsi512_ps(wv[r]), _mm512_castsi512_ps(a));
+            for (int p = 0; p < PAIRS; p++)
+                acc[r][p] = m == CPU_FP8_W8A8 ? _mm512_dpbf16_ps(acc[r][p], (__m512bh)a[p], (__m512bh)wv)
+                                              : float_step(m, acc[r][p], _mm512_castsi512_ps(wv), _mm512_castsi512_ps(a[p]));
         }
     }
-    for (int r = 0; r < BAND; r++) out[r] = sums16(acc[r]);
+    for (int p = 0; p < PAIRS; p++) {
+        __m512 x[BAND];
+        for (int r = 0; r < BAND; r++) x[r] = acc[r][p];
+        out[p] = sums16(x);
+    }
 }
 
 /* band's instances, out of line: inlined into the panel's loops, its 24
  * sums shared the registers with them (W8A8 at 256 tokens 220 -> 176
  * GMAC/s, one thread). */
 FP8_TARGET static __attribute__((noinline)) void band_w8a8(const char *wp, size_t row_bytes, const char *act,
-                                                         __m512 out[BAND]) {
+                                                         __m512 out[PAIRS]) {
     band(CPU_FP8_W8A8, wp, row_bytes, act, out);
 }
 
 FP8_TARGET static __attribute__((noinline)) void band_scaled(const char *wp, size_t row_bytes, const char *act,
-                                                           __m512 out[BAND]) {
+                                                           __m512 out[PAIRS]) {
     band(CPU_FP8_SCALED, wp, row_bytes, act, out);
 }
 
 FP8_TARGET static __attribute__((noinline)) void band_float(const char *wp, size_t row_bytes, const char *act,
-                                                          __m512 out[BAND]) {
+                                                          __m512 out[PAIRS]) {
     band(CPU_FP8_FLOAT, wp, row_bytes, act, out);
 }
 
@@ -347,25 +355,31 @@ panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor 
         decode_rows(d, m, w, ra, rb, wp + (size_t)r * row_bytes, wp + (size_t)(r + 1) * row_bytes);
         if (m != CPU_FP8_SCALED) ws[r] = r < nr ? scale_at(w, ra, 0, n) : 0.0f, ws[r + 1] = r + 1 < nr ? scale_at(w, rb, 0, n) : 0.0f;
     }
+    /* sums16's lanes 2 r + h to token h's rows in order */
+    const __m512i by_token = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += 2 * PAIRS) {
-        const int nc = (int)(n_tokens - t0 < 2 * PAIRS ? n_tokens - t0 : 2 * PAIRS);
-        float as_pad[2 * PAIRS] = {0};
-        if (m == CPU_FP8_W8A8) memcpy(as_pad, a_scales + t0, (size_t)nc * sizeof(float));
-        const __m512 as = _mm512_loadu_ps(as_pad);
         const char *act = groups + (size_t)(t0 / (2 * PAIRS)) * group_bytes;
-        float by_token[2 * PAIRS][PANEL_ROWS];
         for (int rb = 0; rb < nr; rb += BAND) {
-            __m512 sums[BAND];
-            float by_row[BAND][2 * PAIRS];
-            (m == CPU_FP8_W8A8 ? band_w8a8 : m == CPU_FP8_SCALED ? band_scaled : band_float)(wp + (size_t)rb * row_bytes, row_bytes, act, sums);
-            for (int r = 0; r < BAND; r++)
-                _mm512_storeu_ps(by_row[r], m == CPU_FP8_W8A8   ? _mm512_mul_ps(sums[r], _mm512_mul_ps(_mm512_set1_ps(ws[rb + r]), as))
-                                            : m == CPU_FP8_FLOAT ? _mm512_mul_ps(sums[r], _mm512_set1_ps(ws[rb + r]))
-                                                         : sums[r]);
-            for (int c = 0; c < 2 * PAIRS; c++)
-                for (int r = 0; r < BAND; r++) by_token[c][rb + r] = by_row[r][c];
+            __m512 sums[PAIRS];
+            (m == CPU_FP8_W8A8 ? band_w8a8 : m == CPU_FP8_SCALED ? band_scaled : band_float)(wp + (size_t)rb * row_bytes,
+                                                                                            row_bytes, act, sums);
+            const __m256 w8 = _mm256_loadu_ps(ws + rb);
+            const __m512 wsv = _mm512_insertf32x8(_mm512_castps256_ps512(w8), w8, 1);
+            const __mmask8 rows = (__mmask8)((1u << (nr - rb < BAND ? nr - rb : BAND)) - 1);
+            for (int p = 0; p < PAIRS && t0 + 2 * p < n_tokens; p++) {
+                __m512 v = _mm512_permutexvar_ps(by_token, sums[p]);
+                const int64_t t = t0 + 2 * p;
+                if (m == CPU_FP8_W8A8) {
+                    const float a1 = t + 1 < n_tokens ? a_scales[t + 1] : 0.0f;
+                    const __m512 as = _mm512_insertf32x8(_mm512_set1_ps(a_scales[t]), _mm256_set1_ps(a1), 1);
+                    v = _mm512_mul_ps(v, _mm512_mul_ps(wsv, as));
+                } else if (m == CPU_FP8_FLOAT) {
+                    v = _mm512_mul_ps(v, wsv);
+                }
+                _mm256_mask_storeu_ps(y + t * n_out + r0 + rb, rows, _mm512_castps512_ps256(v));
+                if (t + 1 < n_tokens) _mm256_mask_storeu_ps(y + (t + 1) * n_out + r0 + rb, rows, _mm512_extractf32x8_ps(v, 1));
+            }
         }
-        for (int c = 0; c < nc; c++) memcpy(y + (t0 + c) * n_out + r0, by_token[c], (size_t)nr * sizeof(float));
     }
 }
 
