@@ -21,6 +21,7 @@ typedef enum panel_epi {
     EPI_AFFINE_2,  /* (da * dw) * (float)S - (da * dmin) * (float)M (Q2_K) */
     EPI_SUBFLOAT,  /* per sub-block: ((dw * da) * fsc_s) * (float)sum_s(w a) (IQ4_XS) */
     EPI_BLOCK32,   /* per block of 32, Q8_0 activations: (dw * da) * (float)S (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4) */
+    EPI_SUB16,     /* per sub-block of 16, Q8_0 activations: acc + (da * ds) * (float)S_s in order (NVFP4) */
 } panel_epi;
 
 #define PANEL_SUBS_MAX 16
@@ -34,16 +35,18 @@ typedef struct panel_meta {
     float fsc[PANEL_SUBS_MAX];     /* EPI_SUBFLOAT: the sub-block scales as floats */
 } panel_meta;
 
-/* One weight row's block of 32 (EPI_BLOCK32), decoded. */
+/* One weight row's block of 32 (EPI_BLOCK32; EPI_SUB16: two sub-blocks), decoded. */
 typedef struct panel_meta32 {
-    float d;
-    int32_t start;
+    float d[2];
+    int32_t start[2];
 } panel_meta32;
 
 /* Writes one block's 256 signed codes and its meta (all but `start`). */
 typedef void (*panel_decode_fn)(const void *block, int8_t codes[HFQ_QK_K], panel_meta *m);
 /* Writes one block's 32 signed codes; returns its scale (EPI_BLOCK32). */
 typedef float (*panel_decode32_fn)(const void *block, int8_t codes[HFQ_QK]);
+/* Writes one block's 64 signed codes and its four sub-block scales (EPI_SUB16). */
+typedef void (*panel_decode64_fn)(const void *block, int8_t codes[2 * HFQ_QK], float d[4]);
 
 struct cpu_panel_format {
     hfq_qtype type;
@@ -55,6 +58,7 @@ struct cpu_panel_format {
     size_t block_bytes;
     panel_decode_fn decode;       /* blocks of 256 (Q8_K activations) */
     panel_decode32_fn decode32;   /* blocks of 32 (Q8_0 activations) */
+    panel_decode64_fn decode64;   /* blocks of 64 in sub-blocks of 16 (Q8_0 activations) */
     int blk;                      /* elements per block: HFQ_QK_K or HFQ_QK */
     hfq_qtype act;                /* the activation format: Q8_K or Q8_0 */
     int64_t min_tokens;           /* below this many the tiles are as fast or faster */
@@ -256,17 +260,34 @@ PANEL_TARGET static float decode_mxfp4(const void *blk, int8_t codes[HFQ_QK]) {
     return hfq_e8m0_half_to_f32(b->e);
 }
 
+/* NVFP4: each 16's 8 bytes hold values j (low nibble) and j + 8 (high), as
+ * hfq_fp4_dot_i8 reads them; the doubled E2M1 values, the halved UE4M3
+ * scales (hfq_acc_block_nvfp4_q8_0). */
+PANEL_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK], float d[4]) {
+    const hfq_block_nvfp4 *b = blk;
+    const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12), low4 = _mm_set1_epi8(0x0f);
+    for (int h = 0; h < 2; h++) {   /* sub-blocks 2 h, 2 h + 1 */
+        const __m128i v = _mm_loadu_si128((const __m128i *)(b->qs + 16 * h));
+        const __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(v, low4));
+        const __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4));
+        _mm_storeu_si128((__m128i *)(codes + 32 * h), _mm_unpacklo_epi64(lo, hi));
+        _mm_storeu_si128((__m128i *)(codes + 32 * h + 16), _mm_unpackhi_epi64(lo, hi));
+    }
+    for (int s = 0; s < 4; s++) d[s] = hfq_ue4m3_half_to_f32(b->d[s]);
+}
+
 /* Adding a format: its decoder above and a row here (its reference dot's
  * float steps one of panel_epi's). The token thresholds are measured (one
  * thread, 1024 x 1024, tiles / panels GMAC/s): at 32 tokens IQ2_XXS 97 / 75,
  * Q3_K 117 / 98; at 48 92 / 98, 121 / 118; at 64 100 / 116, 123 / 141. The
  * Q8_0-activation tiles are faster: Q4_0 at 64 tokens 119 / 112, at 80
  * 115 / 129, at 96 120 / 142 (IQ4_NL, Q5_0, MXFP4 alike); Q8_0's decode is
- * a copy, 72 / 129 at 48. */
+ * a copy, 72 / 129 at 48; NVFP4 at 48 108 / 109, at 64 117 / 124, at 256
+ * 116 / 173. */
 #define K_ROW(type, sub, epi, block_mult, row_mult, block_t, decode) \
-    {type, sub, epi, block_mult, row_mult, sizeof(block_t), decode, NULL, HFQ_QK_K, HFQ_QT_Q8_K, 48}
+    {type, sub, epi, block_mult, row_mult, sizeof(block_t), decode, NULL, NULL, HFQ_QK_K, HFQ_QT_Q8_K, 48}
 #define Q8_0_ROW(type, block_t, decode, min_tokens) \
-    {type, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(block_t), NULL, decode, HFQ_QK, HFQ_QT_Q8_0, min_tokens}
+    {type, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(block_t), NULL, decode, NULL, HFQ_QK, HFQ_QT_Q8_0, min_tokens}
 static const struct cpu_panel_format formats[] = {
     K_ROW(HFQ_QT_Q2_K, 16, EPI_AFFINE_2, 1.0f, 1.0f, hfq_block_q2_k, decode_q2_k),
     K_ROW(HFQ_QT_Q3_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q3_k, decode_q3_k),
@@ -286,6 +307,7 @@ static const struct cpu_panel_format formats[] = {
     Q8_0_ROW(HFQ_QT_Q5_0, hfq_block_q5_0, decode_q5_0, 80),
     Q8_0_ROW(HFQ_QT_IQ4_NL, hfq_block_iq4_nl, decode_iq4_nl, 80),
     Q8_0_ROW(HFQ_QT_MXFP4, hfq_block_mxfp4, decode_mxfp4, 80),
+    {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_Q8_0, 64},
 };
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
@@ -394,15 +416,29 @@ static size_t meta_bytes(const cpu_panel_format *f) {
 
 /* Weight row r (nb blocks) into codes and meta; each sub-block's start from its codes. */
 PANEL_TARGET static void decode_row(const cpu_panel_format *f, const char *row, int64_t nb, int8_t *codes, void *meta) {
+    if (f->decode64) {   /* blocks of 64, meta per 32 */
+        for (int64_t b = 0; b < nb; b += 2) {
+            float d[4];
+            f->decode64(row + (size_t)(b / 2) * f->block_bytes, codes + b * HFQ_QK, d);
+            for (int h = 0; h < 2; h++) {
+                panel_meta32 *m = (panel_meta32 *)meta + b + h;
+                m->d[0] = d[2 * h], m->d[1] = d[2 * h + 1];
+                int32_t start[PANEL_SUBS_MAX];
+                sub_starts(HFQ_QK, 16, codes + (b + h) * HFQ_QK, start);
+                m->start[0] = start[0], m->start[1] = start[1];
+            }
+        }
+        return;
+    }
     for (int64_t b = 0; b < nb; b++) {
         int8_t *q = codes + b * f->blk;
         const char *blk = row + (size_t)b * f->block_bytes;
         if (f->blk == HFQ_QK) {
             panel_meta32 *m = (panel_meta32 *)meta + b;
-            m->d = f->decode32(blk, q);
+            m->d[0] = f->decode32(blk, q);
             int32_t start[PANEL_SUBS_MAX];
             sub_starts(HFQ_QK, HFQ_QK, q, start);
-            m->start = start[0];
+            m->start[0] = start[0];
             continue;
         }
         panel_meta *m = (panel_meta *)meta + b;
@@ -514,13 +550,35 @@ PANEL_TARGET static void band_block32(const cpu_panel_format *f, const int8_t *c
         const uint8_t *ab = g.codes + (size_t)b * HFQ_QK * COLS;
         __m512i raw[BAND];
         int32_t start[BAND];
-        for (int r = 0; r < BAND; r++) start[r] = meta[r * nb + b].start;
+        for (int r = 0; r < BAND; r++) start[r] = meta[r * nb + b].start[0];
         sub_sums(HFQ_QK, ab, codes + b * HFQ_QK, k, start, raw);
         const __m512 da = _mm512_loadu_ps(g.d + b * COLS);
 #pragma GCC unroll 8
         for (int r = 0; r < BAND; r++)
             sums[r] = _mm512_add_ps(sums[r], _mm512_mul_ps(_mm512_cvtepi32_ps(raw[r]),
-                                                           _mm512_mul_ps(_mm512_set1_ps(meta[r * nb + b].d), da)));
+                                                           _mm512_mul_ps(_mm512_set1_ps(meta[r * nb + b].d[0]), da)));
+    }
+}
+
+/* band for sub-blocks of 16 with float scales and Q8_0 activations (blocks
+ * of 32): sums[r] + (da * ds) * (float)S_s, sub-block by sub-block. */
+PANEL_TARGET static void band_sub16(const cpu_panel_format *f, const int8_t *codes, int64_t k, const void *meta_v,
+                                    int64_t nb, act_group g, __m512 sums[BAND]) {
+    (void)f;
+    const panel_meta32 *meta = meta_v;
+    for (int r = 0; r < BAND; r++) sums[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512 da = _mm512_loadu_ps(g.d + b * COLS);
+        for (int s = 0; s < 2; s++) {
+            __m512i raw[BAND];
+            int32_t start[BAND];
+            for (int r = 0; r < BAND; r++) start[r] = meta[r * nb + b].start[s];
+            sub_sums(16, g.codes + (size_t)(b * HFQ_QK + 16 * s) * COLS, codes + b * HFQ_QK + 16 * s, k, start, raw);
+#pragma GCC unroll 8
+            for (int r = 0; r < BAND; r++)
+                sums[r] = _mm512_add_ps(sums[r], _mm512_mul_ps(_mm512_mul_ps(da, _mm512_set1_ps(meta[r * nb + b].d[s])),
+                                                               _mm512_cvtepi32_ps(raw[r])));
+        }
     }
 }
 
@@ -531,6 +589,7 @@ static band_fn band_for(const cpu_panel_format *f) {
     case EPI_AFFINE_2: return band_affine_2_16;
     case EPI_SUBFLOAT: return band_subfloat32;
     case EPI_BLOCK32: return band_block32;
+    case EPI_SUB16: return band_sub16;
     }
     return NULL;
 }
