@@ -1,5 +1,5 @@
 /* panel.h - batched products of K-quant, i-quant and Q8_0-activation
- * (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4) weights on AVX512-VNNI, one weight
+ * (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, NVFP4) weights on AVX512-VNNI, one weight
  * decode per product (panel.c); below, FP8 codes for every batch size
  * (panel_fp8.c) and INT8 W8A8 batches (panel_int8.c), and the one door
  * cpu_matmul takes to all of them.
@@ -18,7 +18,7 @@
  * the order (each starts from -128 times the sum of its weight codes, which
  * takes the + 128 back), scaled by its integer scale exactly as the
  * reference does, and the float steps per block (of 256, or of 32 with Q8_0
- * activations, or per sub-block: IQ4_XS)
+ * activations, or per sub-block: IQ4_XS, NVFP4)
  * are the reference's, in its order, each lane a token. */
 #ifndef HFQ_KERNELS_CPU_PANEL_H
 #define HFQ_KERNELS_CPU_PANEL_H
@@ -35,7 +35,7 @@ typedef struct cpu_panel_format cpu_panel_format;
 
 /* The panel kernel of weight format t with activations of format act (t's
  * vec_dot_type) for a batch of n_tokens, or NULL: none for the pair, fewer
- * tokens than panels need to beat the tiles (48 or 80, by format: panel.c),
+ * tokens than panels need to beat the tiles (48, 64 or 80, by format: panel.c),
  * or this CPU lacks AVX512-VNNI (or the runner was told to use a narrower
  * set). */
 const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t n_tokens);
