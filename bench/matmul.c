@@ -1,6 +1,6 @@
 /* bench_matmul - single-thread speed of cpu_matmul (kernels/cpu/matmul.h)
  * on every activation path of the formats outside bench_kernels' table:
- * MXFP4 / NVFP4 with Q8_0 activations, NVFP4 x NVFP4 (W4A4), FP4 weights
+ * MXFP4 / NVFP4 with Q8_0 activations, NVFP4 and MXFP4 W4A4, FP4 weights
  * times float rows (weight-only), INT8 (per tensor, channel, group of 128)
  * and FP8 E4M3 / E5M2 (per tensor, channel) times float rows and W8A8, and
  * FP8 in groups of 128 with its activations so rounded (FP8_BLOCK);
@@ -34,35 +34,37 @@ typedef struct bench_case {
     bool act_none;          /* weight-only FP4 */
     hfq_act_quant aq;
     int64_t act_group;      /* FP8 weights marked act_fp8_group (FP8_BLOCK checkpoints): 128 */
+    bool act_mxfp4;         /* MXFP4 weights marked act_mxfp4 (MXFP4 W4A4 checkpoints) */
 } bench_case;
 
 static const bench_case cases[] = {
-    {"q8_0 x q8_0", GT_Q8_0, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0},
-    {"q4_K x q8_K", GT_Q4_K, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0},
-    {"mxfp4 x q8_0", GT_MXFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0},
-    {"nvfp4 x q8_0", GT_NVFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0},
-    {"nvfp4 x nvfp4 (W4A4)", GT_NVFP4, 0, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0},
-    {"mxfp4 x f32", GT_MXFP4, 0, 0, true, HFQ_ACT_QUANT_AUTO, 0},
-    {"nvfp4 x f32", GT_NVFP4, 0, 0, true, HFQ_ACT_QUANT_AUTO, 0},
-    {"int8/tensor x f32", GT_I8, HFQ_QEXT_INT8, -1, false, HFQ_ACT_QUANT_NONE, 0},
-    {"int8/channel x f32", GT_I8, HFQ_QEXT_INT8, 0, false, HFQ_ACT_QUANT_NONE, 0},
-    {"int8/g128 x f32", GT_I8, HFQ_QEXT_INT8, 128, false, HFQ_ACT_QUANT_NONE, 0},
-    {"int8/tensor x int8", GT_I8, HFQ_QEXT_INT8, -1, false, HFQ_ACT_QUANT_DYNAMIC, 0},
-    {"int8/channel x int8", GT_I8, HFQ_QEXT_INT8, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0},
-    {"int8/g128 x int8", GT_I8, HFQ_QEXT_INT8, 128, false, HFQ_ACT_QUANT_DYNAMIC, 0},
-    {"e4m3/tensor x f32", GT_I8, HFQ_QEXT_FP8_E4M3, -1, false, HFQ_ACT_QUANT_NONE, 0},
-    {"e4m3/channel x f32", GT_I8, HFQ_QEXT_FP8_E4M3, 0, false, HFQ_ACT_QUANT_NONE, 0},
-    {"e5m2/channel x f32", GT_I8, HFQ_QEXT_FP8_E5M2, 0, false, HFQ_ACT_QUANT_NONE, 0},
-    {"e4m3/channel x e4m3", GT_I8, HFQ_QEXT_FP8_E4M3, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0},
-    {"e5m2/channel x e5m2", GT_I8, HFQ_QEXT_FP8_E5M2, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0},
-    {"e4m3/g128 x fp8 g128 (FP8_BLOCK)", GT_I8, HFQ_QEXT_FP8_E4M3, 128, false, HFQ_ACT_QUANT_AUTO, 128},
+    {"q8_0 x q8_0", GT_Q8_0, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, false},
+    {"q4_K x q8_K", GT_Q4_K, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, false},
+    {"mxfp4 x q8_0", GT_MXFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, false},
+    {"nvfp4 x q8_0", GT_NVFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, false},
+    {"nvfp4 x nvfp4 (W4A4)", GT_NVFP4, 0, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0, false},
+    {"mxfp4 x mxfp4 (W4A4)", GT_MXFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, true},
+    {"mxfp4 x f32", GT_MXFP4, 0, 0, true, HFQ_ACT_QUANT_AUTO, 0, false},
+    {"nvfp4 x f32", GT_NVFP4, 0, 0, true, HFQ_ACT_QUANT_AUTO, 0, false},
+    {"int8/tensor x f32", GT_I8, HFQ_QEXT_INT8, -1, false, HFQ_ACT_QUANT_NONE, 0, false},
+    {"int8/channel x f32", GT_I8, HFQ_QEXT_INT8, 0, false, HFQ_ACT_QUANT_NONE, 0, false},
+    {"int8/g128 x f32", GT_I8, HFQ_QEXT_INT8, 128, false, HFQ_ACT_QUANT_NONE, 0, false},
+    {"int8/tensor x int8", GT_I8, HFQ_QEXT_INT8, -1, false, HFQ_ACT_QUANT_DYNAMIC, 0, false},
+    {"int8/channel x int8", GT_I8, HFQ_QEXT_INT8, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0, false},
+    {"int8/g128 x int8", GT_I8, HFQ_QEXT_INT8, 128, false, HFQ_ACT_QUANT_DYNAMIC, 0, false},
+    {"e4m3/tensor x f32", GT_I8, HFQ_QEXT_FP8_E4M3, -1, false, HFQ_ACT_QUANT_NONE, 0, false},
+    {"e4m3/channel x f32", GT_I8, HFQ_QEXT_FP8_E4M3, 0, false, HFQ_ACT_QUANT_NONE, 0, false},
+    {"e5m2/channel x f32", GT_I8, HFQ_QEXT_FP8_E5M2, 0, false, HFQ_ACT_QUANT_NONE, 0, false},
+    {"e4m3/channel x e4m3", GT_I8, HFQ_QEXT_FP8_E4M3, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0, false},
+    {"e5m2/channel x e5m2", GT_I8, HFQ_QEXT_FP8_E5M2, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0, false},
+    {"e4m3/g128 x fp8 g128 (FP8_BLOCK)", GT_I8, HFQ_QEXT_FP8_E4M3, 128, false, HFQ_ACT_QUANT_AUTO, 128, false},
 };
 
 /* Fills w (rows x n) from the floats src in the case's layout; scales: its scale tensor. */
 static void make_weight(const bench_case *bc, const float *src, int64_t n, int64_t rows, void *data, float *scales,
                         hfq_tensor *w) {
     *w = (hfq_tensor){.name = bc->name, .type = bc->type, .ne0 = n, .ne1 = rows, .qext = bc->qext,
-                      .act_none = bc->act_none, .data = data};
+                      .act_none = bc->act_none, .act_mxfp4 = bc->act_mxfp4, .data = data};
     if (bc->qext == HFQ_QEXT_INT8) {
         w->row_bytes = (size_t)n;
         if (bc->group < 0) {

@@ -477,6 +477,7 @@ static void test_attention_kernels(void) {
 static void quantize_act_row(hfq_qtype act, const float *v, void *a, int64_t n, int round) {
     if (act == HFQ_QT_F32) memcpy(a, v, (size_t)n * sizeof *v);
     else if (act == HFQ_QT_NVFP4) hfq_quantize_nvfp4(v, a, 1, n, NULL, round % 2 ? hfq_nvfp4_global_scale(v, n) : 0.0f);
+    else if (act == HFQ_QT_MXFP4) hfq_quantize_row_mxfp4_act(v, a, n);   /* W4A4: compressed-tensors' dynamic MX rule */
     else hfq_qtype_get(act)->quantize_row(v, a, n);
 }
 
@@ -767,16 +768,21 @@ static void test_refused(void) {
  * bit, through cpu_matmul (the batches at a format's threshold and up) and
  * cpu_panel_matmul alone, on row counts past a band and a panel, rows of
  * 896 values (3.5 blocks of 256: the Q8_0-activation formats), token
- * counts past a group of 16, and activations of very different sizes. */
+ * counts past a group of 16, and activations of very different sizes; the
+ * W4A4 pairs (MXFP4 and NVFP4 activations, hfq_dot_mxfp4_mxfp4 and
+ * hfq_dot_nvfp4_nvfp4; through cpu_matmul with their act_quant modes,
+ * NVFP4's per-token global scale after the dot). */
 static void test_panel_products(void) {
-    hfq_qtype types[HFQ_QT_COUNT];
-    const size_t n_types = cpu_panel_formats(types, HFQ_QT_COUNT);
+    hfq_qtype types[2 * HFQ_QT_COUNT], acts[2 * HFQ_QT_COUNT];
+    const size_t n_types = cpu_panel_formats(types, acts, 2 * HFQ_QT_COUNT);
     static const shape shapes[] = {{256, 37, 48}, {768, 70, 53}, {512, 8, 40}, {2560, 9, 49}, {896, 21, 83}};
     uint64_t rng = 901;
     int checked = 0, formats = 0;
     for (size_t ti = 0; ti < n_types; ti++) {
         const hfq_qtype_traits *wt = hfq_qtype_get(types[ti]);
-        const cpu_panel_format *f = cpu_panel_format_get(types[ti], wt->vec_dot_type, INT64_MAX);
+        const hfq_qtype act = acts[ti];
+        const bool w4a4 = act != wt->vec_dot_type;
+        const cpu_panel_format *f = cpu_panel_format_get(types[ti], act, INT64_MAX);
         if (!f) continue;   /* no AVX512-VNNI here */
         formats++;
         const int32_t gt = wt->ggml_type;
@@ -784,7 +790,7 @@ static void test_panel_products(void) {
             const shape sh = shapes[si];
             if (hfq_qtype_row_size(wt->type, sh.n_in) < 0) continue;   /* 896: blocks of 32 only */
             const size_t row = (size_t)hfq_qtype_row_size(wt->type, sh.n_in);
-            const size_t arow = (size_t)hfq_qtype_row_size(wt->vec_dot_type, sh.n_in);
+            const size_t arow = (size_t)hfq_qtype_row_size(act, sh.n_in);
             char *w = malloc(row * (size_t)sh.n_out), *a = malloc(arow * (size_t)sh.n_tokens);
             float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x), *ones = malloc((size_t)sh.n_in * sizeof *ones);
             float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
@@ -796,19 +802,32 @@ static void test_panel_products(void) {
             for (int64_t t = 0; t < sh.n_tokens; t++)
                 for (int64_t i = 0; i < sh.n_in; i++)
                     x[t * sh.n_in + i] = synth_uniform(&rng) * (t % 3 ? 1.0f : 1000.0f) * (i % 41 == 0 ? 30.0f : 1.0f);
-            for (int64_t t = 0; t < sh.n_tokens; t++)
-                hfq_qtype_get(wt->vec_dot_type)->quantize_row(x + t * sh.n_in, a + t * arow, sh.n_in);
-            hfq_tensor wten = {.name = "w", .type = (uint32_t)gt, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = row, .data = w};
+            float gs[100];   /* NVFP4 activations: each token's global scale */
+            for (int64_t t = 0; t < sh.n_tokens; t++) {
+                const float *xt = x + t * sh.n_in;
+                char *at = a + t * arow;
+                if (!w4a4) hfq_qtype_get(act)->quantize_row(xt, at, sh.n_in);
+                else if (act == HFQ_QT_MXFP4) hfq_quantize_row_mxfp4_act(xt, at, sh.n_in);
+                else hfq_quantize_nvfp4(xt, at, 1, sh.n_in, NULL, gs[t] = hfq_nvfp4_global_scale(xt, sh.n_in));
+            }
+            hfq_tensor wten = {.name = "w", .type = (uint32_t)gt, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = row,
+                               .data = w, .act_mxfp4 = w4a4 && act == HFQ_QT_MXFP4};
+            const hfq_act_quant aq = w4a4 && act == HFQ_QT_NVFP4 ? HFQ_ACT_QUANT_DYNAMIC : HFQ_ACT_QUANT_AUTO;
             memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
             CHECK(cpu_panel_matmul(f, 2, &wten, a, arow, sh.n_tokens, y));
-            char *scratch = malloc(cpu_matmul_act_bytes(&wten, HFQ_ACT_QUANT_AUTO, sh.n_tokens));
-            cpu_matmul(1, HFQ_ACT_QUANT_AUTO, scratch, y2, &wten, NULL, x, sh.n_tokens);
+            char *scratch = malloc(cpu_matmul_act_bytes(&wten, aq, sh.n_tokens));
+            cpu_matmul(1, aq, scratch, y2, &wten, NULL, x, sh.n_tokens);
             for (int64_t t = 0; t < sh.n_tokens; t++)
                 for (int64_t r = 0; r < sh.n_out; r++) {
-                    const float want = wt->vec_dot(w + r * row, a + t * arow, sh.n_in);
+                    const char *wr = w + r * row, *at = a + t * arow;
+                    const float want = !w4a4 ? wt->vec_dot(wr, at, sh.n_in)
+                                       : act == HFQ_QT_MXFP4 ? hfq_dot_mxfp4_mxfp4(wr, at, sh.n_in)
+                                                              : hfq_dot_nvfp4_nvfp4(wr, at, sh.n_in);
+                    const float want2 = w4a4 && act == HFQ_QT_NVFP4 ? want * gs[t] : want;
                     CHECK_MSG(memcmp(&want, &y[t * sh.n_out + r], sizeof want) == 0 &&
-                                  memcmp(&want, &y2[t * sh.n_out + r], sizeof want) == 0,
-                              "%s panel %lld x %lld, token %lld row %lld: %.9g / %.9g vs %.9g", wt->name,
+                                  memcmp(&want2, &y2[t * sh.n_out + r], sizeof want2) == 0,
+                              "%s x %s panel %lld x %lld, token %lld row %lld: %.9g / %.9g vs %.9g", wt->name,
+                              hfq_qtype_get(act)->name,
                               (long long)sh.n_in, (long long)sh.n_out, (long long)t, (long long)r,
                               y[t * sh.n_out + r], y2[t * sh.n_out + r], want);
                     checked++;
@@ -816,7 +835,7 @@ static void test_panel_products(void) {
             free(w); free(a); free(x); free(ones); free(y); free(y2); free(scratch);
         }
     }
-    printf("%d panel products checked in %d formats\n", checked, formats);
+    printf("%d panel products checked in %d format pairs\n", checked, formats);
 }
 
 /* FP8 codes in panel_fp8.c against the reference dots one pair at a time,

@@ -43,7 +43,7 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
     /* MXFP4 W4A4: blocks of the checkpoint's dynamic MX rule (quant/fp4.h) */
     if (w->act_mxfp4 && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_DYNAMIC)) {
         k->act_kind = CPU_ACT_MXFP4;
-        k->tile = NULL;
+        k->tile = cpu_quant_tile_act(HFQ_QT_MXFP4, HFQ_QT_MXFP4, &k->tile_cols);   /* hfq_dot_mxfp4_mxfp4's */
         return 0;
     }
     /* weight-only NVFP4 / MXFP4 (hfq.act_quant none, which bind_act allows

@@ -60,7 +60,7 @@ struct cpu_panel_format {
     panel_decode32_fn decode32;   /* blocks of 32 (Q8_0 activations) */
     panel_decode64_fn decode64;   /* blocks of 64 in sub-blocks of 16 (Q8_0 activations) */
     int blk;                      /* elements per block: HFQ_QK_K or HFQ_QK */
-    hfq_qtype act;                /* the activation format: Q8_K or Q8_0 */
+    hfq_qtype act;                /* the activation format: Q8_K or Q8_0; W4A4: MXFP4 or NVFP4 */
     int64_t min_tokens;           /* below this many the tiles are as fast or faster */
 };
 
@@ -283,7 +283,8 @@ PANEL_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK],
  * Q8_0-activation tiles are faster: Q4_0 at 64 tokens 119 / 112, at 80
  * 115 / 129, at 96 120 / 142 (IQ4_NL, Q5_0, MXFP4 alike); Q8_0's decode is
  * a copy, 72 / 129 at 48; NVFP4 at 48 108 / 109, at 64 117 / 124, at 256
- * 116 / 173. */
+ * 116 / 173. W4A4: MXFP4 at 16 46 / 33, at 32 46 / 51; NVFP4 at 32 85 /
+ * 88, at 48 92 / 100, at 256 91 / 133. */
 #define K_ROW(type, sub, epi, block_mult, row_mult, block_t, decode) \
     {type, sub, epi, block_mult, row_mult, sizeof(block_t), decode, NULL, NULL, HFQ_QK_K, HFQ_QT_Q8_K, 48}
 #define Q8_0_ROW(type, block_t, decode, min_tokens) \
@@ -308,12 +309,17 @@ static const struct cpu_panel_format formats[] = {
     Q8_0_ROW(HFQ_QT_IQ4_NL, hfq_block_iq4_nl, decode_iq4_nl, 80),
     Q8_0_ROW(HFQ_QT_MXFP4, hfq_block_mxfp4, decode_mxfp4, 80),
     {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_Q8_0, 64},
+    /* W4A4 (hfq_dot_mxfp4_mxfp4, hfq_dot_nvfp4_nvfp4): the activations' doubled E2M1 values as codes */
+    {HFQ_QT_MXFP4, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(hfq_block_mxfp4), NULL, decode_mxfp4, NULL, HFQ_QK,
+     HFQ_QT_MXFP4, 32},
+    {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_NVFP4,
+     48},
 };
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
-size_t cpu_panel_formats(hfq_qtype *types, size_t max) {
+size_t cpu_panel_formats(hfq_qtype *types, hfq_qtype *acts, size_t max) {
     size_t n = 0;
-    for (size_t i = 0; i < N_FORMATS && n < max; i++) types[n++] = formats[i].type;
+    for (size_t i = 0; i < N_FORMATS && n < max; i++, n++) types[n] = formats[i].type, acts[n] = formats[i].act;
     return n;
 }
 
@@ -328,18 +334,21 @@ const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t
 #define PANEL_ROWS 32
 
 /* The activations of one group of 16 tokens: per block, codes[g][c][k] =
- * qs[4 g + k] + 128 of token c; its scale d per token; and (blocks of 256,
- * for the affine formats) the code sums of sub-blocks 2t, 2t + 1 as 16-bit
- * pair t per token. */
+ * qs[4 g + k] + 128 of token c; its scales d per token (one a block, NVFP4
+ * activations one per 16); and (blocks of 256, for the affine formats) the
+ * code sums of sub-blocks 2t, 2t + 1 as 16-bit pair t per token. */
 typedef struct act_group {
     uint8_t *codes;   /* [nb][blk * COLS] */
-    float *d;         /* [nb][COLS] */
+    float *d;         /* [nb][act_scales][COLS] */
     int32_t *sums2;   /* [nb][PANEL_SUBS_MAX / 2][COLS] */
 } act_group;
 
+/* Activation scales per block of f: NVFP4 activations have one per 16 values. */
+static int act_scales(const cpu_panel_format *f) { return f->act == HFQ_QT_NVFP4 ? 2 : 1; }
+
 static size_t act_group_bytes(const cpu_panel_format *f, int64_t nb) {
     const size_t sums2 = f->blk == HFQ_QK_K ? PANEL_SUBS_MAX / 2 * COLS * sizeof(int32_t) : 0;
-    return (size_t)nb * ((size_t)f->blk * COLS + COLS * sizeof(float) + sums2);
+    return (size_t)nb * ((size_t)f->blk * COLS + (size_t)act_scales(f) * COLS * sizeof(float) + sums2);
 }
 
 static act_group act_group_at(const cpu_panel_format *f, char *base, int64_t nb, int64_t g) {
@@ -347,7 +356,14 @@ static act_group act_group_at(const cpu_panel_format *f, char *base, int64_t nb,
     const size_t codes = (size_t)nb * (size_t)f->blk * COLS;
     return (act_group){.codes = (uint8_t *)p,
                        .d = (float *)(p + codes),
-                       .sums2 = (int32_t *)(p + codes + (size_t)nb * COLS * sizeof(float))};
+                       .sums2 = (int32_t *)(p + codes + (size_t)nb * (size_t)act_scales(f) * COLS * sizeof(float))};
+}
+
+/* The doubled E2M1 values of 16 codes packed in 8 bytes as hfq_fp4_dot_i8
+ * reads them (value j low nibble of byte j, j + 8 high; MXFP4's 32 in 16
+ * bytes alike), in value order. */
+static void fp4_doubled(const uint8_t *qs, int n, int8_t *v) {
+    for (int j = 0; j < n / 2; j++) v[j] = (int8_t)hfq_e2m1_doubled(qs[j] & 0xF), v[j + n / 2] = (int8_t)hfq_e2m1_doubled(qs[j] >> 4);
 }
 
 /* Token c's n codes qs into the group's block at codes, as a + 128. */
@@ -359,20 +375,40 @@ static void pack_codes(uint32_t *codes, const int8_t *qs, int n, int c) {
     }
 }
 
-/* Tokens t0..t0 + nc - 1 (Q8_K or Q8_0 rows) into group layout; lanes past nc: zero activations. */
+/* Tokens t0..t0 + nc - 1 (Q8_K, Q8_0, MXFP4 or NVFP4 rows) into group layout; lanes past nc: zero activations. */
 static void pack_group(const cpu_panel_format *f, const char *act, size_t a_stride, int64_t nb, int64_t t0, int nc,
                        act_group g) {
+    const int n_d = act_scales(f);
     for (int64_t b = 0; b < nb; b++) {
         uint32_t *codes = (uint32_t *)(g.codes + (size_t)b * (size_t)f->blk * COLS);
         for (int c = 0; c < COLS; c++) {
             if (c >= nc) {
                 for (int k = 0; k < f->blk / 4; k++) codes[k * COLS + c] = 0x80808080u;
-                g.d[b * COLS + c] = 0.0f;
+                for (int s = 0; s < n_d; s++) g.d[(b * n_d + s) * COLS + c] = 0.0f;
                 if (f->blk == HFQ_QK_K)
                     for (int t = 0; t < PANEL_SUBS_MAX / 2; t++) g.sums2[(b * PANEL_SUBS_MAX / 2 + t) * COLS + c] = 0;
                 continue;
             }
             const char *row = act + (size_t)(t0 + c) * a_stride;
+            if (f->act == HFQ_QT_MXFP4) {
+                const hfq_block_mxfp4 *a = (const hfq_block_mxfp4 *)row + b;
+                int8_t v[HFQ_QK];
+                fp4_doubled(a->qs, HFQ_QK, v);
+                pack_codes(codes, v, HFQ_QK, c);
+                g.d[b * COLS + c] = hfq_e8m0_half_to_f32(a->e);
+                continue;
+            }
+            if (f->act == HFQ_QT_NVFP4) {   /* block b: half b % 2 of NVFP4 block b / 2 */
+                const hfq_block_nvfp4 *a = (const hfq_block_nvfp4 *)row + b / 2;
+                int8_t v[HFQ_QK];
+                for (int s = 0; s < 2; s++) {
+                    const int sub = 2 * (int)(b % 2) + s;
+                    fp4_doubled(a->qs + sub * (HFQ_QK_NVFP4_SUB / 2), HFQ_QK_NVFP4_SUB, v + 16 * s);
+                    g.d[(b * 2 + s) * COLS + c] = hfq_ue4m3_half_to_f32(a->d[sub]);
+                }
+                pack_codes(codes, v, HFQ_QK, c);
+                continue;
+            }
             if (f->blk == HFQ_QK) {
                 const hfq_block_q8_0 *a = (const hfq_block_q8_0 *)row + b;
                 pack_codes(codes, a->qs, HFQ_QK, c);
@@ -564,12 +600,12 @@ PANEL_TARGET static void band_block32(const cpu_panel_format *f, const int8_t *c
  * of 32): sums[r] + (da * ds) * (float)S_s, sub-block by sub-block. */
 PANEL_TARGET static void band_sub16(const cpu_panel_format *f, const int8_t *codes, int64_t k, const void *meta_v,
                                     int64_t nb, act_group g, __m512 sums[BAND]) {
-    (void)f;
     const panel_meta32 *meta = meta_v;
+    const int n_d = act_scales(f);   /* Q8_0 activations: one scale for both sub-blocks */
     for (int r = 0; r < BAND; r++) sums[r] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const __m512 da = _mm512_loadu_ps(g.d + b * COLS);
         for (int s = 0; s < 2; s++) {
+            const __m512 da = _mm512_loadu_ps(g.d + (b * n_d + (n_d == 2 ? s : 0)) * COLS);
             __m512i raw[BAND];
             int32_t start[BAND];
             for (int r = 0; r < BAND; r++) start[r] = meta[r * nb + b].start[s];
@@ -668,8 +704,8 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
 
 #else
 
-size_t cpu_panel_formats(hfq_qtype *types, size_t max) {
-    (void)types, (void)max;
+size_t cpu_panel_formats(hfq_qtype *types, hfq_qtype *acts, size_t max) {
+    (void)types, (void)acts, (void)max;
     return 0;
 }
 
@@ -697,7 +733,16 @@ bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w
     const bool w8a8 = k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS;
     if (w->qext && (w8a8 || o != CPU_FP8_W8A8))
         return cpu_panel_fp8_fits(w, o) && cpu_panel_fp8_matmul(o, n_threads, w, act, a_stride, a_scales, n_tokens, y);
-    if (k->act_kind != CPU_ACT_FORMAT || k->act_f32 || !k->w || !k->act || n_tokens < 2) return false;
-    const cpu_panel_format *f = cpu_panel_format_get(k->w->type, k->act->type, n_tokens);
-    return f && cpu_panel_matmul(f, n_threads, w, act, a_stride, n_tokens, y);
+    /* W4A4: the activations MXFP4 or NVFP4 blocks (NVFP4's global scale per token after the dot, as the tiles) */
+    hfq_qtype a;
+    if (k->act_kind == CPU_ACT_FORMAT && !k->act_f32 && k->act) a = k->act->type;
+    else if (k->act_kind == CPU_ACT_MXFP4) a = HFQ_QT_MXFP4;
+    else if (k->act_kind == CPU_ACT_NVFP4) a = HFQ_QT_NVFP4;
+    else return false;
+    const cpu_panel_format *f = k->w ? cpu_panel_format_get(k->w->type, a, n_tokens) : NULL;
+    if (!f || !cpu_panel_matmul(f, n_threads, w, act, a_stride, n_tokens, y)) return false;
+    if (k->act_kind == CPU_ACT_NVFP4)
+        for (int64_t t = 0; t < n_tokens; t++)
+            for (int64_t r = 0; r < w->ne1; r++) y[t * w->ne1 + r] *= a_scales[t];
+    return true;
 }

@@ -99,8 +99,9 @@ bool cpu_panel_int8_matmul(int n_threads, const hfq_tensor *w, const void *act, 
 bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                         const float *a_scales, int64_t n_tokens, float *y);
 
-/* The formats with panel kernels (on x86-64 builds, whatever this CPU), at
- * most max of them into types; returns how many (tests and benchmarks). */
-size_t cpu_panel_formats(hfq_qtype *types, size_t max);
+/* The (weight, activation) formats with panel kernels (on x86-64 builds,
+ * whatever this CPU), at most max of them into types and acts; returns how
+ * many (tests and benchmarks). */
+size_t cpu_panel_formats(hfq_qtype *types, hfq_qtype *acts, size_t max);
 
 #endif

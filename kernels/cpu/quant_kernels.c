@@ -223,6 +223,7 @@ typedef struct pair_row {
 
 static const pair_row pair_rows[] = {
     {HFQ_QT_NVFP4, hfq_dot_nvfp4_nvfp4, TILE_ROW(NVFP4, nvfp4_nvfp4, NCK, NCK_WIDE)},
+    {HFQ_QT_MXFP4, hfq_dot_mxfp4_mxfp4, TILE_ROW(MXFP4, mxfp4_mxfp4, NCK, NCK_WIDE)},
     {HFQ_QT_F32, hfq_dot_mxfp4_f32, TILE_ROW(MXFP4, mxfp4_f32, NC, NC)},
     {HFQ_QT_F32, hfq_dot_nvfp4_f32, TILE_ROW(NVFP4, nvfp4_f32, NC, NC)},
 };
