@@ -368,6 +368,49 @@ I8_AVX2 static void i8_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const 
     f(w, r0, nr, a, as, a_scales, nc, out, os);
 }
 
+/* ---- AVX2: FP8 codes times float rows, each weight scaled first ---- */
+
+/* The products of weights marked act_fp8_group (panel.h's SCALED operands,
+ * matmul.c's dot_fp8_codes_f32): code * scale of its group, rounded, fused
+ * into partial sum i % 8 - one 8-lane vector per (row, token), so its lanes
+ * are the partial sums in order - then hfq_lanes_sum. Two tokens at a time
+ * beside the four rows' weights (13 of the 16 registers). */
+I8_AVX2 static inline __attribute__((always_inline)) void scaled_cols(const hfq_tensor *w, int64_t r0, int nr,
+                                                                      const char *a, size_t as, const int C,
+                                                                      float *out, size_t os) {
+    const int64_t n = w->ne0, g = w->scale_groups, len = g ? n / g : n;
+    const uint8_t *wr[NR];
+    for (int r = 0; r < NR; r++) wr[r] = row_codes(w, r0 + (r < nr ? r : 0));
+    __m256 acc[2][NR], sc[NR];   /* sc: the rows' scales of the group in progress */
+    for (int r = 0; r < NR; r++) sc[r] = _mm256_setzero_ps();
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < NR; r++) acc[c][r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += HFQ_LANES) {
+        if (i % len == 0)
+            for (int r = 0; r < NR; r++) sc[r] = _mm256_set1_ps(w->scale[g ? (r0 + (r < nr ? r : 0)) * g + i / len : 0]);
+        __m256 wv[NR];
+        for (int r = 0; r < NR; r++) wv[r] = _mm256_mul_ps(fp8x8(fp8_of(w->qext), wr[r] + i), sc[r]);
+        for (int c = 0; c < C; c++) {
+            const __m256 av = _mm256_loadu_ps((const float *)(a + (size_t)c * as) + i);
+            for (int r = 0; r < NR; r++) acc[c][r] = _mm256_fmadd_ps(wv[r], av, acc[c][r]);
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < nr; r++) {
+            float lane[HFQ_LANES];
+            _mm256_storeu_ps(lane, acc[c][r]);
+            out[(size_t)c * os + (size_t)r] = hfq_lanes_sum(lane);
+        }
+}
+
+I8_AVX2 static void i8_scaled_tile_avx2(const hfq_tensor *w, int64_t r0, int nr, const void *a, size_t as,
+                                        const float *a_scales, int nc, float *out, size_t os) {
+    (void)a_scales;
+    int c = 0;
+    for (; c + 2 <= nc; c += 2) scaled_cols(w, r0, nr, (const char *)a + (size_t)c * as, as, 2, out + (size_t)c * os, os);
+    if (c < nc) scaled_cols(w, r0, nr, (const char *)a + (size_t)c * as, as, 1, out + (size_t)c * os, os);
+}
+
 /* ---- AVX-512, float activations: two weight rows per vector ---- */
 
 #define I8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,fma")))
@@ -919,6 +962,15 @@ I8_VNNI static void i8_tile_avx512vnni(const hfq_tensor *w, int64_t r0, int nr, 
     }
 }
 
+cpu_i8_tile_fn cpu_i8_scaled_tile(const hfq_tensor *w, int *cols) {
+    const int64_t len = w->scale_groups > 1 ? w->ne0 / w->scale_groups : w->ne0;
+    if (!(w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2) || w->ne0 % HFQ_LANES || len % HFQ_LANES ||
+        !cpu_float_isa_runs(CPU_FLOAT_AVX2))
+        return NULL;
+    *cols = I8_WIDE_COLS;
+    return i8_scaled_tile_avx2;
+}
+
 cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, const hfq_tensor *w, int *cols, cpu_i8_act *codes_as) {
     if (isa == CPU_FLOAT_BEST)
         isa = cpu_float_isa_runs(CPU_FLOAT_AVX512) ? CPU_FLOAT_AVX512
@@ -950,6 +1002,11 @@ void cpu_i8_fp8_pairs(hfq_fp8_format f, void *row, int64_t n) {
             pairs[16 * j + 2 * k] = (uint16_t)(hfq_f32_bits(hfq_fp8_to_f32(f, codes[8 + k])) >> 16);
         }
     }
+}
+
+cpu_i8_tile_fn cpu_i8_scaled_tile(const hfq_tensor *w, int *cols) {
+    (void)w, (void)cols;
+    return NULL;
 }
 
 cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, const hfq_tensor *w, int *cols, cpu_i8_act *codes_as) {

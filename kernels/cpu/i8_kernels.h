@@ -34,6 +34,13 @@
  * _BF16_PAIRS as cpu_i8_fp8_pairs makes them): the same products. */
 cpu_i8_tile_fn cpu_i8_tile(cpu_float_isa isa, const hfq_tensor *w, int *cols, cpu_i8_act *codes_as);
 
+/* A tile (cpu_i8_tile_fn, a_scales NULL) for FP8 codes w times float rows
+ * with each weight multiplied by its group's scale first, fused into partial
+ * sum i % 8 (weights marked act_fp8_group: matmul.c's dot_fp8_codes_f32,
+ * bit for bit), on AVX2; NULL where this CPU lacks it or w's rows or groups
+ * are not whole 8s. *cols: the activation rows it takes best per call. */
+cpu_i8_tile_fn cpu_i8_scaled_tile(const hfq_tensor *w, int *cols);
+
 /* n FP8 codes of format f at the start of row (n a multiple of 16), in
  * place, as CPU_I8_ACT_BF16_PAIRS: 2 n bytes, per 16 values j.. eight
  * 32-bit words, word k holding value j + k's BF16 in its high half and

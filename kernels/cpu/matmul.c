@@ -38,6 +38,7 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
                                   ? NULL
                                   : cpu_float_tile(w->type, CPU_FLOAT_BEST, &cols, &act_f32);
         if (t && (w->type == GT_F32 || act_f32)) k->tile = t, k->tile_cols = cols;
+        if (w->qext) k->i8 = cpu_i8_scaled_tile(w, &k->tile_cols);   /* FP8 codes where no panel takes them */
         return 0;
     }
     /* MXFP4 W4A4: blocks of the checkpoint's dynamic MX rule (quant/fp4.h) */
