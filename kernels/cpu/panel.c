@@ -199,15 +199,6 @@ PANEL_TARGET static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], p
 PANEL_DECODE_IQ1(iq1_s, hfq_block_iq1_s, 32)
 PANEL_DECODE_IQ1(iq1_m, hfq_block_iq1_m, 16)
 
-PANEL_TARGET static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
-    const hfq_block_iq4_xs *b = blk;
-    for (int j = 0; j < 8; j++) {
-        hfq_iq4_levels32(b->qs + 16 * j, codes + 32 * j);
-        m->fsc[j] = (float)(hfq_iq4_xs_scale(b, j) - 32);
-    }
-    m->d = hfq_fp16_to_f32(b->d);
-}
-
 PANEL_TARGET static float decode_q8_0(const void *blk, int8_t codes[HFQ_QK]) {
     const hfq_block_q8_0 *b = blk;
     memcpy(codes, b->qs, HFQ_QK);
@@ -251,6 +242,18 @@ PANEL_TARGET static float decode_iq4_nl(const void *blk, int8_t codes[HFQ_QK]) {
     static const int8_t levels[16] = HFQ_IQ4NL_LEVELS;
     nibbles_lut(b->qs, _mm_loadu_si128((const __m128i *)levels), codes);
     return hfq_fp16_to_f32(b->d);
+}
+
+/* IQ4_XS: each 32's nibbles as IQ4_NL's (hfq_iq4_levels32), its 6-bit scale - 32 as a float. */
+PANEL_TARGET static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_iq4_xs *b = blk;
+    static const int8_t levels[16] = HFQ_IQ4NL_LEVELS;
+    const __m128i lut = _mm_loadu_si128((const __m128i *)levels);
+    for (int j = 0; j < 8; j++) {
+        nibbles_lut(b->qs + 16 * j, lut, codes + 32 * j);
+        m->fsc[j] = (float)(hfq_iq4_xs_scale(b, j) - 32);
+    }
+    m->d = hfq_fp16_to_f32(b->d);
 }
 
 /* MXFP4: the doubled E2M1 values hfq_fp4_dot_i8 sums (hfq_e2m1_doubled: |v| <= 12), the halved E8M0 scale. */
