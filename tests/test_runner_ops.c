@@ -992,6 +992,29 @@ static void test_fp8_scaled_products(void) {
                     free(act), free(w), free(wf), free(x), free(scales), free(y), free(want), free(y2), free(y3);
                 }
             }
+    /* F16 and BF16 weights so marked: the bits of their F32 widening's products, whatever tile runs */
+    for (int fmt = 0; fmt < 2; fmt++) {
+        enum { N = 272, OUT = 13, T = 5 };
+        static uint16_t h[N * OUT];
+        static float wf[N * OUT], x[N * T], y[OUT * T], y2[OUT * T];
+        for (int64_t i = 0; i < N * OUT; i++) {
+            const float v = synth_uniform(&rng) * (i % 9 ? 1.0f : 50.0f);
+            h[i] = fmt ? hfq_f32_to_bf16(v) : hfq_f32_to_fp16(v);
+            wf[i] = fmt ? hfq_bf16_to_f32(h[i]) : hfq_fp16_to_f32(h[i]);
+        }
+        for (int64_t i = 0; i < N * T; i++) x[i] = synth_uniform(&rng) * (i % 5 ? 1.0f : 40.0f);
+        const hfq_tensor wh = {.name = "wh", .type = fmt ? GT_BF16 : GT_F16, .ne0 = N, .ne1 = OUT, .row_bytes = N * 2,
+                               .data = h, .act_fp8_group = 16};
+        const hfq_tensor w32 = {.name = "w32", .type = GT_F32, .ne0 = N, .ne1 = OUT, .row_bytes = N * 4, .data = wf,
+                                .act_fp8_group = 16};
+        char *act = malloc(cpu_matmul_act_bytes(&w32, HFQ_ACT_QUANT_AUTO, T) + 1);
+        cpu_matmul(1, HFQ_ACT_QUANT_AUTO, act, y, &wh, NULL, x, T);
+        cpu_matmul(2, HFQ_ACT_QUANT_AUTO, act, y2, &w32, NULL, x, T);
+        for (int i = 0; i < OUT * T; i++, checked++)
+            CHECK_MSG(memcmp(&y[i], &y2[i], sizeof y[i]) == 0, "%s act_fp8_group [%d]: %.9g vs F32 %.9g",
+                      fmt ? "bf16" : "f16", i, y[i], y2[i]);
+        free(act);
+    }
     printf("%d FP8 scaled products checked\n", checked);
 }
 

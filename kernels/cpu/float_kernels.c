@@ -134,6 +134,9 @@ AVX2_INLINE void tile_avx2(fmt fw, fmt fa, int64_t n, const char *w, size_t ws, 
 DEFINE_TILE(tile_f32_avx2, tile_avx2, FMT_F32, FMT_F32, AVX2)
 DEFINE_TILE(tile_f16_avx2, tile_avx2, FMT_F16, FMT_F16, AVX2)
 DEFINE_TILE(tile_bf16_avx2, tile_avx2, FMT_BF16, FMT_BF16, AVX2)
+/* F32 activation rows whatever the weights (cpu_float_tile_f32_rows) */
+DEFINE_TILE(tile_f16_f32_avx2, tile_avx2, FMT_F16, FMT_F32, AVX2)
+DEFINE_TILE(tile_bf16_f32_avx2, tile_avx2, FMT_BF16, FMT_F32, AVX2)
 
 /* ---- AVX-512: two AVX2 accumulators per vector ---- */
 
@@ -265,6 +268,8 @@ bool cpu_float_isa_runs(cpu_float_isa isa) { return isa == CPU_FLOAT_PORTABLE ||
 #define tile_f32_avx512 tile_f32_c
 #define tile_f16_avx512 tile_f16_c
 #define tile_bf16_avx512 tile_bf16_c
+#define tile_f16_f32_avx2 NULL
+#define tile_bf16_f32_avx2 NULL
 #endif
 
 cpu_tile_fn cpu_float_tile(uint32_t type, cpu_float_isa isa, int *cols, bool *act_f32) {
@@ -281,4 +286,13 @@ cpu_tile_fn cpu_float_tile(uint32_t type, cpu_float_isa isa, int *cols, bool *ac
     *cols = isa == CPU_FLOAT_AVX512 ? CPU_TILE_COLS_F512 : CPU_TILE_COLS;
     *act_f32 = isa == CPU_FLOAT_AVX512 && type != GT_F32;
     return tiles[isa][t];
+}
+
+cpu_tile_fn cpu_float_tile_f32_rows(uint32_t type, int *cols) {
+    bool act_f32 = false;
+    const cpu_tile_fn t = cpu_float_tile(type, CPU_FLOAT_BEST, cols, &act_f32);
+    if (!cpu_float_isa_runs(CPU_FLOAT_AVX2) || !t) return NULL;   /* the portable tile sums in another order */
+    if (type == GT_F32 || act_f32) return t;
+    *cols = CPU_TILE_COLS;
+    return type == GT_F16 ? tile_f16_f32_avx2 : tile_bf16_f32_avx2;
 }

@@ -29,4 +29,10 @@ bool cpu_float_isa_runs(cpu_float_isa isa);
  * the weight's format. Either way the products are the same. */
 cpu_tile_fn cpu_float_tile(uint32_t type, cpu_float_isa isa, int *cols, bool *act_f32);
 
+/* The best SIMD kernel for weights of GT_F32, GT_F16 or GT_BF16 times F32
+ * activation rows (any float values: weights marked act_fp8_group), the
+ * SIMD tiles' order (8 lanes of fused multiply-adds, float_kernels.c); NULL
+ * where only the portable tile runs, or another type. */
+cpu_tile_fn cpu_float_tile_f32_rows(uint32_t type, int *cols);
+
 #endif

@@ -30,15 +30,10 @@ static int choose_act(const hfq_tensor *w, hfq_act_quant aq, cpu_wkernel *k, con
     if (w->act_fp8_group && (aq == HFQ_ACT_QUANT_AUTO || aq == HFQ_ACT_QUANT_DYNAMIC)) {
         k->act_kind = CPU_ACT_FP8_GROUP;
         k->tile = NULL;
-        /* float weights: the SIMD float tiles where they take F32 rows (their
-         * order is dot_float_f32's; the portable tile sums in another) */
-        bool act_f32 = false;
-        int cols = CPU_TILE_COLS;
-        const cpu_tile_fn t = w->qext || !cpu_float_isa_runs(CPU_FLOAT_AVX2)
-                                  ? NULL
-                                  : cpu_float_tile(w->type, CPU_FLOAT_BEST, &cols, &act_f32);
-        if (t && (w->type == GT_F32 || act_f32)) k->tile = t, k->tile_cols = cols;
-        if (w->qext) k->i8 = cpu_i8_scaled_tile(w, &k->tile_cols);   /* FP8 codes where no panel takes them */
+        /* float weights: the SIMD float tiles on F32 rows (their order is
+         * dot_float_f32's); FP8 codes where no panel takes them: the I8 tile */
+        if (w->qext) k->i8 = cpu_i8_scaled_tile(w, &k->tile_cols);
+        else k->tile = cpu_float_tile_f32_rows(w->type, &k->tile_cols);
         return 0;
     }
     /* MXFP4 W4A4: blocks of the checkpoint's dynamic MX rule (quant/fp4.h) */
