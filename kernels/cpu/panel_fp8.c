@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/i8_kernels.h"
 #include "kernels/cpu/tile_prefetch.h"
 #include "quant/cpu_features.h"
 #include "quant/lanes.h"
@@ -47,8 +46,9 @@
 /* The BF16 bits of FP8 magnitude m (0..127), hfq_fp8_to_f32's float's top
  * half (its low half is zero): zero, subnormals (f times the smallest),
  * normals (the exponent rebased), E4M3's NaN at 0x7F, E5M2's infinity at
- * 0x7C and NaNs above, each the reference's quiet NaN. The test of the
- * decoder holds all 256 codes of both to hfq_fp8_to_f32. */
+ * 0x7C and NaNs above, each the reference's quiet NaN
+ * (test_fp8_w8a8_products: products over all 256 codes of both formats,
+ * bit for bit). */
 #define SUB_LEAD(f, top) ((f) >= (top) ? 2 : (f) >= (top) / 2 ? 1 : 0)
 #define E4M3_BF16(m)                                                                                              \
     ((m) == 0 ? 0 : (m) == 0x7F ? 0x7FC0                                                                          \
