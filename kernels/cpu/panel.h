@@ -82,7 +82,8 @@ bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w
  * scale per token; panel_int8.c): the bits of hfq_dot_int8_int8, each
  * scale group's exact integer sum by vpdpbusd against 16 tokens at once.
  * Whether weight w takes them for a batch of n_tokens: scale groups (or
- * rows) of whole 4s and at most 2^16 values, AVX512-VNNI, enough tokens. */
+ * rows) of whole 4s and at most 2^16 values, at least 8 rows, AVX512-VNNI,
+ * enough tokens. */
 #define CPU_PANEL_INT8_MIN_TOKENS 64
 bool cpu_panel_int8_fits(const hfq_tensor *w, int64_t n_tokens);
 

@@ -30,7 +30,7 @@
 #define PANEL_ROWS 32    /* four bands */
 #define GROUP_MAX 65536  /* values a scale group may have (the lanes' sums exact) */
 
-/* Scale group length of w, and how many. */
+/* The values of each of w's scale groups (the row where it has one scale). */
 static int64_t group_len(const hfq_tensor *w) { return w->scale_groups > 1 ? w->ne0 / w->scale_groups : w->ne0; }
 
 bool cpu_panel_int8_fits(const hfq_tensor *w, int64_t n_tokens) {
