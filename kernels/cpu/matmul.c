@@ -252,12 +252,12 @@ static float dot_fp8_codes_f32(const hfq_tensor *w, int64_t r, const float *a) {
 }
 
 /* Weight row r times activation row a of token t, without a tile. */
-static float dot_one(const product *p, int64_t r, const char *a, int64_t t) {
+static float dot_one(const product *p, int64_t r, const char *a) {
     const hfq_tensor *w = p->w;
     const char *wr = (const char *)w->data + (size_t)r * w->row_bytes;
     switch (p->k.act_kind) {
     case CPU_ACT_FORMAT: return p->k.dot(wr, a, w->ne0);
-    case CPU_ACT_NVFP4: return hfq_dot_nvfp4_nvfp4(wr, a, w->ne0) * p->a_scales[t];
+    case CPU_ACT_NVFP4: return hfq_dot_nvfp4_nvfp4(wr, a, w->ne0);
     case CPU_ACT_MXFP4: return hfq_dot_mxfp4_mxfp4(wr, a, w->ne0);
     case CPU_ACT_FP8_GROUP:
         return w->qext ? dot_fp8_codes_f32(w, r, (const float *)a) : dot_float_f32(w->type, wr, (const float *)a, w->ne0);
@@ -273,9 +273,6 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
     float *out = p->y + t0 * w->ne1 + r0;
     if (p->k.tile) {
         p->k.tile(w->ne0, wt, w->row_bytes, nr, at, p->a_stride, nc, out, (size_t)w->ne1);
-        if (p->k.act_kind == CPU_ACT_NVFP4)
-            for (int c = 0; c < nc; c++)
-                for (int r = 0; r < nr; r++) out[c * w->ne1 + r] *= p->a_scales[t0 + c];
         return;
     }
     if (p->k.i8) {
@@ -284,7 +281,7 @@ static void tile(const product *p, int64_t r0, int nr, int64_t t0, int nc) {
         return;
     }
     for (int c = 0; c < nc; c++)
-        for (int r = 0; r < nr; r++) out[c * w->ne1 + r] = dot_one(p, r0 + r, at + c * p->a_stride, t0 + c);
+        for (int r = 0; r < nr; r++) out[c * w->ne1 + r] = dot_one(p, r0 + r, at + c * p->a_stride);
 }
 
 /* Every product of the weight rows with the activation rows, by tiles. */
@@ -348,6 +345,9 @@ void cpu_matmul(int n_threads, hfq_act_quant aq, void *act, float *restrict y, c
     }
     /* a batch whose weight rows are better decoded once (panel.h), else the tiles */
     if (!cpu_panel_products(&p.k, n_threads, w, p.a, p.a_stride, p.a_scales, n_tokens, y)) products(&p, n_threads);
+    if (p.k.act_kind == CPU_ACT_NVFP4)   /* W4A4: each token's global scale, then the weight's */
+        for (int64_t t = 0; t < n_tokens; t++)
+            for (int64_t o = 0; o < n_out; o++) y[t * n_out + o] *= p.a_scales[t];
     if (w->scale && !w->qext) {   /* a per-tensor factor (I8 scales are inside the dots) */
         const float scale = *w->scale;
         for (int64_t i = 0; i < n_tokens * n_out; i++) y[i] *= scale;

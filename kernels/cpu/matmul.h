@@ -6,9 +6,11 @@
  * stays F32), then every weight row is dotted with every activation row.
  * F32/F16/BF16 use SIMD tiles of up to CPU_TILE_ROWS weight rows x
  * CPU_TILE_COLS activation rows, the quant formats theirs
- * (quant_kernels.h), the others their traits' vec_dot; batches of enough
- * tokens of the K-quants, i-quants, Q8_0-activation formats and FP8 W8A8
- * go to panels instead (panel.h: each weight row decoded once a product).
+ * (quant_kernels.h), the others their traits' vec_dot; panel.h takes
+ * batches of enough tokens of the K-quants, i-quants, Q8_0-activation
+ * formats (NVFP4 too), W4A4 and INT8 W8A8 (each weight row decoded once a
+ * product), and FP8 codes of every batch size, where the CPU has the
+ * instructions.
  * INT8/FP8 weights (I8 codes with scales, docs/format-quant-ext.md) take
  * activations quantized per token (or with a static input scale) to their
  * encoding, W8A8, and the dots of quant/int8.h and quant/fp8.h; NVFP4
@@ -32,6 +34,7 @@
 #include "quant/qtype.h"
 
 #define CPU_TILE_ROWS 4
+#define CPU_TILE_COLS 3
 /* Below this many multiply-adds (tens of microseconds on one thread) a
  * product runs on one thread. Each parallel region ends in a barrier, which
  * costs microseconds on an idle machine, so a decoded token forks for every
@@ -42,7 +45,6 @@
  * barrier for a scheduler slice and two threads lose to one at any
  * threshold here (as llama.cpp's do): --threads is the user's to set. */
 #define CPU_PARALLEL_MIN_MACS (1 << 18)
-#define CPU_TILE_COLS 3
 /* K-quant tiles take more activation rows: unpacking a weight block's
  * levels costs about as much as one dot, so it is shared by more of them. */
 #define CPU_TILE_COLS_K 16

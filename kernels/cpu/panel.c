@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/panel_layout.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "quant/block_math.h"
 #include "quant/blocks.h"
@@ -332,7 +333,7 @@ const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t
         if (formats[i].type == t && formats[i].act == act && n_tokens >= formats[i].min_tokens) return &formats[i];
     return NULL;
 }
-#define COLS 16   /* tokens side by side: one per 32-bit lane */
+#define COLS PANEL_COLS   /* tokens side by side: one per 32-bit lane (panel_layout.h) */
 #define BAND 8    /* weight rows a kernel call keeps sums for (3 x 8 of the 32 vector registers) */
 #define PANEL_ROWS 32
 
@@ -369,15 +370,6 @@ static void fp4_doubled(const uint8_t *qs, int n, int8_t *v) {
     for (int j = 0; j < n / 2; j++) v[j] = (int8_t)hfq_e2m1_doubled(qs[j] & 0xF), v[j + n / 2] = (int8_t)hfq_e2m1_doubled(qs[j] >> 4);
 }
 
-/* Token c's n codes qs into the group's block at codes, as a + 128. */
-static void pack_codes(uint32_t *codes, const int8_t *qs, int n, int c) {
-    for (int k = 0; k < n / 4; k++) {
-        uint32_t v;
-        memcpy(&v, qs + 4 * k, 4);
-        codes[k * COLS + c] = v ^ 0x80808080u;   /* a + 128 in every byte */
-    }
-}
-
 /* Tokens t0..t0 + nc - 1 (Q8_K, Q8_0, MXFP4 or NVFP4 rows) into group layout; lanes past nc: zero activations. */
 static void pack_group(const cpu_panel_format *f, const char *act, size_t a_stride, int64_t nb, int64_t t0, int nc,
                        act_group g) {
@@ -386,7 +378,7 @@ static void pack_group(const cpu_panel_format *f, const char *act, size_t a_stri
         uint32_t *codes = (uint32_t *)(g.codes + (size_t)b * (size_t)f->blk * COLS);
         for (int c = 0; c < COLS; c++) {
             if (c >= nc) {
-                for (int k = 0; k < f->blk / 4; k++) codes[k * COLS + c] = 0x80808080u;
+                panel_pad_codes(codes, f->blk, c);
                 for (int s = 0; s < n_d; s++) g.d[(b * n_d + s) * COLS + c] = 0.0f;
                 if (f->blk == HFQ_QK_K)
                     for (int t = 0; t < PANEL_SUBS_MAX / 2; t++) g.sums2[(b * PANEL_SUBS_MAX / 2 + t) * COLS + c] = 0;
@@ -397,7 +389,7 @@ static void pack_group(const cpu_panel_format *f, const char *act, size_t a_stri
                 const hfq_block_mxfp4 *a = (const hfq_block_mxfp4 *)row + b;
                 int8_t v[HFQ_QK];
                 fp4_doubled(a->qs, HFQ_QK, v);
-                pack_codes(codes, v, HFQ_QK, c);
+                panel_pack_codes(codes, v, HFQ_QK, c);
                 g.d[b * COLS + c] = hfq_e8m0_half_to_f32(a->e);
                 continue;
             }
@@ -409,17 +401,17 @@ static void pack_group(const cpu_panel_format *f, const char *act, size_t a_stri
                     fp4_doubled(a->qs + sub * (HFQ_QK_NVFP4_SUB / 2), HFQ_QK_NVFP4_SUB, v + 16 * s);
                     g.d[(b * 2 + s) * COLS + c] = hfq_ue4m3_half_to_f32(a->d[sub]);
                 }
-                pack_codes(codes, v, HFQ_QK, c);
+                panel_pack_codes(codes, v, HFQ_QK, c);
                 continue;
             }
             if (f->blk == HFQ_QK) {
                 const hfq_block_q8_0 *a = (const hfq_block_q8_0 *)row + b;
-                pack_codes(codes, a->qs, HFQ_QK, c);
+                panel_pack_codes(codes, a->qs, HFQ_QK, c);
                 g.d[b * COLS + c] = hfq_fp16_to_f32(a->d);
                 continue;
             }
             const hfq_block_q8_k *a = (const hfq_block_q8_k *)row + b;
-            pack_codes(codes, a->qs, HFQ_QK_K, c);
+            panel_pack_codes(codes, a->qs, HFQ_QK_K, c);
             g.d[b * COLS + c] = a->d;
             for (int t = 0; t < PANEL_SUBS_MAX / 2; t++) {
                 int32_t lo, hi;
@@ -727,25 +719,23 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
 
 bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                         const float *a_scales, int64_t n_tokens, float *y) {
-    const cpu_fp8_operands o = k->act_kind == CPU_ACT_FP8_GROUP    ? CPU_FP8_SCALED
-                               : k->act_kind == CPU_ACT_F32_CODES ? CPU_FP8_FLOAT
-                                                                  : CPU_FP8_W8A8;
-    if (k->act_kind == CPU_ACT_CODES && w->qext == HFQ_QEXT_INT8)
-        return cpu_panel_int8_fits(w, n_tokens) &&
+    if (w->qext == HFQ_QEXT_INT8)
+        return k->act_kind == CPU_ACT_CODES && cpu_panel_int8_fits(w, n_tokens) &&
                cpu_panel_int8_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
-    const bool w8a8 = k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS;
-    if (w->qext && (w8a8 || o != CPU_FP8_W8A8))
+    if (w->qext) {   /* FP8 codes */
+        cpu_fp8_operands o;
+        if (k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS) o = CPU_FP8_W8A8;
+        else if (k->act_kind == CPU_ACT_FP8_GROUP) o = CPU_FP8_SCALED;
+        else if (k->act_kind == CPU_ACT_F32_CODES) o = CPU_FP8_FLOAT;
+        else return false;
         return cpu_panel_fp8_fits(w, o) && cpu_panel_fp8_matmul(o, n_threads, w, act, a_stride, a_scales, n_tokens, y);
-    /* W4A4: the activations MXFP4 or NVFP4 blocks (NVFP4's global scale per token after the dot, as the tiles) */
+    }
+    /* ggml formats with their vec_dot_type's rows, or W4A4's MXFP4 / NVFP4 blocks */
     hfq_qtype a;
     if (k->act_kind == CPU_ACT_FORMAT && !k->act_f32 && k->act) a = k->act->type;
     else if (k->act_kind == CPU_ACT_MXFP4) a = HFQ_QT_MXFP4;
     else if (k->act_kind == CPU_ACT_NVFP4) a = HFQ_QT_NVFP4;
     else return false;
     const cpu_panel_format *f = k->w ? cpu_panel_format_get(k->w->type, a, n_tokens) : NULL;
-    if (!f || !cpu_panel_matmul(f, n_threads, w, act, a_stride, n_tokens, y)) return false;
-    if (k->act_kind == CPU_ACT_NVFP4)
-        for (int64_t t = 0; t < n_tokens; t++)
-            for (int64_t r = 0; r < w->ne1; r++) y[t * w->ne1 + r] *= a_scales[t];
-    return true;
+    return f && cpu_panel_matmul(f, n_threads, w, act, a_stride, n_tokens, y);
 }

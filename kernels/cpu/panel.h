@@ -42,7 +42,9 @@ const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t
 
 /* y[t * w->ne1 + r] = dot(weight row r, activation row t) for every row r
  * of w and token t < n_tokens, on up to n_threads OpenMP threads: act holds
- * n_tokens rows of the weight's vec_dot_type (Q8_K or Q8_0), a_stride bytes apart.
+ * n_tokens rows of f's activation format (the weight's vec_dot_type, Q8_K or
+ * Q8_0; W4A4: MXFP4 or NVFP4 blocks, the dot without NVFP4's global
+ * scales, as hfq_dot_nvfp4_nvfp4), a_stride bytes apart.
  * Returns false, having written nothing, when its scratch cannot be
  * allocated (the tiles compute the same bits). */
 bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
@@ -94,9 +96,10 @@ bool cpu_panel_int8_matmul(int n_threads, const hfq_tensor *w, const void *act, 
 
 /* cpu_matmul's one door to the panels: the products of weight w (kernel k,
  * act its activation rows as k says, a_scales theirs) by whichever panel
- * kernel above takes them, into y; false when none does for this weight,
- * batch and CPU, or out of memory (nothing written: the tiles compute the
- * same bits). */
+ * kernel above takes them, into y, as the tiles write them (W4A4 NVFP4:
+ * before the global scales, which cpu_matmul applies to both); false when
+ * none does for this weight, batch and CPU, or out of memory (nothing
+ * written: the tiles compute the same bits). */
 bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                         const float *a_scales, int64_t n_tokens, float *y);
 

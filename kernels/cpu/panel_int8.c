@@ -18,13 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/panel_layout.h"
 #include "quant/cpu_features.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 #define INT8_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
-#define COLS 16          /* tokens a vector */
+#define COLS PANEL_COLS  /* tokens a vector (panel_layout.h) */
 #define TOKEN_VECS 2     /* token vectors a band keeps sums for */
 #define BAND 8           /* weight rows a band */
 #define PANEL_ROWS 32    /* four bands */
@@ -113,19 +114,14 @@ bool cpu_panel_int8_matmul(int n_threads, const hfq_tensor *w, const void *act, 
     memcpy(as_pad, a_scales, (size_t)n_tokens * sizeof(float));
     #pragma omp parallel num_threads(n_threads)
     {
-        /* token c's codes i..i + 3 at step i / 4, lane c, as a + 128 (the
-         * sign bit flipped); tokens past the last: a = -128 */
+        /* the tokens in panel_layout.h's layout; past the last: zero activations */
         #pragma omp for schedule(static)
         for (int64_t g = 0; g < n_groups; g++) {
             uint32_t *dst = (uint32_t *)(groups + (size_t)g * group_bytes);
             for (int c = 0; c < COLS; c++) {
                 const int64_t t = g * COLS + c;
-                const char *src = (const char *)act + (size_t)t * a_stride;
-                for (int64_t q = 0; q < n / 4; q++) {
-                    uint32_t a4 = 0x80808080u;
-                    if (t < n_tokens) memcpy(&a4, src + 4 * q, 4);
-                    dst[q * COLS + c] = a4 ^ 0x80808080u;
-                }
+                if (t < n_tokens) panel_pack_codes(dst, (const int8_t *)act + (size_t)t * a_stride, n, c);
+                else panel_pad_codes(dst, n, c);
             }
         }
         #pragma omp for schedule(static)
