@@ -2,16 +2,20 @@
  * every instruction set this CPU runs (kernels/cpu/quant_kernels.h), on a
  * synthetic ROWS x N weight matrix of random values: "decode" is one
  * activation row against all weight rows (matrix-vector, as one decoded
- * token), "prompt" 64 activation rows in the kernel's tiles (as prompt
- * processing). Prints a markdown table of weight GB/s and GMAC/s (best of
- * REPS, in thread CPU time). A benchmark, never a test: bench/run does not assert it.
+ * token), "prompt" TOKENS activation rows in the kernel's tiles (as prompt
+ * processing), and the same batch in the format's panels (kernels/cpu/panel.h,
+ * the set's instance; "-" where it has none), the figures behind each
+ * format's token thresholds in panel.c. Prints a markdown table of weight
+ * GB/s and GMAC/s (best of REPS, in thread CPU time). A benchmark, never a
+ * test: bench/run does not assert it.
  *
- * usage: bench_kernels [N [ROWS [REPS]]]   (default 2048 8192 5) */
+ * usage: bench_kernels [N [ROWS [REPS [TOKENS]]]]   (default 2048 8192 5 64) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "bench_util.h"
+#include "kernels/cpu/panel.h"
 #include "kernels/cpu/quant_kernels.h"
 
 /* Seconds of the best of reps passes of nc-column tiles over every weight row. */
@@ -33,12 +37,13 @@ static double best_pass(cpu_tile_fn tile, int cols, int64_t n, int64_t rows, con
 
 int main(int argc, char **argv) {
     const int64_t n = argc > 1 ? atoll(argv[1]) : 2048, rows = argc > 2 ? atoll(argv[2]) : 8192;
-    const int reps = argc > 3 ? atoi(argv[3]) : 5, n_prompt = 64;
+    const int reps = argc > 3 ? atoi(argv[3]) : 5, n_prompt = argc > 4 ? atoi(argv[4]) : 64;
     static const char *const isa_names[] = {"none", "avx2", "avx-vnni", "avx512-vnni"};
     hfq_qtype formats[HFQ_QT_COUNT];
     const size_t n_formats = cpu_quant_tile_formats(formats, HFQ_QT_COUNT);
-    if (n <= 0 || n % 256 || rows <= 0 || rows % CPU_TILE_ROWS || reps <= 0) {
-        fprintf(stderr, "usage: bench_kernels [N (a multiple of 256) [ROWS (a multiple of %d) [REPS]]]\n", CPU_TILE_ROWS);
+    if (n <= 0 || n % 256 || rows <= 0 || rows % CPU_TILE_ROWS || reps <= 0 || n_prompt < 1 || n_prompt > 4096) {
+        fprintf(stderr, "usage: bench_kernels [N (a multiple of 256) [ROWS (a multiple of %d) [REPS [TOKENS (1-4096)]]]]\n",
+                CPU_TILE_ROWS);
         return 2;
     }
     float *x = malloc((size_t)n * sizeof *x), *out = malloc((size_t)(rows * n_prompt) * sizeof *out);
@@ -47,7 +52,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_kernels: out of memory\n");
         return 1;
     }
-    printf("| format | set | decode GB/s | decode GMAC/s | prompt GMAC/s |\n|---|---|---:|---:|---:|\n");
+    printf("| format | set | decode GB/s | decode GMAC/s | prompt GMAC/s | panels GMAC/s |\n|---|---|---:|---:|---:|---:|\n");
     uint64_t rng = 1;
     for (size_t f = 0; f < n_formats; f++) {
         const hfq_qtype_traits *wt = hfq_qtype_get(formats[f]), *at = hfq_qtype_get(wt->vec_dot_type);
@@ -67,8 +72,19 @@ int main(int argc, char **argv) {
             const double macs = (double)n * (double)rows;
             const double t1 = best_pass(tile, cols, n, rows, w, ws, a, as, 1, out, reps);
             const double tp = best_pass(tile, cols, n, rows, w, ws, a, as, n_prompt, out, reps);
-            printf("| %s | %s | %.1f | %.2f | %.2f |\n", wt->name, isa_names[isa], (double)(rows * (int64_t)ws) / t1 * 1e-9,
-                   macs / t1 * 1e-9, macs * n_prompt / tp * 1e-9);
+            char panels[32] = "-";
+            const cpu_panel_format *pf = cpu_panel_format_get(formats[f], at->type, INT64_MAX);
+            const hfq_tensor wten = {.name = "w", .type = (uint32_t)wt->ggml_type, .ne0 = n, .ne1 = rows, .row_bytes = ws, .data = w};
+            double tpan = 1e30;
+            for (int rep = 0; pf && rep < reps; rep++) {
+                const double t0 = now_s();
+                if (!cpu_panel_matmul_isa(pf, (cpu_quant_isa)isa, 1, &wten, a, as, n_prompt, out)) break;
+                const double t = now_s() - t0;
+                if (t < tpan) tpan = t;
+            }
+            if (tpan < 1e30) snprintf(panels, sizeof panels, "%.2f", macs * n_prompt / tpan * 1e-9);
+            printf("| %s | %s | %.1f | %.2f | %.2f | %s |\n", wt->name, isa_names[isa], (double)(rows * (int64_t)ws) / t1 * 1e-9,
+                   macs / t1 * 1e-9, macs * n_prompt / tp * 1e-9, panels);
         }
     }
     free(x), free(out), free(w), free(a);

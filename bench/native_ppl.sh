@@ -7,6 +7,9 @@
 # is AVX2 only (GGML_NATIVE=OFF); this one is compiled once into
 # .cache/llama-native with GGML_NATIVE=ON (AVX-512, VNNI where the CPU has
 # them; several minutes on 2 cores). A benchmark, never a test.
+# LLAMA_BUILD=DIR compares against another llama.cpp build instead (e.g. the
+# AVX2 reference, .cache/llama-build, with HFQ_CPU_ISA=avx2 for ours: an AVX2
+# CPU's comparison on this one).
 # Usage: bench/native_ppl.sh [BUILD_DIR] FILE.gguf...
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +19,12 @@ if [ $# -gt 0 ] && [ -d "$1" ]; then build=$1; shift; fi
 fix=${HFQ_FIXTURES:-../shared/fixtures}
 text=$fix/text/wiki.test.raw
 ppl=$build/src/tools/ppl-eval
-native=.cache/llama-native
+native=${LLAMA_BUILD:-.cache/llama-native}
 [ -x "$ppl" ] || { echo "no $ppl: build first" >&2; exit 1; }
 [ -f "$text" ] || { echo "no $text (HFQ_FIXTURES)" >&2; exit 1; }
 ./scripts/fetch_reference.sh
 if [ ! -x "$native/bin/llama-perplexity" ]; then
+    [ -z "${LLAMA_BUILD:-}" ] || { echo "no $native/bin/llama-perplexity" >&2; exit 1; }
     echo "bench/native_ppl.sh: building llama.cpp with GGML_NATIVE=ON into $native" >&2
     cmake -B "$native" -S .cache/llama.cpp -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
       -DBUILD_SHARED_LIBS=OFF -DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
@@ -29,7 +33,7 @@ if [ ! -x "$native/bin/llama-perplexity" ]; then
     cmake --build "$native" -j"$(nproc)" --target llama-perplexity >/dev/null
 fi
 runs=${RUNS:-3}
-echo "| file | ppl-eval tokens/s | llama-perplexity (native) tokens/s | PPL ours / llama.cpp |"
+echo "| file | ppl-eval tokens/s | llama-perplexity ($native) tokens/s | PPL ours / llama.cpp |"
 echo "|---|---:|---:|---|"
 for m in "$@"; do
     ours="" theirs="" p_ours="" p_theirs=""

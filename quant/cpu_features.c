@@ -22,7 +22,8 @@ static unsigned find(void) {
                     (__builtin_cpu_supports("avx512vl") ? CPU_FEAT_AVX512VL : 0) |
                     (__builtin_cpu_supports("avx512bw") ? CPU_FEAT_AVX512BW : 0) |
                     (__builtin_cpu_supports("avx512vnni") ? CPU_FEAT_AVX512VNNI : 0) |
-                    (__builtin_cpu_supports("avx512vbmi") ? CPU_FEAT_AVX512VBMI : 0);
+                    (__builtin_cpu_supports("avx512vbmi") ? CPU_FEAT_AVX512VBMI : 0) |
+                    (__builtin_cpu_supports("bmi2") ? CPU_FEAT_BMI2 : 0);
     unsigned a, b, c, d;
     if ((bits & CPU_FEAT_AVX2) && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
         if (a >> 4 & 1) bits |= CPU_FEAT_AVXVNNI;
@@ -35,13 +36,15 @@ static unsigned find(void) { return 0; }
 #endif
 
 /* HFQ_CPU_ISA caps what the SIMD code may use (tests run every path on one
- * machine): "portable" none, "avx2" AVX2/FMA/F16C only; unset or anything
- * else, all the CPU has. */
+ * machine): "portable" none, "avx2" AVX2/FMA/F16C/BMI2 only, "avxvnni"
+ * those and AVX-VNNI; unset or anything else, all the CPU has. */
 static unsigned capped(unsigned bits) {
     const char *isa = getenv("HFQ_CPU_ISA");
+    const unsigned avx2 = CPU_FEAT_AVX2 | CPU_FEAT_FMA | CPU_FEAT_F16C | CPU_FEAT_BMI2;
     if (!isa) return bits;
     if (strcmp(isa, "portable") == 0) return 0;
-    if (strcmp(isa, "avx2") == 0) return bits & (CPU_FEAT_AVX2 | CPU_FEAT_FMA | CPU_FEAT_F16C);
+    if (strcmp(isa, "avx2") == 0) return bits & avx2;
+    if (strcmp(isa, "avxvnni") == 0) return bits & (avx2 | CPU_FEAT_AVXVNNI);
     return bits;
 }
 

@@ -19,11 +19,13 @@ enum {
     CPU_FEAT_AVX512BW = 1u << 8,
     CPU_FEAT_AVX512BF16 = 1u << 9,   /* vdpbf16ps (CPUID leaf 7.1) */
     CPU_FEAT_AVX512VBMI = 1u << 10,  /* vpermb, vpermt2b */
+    CPU_FEAT_BMI2 = 1u << 11,        /* pdep (the panels' grid decoders) */
 };
 
 /* The CPU_FEAT_ bits of this CPU, capped by the environment variable
- * HFQ_CPU_ISA (for tests and comparisons): "portable" (none) or "avx2"
- * (AVX2, FMA, F16C); any other value, or none, leaves them all. Read once. */
+ * HFQ_CPU_ISA (for tests and comparisons): "portable" (none), "avx2"
+ * (AVX2, FMA, F16C, BMI2) or "avxvnni" (those and AVX-VNNI: an Alder Lake's
+ * set); any other value, or none, leaves them all. Read once. */
 unsigned cpu_features(void);
 
 /* Whether this CPU has every feature in `want`. */

@@ -771,7 +771,10 @@ static void test_refused(void) {
  * counts past a group of 16, and activations of very different sizes; the
  * W4A4 pairs (MXFP4 and NVFP4 activations, hfq_dot_mxfp4_mxfp4 and
  * hfq_dot_nvfp4_nvfp4; through cpu_matmul with their act_quant modes,
- * NVFP4's per-token global scale after the dot). */
+ * NVFP4's per-token global scale after the dot). cpu_panel_matmul in every
+ * instruction set this CPU runs (AVX2, AVX-VNNI, AVX512-VNNI: the 256-bit
+ * sets' passes of 8 tokens and 4 rows, AVX2's 16-bit pair sums); Q8_0
+ * weights with -128 codes too (a file may hold them: AVX2's wide codes). */
 static void test_panel_products(void) {
     hfq_qtype types[2 * HFQ_QT_COUNT], acts[2 * HFQ_QT_COUNT];
     const size_t n_types = cpu_panel_formats(types, acts, 2 * HFQ_QT_COUNT);
@@ -783,7 +786,7 @@ static void test_panel_products(void) {
         const hfq_qtype act = acts[ti];
         const bool w4a4 = act != wt->vec_dot_type;
         const cpu_panel_format *f = cpu_panel_format_get(types[ti], act, INT64_MAX);
-        if (!f) continue;   /* no AVX512-VNNI here */
+        if (!f) continue;   /* no AVX2 and BMI2 here */
         formats++;
         const int32_t gt = wt->ggml_type;
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -798,6 +801,9 @@ static void test_panel_products(void) {
             for (int64_t r = 0; r < sh.n_out; r++) {
                 for (int64_t i = 0; i < sh.n_in; i++) x[i] = synth_uniform(&rng) * (i % 61 == 0 ? 20.0f : 1.0f);
                 if (!wt->quantize(x, w + r * row, 1, sh.n_in, NULL)) CHECK(wt->quantize(x, w + r * row, 1, sh.n_in, ones) == row);
+                if (types[ti] == HFQ_QT_Q8_0 && r % 3 == 0)   /* every 7th code -128 (never quantized, still valid) */
+                    for (size_t i = 0; i < row; i++)
+                        if (i % sizeof(hfq_block_q8_0) >= 2 && i % 7 == 0) w[r * row + i] = (char)0x80;
             }
             for (int64_t t = 0; t < sh.n_tokens; t++)
                 for (int64_t i = 0; i < sh.n_in; i++)
@@ -813,25 +819,29 @@ static void test_panel_products(void) {
             hfq_tensor wten = {.name = "w", .type = (uint32_t)gt, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = row,
                                .data = w, .act_mxfp4 = w4a4 && act == HFQ_QT_MXFP4};
             const hfq_act_quant aq = w4a4 && act == HFQ_QT_NVFP4 ? HFQ_ACT_QUANT_DYNAMIC : HFQ_ACT_QUANT_AUTO;
-            memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
-            CHECK(cpu_panel_matmul(f, 2, &wten, a, arow, sh.n_tokens, y));
             char *scratch = malloc(cpu_matmul_act_bytes(&wten, aq, sh.n_tokens));
             cpu_matmul(1, aq, scratch, y2, &wten, NULL, x, sh.n_tokens);
-            for (int64_t t = 0; t < sh.n_tokens; t++)
-                for (int64_t r = 0; r < sh.n_out; r++) {
-                    const char *wr = w + r * row, *at = a + t * arow;
-                    const float want = !w4a4 ? wt->vec_dot(wr, at, sh.n_in)
-                                       : act == HFQ_QT_MXFP4 ? hfq_dot_mxfp4_mxfp4(wr, at, sh.n_in)
-                                                              : hfq_dot_nvfp4_nvfp4(wr, at, sh.n_in);
-                    const float want2 = w4a4 && act == HFQ_QT_NVFP4 ? want * gs[t] : want;
-                    CHECK_MSG(memcmp(&want, &y[t * sh.n_out + r], sizeof want) == 0 &&
-                                  memcmp(&want2, &y2[t * sh.n_out + r], sizeof want2) == 0,
-                              "%s x %s panel %lld x %lld, token %lld row %lld: %.9g / %.9g vs %.9g", wt->name,
-                              hfq_qtype_get(act)->name,
-                              (long long)sh.n_in, (long long)sh.n_out, (long long)t, (long long)r,
-                              y[t * sh.n_out + r], y2[t * sh.n_out + r], want);
-                    checked++;
-                }
+            static const cpu_quant_isa isas[] = {CPU_QUANT_ISA_AVX2, CPU_QUANT_ISA_AVXVNNI, CPU_QUANT_ISA_AVX512VNNI};
+            for (size_t ii = 0; ii < sizeof isas / sizeof isas[0]; ii++) {
+                if (!cpu_quant_isa_runs(isas[ii])) continue;
+                memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
+                CHECK(cpu_panel_matmul_isa(f, isas[ii], 2, &wten, a, arow, sh.n_tokens, y));
+                for (int64_t t = 0; t < sh.n_tokens; t++)
+                    for (int64_t r = 0; r < sh.n_out; r++) {
+                        const char *wr = w + r * row, *at = a + t * arow;
+                        const float want = !w4a4 ? wt->vec_dot(wr, at, sh.n_in)
+                                           : act == HFQ_QT_MXFP4 ? hfq_dot_mxfp4_mxfp4(wr, at, sh.n_in)
+                                                                  : hfq_dot_nvfp4_nvfp4(wr, at, sh.n_in);
+                        const float want2 = w4a4 && act == HFQ_QT_NVFP4 ? want * gs[t] : want;
+                        CHECK_MSG(memcmp(&want, &y[t * sh.n_out + r], sizeof want) == 0 &&
+                                      memcmp(&want2, &y2[t * sh.n_out + r], sizeof want2) == 0,
+                                  "%s x %s panel (set %d) %lld x %lld, token %lld row %lld: %.9g / %.9g vs %.9g",
+                                  wt->name, hfq_qtype_get(act)->name, (int)isas[ii], (long long)sh.n_in,
+                                  (long long)sh.n_out, (long long)t, (long long)r, y[t * sh.n_out + r],
+                                  y2[t * sh.n_out + r], want);
+                        checked++;
+                    }
+            }
             free(w); free(a); free(x); free(ones); free(y); free(y2); free(scratch);
         }
     }

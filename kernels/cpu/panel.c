@@ -7,6 +7,7 @@
 #include "kernels/cpu/panel_layout.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "quant/block_math.h"
+#include "quant/cpu_features.h"
 #include "quant/blocks.h"
 #include "quant/blocks_iq.h"
 #include "quant/fp4.h"
@@ -62,25 +63,28 @@ struct cpu_panel_format {
     panel_decode64_fn decode64;   /* blocks of 64 in sub-blocks of 16 (Q8_0 activations) */
     int blk;                      /* elements per block: HFQ_QK_K or HFQ_QK */
     hfq_qtype act;                /* the activation format: Q8_K or Q8_0; W4A4: MXFP4 or NVFP4 */
-    int64_t min_tokens;           /* below this many the tiles are as fast or faster */
+    int64_t min_tokens[3];        /* per set (AVX2, AVX-VNNI, AVX512-VNNI): below this many tokens the tiles
+                                     are as fast or faster */
+    bool wide_codes;              /* codes beyond -64..64 (AVX2's 16-bit pair sums: panel_band.inc) */
 };
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define PANEL_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,bmi2")))
+/* The decoders and the panel driver: AVX2 and BMI2 (pdep), every set's. */
+#define DECODE_TARGET __attribute__((target("avx2,bmi2")))
 
 /* ---- decoders: the levels of quant/'s reference dots, as signed bytes ---- */
 
 /* 8 byte magnitudes e (each 1..255 as the grids hold them, nonzero) negated
  * where bit j of signs is set: (e ^ m) + (m & 1) per byte, m 0xff there;
  * no byte carries into the next, as ~b <= 0xfe for b != 0. */
-PANEL_TARGET static inline uint64_t signed8(uint64_t e, uint8_t signs) {
+DECODE_TARGET static inline uint64_t signed8(uint64_t e, uint8_t signs) {
     const uint64_t ones = 0x0101010101010101ull, m = _pdep_u64(signs, ones) * 0xff;
     return (e ^ m) + (m & ones);
 }
 
-PANEL_TARGET static void decode_q6_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+DECODE_TARGET static void decode_q6_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_q6_k *b = blk;
     hfq_levels_q6_k(b, codes);
     m->d = hfq_fp16_to_f32(b->d);
@@ -88,7 +92,7 @@ PANEL_TARGET static void decode_q6_k(const void *blk, int8_t codes[HFQ_QK_K], pa
 }
 
 /* hfq_levels_q3_k with loops that vectorize: element 32 s + l of each half's low bits, 4 less where bit s of hmask[l] is clear. */
-PANEL_TARGET static void decode_q3_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+DECODE_TARGET static void decode_q3_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_q3_k *b = blk;
     uint8_t low[HFQ_QK_K];
     hfq_levels_2bit(b->qs, low);
@@ -100,7 +104,7 @@ PANEL_TARGET static void decode_q3_k(const void *blk, int8_t codes[HFQ_QK_K], pa
 }
 
 /* Q4_K / Q5_K: unsigned levels 0..31, scales and mins of 6 bits. */
-PANEL_TARGET static void k_affine_meta(const uint8_t scales[HFQ_K_SCALE_BYTES], uint16_t d, uint16_t dmin, panel_meta *m) {
+DECODE_TARGET static void k_affine_meta(const uint8_t scales[HFQ_K_SCALE_BYTES], uint16_t d, uint16_t dmin, panel_meta *m) {
     m->d = hfq_fp16_to_f32(d);
     m->dmin = hfq_fp16_to_f32(dmin);
     uint8_t sc[8], mn[8];
@@ -109,19 +113,19 @@ PANEL_TARGET static void k_affine_meta(const uint8_t scales[HFQ_K_SCALE_BYTES], 
     for (int t = 0; t < 4; t++) m->m2[t] = (int32_t)((uint32_t)mn[2 * t] | (uint32_t)mn[2 * t + 1] << 16);
 }
 
-PANEL_TARGET static void decode_q4_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+DECODE_TARGET static void decode_q4_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_q4_k *b = blk;
     hfq_levels_q4_k(b, (uint8_t *)codes);   /* 0..15: the same as signed bytes */
     k_affine_meta(b->scales, b->d, b->dmin, m);
 }
 
-PANEL_TARGET static void decode_q5_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+DECODE_TARGET static void decode_q5_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_q5_k *b = blk;
     hfq_levels_q5_k(b, (uint8_t *)codes);   /* 0..31 */
     k_affine_meta(b->scales, b->d, b->dmin, m);
 }
 
-PANEL_TARGET static void decode_q2_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+DECODE_TARGET static void decode_q2_k(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_q2_k *b = blk;
     hfq_levels_2bit(b->qs, (uint8_t *)codes);   /* 0..3 */
     m->d = hfq_fp16_to_f32(b->d);
@@ -133,7 +137,7 @@ PANEL_TARGET static void decode_q2_k(const void *blk, int8_t codes[HFQ_QK_K], pa
 
 /* IQ2: groups of 8 from the codebook with 8 sign bits, odd scales 2 s + 1 per 16. */
 #define PANEL_DECODE_IQ2(name, block_t)                                                                      \
-    PANEL_TARGET static void decode_##name(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {        \
+    DECODE_TARGET static void decode_##name(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {        \
         const block_t *b = blk;                                                                              \
         for (int g = 0; g < HFQ_QK_K / 8; g++) {                                                             \
             uint64_t e;                                                                                      \
@@ -150,12 +154,12 @@ PANEL_DECODE_IQ2(iq2_xs, hfq_block_iq2_xs)
 PANEL_DECODE_IQ2(iq2_s, hfq_block_iq2_s)
 
 /* IQ3: two 4-byte grid entries and 8 sign bits per group of 8. */
-PANEL_TARGET static inline void iq3_group(uint32_t g1, uint32_t g2, uint8_t signs, int8_t *codes) {
+DECODE_TARGET static inline void iq3_group(uint32_t g1, uint32_t g2, uint8_t signs, int8_t *codes) {
     const uint64_t v = signed8((uint64_t)g1 | (uint64_t)g2 << 32, signs);
     memcpy(codes, &v, 8);
 }
 
-PANEL_TARGET static void decode_iq3_xxs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+DECODE_TARGET static void decode_iq3_xxs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_iq3_xxs *b = blk;
     for (int j = 0; j < 8; j++) {   /* hfq_iq3_xxs_levels32's groups */
         const uint32_t aux = hfq_iq3_xxs_aux(b, j);
@@ -168,7 +172,7 @@ PANEL_TARGET static void decode_iq3_xxs(const void *blk, int8_t codes[HFQ_QK_K],
     m->d = hfq_fp16_to_f32(b->d);
 }
 
-PANEL_TARGET static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+DECODE_TARGET static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_iq3_s *b = blk;
     for (int j = 0; j < 8; j++) {   /* hfq_iq3_s_levels32's groups */
         const uint8_t *qs = b->qs + 8 * j, *signs = b->signs + 4 * j;
@@ -184,7 +188,7 @@ PANEL_TARGET static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], p
 /* IQ1: codes 8 level + shift (|code| <= 9), the scale ls of each group of 8
  * constant over the format's sub-block (32 for IQ1_S, 16 for IQ1_M). */
 #define PANEL_DECODE_IQ1(name, block_t, sub)                                                                 \
-    PANEL_TARGET static void decode_##name(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {        \
+    DECODE_TARGET static void decode_##name(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {        \
         const block_t *b = blk;                                                                              \
         for (int g = 0; g < HFQ_QK_K / 8; g++) {                                                             \
             uint64_t e;                                                                                      \
@@ -200,7 +204,7 @@ PANEL_TARGET static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], p
 PANEL_DECODE_IQ1(iq1_s, hfq_block_iq1_s, 32)
 PANEL_DECODE_IQ1(iq1_m, hfq_block_iq1_m, 16)
 
-PANEL_TARGET static float decode_q8_0(const void *blk, int8_t codes[HFQ_QK]) {
+DECODE_TARGET static float decode_q8_0(const void *blk, int8_t codes[HFQ_QK]) {
     const hfq_block_q8_0 *b = blk;
     memcpy(codes, b->qs, HFQ_QK);
     return hfq_fp16_to_f32(b->d);
@@ -208,21 +212,21 @@ PANEL_TARGET static float decode_q8_0(const void *blk, int8_t codes[HFQ_QK]) {
 
 /* 32 codes from 16 bytes of nibbles (element j low nibble of qs[j], j + 16
  * the high one), each mapped through the 16 signed bytes lut (pshufb). */
-PANEL_TARGET static inline void nibbles_lut(const uint8_t qs[HFQ_QK / 2], __m128i lut, int8_t codes[HFQ_QK]) {
+DECODE_TARGET static inline void nibbles_lut(const uint8_t qs[HFQ_QK / 2], __m128i lut, int8_t codes[HFQ_QK]) {
     const __m128i v = _mm_loadu_si128((const __m128i *)qs), low4 = _mm_set1_epi8(0x0f);
     _mm_storeu_si128((__m128i *)codes, _mm_shuffle_epi8(lut, _mm_and_si128(v, low4)));
     _mm_storeu_si128((__m128i *)(codes + HFQ_QK / 2), _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4)));
 }
 
 /* The table of hfq_levels_q4_0 (code - 8). */
-PANEL_TARGET static float decode_q4_0(const void *blk, int8_t codes[HFQ_QK]) {
+DECODE_TARGET static float decode_q4_0(const void *blk, int8_t codes[HFQ_QK]) {
     const hfq_block_q4_0 *b = blk;
     nibbles_lut(b->qs, _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7), codes);
     return hfq_fp16_to_f32(b->d);
 }
 
 /* hfq_levels_q5_0: nibble | bit j of qh as bit 4, minus 16. */
-PANEL_TARGET static float decode_q5_0(const void *blk, int8_t codes[HFQ_QK]) {
+DECODE_TARGET static float decode_q5_0(const void *blk, int8_t codes[HFQ_QK]) {
     const hfq_block_q5_0 *b = blk;
     nibbles_lut(b->qs, _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), codes);
     const __m128i qh = _mm_set1_epi32((int)hfq_load_le32(b->qh));
@@ -238,7 +242,7 @@ PANEL_TARGET static float decode_q5_0(const void *blk, int8_t codes[HFQ_QK]) {
     return hfq_fp16_to_f32(b->d);
 }
 
-PANEL_TARGET static float decode_iq4_nl(const void *blk, int8_t codes[HFQ_QK]) {
+DECODE_TARGET static float decode_iq4_nl(const void *blk, int8_t codes[HFQ_QK]) {
     const hfq_block_iq4_nl *b = blk;
     static const int8_t levels[16] = HFQ_IQ4NL_LEVELS;
     nibbles_lut(b->qs, _mm_loadu_si128((const __m128i *)levels), codes);
@@ -246,7 +250,7 @@ PANEL_TARGET static float decode_iq4_nl(const void *blk, int8_t codes[HFQ_QK]) {
 }
 
 /* IQ4_XS: each 32's nibbles as IQ4_NL's (hfq_iq4_levels32), its 6-bit scale - 32 as a float. */
-PANEL_TARGET static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+DECODE_TARGET static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
     const hfq_block_iq4_xs *b = blk;
     static const int8_t levels[16] = HFQ_IQ4NL_LEVELS;
     const __m128i lut = _mm_loadu_si128((const __m128i *)levels);
@@ -258,7 +262,7 @@ PANEL_TARGET static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K], 
 }
 
 /* MXFP4: the doubled E2M1 values hfq_fp4_dot_i8 sums (hfq_e2m1_doubled: |v| <= 12), the halved E8M0 scale. */
-PANEL_TARGET static float decode_mxfp4(const void *blk, int8_t codes[HFQ_QK]) {
+DECODE_TARGET static float decode_mxfp4(const void *blk, int8_t codes[HFQ_QK]) {
     const hfq_block_mxfp4 *b = blk;
     nibbles_lut(b->qs, _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12), codes);
     return hfq_e8m0_half_to_f32(b->e);
@@ -267,7 +271,7 @@ PANEL_TARGET static float decode_mxfp4(const void *blk, int8_t codes[HFQ_QK]) {
 /* NVFP4: each 16's 8 bytes hold values j (low nibble) and j + 8 (high), as
  * hfq_fp4_dot_i8 reads them; the doubled E2M1 values, the halved UE4M3
  * scales (hfq_acc_block_nvfp4_q8_0). */
-PANEL_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK], float d[4]) {
+DECODE_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK], float d[4]) {
     const hfq_block_nvfp4 *b = blk;
     const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12), low4 = _mm_set1_epi8(0x0f);
     for (int h = 0; h < 2; h++) {   /* sub-blocks 2 h, 2 h + 1 */
@@ -289,35 +293,39 @@ PANEL_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK],
  * a copy, 72 / 129 at 48; NVFP4 at 48 108 / 109, at 64 117 / 124, at 256
  * 116 / 173. W4A4: MXFP4 at 16 46 / 33, at 32 46 / 51; NVFP4 at 32 85 /
  * 88, at 48 92 / 100, at 256 91 / 133. */
-#define K_ROW(type, sub, epi, block_mult, row_mult, block_t, decode) \
-    {type, sub, epi, block_mult, row_mult, sizeof(block_t), decode, NULL, NULL, HFQ_QK_K, HFQ_QT_Q8_K, 48}
-#define Q8_0_ROW(type, block_t, decode, min_tokens) \
-    {type, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(block_t), NULL, decode, NULL, HFQ_QK, HFQ_QT_Q8_0, min_tokens}
+#define NEVER INT64_MAX
+#define MINS(avx2, avxvnni, avx512vnni) {avx2, avxvnni, avx512vnni}
+#define K_MINS MINS(64, 64, 48)
+#define Q8_0_MINS MINS(128, 128, 80)
+#define K_ROW(type, sub, epi, block_mult, row_mult, block_t, decode, wide, mins) \
+    {type, sub, epi, block_mult, row_mult, sizeof(block_t), decode, NULL, NULL, HFQ_QK_K, HFQ_QT_Q8_K, mins, wide}
+#define Q8_0_ROW(type, block_t, decode, mins, wide) \
+    {type, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(block_t), NULL, decode, NULL, HFQ_QK, HFQ_QT_Q8_0, mins, wide}
 static const struct cpu_panel_format formats[] = {
-    K_ROW(HFQ_QT_Q2_K, 16, EPI_AFFINE_2, 1.0f, 1.0f, hfq_block_q2_k, decode_q2_k),
-    K_ROW(HFQ_QT_Q3_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q3_k, decode_q3_k),
-    K_ROW(HFQ_QT_Q4_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q4_k, decode_q4_k),
-    K_ROW(HFQ_QT_Q5_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q5_k, decode_q5_k),
-    K_ROW(HFQ_QT_Q6_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q6_k, decode_q6_k),
-    K_ROW(HFQ_QT_IQ2_XXS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xxs, decode_iq2_xxs),
-    K_ROW(HFQ_QT_IQ2_XS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xs, decode_iq2_xs),
-    K_ROW(HFQ_QT_IQ2_S, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_s, decode_iq2_s),
-    K_ROW(HFQ_QT_IQ3_XXS, 32, EPI_ISUM, 1.0f, 0.25f, hfq_block_iq3_xxs, decode_iq3_xxs),
-    K_ROW(HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_iq3_s, decode_iq3_s),
-    K_ROW(HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_s, decode_iq1_s),
-    K_ROW(HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_m, decode_iq1_m),
-    K_ROW(HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, hfq_block_iq4_xs, decode_iq4_xs),
-    Q8_0_ROW(HFQ_QT_Q8_0, hfq_block_q8_0, decode_q8_0, 48),
-    Q8_0_ROW(HFQ_QT_Q4_0, hfq_block_q4_0, decode_q4_0, 80),
-    Q8_0_ROW(HFQ_QT_Q5_0, hfq_block_q5_0, decode_q5_0, 80),
-    Q8_0_ROW(HFQ_QT_IQ4_NL, hfq_block_iq4_nl, decode_iq4_nl, 80),
-    Q8_0_ROW(HFQ_QT_MXFP4, hfq_block_mxfp4, decode_mxfp4, 80),
-    {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_Q8_0, 64},
+    K_ROW(HFQ_QT_Q2_K, 16, EPI_AFFINE_2, 1.0f, 1.0f, hfq_block_q2_k, decode_q2_k, false, K_MINS),
+    K_ROW(HFQ_QT_Q3_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q3_k, decode_q3_k, false, K_MINS),
+    K_ROW(HFQ_QT_Q4_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q4_k, decode_q4_k, false, K_MINS),
+    K_ROW(HFQ_QT_Q5_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q5_k, decode_q5_k, false, K_MINS),
+    K_ROW(HFQ_QT_Q6_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q6_k, decode_q6_k, false, K_MINS),
+    K_ROW(HFQ_QT_IQ2_XXS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xxs, decode_iq2_xxs, false, K_MINS),
+    K_ROW(HFQ_QT_IQ2_XS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xs, decode_iq2_xs, false, K_MINS),
+    K_ROW(HFQ_QT_IQ2_S, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_s, decode_iq2_s, false, K_MINS),
+    K_ROW(HFQ_QT_IQ3_XXS, 32, EPI_ISUM, 1.0f, 0.25f, hfq_block_iq3_xxs, decode_iq3_xxs, false, K_MINS),
+    K_ROW(HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_iq3_s, decode_iq3_s, false, K_MINS),
+    K_ROW(HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_s, decode_iq1_s, false, K_MINS),
+    K_ROW(HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_m, decode_iq1_m, false, K_MINS),
+    K_ROW(HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, hfq_block_iq4_xs, decode_iq4_xs, true, MINS(64, 48, 48)),
+    Q8_0_ROW(HFQ_QT_Q8_0, hfq_block_q8_0, decode_q8_0, MINS(NEVER, 192, 48), true),
+    Q8_0_ROW(HFQ_QT_Q4_0, hfq_block_q4_0, decode_q4_0, Q8_0_MINS, false),
+    Q8_0_ROW(HFQ_QT_Q5_0, hfq_block_q5_0, decode_q5_0, Q8_0_MINS, false),
+    Q8_0_ROW(HFQ_QT_IQ4_NL, hfq_block_iq4_nl, decode_iq4_nl, Q8_0_MINS, true),
+    Q8_0_ROW(HFQ_QT_MXFP4, hfq_block_mxfp4, decode_mxfp4, Q8_0_MINS, false),
+    {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_Q8_0, MINS(64, 48, 64), false},
     /* W4A4 (hfq_dot_mxfp4_mxfp4, hfq_dot_nvfp4_nvfp4): the activations' doubled E2M1 values as codes */
     {HFQ_QT_MXFP4, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(hfq_block_mxfp4), NULL, decode_mxfp4, NULL, HFQ_QK,
-     HFQ_QT_MXFP4, 32},
+     HFQ_QT_MXFP4, MINS(48, 48, 32), false},
     {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_NVFP4,
-     48},
+     MINS(48, 48, 48), false},
 };
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
@@ -328,13 +336,16 @@ size_t cpu_panel_formats(hfq_qtype *types, hfq_qtype *acts, size_t max) {
 }
 
 const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t n_tokens) {
-    if (cpu_quant_isa_best() != CPU_QUANT_ISA_AVX512VNNI) return NULL;
+    const cpu_quant_isa isa = cpu_quant_isa_best();
+    if (isa == CPU_QUANT_ISA_NONE || !cpu_has(CPU_FEAT_BMI2)) return NULL;
     for (size_t i = 0; i < N_FORMATS; i++)
-        if (formats[i].type == t && formats[i].act == act && n_tokens >= formats[i].min_tokens) return &formats[i];
+        if (formats[i].type == t && formats[i].act == act &&
+            n_tokens >= formats[i].min_tokens[isa - CPU_QUANT_ISA_AVX2])
+            return &formats[i];
     return NULL;
 }
 #define COLS PANEL_COLS   /* tokens side by side: one per 32-bit lane (panel_layout.h) */
-#define BAND 8    /* weight rows a kernel call keeps sums for (3 x 8 of the 32 vector registers) */
+#define BAND 8    /* weight rows a band computes (panel_band.inc) */
 #define PANEL_ROWS 32
 
 /* The activations of one group of 16 tokens: per block, codes[g][c][k] =
@@ -446,7 +457,7 @@ static size_t meta_bytes(const cpu_panel_format *f) {
 }
 
 /* Weight row r (nb blocks) into codes and meta; each sub-block's start from its codes. */
-PANEL_TARGET static void decode_row(const cpu_panel_format *f, const char *row, int64_t nb, int8_t *codes, void *meta) {
+DECODE_TARGET static void decode_row(const cpu_panel_format *f, const char *row, int64_t nb, int8_t *codes, void *meta) {
     if (f->decode64) {   /* blocks of 64, meta per 32 */
         for (int64_t b = 0; b < nb; b += 2) {
             float d[4];
@@ -480,153 +491,51 @@ PANEL_TARGET static void decode_row(const cpu_panel_format *f, const char *row, 
     }
 }
 
-/* raw[r] = start[r] + the integer dot of BAND weight rows' n codes at wq
- * (rows k bytes apart) with 16 tokens' codes at ab (+ 128 each, 64 bytes per
- * 4 values): one vpdpbusd per row and 4 values, the sub-block sum of every
- * panel kernel. n a constant where inlined. */
-PANEL_TARGET static inline __attribute__((always_inline)) void sub_sums(const int n, const uint8_t *ab,
-                                                                        const int8_t *wq, int64_t k,
-                                                                        const int32_t start[BAND], __m512i raw[BAND]) {
-#pragma GCC unroll 8
-    for (int r = 0; r < BAND; r++) raw[r] = _mm512_set1_epi32(start[r]);
-#pragma GCC unroll 8
-    for (int q = 0; q < n / 4; q++) {
-        const __m512i a = _mm512_loadu_si512(ab + (size_t)q * 4 * COLS);
-#pragma GCC unroll 8
-        for (int r = 0; r < BAND; r++) {
-            int32_t w4;
-            memcpy(&w4, wq + r * k + 4 * q, 4);
-            raw[r] = _mm512_dpbusd_epi32(raw[r], a, _mm512_set1_epi32(w4));
-        }
-    }
-}
+/* One band (panel_band.inc): out[r][c], row r's reference dot with token c of group g. */
+typedef void (*band_fn)(const cpu_panel_format *f, const int8_t *codes, int64_t k, const void *meta, int64_t nb,
+                        act_group g, float out[BAND][COLS]);
 
-/* Rows r0..r0 + BAND - 1 of a panel (codes k bytes apart, meta nb apart)
- * times one token group: sums[r] the row's reference dot with each token. */
-PANEL_TARGET static inline __attribute__((always_inline)) void band(const int sub, const panel_epi epi,
-                                                                    const cpu_panel_format *f, const int8_t *codes,
-                                                                    int64_t k, const panel_meta *meta, int64_t nb,
-                                                                    act_group g, __m512 sums[BAND]) {
-    const int n_subs = HFQ_QK_K / sub;
-    for (int r = 0; r < BAND; r++) sums[r] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *ab = g.codes + (size_t)b * HFQ_QK_K * COLS;
-        const __m512 da = _mm512_loadu_ps(g.d + b * COLS);
-        __m512i s1[BAND];
-        for (int s = 0; s < n_subs; s++) {
-            __m512i raw[BAND];
-            int32_t start[BAND];
-            for (int r = 0; r < BAND; r++) start[r] = meta[r * nb + b].start[s];
-            sub_sums(sub, ab + (size_t)s * sub * COLS, codes + b * HFQ_QK_K + s * sub, k, start, raw);
-            if (epi == EPI_SUBFLOAT) {
-#pragma GCC unroll 8
-                for (int r = 0; r < BAND; r++) {
-                    const panel_meta *m = &meta[r * nb + b];
-                    const __m512 d = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(m->d), da), _mm512_set1_ps(m->fsc[s]));
-                    sums[r] = _mm512_add_ps(sums[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(raw[r])));
-                }
-            } else {
-#pragma GCC unroll 8
-                for (int r = 0; r < BAND; r++) {
-                    const __m512i scaled = _mm512_mullo_epi32(raw[r], _mm512_set1_epi32(meta[r * nb + b].sc[s]));
-                    s1[r] = s == 0 ? scaled : _mm512_add_epi32(s1[r], scaled);
-                }
-            }
-        }
-        if (epi == EPI_SUBFLOAT) continue;
-#pragma GCC unroll 8
-        for (int r = 0; r < BAND; r++) {
-            const panel_meta *m = &meta[r * nb + b];
-            const __m512 dw = _mm512_set1_ps(m->d), s = _mm512_cvtepi32_ps(s1[r]);
-            __m512 x;
-            if (epi == EPI_ISUM) {
-                x = _mm512_mul_ps(_mm512_mul_ps(dw, da), f->block_mult != 1.0f ? _mm512_mul_ps(s, _mm512_set1_ps(f->block_mult)) : s);
-            } else {
-                __m512i mins = _mm512_setzero_si512();
-                for (int t = 0; t < n_subs / 2; t++)
-                    mins = _mm512_dpwssd_epi32(mins, _mm512_loadu_si512(g.sums2 + (b * PANEL_SUBS_MAX / 2 + t) * COLS),
-                                               _mm512_set1_epi32(m->m2[t]));
-                const __m512 mf = _mm512_cvtepi32_ps(mins), dmin = _mm512_set1_ps(m->dmin);
-                if (epi == EPI_AFFINE_K)
-                    x = _mm512_mul_ps(da, _mm512_sub_ps(_mm512_mul_ps(dw, s), _mm512_mul_ps(dmin, mf)));
-                else
-                    x = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(da, dw), s), _mm512_mul_ps(_mm512_mul_ps(da, dmin), mf));
-            }
-            sums[r] = _mm512_add_ps(sums[r], x);
-        }
-    }
-}
+/* BAND_ISA's values (numbers: panel_band.inc tests them in #if) */
+#define BAND_SET_AVX2 1
+#define BAND_SET_AVXVNNI 2
+#define BAND_SET_AVX512VNNI 3
 
-/* One band for each (sub-block length, epilogue) a format has: the loops unrolled for it. */
-typedef void (*band_fn)(const cpu_panel_format *f, const int8_t *codes, int64_t k, const void *meta,
-                        int64_t nb, act_group g, __m512 sums[BAND]);
-#define PANEL_BAND(name, sub, epi)                                                                           \
-    PANEL_TARGET static void name(const cpu_panel_format *f, const int8_t *codes, int64_t k,                 \
-                                  const void *meta, int64_t nb, act_group g, __m512 sums[BAND]) {            \
-        band(sub, epi, f, codes, k, (const panel_meta *)meta, nb, g, sums);                                  \
-    }
-PANEL_BAND(band_isum16, 16, EPI_ISUM)
-PANEL_BAND(band_isum32, 32, EPI_ISUM)
-PANEL_BAND(band_affine_k32, 32, EPI_AFFINE_K)
-PANEL_BAND(band_affine_2_16, 16, EPI_AFFINE_2)
-PANEL_BAND(band_subfloat32, 32, EPI_SUBFLOAT)
+#define BAND_TARGET __attribute__((target("avx2,fma,f16c")))
+#define BAND_NAME(x) x##_avx2
+#define BAND_ISA BAND_SET_AVX2
+#include "kernels/cpu/panel_band.inc"
+#undef BAND_TARGET
+#undef BAND_NAME
+#undef BAND_ISA
 
-/* band for blocks of 32 with Q8_0 activations: sums[r] + (float)S * (dw * da), block by block. */
-PANEL_TARGET static void band_block32(const cpu_panel_format *f, const int8_t *codes, int64_t k, const void *meta_v,
-                                      int64_t nb, act_group g, __m512 sums[BAND]) {
-    (void)f;
-    const panel_meta32 *meta = meta_v;
-    for (int r = 0; r < BAND; r++) sums[r] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *ab = g.codes + (size_t)b * HFQ_QK * COLS;
-        __m512i raw[BAND];
-        int32_t start[BAND];
-        for (int r = 0; r < BAND; r++) start[r] = meta[r * nb + b].start[0];
-        sub_sums(HFQ_QK, ab, codes + b * HFQ_QK, k, start, raw);
-        const __m512 da = _mm512_loadu_ps(g.d + b * COLS);
-#pragma GCC unroll 8
-        for (int r = 0; r < BAND; r++)
-            sums[r] = _mm512_add_ps(sums[r], _mm512_mul_ps(_mm512_cvtepi32_ps(raw[r]),
-                                                           _mm512_mul_ps(_mm512_set1_ps(meta[r * nb + b].d[0]), da)));
-    }
-}
+#define BAND_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define BAND_NAME(x) x##_avxvnni
+#define BAND_ISA BAND_SET_AVXVNNI
+#include "kernels/cpu/panel_band.inc"
+#undef BAND_TARGET
+#undef BAND_NAME
+#undef BAND_ISA
 
-/* band for sub-blocks of 16 with float scales and Q8_0 activations (blocks
- * of 32): sums[r] + (da * ds) * (float)S_s, sub-block by sub-block. */
-PANEL_TARGET static void band_sub16(const cpu_panel_format *f, const int8_t *codes, int64_t k, const void *meta_v,
-                                    int64_t nb, act_group g, __m512 sums[BAND]) {
-    const panel_meta32 *meta = meta_v;
-    const int n_d = act_scales(f);   /* Q8_0 activations: one scale for both sub-blocks */
-    for (int r = 0; r < BAND; r++) sums[r] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        for (int s = 0; s < 2; s++) {
-            const __m512 da = _mm512_loadu_ps(g.d + (b * n_d + (n_d == 2 ? s : 0)) * COLS);
-            __m512i raw[BAND];
-            int32_t start[BAND];
-            for (int r = 0; r < BAND; r++) start[r] = meta[r * nb + b].start[s];
-            sub_sums(16, g.codes + (size_t)(b * HFQ_QK + 16 * s) * COLS, codes + b * HFQ_QK + 16 * s, k, start, raw);
-#pragma GCC unroll 8
-            for (int r = 0; r < BAND; r++)
-                sums[r] = _mm512_add_ps(sums[r], _mm512_mul_ps(_mm512_mul_ps(da, _mm512_set1_ps(meta[r * nb + b].d[s])),
-                                                               _mm512_cvtepi32_ps(raw[r])));
-        }
-    }
-}
+#define BAND_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define BAND_NAME(x) x##_avx512vnni
+#define BAND_ISA BAND_SET_AVX512VNNI
+#include "kernels/cpu/panel_band.inc"
+#undef BAND_TARGET
+#undef BAND_NAME
+#undef BAND_ISA
 
-static band_fn band_for(const cpu_panel_format *f) {
-    switch (f->epi) {
-    case EPI_ISUM: return f->sub == 16 ? band_isum16 : band_isum32;
-    case EPI_AFFINE_K: return band_affine_k32;
-    case EPI_AFFINE_2: return band_affine_2_16;
-    case EPI_SUBFLOAT: return band_subfloat32;
-    case EPI_BLOCK32: return band_block32;
-    case EPI_SUB16: return band_sub16;
+static band_fn band_for(const cpu_panel_format *f, cpu_quant_isa isa) {
+    switch (isa) {
+    case CPU_QUANT_ISA_AVX2: return band_for_avx2(f);
+    case CPU_QUANT_ISA_AVXVNNI: return band_for_avxvnni(f);
+    case CPU_QUANT_ISA_AVX512VNNI: return band_for_avx512vnni(f);
+    case CPU_QUANT_ISA_NONE: break;
     }
     return NULL;
 }
 
 /* The panel of rows r0.. (nr of them, the rest zero) times every token group. */
-PANEL_TARGET static void panel_products(const cpu_panel_format *f, band_fn run, const hfq_tensor *w, int64_t r0,
+DECODE_TARGET static void panel_products(const cpu_panel_format *f, band_fn run, const hfq_tensor *w, int64_t r0,
                                         int nr, int8_t *codes, char *meta, char *groups, int64_t n_tokens,
                                         float *y) {
     const int64_t k = w->ne0, nb = k / f->blk, n_out = w->ne1;
@@ -640,27 +549,26 @@ PANEL_TARGET static void panel_products(const cpu_panel_format *f, band_fn run, 
             memset(meta + (size_t)r * row_meta, 0, row_meta);
         }
     }
-    const __m512 row_mult = _mm512_set1_ps(f->row_mult);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += COLS) {
         const act_group g = act_group_at(f, groups, nb, t0 / COLS);
         const int nc = (int)(n_tokens - t0 < COLS ? n_tokens - t0 : COLS);
         /* the group's results token by token, then each token's nr results in one copy */
         float by_token[COLS][PANEL_ROWS];
         for (int rb = 0; rb < nr; rb += BAND) {
-            __m512 sums[BAND];
             float by_row[BAND][COLS];
-            run(f, codes + (size_t)rb * k, k, meta + (size_t)rb * row_meta, nb, g, sums);
-            for (int r = 0; r < BAND; r++)
-                _mm512_storeu_ps(by_row[r], f->row_mult != 1.0f ? _mm512_mul_ps(sums[r], row_mult) : sums[r]);
+            run(f, codes + (size_t)rb * k, k, meta + (size_t)rb * row_meta, nb, g, by_row);
             for (int c = 0; c < COLS; c++)
-                for (int r = 0; r < BAND; r++) by_token[c][rb + r] = by_row[r][c];
+                for (int r = 0; r < BAND; r++)
+                    by_token[c][rb + r] = f->row_mult != 1.0f ? by_row[r][c] * f->row_mult : by_row[r][c];
         }
         for (int c = 0; c < nc; c++) memcpy(y + (t0 + c) * n_out + r0, by_token[c], (size_t)nr * sizeof(float));
     }
 }
 
-bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
-                      size_t a_stride, int64_t n_tokens, float *y) {
+bool cpu_panel_matmul_isa(const cpu_panel_format *f, cpu_quant_isa isa, int n_threads, const hfq_tensor *w,
+                          const void *act, size_t a_stride, int64_t n_tokens, float *y) {
+    const band_fn run = cpu_has(CPU_FEAT_BMI2) && cpu_quant_isa_runs(isa) ? band_for(f, isa) : NULL;
+    if (!run) return false;
     const int64_t k = w->ne0, nb = k / f->blk, n_out = w->ne1;
     const int64_t n_groups = (n_tokens + COLS - 1) / COLS;
     const size_t panel_bytes = ((size_t)PANEL_ROWS * ((size_t)k + (size_t)nb * meta_bytes(f)) + 63) / 64 * 64;
@@ -678,7 +586,6 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
         const int nc = (int)(n_tokens - g * COLS < COLS ? n_tokens - g * COLS : COLS);
         pack_group(f, act, a_stride, nb, g * COLS, nc, act_group_at(f, groups, nb, g));
     }
-    const band_fn run = band_for(f);
     const int64_t n_panels = (n_out + PANEL_ROWS - 1) / PANEL_ROWS;
     #pragma omp parallel num_threads(n_threads)
     {
@@ -697,6 +604,11 @@ bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor
     return true;
 }
 
+bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
+                      size_t a_stride, int64_t n_tokens, float *y) {
+    return cpu_panel_matmul_isa(f, cpu_quant_isa_best(), n_threads, w, act, a_stride, n_tokens, y);
+}
+
 #else
 
 size_t cpu_panel_formats(hfq_qtype *types, hfq_qtype *acts, size_t max) {
@@ -709,10 +621,15 @@ const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t
     return NULL;
 }
 
+bool cpu_panel_matmul_isa(const cpu_panel_format *f, cpu_quant_isa isa, int n_threads, const hfq_tensor *w,
+                          const void *act, size_t a_stride, int64_t n_tokens, float *y) {
+    (void)f, (void)isa, (void)n_threads, (void)w, (void)act, (void)a_stride, (void)n_tokens, (void)y;
+    return false;
+}
+
 bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
                       size_t a_stride, int64_t n_tokens, float *y) {
-    (void)f, (void)n_threads, (void)w, (void)act, (void)a_stride, (void)n_tokens, (void)y;
-    return false;
+    return cpu_panel_matmul_isa(f, cpu_quant_isa_best(), n_threads, w, act, a_stride, n_tokens, y);
 }
 
 #endif

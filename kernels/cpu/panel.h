@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_kernels.h"
 #include "kernels/model.h"
 #include "quant/qtype.h"
 
@@ -35,9 +36,9 @@ typedef struct cpu_panel_format cpu_panel_format;
 
 /* The panel kernel of weight format t with activations of format act (t's
  * vec_dot_type) for a batch of n_tokens, or NULL: none for the pair, fewer
- * tokens than panels need to beat the tiles (48, 64 or 80, by format: panel.c),
- * or this CPU lacks AVX512-VNNI (or the runner was told to use a narrower
- * set). */
+ * tokens than panels need to beat the tiles (by format and instruction set:
+ * panel.c), or this CPU lacks AVX2 and BMI2 (or the runner was told to use
+ * no SIMD). AVX512-VNNI, AVX-VNNI and AVX2 each have their kernels. */
 const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t n_tokens);
 
 /* y[t * w->ne1 + r] = dot(weight row r, activation row t) for every row r
@@ -49,6 +50,11 @@ const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t
  * allocated (the tiles compute the same bits). */
 bool cpu_panel_matmul(const cpu_panel_format *f, int n_threads, const hfq_tensor *w, const void *act,
                       size_t a_stride, int64_t n_tokens, float *y);
+
+/* The same in instruction set isa (tests: every set gives the same bits);
+ * false when this CPU does not run it. */
+bool cpu_panel_matmul_isa(const cpu_panel_format *f, cpu_quant_isa isa, int n_threads, const hfq_tensor *w,
+                          const void *act, size_t a_stride, int64_t n_tokens, float *y);
 
 /* FP8 codes (I8, E4M3 / E5M2) for every batch size (panel_fp8.c), three
  * kinds of operands, each product the bits of its reference:
