@@ -204,18 +204,25 @@ DECODE_TARGET static void decode_iq3_s(const void *blk, int8_t codes[HFQ_QK_K], 
 PANEL_DECODE_IQ1(iq1_s, hfq_block_iq1_s, 32)
 PANEL_DECODE_IQ1(iq1_m, hfq_block_iq1_m, 16)
 
+/* The decoders store each 32 codes at once: the start sums read them back
+ * as 32 bytes, which two 16-byte stores would not forward (memcpy for AVX2
+ * is two: Q8_0 at 256 tokens 265 -> 215 GMAC/s). */
 DECODE_TARGET static float decode_q8_0(const void *blk, int8_t codes[HFQ_QK]) {
     const hfq_block_q8_0 *b = blk;
-    memcpy(codes, b->qs, HFQ_QK);
+    _mm256_storeu_si256((__m256i *)codes, _mm256_loadu_si256((const __m256i *)b->qs));
     return hfq_fp16_to_f32(b->d);
 }
 
 /* 32 codes from 16 bytes of nibbles (element j low nibble of qs[j], j + 16
  * the high one), each mapped through the 16 signed bytes lut (pshufb). */
-DECODE_TARGET static inline void nibbles_lut(const uint8_t qs[HFQ_QK / 2], __m128i lut, int8_t codes[HFQ_QK]) {
+DECODE_TARGET static inline __m256i nibbles32(const uint8_t qs[HFQ_QK / 2], __m128i lut) {
     const __m128i v = _mm_loadu_si128((const __m128i *)qs), low4 = _mm_set1_epi8(0x0f);
-    _mm_storeu_si128((__m128i *)codes, _mm_shuffle_epi8(lut, _mm_and_si128(v, low4)));
-    _mm_storeu_si128((__m128i *)(codes + HFQ_QK / 2), _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4)));
+    return _mm256_set_m128i(_mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4)),
+                            _mm_shuffle_epi8(lut, _mm_and_si128(v, low4)));
+}
+
+DECODE_TARGET static inline void nibbles_lut(const uint8_t qs[HFQ_QK / 2], __m128i lut, int8_t codes[HFQ_QK]) {
+    _mm256_storeu_si256((__m256i *)codes, nibbles32(qs, lut));
 }
 
 /* The table of hfq_levels_q4_0 (code - 8). */
@@ -228,17 +235,14 @@ DECODE_TARGET static float decode_q4_0(const void *blk, int8_t codes[HFQ_QK]) {
 /* hfq_levels_q5_0: nibble | bit j of qh as bit 4, minus 16. */
 DECODE_TARGET static float decode_q5_0(const void *blk, int8_t codes[HFQ_QK]) {
     const hfq_block_q5_0 *b = blk;
-    nibbles_lut(b->qs, _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), codes);
-    const __m128i qh = _mm_set1_epi32((int)hfq_load_le32(b->qh));
-    const __m128i bit = _mm_set1_epi64x((long long)0x8040201008040201ull);
-    for (int h = 0; h < 2; h++) {   /* elements 16 h.. take bytes 2 h, 2 h + 1 of qh */
-        const __m128i bytes = _mm_shuffle_epi8(qh, _mm_setr_epi8(2 * h, 2 * h, 2 * h, 2 * h, 2 * h, 2 * h, 2 * h, 2 * h,
-                                                                 2 * h + 1, 2 * h + 1, 2 * h + 1, 2 * h + 1, 2 * h + 1,
-                                                                 2 * h + 1, 2 * h + 1, 2 * h + 1));
-        const __m128i high = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(bytes, bit), bit), _mm_set1_epi8(0x10));
-        const __m128i c = _mm_loadu_si128((const __m128i *)(codes + 16 * h));
-        _mm_storeu_si128((__m128i *)(codes + 16 * h), _mm_sub_epi8(_mm_or_si128(c, high), _mm_set1_epi8(16)));
-    }
+    const __m256i low = nibbles32(b->qs, _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    /* element j's byte j / 8 of qh, its bit j % 8 */
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)hfq_load_le32(b->qh)),
+                                              _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
+                                                                 0x0303030303030303ll));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
+    _mm256_storeu_si256((__m256i *)codes, _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(16)));
     return hfq_fp16_to_f32(b->d);
 }
 
@@ -285,18 +289,24 @@ DECODE_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK]
 }
 
 /* Adding a format: its decoder above and a row here (its reference dot's
- * float steps one of panel_epi's). The token thresholds are measured (one
- * thread, 1024 x 1024, tiles / panels GMAC/s): at 32 tokens IQ2_XXS 97 / 75,
- * Q3_K 117 / 98; at 48 92 / 98, 121 / 118; at 64 100 / 116, 123 / 141. The
- * Q8_0-activation tiles are faster: Q4_0 at 64 tokens 119 / 112, at 80
- * 115 / 129, at 96 120 / 142 (IQ4_NL, Q5_0, MXFP4 alike); Q8_0's decode is
- * a copy, 72 / 129 at 48; NVFP4 at 48 108 / 109, at 64 117 / 124, at 256
- * 116 / 173. W4A4: MXFP4 at 16 46 / 33, at 32 46 / 51; NVFP4 at 32 85 /
- * 88, at 48 92 / 100, at 256 91 / 133. */
-#define NEVER INT64_MAX
+ * float steps one of panel_epi's). The token thresholds per set are
+ * measured (bench_kernels 1024 1024 3 TOKENS: one thread, tiles / panels
+ * GMAC/s, 2026-12-05; batches of whole 16s run best, 24 tokens worse than
+ * 16). AVX512-VNNI: Q4_0 at 16 tokens 105 / 113, at 32 126 / 172 (Q5_0,
+ * IQ4_NL, MXFP4, Q8_0 alike); IQ4_XS at 16 105 / 144; Q4_K at 24 150 /
+ * 142, at 48 the panels ahead (Q3_K, IQ2_XXS later: 121 / 118 at 48);
+ * NVFP4 at 32 130 / 106, at 48 128 / 133. AVX-VNNI: Q4_0 at 32 105 / 110,
+ * Q8_0 114 / 115 and at 48 110 / 127; IQ4_XS at 32 70 / 100; NVFP4 at 32
+ * 72 / 76; Q4_K at 32 88 / 100, Q3_K at 64 96 / 92 and at 128 93 / 110.
+ * AVX2: Q4_0 at 32 67 / 78 (Q5_0, MXFP4 alike, IQ4_NL 63 / 64), Q8_0's
+ * sign-adjusted sums barely ahead even at 128 (70 / 73); IQ4_XS at 48 62
+ * / 66; NVFP4 at 48 62 / 69; the K-quants and grid i-quants at 64 (Q4_K
+ * 66 / 85, IQ2_XXS 63 / 72). W4A4 (bench_matmul): MXFP4 at 32 46 / 51 on
+ * AVX512-VNNI, 43 / 37 on AVX2, at 48 42 / 44; NVFP4 at 48 50 / 58 on
+ * AVX2. */
 #define MINS(avx2, avxvnni, avx512vnni) {avx2, avxvnni, avx512vnni}
 #define K_MINS MINS(64, 64, 48)
-#define Q8_0_MINS MINS(128, 128, 80)
+#define Q8_0_MINS MINS(32, 48, 32)
 #define K_ROW(type, sub, epi, block_mult, row_mult, block_t, decode, wide, mins) \
     {type, sub, epi, block_mult, row_mult, sizeof(block_t), decode, NULL, NULL, HFQ_QK_K, HFQ_QT_Q8_K, mins, wide}
 #define Q8_0_ROW(type, block_t, decode, mins, wide) \
@@ -314,13 +324,13 @@ static const struct cpu_panel_format formats[] = {
     K_ROW(HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_iq3_s, decode_iq3_s, false, K_MINS),
     K_ROW(HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_s, decode_iq1_s, false, K_MINS),
     K_ROW(HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_m, decode_iq1_m, false, K_MINS),
-    K_ROW(HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, hfq_block_iq4_xs, decode_iq4_xs, true, MINS(64, 48, 48)),
-    Q8_0_ROW(HFQ_QT_Q8_0, hfq_block_q8_0, decode_q8_0, MINS(NEVER, 192, 48), true),
+    K_ROW(HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, hfq_block_iq4_xs, decode_iq4_xs, true, MINS(48, 32, 16)),
+    Q8_0_ROW(HFQ_QT_Q8_0, hfq_block_q8_0, decode_q8_0, MINS(96, 48, 32), true),
     Q8_0_ROW(HFQ_QT_Q4_0, hfq_block_q4_0, decode_q4_0, Q8_0_MINS, false),
     Q8_0_ROW(HFQ_QT_Q5_0, hfq_block_q5_0, decode_q5_0, Q8_0_MINS, false),
     Q8_0_ROW(HFQ_QT_IQ4_NL, hfq_block_iq4_nl, decode_iq4_nl, Q8_0_MINS, true),
     Q8_0_ROW(HFQ_QT_MXFP4, hfq_block_mxfp4, decode_mxfp4, Q8_0_MINS, false),
-    {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_Q8_0, MINS(64, 48, 64), false},
+    {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_Q8_0, MINS(48, 32, 48), false},
     /* W4A4 (hfq_dot_mxfp4_mxfp4, hfq_dot_nvfp4_nvfp4): the activations' doubled E2M1 values as codes */
     {HFQ_QT_MXFP4, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(hfq_block_mxfp4), NULL, decode_mxfp4, NULL, HFQ_QK,
      HFQ_QT_MXFP4, MINS(48, 48, 32), false},
@@ -456,41 +466,6 @@ static size_t meta_bytes(const cpu_panel_format *f) {
     return f->blk == HFQ_QK_K ? sizeof(panel_meta) : sizeof(panel_meta32);
 }
 
-/* Weight row r (nb blocks) into codes and meta; each sub-block's start from its codes. */
-DECODE_TARGET static void decode_row(const cpu_panel_format *f, const char *row, int64_t nb, int8_t *codes, void *meta) {
-    if (f->decode64) {   /* blocks of 64, meta per 32 */
-        for (int64_t b = 0; b < nb; b += 2) {
-            float d[4];
-            f->decode64(row + (size_t)(b / 2) * f->block_bytes, codes + b * HFQ_QK, d);
-            for (int h = 0; h < 2; h++) {
-                panel_meta32 *m = (panel_meta32 *)meta + b + h;
-                m->d[0] = d[2 * h], m->d[1] = d[2 * h + 1];
-                int32_t start[PANEL_SUBS_MAX];
-                sub_starts(HFQ_QK, 16, codes + (b + h) * HFQ_QK, start);
-                m->start[0] = start[0], m->start[1] = start[1];
-            }
-        }
-        return;
-    }
-    for (int64_t b = 0; b < nb; b++) {
-        int8_t *q = codes + b * f->blk;
-        const char *blk = row + (size_t)b * f->block_bytes;
-        if (f->blk == HFQ_QK) {
-            panel_meta32 *m = (panel_meta32 *)meta + b;
-            m->d[0] = f->decode32(blk, q);
-            int32_t start[PANEL_SUBS_MAX];
-            sub_starts(HFQ_QK, HFQ_QK, q, start);
-            m->start[0] = start[0];
-            continue;
-        }
-        panel_meta *m = (panel_meta *)meta + b;
-        memset(m, 0, sizeof *m);
-        f->decode(blk, q, m);
-        if (f->sub == 16) sub_starts(HFQ_QK_K, 16, q, m->start);
-        else sub_starts(HFQ_QK_K, 32, q, m->start);
-    }
-}
-
 /* One band (panel_band.inc): out[r][c], row r's reference dot with token c of group g. */
 typedef void (*band_fn)(const cpu_panel_format *f, const int8_t *codes, int64_t k, const void *meta, int64_t nb,
                         act_group g, float out[BAND][COLS]);
@@ -524,51 +499,26 @@ typedef void (*band_fn)(const cpu_panel_format *f, const int8_t *codes, int64_t 
 #undef BAND_NAME
 #undef BAND_ISA
 
-static band_fn band_for(const cpu_panel_format *f, cpu_quant_isa isa) {
+/* The panel of rows r0.. (nr of them, the rest zero) times every token group, by bands of run. */
+typedef void (*products_fn)(const cpu_panel_format *f, band_fn run, const hfq_tensor *w, int64_t r0, int nr,
+                            int8_t *codes, char *meta, char *groups, int64_t n_tokens, float *y);
+
+/* Set isa's kernels for format f; false for none. */
+static bool kernels_for(const cpu_panel_format *f, cpu_quant_isa isa, band_fn *run, products_fn *products) {
     switch (isa) {
-    case CPU_QUANT_ISA_AVX2: return band_for_avx2(f);
-    case CPU_QUANT_ISA_AVXVNNI: return band_for_avxvnni(f);
-    case CPU_QUANT_ISA_AVX512VNNI: return band_for_avx512vnni(f);
+    case CPU_QUANT_ISA_AVX2: *run = band_for_avx2(f), *products = panel_products_avx2; return true;
+    case CPU_QUANT_ISA_AVXVNNI: *run = band_for_avxvnni(f), *products = panel_products_avxvnni; return true;
+    case CPU_QUANT_ISA_AVX512VNNI: *run = band_for_avx512vnni(f), *products = panel_products_avx512vnni; return true;
     case CPU_QUANT_ISA_NONE: break;
     }
-    return NULL;
-}
-
-/* The panel of rows r0.. (nr of them, the rest zero) times every token group. */
-DECODE_TARGET static void panel_products(const cpu_panel_format *f, band_fn run, const hfq_tensor *w, int64_t r0,
-                                        int nr, int8_t *codes, char *meta, char *groups, int64_t n_tokens,
-                                        float *y) {
-    const int64_t k = w->ne0, nb = k / f->blk, n_out = w->ne1;
-    const size_t row_meta = (size_t)nb * meta_bytes(f);
-    for (int r = 0; r < PANEL_ROWS; r++) {
-        if (r < nr) {
-            decode_row(f, (const char *)w->data + (size_t)(r0 + r) * w->row_bytes, nb, codes + (size_t)r * k,
-                       meta + (size_t)r * row_meta);
-        } else {
-            memset(codes + (size_t)r * k, 0, (size_t)k);
-            memset(meta + (size_t)r * row_meta, 0, row_meta);
-        }
-    }
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += COLS) {
-        const act_group g = act_group_at(f, groups, nb, t0 / COLS);
-        const int nc = (int)(n_tokens - t0 < COLS ? n_tokens - t0 : COLS);
-        /* the group's results token by token, then each token's nr results in one copy */
-        float by_token[COLS][PANEL_ROWS];
-        for (int rb = 0; rb < nr; rb += BAND) {
-            float by_row[BAND][COLS];
-            run(f, codes + (size_t)rb * k, k, meta + (size_t)rb * row_meta, nb, g, by_row);
-            for (int c = 0; c < COLS; c++)
-                for (int r = 0; r < BAND; r++)
-                    by_token[c][rb + r] = f->row_mult != 1.0f ? by_row[r][c] * f->row_mult : by_row[r][c];
-        }
-        for (int c = 0; c < nc; c++) memcpy(y + (t0 + c) * n_out + r0, by_token[c], (size_t)nr * sizeof(float));
-    }
+    return false;
 }
 
 bool cpu_panel_matmul_isa(const cpu_panel_format *f, cpu_quant_isa isa, int n_threads, const hfq_tensor *w,
                           const void *act, size_t a_stride, int64_t n_tokens, float *y) {
-    const band_fn run = cpu_has(CPU_FEAT_BMI2) && cpu_quant_isa_runs(isa) ? band_for(f, isa) : NULL;
-    if (!run) return false;
+    band_fn run;
+    products_fn products;
+    if (!cpu_has(CPU_FEAT_BMI2) || !cpu_quant_isa_runs(isa) || !kernels_for(f, isa, &run, &products) || !run) return false;
     const int64_t k = w->ne0, nb = k / f->blk, n_out = w->ne1;
     const int64_t n_groups = (n_tokens + COLS - 1) / COLS;
     const size_t panel_bytes = ((size_t)PANEL_ROWS * ((size_t)k + (size_t)nb * meta_bytes(f)) + 63) / 64 * 64;
@@ -596,7 +546,7 @@ bool cpu_panel_matmul_isa(const cpu_panel_format *f, cpu_quant_isa isa, int n_th
         for (int64_t p = 0; p < n_panels; p++) {
             const int64_t r0 = p * PANEL_ROWS;
             const int nr = (int)(n_out - r0 < PANEL_ROWS ? n_out - r0 : PANEL_ROWS);
-            panel_products(f, run, w, r0, nr, codes, meta, groups, n_tokens, y);
+            products(f, run, w, r0, nr, codes, meta, groups, n_tokens, y);
         }
     }
     free(groups);
