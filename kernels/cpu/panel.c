@@ -15,6 +15,7 @@
 #include "quant/iq2.h"
 #include "quant/iq3.h"
 #include "quant/iq4.h"
+#include "quant/tq.h"
 
 /* How a block's integer sums become the reference's float, per token. */
 typedef enum panel_epi {
@@ -265,6 +266,40 @@ DECODE_TARGET static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K],
     m->d = hfq_fp16_to_f32(b->d);
 }
 
+/* TQ1_0 / TQ2_0: the trits t - 1 (hfq_tq*_levels) under one scale: sub-blocks of 32 with
+ * scale 1, so EPI_ISUM's (dw * da) * S is the reference's (float)sum * (dw * da). */
+DECODE_TARGET static void tq_meta(uint16_t d, panel_meta *m) {
+    m->d = hfq_fp16_to_f32(d);
+    for (int s = 0; s < HFQ_QK_K / 32; s++) m->sc[s] = 1;
+}
+
+DECODE_TARGET static void decode_tq2_0(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_tq2_0 *b = blk;
+    for (int j = 0; j < 2; j++)
+        for (int l = 0; l < 4; l++)
+            for (int i = 0; i < 32; i++) codes[128 * j + 32 * l + i] = (int8_t)(((b->qs[32 * j + i] >> 2 * l) & 3) - 1);
+    tq_meta(b->d, m);
+}
+
+/* n bytes q of TQ1_0 trits: trit t of q[i] (hfq_tq1_trit) to codes[t * n + i], t < n_trits (loops that vectorize). */
+static inline __attribute__((always_inline)) void tq1_trits(const uint8_t *q, const int n, const int n_trits,
+                                                            int8_t *codes) {
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    for (int t = 0; t < n_trits; t++)
+        for (int i = 0; i < n; i++) {
+            const uint8_t shifted = (uint8_t)(q[i] * pow3[t]);
+            codes[t * n + i] = (int8_t)((((uint16_t)shifted * 3) >> 8) - 1);
+        }
+}
+
+DECODE_TARGET static void decode_tq1_0(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
+    const hfq_block_tq1_0 *b = blk;   /* hfq_tq1_0_levels' order */
+    tq1_trits(b->qs, 32, 5, codes);
+    tq1_trits(b->qs + 32, 16, 5, codes + 160);
+    tq1_trits(b->qh, 4, 4, codes + 240);
+    tq_meta(b->d, m);
+}
+
 /* MXFP4: the doubled E2M1 values hfq_fp4_dot_i8 sums (hfq_e2m1_doubled: |v| <= 12), the halved E8M0 scale. */
 DECODE_TARGET static float decode_mxfp4(const void *blk, int8_t codes[HFQ_QK]) {
     const hfq_block_mxfp4 *b = blk;
@@ -301,7 +336,10 @@ DECODE_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK]
  * AVX2: Q4_0 at 32 67 / 78 (Q5_0, MXFP4 alike, IQ4_NL 63 / 64), Q8_0's
  * sign-adjusted sums barely ahead even at 128 (70 / 73); IQ4_XS at 48 62
  * / 66; NVFP4 at 48 62 / 69; the K-quants and grid i-quants at 64 (Q4_K
- * 66 / 85, IQ2_XXS 63 / 72). W4A4 (bench_matmul): MXFP4 at 32 46 / 51 on
+ * 66 / 85, IQ2_XXS 63 / 72). TQ2_0 at 32: AVX512-VNNI 142 / 188, AVX2 72 /
+ * 77, at 48 71 / 83, AVX-VNNI 104 / 116; TQ1_0 (its trits cost more to
+ * decode) at 64: 129 / 156, AVX2 71 / 72, at 128 71 / 86, AVX-VNNI 98 /
+ * 120. W4A4 (bench_matmul): MXFP4 at 32 46 / 51 on
  * AVX512-VNNI, 43 / 37 on AVX2, at 48 42 / 44; NVFP4 at 48 50 / 58 on
  * AVX2. */
 #define MINS(avx2, avxvnni, avx512vnni) {avx2, avxvnni, avx512vnni}
@@ -324,6 +362,8 @@ static const struct cpu_panel_format formats[] = {
     K_ROW(HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_iq3_s, decode_iq3_s, 64, K_MINS),
     K_ROW(HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_s, decode_iq1_s, 64, K_MINS),
     K_ROW(HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_m, decode_iq1_m, 64, K_MINS),
+    K_ROW(HFQ_QT_TQ2_0, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq2_0, decode_tq2_0, 64, MINS(48, 48, 32)),
+    K_ROW(HFQ_QT_TQ1_0, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq1_0, decode_tq1_0, 64, MINS(96, 96, 64)),
     K_ROW(HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, hfq_block_iq4_xs, decode_iq4_xs, 127, MINS(48, 32, 16)),
     Q8_0_ROW(HFQ_QT_Q8_0, hfq_block_q8_0, decode_q8_0, MINS(96, 48, 32), 128),
     Q8_0_ROW(HFQ_QT_Q4_0, hfq_block_q4_0, decode_q4_0, Q8_0_MINS, 64),
