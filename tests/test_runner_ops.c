@@ -778,7 +778,10 @@ static void test_refused(void) {
 static void test_panel_products(void) {
     hfq_qtype types[2 * HFQ_QT_COUNT], acts[2 * HFQ_QT_COUNT];
     const size_t n_types = cpu_panel_formats(types, acts, 2 * HFQ_QT_COUNT);
-    static const shape shapes[] = {{256, 37, 48}, {768, 70, 53}, {512, 8, 40}, {2560, 9, 49}, {896, 21, 83}};
+    /* the last shape: constant rows and tokens, codes at their extremes (a + 128 = 255 against
+     * Q4_0's -8, Q6_K's -32, Q4_K's 15, TQ's +-1...: AVX2's 16-bit sums at their bound) */
+    static const shape shapes[] = {{256, 37, 48}, {768, 70, 53}, {512, 8, 40}, {2560, 9, 49}, {896, 21, 83}, {512, 24, 48}};
+    const size_t extreme = sizeof shapes / sizeof shapes[0] - 1;
     uint64_t rng = 901;
     int checked = 0, formats = 0;
     for (size_t ti = 0; ti < n_types; ti++) {
@@ -799,7 +802,10 @@ static void test_panel_products(void) {
             float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
             for (int64_t i = 0; i < sh.n_in; i++) ones[i] = 1.0f;
             for (int64_t r = 0; r < sh.n_out; r++) {
-                for (int64_t i = 0; i < sh.n_in; i++) x[i] = synth_uniform(&rng) * (i % 61 == 0 ? 20.0f : 1.0f);
+                for (int64_t i = 0; i < sh.n_in; i++)
+                    x[i] = si == extreme ? (r % 4 == 0 ? 1.0f : r % 4 == 1 ? -1.0f : r % 4 == 2 ? (i % 2 ? 1.0f : -1.0f)
+                                                      : (i % 2 ? 1.0f : 0.0f))
+                                         : synth_uniform(&rng) * (i % 61 == 0 ? 20.0f : 1.0f);
                 if (!wt->quantize(x, w + r * row, 1, sh.n_in, NULL)) CHECK(wt->quantize(x, w + r * row, 1, sh.n_in, ones) == row);
                 if (types[ti] == HFQ_QT_Q8_0 && r % 3 == 0)   /* every 7th code -128 (never quantized, still valid) */
                     for (size_t i = 0; i < row; i++)
@@ -807,7 +813,9 @@ static void test_panel_products(void) {
             }
             for (int64_t t = 0; t < sh.n_tokens; t++)
                 for (int64_t i = 0; i < sh.n_in; i++)
-                    x[t * sh.n_in + i] = synth_uniform(&rng) * (t % 3 ? 1.0f : 1000.0f) * (i % 41 == 0 ? 30.0f : 1.0f);
+                    /* Q8_K gives its first largest value -127, the others of its size and other sign 127 */
+                    x[t * sh.n_in + i] = si == extreme ? (t % 2 ? -3.0f : 3.0f) * (i % 256 ? 1.0f : -1.0f)
+                                                       : synth_uniform(&rng) * (t % 3 ? 1.0f : 1000.0f) * (i % 41 == 0 ? 30.0f : 1.0f);
             float gs[100];   /* NVFP4 activations: each token's global scale */
             for (int64_t t = 0; t < sh.n_tokens; t++) {
                 const float *xt = x + t * sh.n_in;

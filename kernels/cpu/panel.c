@@ -66,7 +66,7 @@ struct cpu_panel_format {
     hfq_qtype act;                /* the activation format: Q8_K or Q8_0; W4A4: MXFP4 or NVFP4 */
     int64_t min_tokens[3];        /* per set (AVX2, AVX-VNNI, AVX512-VNNI): below this many tokens the tiles
                                      are as fast or faster */
-    int code_bound;               /* the largest |code|: 64, 127 or 128 (AVX2's 16-bit pair sums: panel_band.inc) */
+    int code_bound;               /* the largest |code| a decoder writes (AVX2's 16-bit pair sums: panel_band.inc) */
 };
 
 #if defined(__x86_64__)
@@ -350,32 +350,32 @@ DECODE_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK]
 #define Q8_0_ROW(type, block_t, decode, mins, bound) \
     {type, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(block_t), NULL, decode, NULL, HFQ_QK, HFQ_QT_Q8_0, mins, bound}
 static const struct cpu_panel_format formats[] = {
-    K_ROW(HFQ_QT_Q2_K, 16, EPI_AFFINE_2, 1.0f, 1.0f, hfq_block_q2_k, decode_q2_k, 64, K_MINS),
-    K_ROW(HFQ_QT_Q3_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q3_k, decode_q3_k, 64, K_MINS),
-    K_ROW(HFQ_QT_Q4_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q4_k, decode_q4_k, 64, K_MINS),
-    K_ROW(HFQ_QT_Q5_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q5_k, decode_q5_k, 64, K_MINS),
-    K_ROW(HFQ_QT_Q6_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q6_k, decode_q6_k, 64, K_MINS),
-    K_ROW(HFQ_QT_IQ2_XXS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xxs, decode_iq2_xxs, 64, K_MINS),
-    K_ROW(HFQ_QT_IQ2_XS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xs, decode_iq2_xs, 64, K_MINS),
-    K_ROW(HFQ_QT_IQ2_S, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_s, decode_iq2_s, 64, K_MINS),
-    K_ROW(HFQ_QT_IQ3_XXS, 32, EPI_ISUM, 1.0f, 0.25f, hfq_block_iq3_xxs, decode_iq3_xxs, 64, K_MINS),
-    K_ROW(HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_iq3_s, decode_iq3_s, 64, K_MINS),
-    K_ROW(HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_s, decode_iq1_s, 64, K_MINS),
-    K_ROW(HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_m, decode_iq1_m, 64, K_MINS),
-    K_ROW(HFQ_QT_TQ2_0, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq2_0, decode_tq2_0, 64, MINS(48, 48, 32)),
-    K_ROW(HFQ_QT_TQ1_0, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq1_0, decode_tq1_0, 64, MINS(96, 96, 64)),
+    K_ROW(HFQ_QT_Q2_K, 16, EPI_AFFINE_2, 1.0f, 1.0f, hfq_block_q2_k, decode_q2_k, 3, K_MINS),
+    K_ROW(HFQ_QT_Q3_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q3_k, decode_q3_k, 4, K_MINS),
+    K_ROW(HFQ_QT_Q4_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q4_k, decode_q4_k, 15, K_MINS),
+    K_ROW(HFQ_QT_Q5_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q5_k, decode_q5_k, 31, K_MINS),
+    K_ROW(HFQ_QT_Q6_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q6_k, decode_q6_k, 32, K_MINS),
+    K_ROW(HFQ_QT_IQ2_XXS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xxs, decode_iq2_xxs, 43, K_MINS),
+    K_ROW(HFQ_QT_IQ2_XS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xs, decode_iq2_xs, 43, K_MINS),
+    K_ROW(HFQ_QT_IQ2_S, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_s, decode_iq2_s, 43, K_MINS),
+    K_ROW(HFQ_QT_IQ3_XXS, 32, EPI_ISUM, 1.0f, 0.25f, hfq_block_iq3_xxs, decode_iq3_xxs, 62, K_MINS),
+    K_ROW(HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_iq3_s, decode_iq3_s, 15, K_MINS),
+    K_ROW(HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_s, decode_iq1_s, 9, K_MINS),
+    K_ROW(HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_m, decode_iq1_m, 9, K_MINS),
+    K_ROW(HFQ_QT_TQ2_0, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq2_0, decode_tq2_0, 1, MINS(48, 48, 32)),
+    K_ROW(HFQ_QT_TQ1_0, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq1_0, decode_tq1_0, 1, MINS(96, 96, 64)),
     K_ROW(HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, hfq_block_iq4_xs, decode_iq4_xs, 127, MINS(48, 32, 16)),
     Q8_0_ROW(HFQ_QT_Q8_0, hfq_block_q8_0, decode_q8_0, MINS(96, 48, 32), 128),
-    Q8_0_ROW(HFQ_QT_Q4_0, hfq_block_q4_0, decode_q4_0, Q8_0_MINS, 64),
-    Q8_0_ROW(HFQ_QT_Q5_0, hfq_block_q5_0, decode_q5_0, Q8_0_MINS, 64),
+    Q8_0_ROW(HFQ_QT_Q4_0, hfq_block_q4_0, decode_q4_0, Q8_0_MINS, 8),
+    Q8_0_ROW(HFQ_QT_Q5_0, hfq_block_q5_0, decode_q5_0, Q8_0_MINS, 16),
     Q8_0_ROW(HFQ_QT_IQ4_NL, hfq_block_iq4_nl, decode_iq4_nl, Q8_0_MINS, 127),
-    Q8_0_ROW(HFQ_QT_MXFP4, hfq_block_mxfp4, decode_mxfp4, Q8_0_MINS, 64),
-    {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_Q8_0, MINS(48, 32, 48), 64},
+    Q8_0_ROW(HFQ_QT_MXFP4, hfq_block_mxfp4, decode_mxfp4, Q8_0_MINS, 12),
+    {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_Q8_0, MINS(48, 32, 48), 12},
     /* W4A4 (hfq_dot_mxfp4_mxfp4, hfq_dot_nvfp4_nvfp4): the activations' doubled E2M1 values as codes */
     {HFQ_QT_MXFP4, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(hfq_block_mxfp4), NULL, decode_mxfp4, NULL, HFQ_QK,
-     HFQ_QT_MXFP4, MINS(48, 48, 32), 64},
+     HFQ_QT_MXFP4, MINS(48, 48, 32), 12},
     {HFQ_QT_NVFP4, 16, EPI_SUB16, 1.0f, 1.0f, sizeof(hfq_block_nvfp4), NULL, NULL, decode_nvfp4, HFQ_QK, HFQ_QT_NVFP4,
-     MINS(48, 48, 48), 64},
+     MINS(48, 48, 48), 12},
 };
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
