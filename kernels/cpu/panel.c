@@ -335,15 +335,17 @@ DECODE_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK]
  * 72 / 76; Q4_K at 32 88 / 100, Q3_K at 64 96 / 92 and at 128 93 / 110.
  * AVX2: Q4_0 at 32 67 / 78 (Q5_0, MXFP4 alike, IQ4_NL 63 / 64), Q8_0's
  * sign-adjusted sums barely ahead even at 128 (70 / 73); IQ4_XS at 48 62
- * / 66; NVFP4 at 48 62 / 69; the K-quants and grid i-quants at 64 (Q4_K
- * 66 / 85, IQ2_XXS 63 / 72). TQ2_0 at 32: AVX512-VNNI 142 / 188, AVX2 72 /
+ * / 66; NVFP4 at 48 62 / 69; Q4_K at 32 66 / 86 (Q2_K, Q5_K, Q6_K,
+ * IQ3_S, IQ1_S ahead from 32 too), Q3_K at 48 68 / 70, IQ2_XXS 60 / 64, the
+ * grid i-quants behind at 32 (IQ2_XXS 62 / 53). TQ2_0 at 32: AVX512-VNNI 142 / 188, AVX2 72 /
  * 77, at 48 71 / 83, AVX-VNNI 104 / 116; TQ1_0 (its trits cost more to
  * decode) at 64: 129 / 156, AVX2 71 / 72, at 128 71 / 86, AVX-VNNI 98 /
  * 120. W4A4 (bench_matmul): MXFP4 at 32 46 / 51 on
  * AVX512-VNNI, 43 / 37 on AVX2, at 48 42 / 44; NVFP4 at 48 50 / 58 on
  * AVX2. */
 #define MINS(avx2, avxvnni, avx512vnni) {avx2, avxvnni, avx512vnni}
-#define K_MINS MINS(64, 64, 48)
+#define K_MINS MINS(48, 64, 48)
+#define K_MINS_HEAVY MINS(64, 64, 48)   /* decoders or sub-blocks that cost more on AVX2 */
 #define Q8_0_MINS MINS(32, 48, 32)
 #define K_ROW(type, sub, epi, block_mult, row_mult, block_t, decode, bound, mins) \
     {type, sub, epi, block_mult, row_mult, sizeof(block_t), decode, NULL, NULL, HFQ_QK_K, HFQ_QT_Q8_K, mins, bound}
@@ -351,17 +353,17 @@ DECODE_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK]
     {type, HFQ_QK, EPI_BLOCK32, 1.0f, 1.0f, sizeof(block_t), NULL, decode, NULL, HFQ_QK, HFQ_QT_Q8_0, mins, bound}
 static const struct cpu_panel_format formats[] = {
     K_ROW(HFQ_QT_Q2_K, 16, EPI_AFFINE_2, 1.0f, 1.0f, hfq_block_q2_k, decode_q2_k, 3, K_MINS),
-    K_ROW(HFQ_QT_Q3_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q3_k, decode_q3_k, 4, K_MINS),
+    K_ROW(HFQ_QT_Q3_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q3_k, decode_q3_k, 4, K_MINS_HEAVY),
     K_ROW(HFQ_QT_Q4_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q4_k, decode_q4_k, 15, K_MINS),
     K_ROW(HFQ_QT_Q5_K, 32, EPI_AFFINE_K, 1.0f, 1.0f, hfq_block_q5_k, decode_q5_k, 31, K_MINS),
     K_ROW(HFQ_QT_Q6_K, 16, EPI_ISUM, 1.0f, 1.0f, hfq_block_q6_k, decode_q6_k, 32, K_MINS),
-    K_ROW(HFQ_QT_IQ2_XXS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xxs, decode_iq2_xxs, 43, K_MINS),
-    K_ROW(HFQ_QT_IQ2_XS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xs, decode_iq2_xs, 43, K_MINS),
-    K_ROW(HFQ_QT_IQ2_S, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_s, decode_iq2_s, 43, K_MINS),
-    K_ROW(HFQ_QT_IQ3_XXS, 32, EPI_ISUM, 1.0f, 0.25f, hfq_block_iq3_xxs, decode_iq3_xxs, 62, K_MINS),
+    K_ROW(HFQ_QT_IQ2_XXS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xxs, decode_iq2_xxs, 43, K_MINS_HEAVY),
+    K_ROW(HFQ_QT_IQ2_XS, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_xs, decode_iq2_xs, 43, K_MINS_HEAVY),
+    K_ROW(HFQ_QT_IQ2_S, 16, EPI_ISUM, 1.0f, 0.125f, hfq_block_iq2_s, decode_iq2_s, 43, K_MINS_HEAVY),
+    K_ROW(HFQ_QT_IQ3_XXS, 32, EPI_ISUM, 1.0f, 0.25f, hfq_block_iq3_xxs, decode_iq3_xxs, 62, K_MINS_HEAVY),
     K_ROW(HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_iq3_s, decode_iq3_s, 15, K_MINS),
     K_ROW(HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_s, decode_iq1_s, 9, K_MINS),
-    K_ROW(HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_m, decode_iq1_m, 9, K_MINS),
+    K_ROW(HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_m, decode_iq1_m, 9, K_MINS_HEAVY),
     K_ROW(HFQ_QT_TQ2_0, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq2_0, decode_tq2_0, 1, MINS(48, 48, 32)),
     K_ROW(HFQ_QT_TQ1_0, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq1_0, decode_tq1_0, 1, MINS(96, 96, 64)),
     K_ROW(HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, hfq_block_iq4_xs, decode_iq4_xs, 127, MINS(48, 32, 16)),
