@@ -50,8 +50,10 @@ void hfq_quantize_row_q8_k_avx2(const float *x, void *y, int64_t n);
 void hfq_quantize_row_q8_0_act_avx2(const float *x, void *y, int64_t n);
 /* quant/iq4_simd.c: L[j] = hfq_iq4_nearest_level(id * x[j]), n a multiple of 8. */
 void hfq_iq4_nearest_levels_avx2(float id, const float *x, uint8_t *L, int n);
-/* quant/plain_simd.c: hfq_dequantize_f16 with F16C, NaN payloads kept. */
+/* quant/plain_simd.c: hfq_dequantize_f16 with F16C, NaN payloads kept;
+ * hfq_quantize_row_f16 with F16C, the same halves. */
 void hfq_dequantize_f16_avx2(const void *src, float *dst, int64_t n);
+void hfq_quantize_row_f16_avx2(const float *x, void *y, int64_t n);
 /* quant/qext_simd.c: the INT8 / FP8 quantizers' steps (any n): amax |x| as
  * fmaxf finds it; q[i] = hfq_int8_round(x[i] / scale), and
  * hfq_f32_to_fp8(fmt (an hfq_fp8_format), x[i] / scale); and

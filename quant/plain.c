@@ -11,6 +11,12 @@ void hfq_quantize_row_f32(const float *x, void *y, int64_t n) {
 }
 
 void hfq_quantize_row_f16(const float *x, void *y, int64_t n) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (hfq_isa_best() == HFQ_ISA_AVX2) {
+        hfq_quantize_row_f16_avx2(x, y, n); /* the same halves, F16C */
+        return;
+    }
+#endif
     uint16_t *out = (uint16_t *)y;
     for (int64_t i = 0; i < n; i++) out[i] = hfq_f32_to_fp16(x[i]);
 }

@@ -1,7 +1,10 @@
-/* F16C row decoder; see quant/isa.h. vcvtph2ps converts every fp16 value
- * exactly, as hfq_fp16_to_f32, except that it quiets signalling NaNs; those
- * lanes are rebuilt from the bits as hfq_fp16_to_f32 does, so the floats
- * are the same bit for bit. */
+/* F16C row decoder and encoder; see quant/isa.h. vcvtph2ps converts every
+ * fp16 value exactly, as hfq_fp16_to_f32, except that it quiets signalling
+ * NaNs; those lanes are rebuilt from the bits as hfq_fp16_to_f32 does, so
+ * the floats are the same bit for bit. vcvtps2ph rounding to nearest even
+ * is hfq_f32_to_fp16 for every float: subnormal halves, overflow to
+ * infinity from 65520, and NaNs quieted with their top payload bits, as
+ * hfq_f32_to_fp16 writes them (sign | 0x7e00 | payload >> 13). */
 #include "quant/isa.h"
 
 #ifdef HFQ_HAVE_AVX2_KERNELS
@@ -31,5 +34,13 @@ __attribute__((target("avx2,f16c"))) void hfq_dequantize_f16_avx2(const void *sr
         _mm256_storeu_ps(dst + i, f);
     }
     for (; i < n; i++) dst[i] = hfq_fp16_to_f32(in[i]);
+}
+
+__attribute__((target("avx2,f16c"))) void hfq_quantize_row_f16_avx2(const float *x, void *y, int64_t n) {
+    uint16_t *out = (uint16_t *)y;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) out[i] = hfq_f32_to_fp16(x[i]);
 }
 #endif

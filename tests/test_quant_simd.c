@@ -121,6 +121,30 @@ static void check_f16_decode(void) {
     CHECK_MSG(bad == 0, "%d halves decode differently with F16C", bad);
 }
 
+/* Floats to halves: every class of float (a sweep of bit patterns: zeros,
+ * subnormals, each rounding tie, the overflow edge, infinities, NaNs with
+ * any payload), in every lane and tail, against hfq_f32_to_fp16. */
+static void check_f16_encode(void) {
+    enum { N = 1 << 20 };
+    static float x[N + 8];
+    static uint16_t got[N + 8];
+    for (uint32_t i = 0; i < N + 8; i++) {
+        const uint32_t bits = i * 4099u + (i >> 7) * 2654435761u;   /* every exponent, low bits, ties */
+        x[i] = hfq_bits_f32(i % 64 == 0 ? (i & 0x80000000u) | (0x477ff000u + (i >> 6) % 5 - 2) : bits);
+    }
+    int bad = 0;
+    for (int offset = 0; offset < 8; offset++) {
+        const int64_t n = N - offset;
+        hfq_quantize_row_f16(x + offset, got, n);
+        for (int64_t i = 0; i < n; i++) {
+            const uint16_t want = hfq_f32_to_fp16(x[offset + i]);
+            if (got[i] != want && bad++ < 5)
+                fprintf(stderr, "f16 encode of 0x%08x: 0x%04x, want 0x%04x\n", hfq_f32_bits(x[offset + i]), got[i], want);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d floats encode differently with F16C", bad);
+}
+
 /* IQ4's AVX2 nearest-level search against the scalar one at the levels,
  * halfway between neighbours, one float step either side of both, beyond
  * the ends, and on NaN. */
@@ -298,6 +322,7 @@ static void check_act_quantizers(test_rng *rng) {
 int main(void) {
     if (hfq_isa_best() != HFQ_ISA_AVX2) CHECK_SKIP("this CPU has no AVX2: only the scalar kernels run");
     check_f16_decode();
+    check_f16_encode();
     check_iq4_nearest();
     test_rng rng = {7};
     check_qext_quantizers(&rng);
