@@ -935,6 +935,59 @@ static void test_fp8_w8a8_products(void) {
     printf("%d FP8 W8A8 and weight-only pair-lane products checked\n", checked);
 }
 
+/* INT8 codes times float rows (weight-only, W8A16) in panel_fp8.c's FLOAT
+ * products: hfq_dot_int8_f32's bits (its one group's sum added to 0),
+ * alone (one and two threads) and through cpu_matmul with float activations
+ * (act_none); every code, -128 included, per tensor and per row, a negative
+ * scale and a row of zero codes (-0 becomes +0 in the reference), token
+ * counts on both sides of the panels' threshold. */
+static void test_int8_weight_only_products(void) {
+    static const shape shapes[] = {{16, 9, 1}, {48, 17, 3}, {144, 37, 15}, {256, 31, 16}, {1040, 70, 33}, {256, 61, 130}};
+    uint64_t rng = 4242;
+    int checked = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int per_row = 0; per_row < 2; per_row++) {
+            const shape sh = shapes[si];
+            int8_t *w = malloc((size_t)(sh.n_in * sh.n_out));
+            float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x), scales[70];
+            float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
+            float *y3 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y3);
+            for (int64_t r = 0; r < sh.n_out; r++) {
+                for (int64_t i = 0; i < sh.n_in; i++) w[r * sh.n_in + i] = (int8_t)(uint8_t)(r * sh.n_in + i * 7 + r / 3);
+                if (r == 1)
+                    for (int64_t i = 0; i < sh.n_in; i++) w[r * sh.n_in + i] = 0;
+                scales[r] = ldexpf(1.0f + synth_uniform(&rng), (int)(r % 9) - 4) * (r == 1 || r == 2 ? -1.0f : 1.0f);
+            }
+            for (int64_t i = 0; i < sh.n_in * sh.n_tokens; i++)
+                x[i] = synth_uniform(&rng) * (i % 5 ? 1.0f : 1e3f) * ((i / sh.n_in) % 3 ? 1.0f : 1e-4f) * (i % 11 ? 1.0f : -0.0f);
+            const hfq_tensor wt = {.name = "w", .type = GT_I8, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = (size_t)sh.n_in,
+                                   .data = w, .scale = scales, .scale_groups = per_row, .qext = HFQ_QEXT_INT8, .act_none = true};
+            if (!cpu_panel_fp8_fits(&wt, CPU_FP8_FLOAT)) {
+                free(w), free(x), free(y), free(y2), free(y3);
+                continue;   /* no AVX-512 with VBMI here */
+            }
+            memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
+            memset(y2, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
+            CHECK(cpu_panel_fp8_matmul(CPU_FP8_FLOAT, 1, &wt, x, (size_t)sh.n_in * 4, NULL, sh.n_tokens, y));
+            CHECK(cpu_panel_fp8_matmul(CPU_FP8_FLOAT, 2, &wt, x, (size_t)sh.n_in * 4, NULL, sh.n_tokens, y2));
+            char *scratch = malloc(cpu_matmul_act_bytes(&wt, HFQ_ACT_QUANT_AUTO, sh.n_tokens) + 1);
+            cpu_matmul(2, HFQ_ACT_QUANT_AUTO, scratch, y3, &wt, NULL, x, sh.n_tokens);
+            for (int64_t t = 0; t < sh.n_tokens; t++)
+                for (int64_t r = 0; r < sh.n_out; r++) {
+                    const float want = hfq_dot_int8_f32(w + r * sh.n_in, scales + (per_row ? r : 0), 0, x + t * sh.n_in, sh.n_in);
+                    const float got = y[t * sh.n_out + r], got2 = y2[t * sh.n_out + r], got3 = y3[t * sh.n_out + r];
+                    CHECK_MSG(memcmp(&got, &want, sizeof want) == 0 && memcmp(&got2, &want, sizeof want) == 0 &&
+                                  memcmp(&got3, &want, sizeof want) == 0,
+                              "int8 weight-only %lld x %lld, token %lld of %lld, row %lld: %.9g / %.9g / %.9g vs %.9g",
+                              (long long)sh.n_in, (long long)sh.n_out, (long long)t, (long long)sh.n_tokens, (long long)r,
+                              got, got2, got3, want);
+                    checked++;
+                }
+            free(w), free(x), free(y), free(y2), free(y3), free(scratch);
+        }
+    printf("%d INT8 weight-only panel products checked\n", checked);
+}
+
 /* FP8 codes times float rows with each weight scaled first (weights marked
  * act_fp8_group): the bits of their F32 weights code * scale through the
  * SIMD float tile (NaN results: both NaN), by cpu_panel_fp8_matmul
@@ -1100,6 +1153,7 @@ int main(void) {
     test_fp8_w8a8_products();
     test_fp8_scaled_products();
     test_int8_panel_products();
+    test_int8_weight_only_products();
     test_float_isas();
     return check_exit();
 }

@@ -66,12 +66,14 @@ bool cpu_panel_matmul_isa(const cpu_panel_format *f, cpu_quant_isa isa, int n_th
  *   the sums combined as quant/lanes.h: the float tiles' order
  *   (float_kernels.c), so the bits of the F32 weights code * scale there
  *   (matmul.c's reference dot_fp8_codes_f32);
- * - FLOAT: float activation rows (weight-only FP8): hfq_dot_fp8_f32. */
+ * - FLOAT: float activation rows (weight-only FP8): hfq_dot_fp8_f32; INT8
+ *   codes alike (weight-only, one scale or one per row): hfq_dot_int8_f32. */
 typedef enum cpu_fp8_operands { CPU_FP8_W8A8, CPU_FP8_SCALED, CPU_FP8_FLOAT } cpu_fp8_operands;
 
 /* Whether weight w takes them with operands o: FP8 codes with one scale or
- * one per row (SCALED also groups of whole 32s), rows of whole 16s, on a
- * CPU with AVX-512 (F, BW, DQ, VL) and VBMI, W8A8 also AVX512-BF16. */
+ * one per row (SCALED also groups of whole 32s; FLOAT also INT8 codes so
+ * scaled), rows of whole 16s, on a CPU with AVX-512 (F, BW, DQ, VL) and
+ * VBMI, W8A8 also AVX512-BF16. */
 bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o);
 
 /* From this many tokens the weights are decoded into panels once per

@@ -1,5 +1,6 @@
 /* FP8 code products (panel.h) on AVX-512 with VBMI, every batch size: W8A8
- * (AVX512-BF16 too), weight-only and scaled float operands.
+ * (AVX512-BF16 too), weight-only and scaled float operands; and INT8 codes
+ * with float activations (weight-only), decoded by the same table lookup.
  *
  * The reference, hfq_dot_fp8_fp8, adds term i to partial sum i % 8
  * (quant/lanes.h); in the BF16 pair form (cpu_i8_fp8_pairs) word k of the 16
@@ -65,14 +66,23 @@ static const uint16_t e4m3_bf16[128] = {R128(E4M3_BF16)};
 static const uint16_t e5m2_bf16[128] = {R128(E5M2_BF16)};
 
 /* decode2's tables (the low and high bytes of a format's 128 BF16s, 64 a
- * register) and its byte order. */
+ * register) and its byte order; INT8 codes (weight-only, FLOAT): the table
+ * of magnitudes 0..127, indexed by |code|, -128 apart. */
 typedef struct fp8_decoder {
     __m512i lo[2], hi[2], order;
+    bool int8;
 } fp8_decoder;
 
 FP8_TARGET static fp8_decoder decoder_of(hfq_qext q) {
-    const uint16_t *bf16 = q == HFQ_QEXT_FP8_E5M2 ? e5m2_bf16 : e4m3_bf16;
-    fp8_decoder d;
+    uint16_t int8_bf16[128];   /* the BF16 bits of 0..127: exact (8 significant bits at most) */
+    for (int m = 0; m < 128; m++) {
+        const float f = (float)m;
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        int8_bf16[m] = (uint16_t)(bits >> 16);
+    }
+    const uint16_t *bf16 = q == HFQ_QEXT_INT8 ? int8_bf16 : q == HFQ_QEXT_FP8_E5M2 ? e5m2_bf16 : e4m3_bf16;
+    fp8_decoder d = {.int8 = q == HFQ_QEXT_INT8};
     for (int h = 0; h < 2; h++) {
         const __m512i a = _mm512_loadu_si512(bf16 + 64 * h), b = _mm512_loadu_si512(bf16 + 64 * h + 32);
         d.lo[h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(a)), _mm512_cvtepi16_epi8(b), 1);
@@ -105,10 +115,14 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode2(const fp8_d
     const __m256i c0 = half ? _mm256_maskz_loadu_epi8(0xFFFF, p0) : _mm256_loadu_si256((const __m256i *)p0);
     const __m256i c1 = half ? _mm256_maskz_loadu_epi8(0xFFFF, p1) : _mm256_loadu_si256((const __m256i *)p1);
     const __m512i codes = _mm512_permutexvar_epi8(d->order, _mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1));
-    const __m512i lo = _mm512_permutex2var_epi8(d->lo[0], codes, d->lo[1]);
+    /* FP8: sign and 7-bit magnitude; INT8: |code| (-128's 0x80 reads as index 0, set after) */
+    const __m512i index = d->int8 ? _mm512_abs_epi8(codes) : codes;
+    const __m512i lo = _mm512_permutex2var_epi8(d->lo[0], index, d->lo[1]);
     /* vpermt2b reads index bits 0..6: the sign bit is copied in after */
-    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(d->hi[0], codes, d->hi[1]), codes,
-                                                 _mm512_set1_epi8((char)0x80), 0xF8);   /* a | (b & c) */
+    __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(d->hi[0], index, d->hi[1]), codes,
+                                           _mm512_set1_epi8((char)0x80), 0xF8);   /* a | (b & c) */
+    if (d->int8)   /* -128: BF16 0xC300 (its low byte 0, index 0's) */
+        hi = _mm512_mask_mov_epi8(hi, _mm512_cmpeq_epi8_mask(index, _mm512_set1_epi8((char)0x80)), _mm512_set1_epi8((char)0xC3));
     *first = _mm512_unpacklo_epi8(lo, hi);
     *second = _mm512_unpackhi_epi8(lo, hi);
 }
@@ -169,6 +183,12 @@ FP8_TARGET static inline __attribute__((always_inline)) __m512 float_step(const 
 /* Both rows' scales at value i, rows 0 and 1 in the halves. */
 FP8_TARGET static inline __m512 pair_scales(const hfq_tensor *w, int64_t r0, int64_t r1, int64_t i, int64_t len) {
     return _mm512_insertf32x8(_mm512_set1_ps(scale_at(w, r0, i, len)), _mm256_set1_ps(scale_at(w, r1, i, len)), 1);
+}
+
+/* FLOAT's result for INT8 codes: hfq_dot_int8_f32 adds its one group's
+ * scaled sum to 0 (-0 becomes +0); FP8's is the scaled sum itself. */
+FP8_TARGET static inline __m512 int8_sum(const hfq_tensor *w, __m512 scaled) {
+    return w->qext == HFQ_QEXT_INT8 ? _mm512_add_ps(_mm512_setzero_ps(), scaled) : scaled;
 }
 
 /* ---- decoding: weights decoded as they stream, rows in pairs ---- */
@@ -238,7 +258,7 @@ rows_tokens(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w,
         for (int rp = 0; rp < 8; rp++) x[rp] = rp < ROW_PAIRS ? acc[rp][c] : _mm512_setzero_ps();
         __m512 s = sums16(x);
         if (m == CPU_FP8_W8A8) s = _mm512_mul_ps(s, _mm512_mul_ps(wsv, _mm512_set1_ps(a_scales[t0 + c])));
-        if (m == CPU_FP8_FLOAT) s = _mm512_mul_ps(s, wsv);
+        if (m == CPU_FP8_FLOAT) s = int8_sum(w, _mm512_mul_ps(s, wsv));
         _mm512_mask_storeu_ps(y + (t0 + c) * w->ne1 + r0, (__mmask16)((1u << nr) - 1), s);
     }
 }
@@ -374,7 +394,7 @@ panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor 
                     const __m512 as = _mm512_insertf32x8(_mm512_set1_ps(a_scales[t]), _mm256_set1_ps(a1), 1);
                     v = _mm512_mul_ps(v, _mm512_mul_ps(wsv, as));
                 } else if (m == CPU_FP8_FLOAT) {
-                    v = _mm512_mul_ps(v, wsv);
+                    v = int8_sum(w, _mm512_mul_ps(v, wsv));
                 }
                 _mm256_mask_storeu_ps(y + t * n_out + r0 + rb, rows, _mm512_castps512_ps256(v));
                 if (t + 1 < n_tokens) _mm256_mask_storeu_ps(y + (t + 1) * n_out + r0 + rb, rows, _mm512_extractf32x8_ps(v, 1));
@@ -430,7 +450,8 @@ FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const 
 bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o) {
     const int64_t len = w->scale_groups > 1 ? w->ne0 / w->scale_groups : w->ne0;
     const unsigned avx512 = CPU_FEAT_AVX512F | CPU_FEAT_AVX512BW | CPU_FEAT_AVX512DQ | CPU_FEAT_AVX512VL;
-    return (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2) && w->ne0 % 16 == 0 &&
+    const bool int8 = w->qext == HFQ_QEXT_INT8 && o == CPU_FP8_FLOAT && w->scale_groups <= 1;
+    return (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2 || int8) && w->ne0 % 16 == 0 &&
            (w->scale_groups <= 1 || (o == CPU_FP8_SCALED && len % 32 == 0)) &&
            cpu_has(avx512 | CPU_FEAT_AVX512VBMI | (o == CPU_FP8_W8A8 ? CPU_FEAT_AVX512BF16 : 0));
 }
