@@ -53,7 +53,7 @@ typedef void (*panel_decode64_fn)(const void *block, int8_t codes[2 * HFQ_QK], f
 
 struct cpu_panel_format {
     hfq_qtype type;
-    int sub;              /* sub-block length: 16 or 32 */
+    int sub;              /* sub-block length: 16, 32 or 256 (one scale a block) */
     panel_epi epi;
     float block_mult;     /* IQ1: the codes are 8 level + shift, so (float)S * 0.125 is the reference's
                              (float)sumi + 0.125 (float)sumi_shift, exactly (both below 2^22) */
@@ -266,11 +266,11 @@ DECODE_TARGET static void decode_iq4_xs(const void *blk, int8_t codes[HFQ_QK_K],
     m->d = hfq_fp16_to_f32(b->d);
 }
 
-/* TQ1_0 / TQ2_0: the trits t - 1 (hfq_tq*_levels) under one scale: sub-blocks of 32 with
- * scale 1, so EPI_ISUM's (dw * da) * S is the reference's (float)sum * (dw * da). */
+/* TQ1_0 / TQ2_0: the trits t - 1 (hfq_tq*_levels) under one scale: one sub-block of 256
+ * with scale 1, so EPI_ISUM's (dw * da) * S is the reference's (float)sum * (dw * da). */
 DECODE_TARGET static void tq_meta(uint16_t d, panel_meta *m) {
     m->d = hfq_fp16_to_f32(d);
-    for (int s = 0; s < HFQ_QK_K / 32; s++) m->sc[s] = 1;
+    m->sc[0] = 1;
 }
 
 DECODE_TARGET static void decode_tq2_0(const void *blk, int8_t codes[HFQ_QK_K], panel_meta *m) {
@@ -364,8 +364,8 @@ static const struct cpu_panel_format formats[] = {
     K_ROW(HFQ_QT_IQ3_S, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_iq3_s, decode_iq3_s, 15, K_MINS),
     K_ROW(HFQ_QT_IQ1_S, 32, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_s, decode_iq1_s, 9, K_MINS),
     K_ROW(HFQ_QT_IQ1_M, 16, EPI_ISUM, 0.125f, 1.0f, hfq_block_iq1_m, decode_iq1_m, 9, K_MINS_HEAVY),
-    K_ROW(HFQ_QT_TQ2_0, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq2_0, decode_tq2_0, 1, MINS(48, 48, 32)),
-    K_ROW(HFQ_QT_TQ1_0, 32, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq1_0, decode_tq1_0, 1, MINS(96, 96, 64)),
+    K_ROW(HFQ_QT_TQ2_0, HFQ_QK_K, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq2_0, decode_tq2_0, 1, MINS(48, 48, 32)),
+    K_ROW(HFQ_QT_TQ1_0, HFQ_QK_K, EPI_ISUM, 1.0f, 1.0f, hfq_block_tq1_0, decode_tq1_0, 1, MINS(96, 96, 64)),
     K_ROW(HFQ_QT_IQ4_XS, 32, EPI_SUBFLOAT, 1.0f, 1.0f, hfq_block_iq4_xs, decode_iq4_xs, 127, MINS(48, 32, 16)),
     Q8_0_ROW(HFQ_QT_Q8_0, hfq_block_q8_0, decode_q8_0, MINS(96, 48, 32), 128),
     Q8_0_ROW(HFQ_QT_Q4_0, hfq_block_q4_0, decode_q4_0, Q8_0_MINS, 8),
