@@ -3,7 +3,8 @@
  * 32-bit lane, each byte the unsigned a + 128 that vpdpbusd multiplies
  * with a signed weight byte (the panels take the + 128 back from each sum's
  * start, -128 times the weight codes' sum); step k (codes 4 k .. 4 k + 3)
- * of all the tokens in one 64-byte vector. */
+ * of all the tokens in one 64-byte vector (the 256-bit panels read its
+ * halves; AVX2's codes beyond 64 flip the bytes back to signed a). */
 #ifndef HFQ_KERNELS_CPU_PANEL_LAYOUT_H
 #define HFQ_KERNELS_CPU_PANEL_LAYOUT_H
 
