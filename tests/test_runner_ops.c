@@ -935,57 +935,157 @@ static void test_fp8_w8a8_products(void) {
     printf("%d FP8 W8A8 and weight-only pair-lane products checked\n", checked);
 }
 
-/* INT8 codes times float rows (weight-only, W8A16) in panel_fp8.c's FLOAT
- * products: hfq_dot_int8_f32's bits (its one group's sum added to 0),
- * alone (one and two threads) and through cpu_matmul with float activations
- * (act_none); every code, -128 included, per tensor and per row, a negative
- * scale and a row of zero codes (-0 becomes +0 in the reference), token
- * counts on both sides of the panels' threshold. */
-static void test_int8_weight_only_products(void) {
-    static const shape shapes[] = {{16, 9, 1}, {48, 17, 3}, {144, 37, 15}, {256, 31, 16}, {1040, 70, 33}, {256, 61, 130}};
+/* INT8 and FP8 codes times float rows (weight-only, panel_fp8.c's FLOAT
+ * products): each product the bits of hfq_dot_int8_f32 /
+ * hfq_dot_fp8_f32_groups (NaN: both NaN), by cpu_panel_fp8_matmul (one and
+ * two threads) and through cpu_matmul; one scale, one a row, and groups of
+ * 16, 32 and 128 (each group's partial sums restart, its scaled sum added
+ * to a sum from 0, -0 becoming +0); every INT8 code, -128 included, and
+ * every finite FP8 code; a zero row, negative scales; token counts on both
+ * sides of the panels' threshold, row counts that leave partial pairs,
+ * bands and panels. */
+static void test_weight_only_code_products(void) {
+    static const shape shapes[] = {{16, 9, 1},   {48, 17, 3},    {144, 37, 15}, {256, 31, 16},
+                                   {1040, 70, 33}, {256, 61, 130}, {384, 23, 12}, {1024, 33, 40}};
+    static const int64_t group_sizes[] = {-1, 0, 16, 32, 128};   /* -1 one scale, 0 a row */
+    static const hfq_qext kinds[] = {HFQ_QEXT_INT8, HFQ_QEXT_FP8_E4M3, HFQ_QEXT_FP8_E5M2};
     uint64_t rng = 4242;
     int checked = 0;
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-        for (int per_row = 0; per_row < 2; per_row++) {
+    for (size_t ki = 0; ki < 3; ki++)
+        for (size_t gi = 0; gi < sizeof group_sizes / sizeof group_sizes[0]; gi++)
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                const shape sh = shapes[si];
+                const hfq_qext q = kinds[ki];
+                const int64_t G = group_sizes[gi], nt = sh.n_out * sh.n_tokens;
+                if (G > 0 && sh.n_in % G) continue;
+                const int64_t sg = G < 0 ? 0 : G == 0 ? 1 : sh.n_in / G;   /* the tensor's scale_groups */
+                const int64_t n_scales = sg ? sh.n_out * sg : 1;
+                const hfq_fp8_format f = q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
+                uint8_t *w = malloc((size_t)(sh.n_in * sh.n_out));
+                float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x), *scales = malloc((size_t)n_scales * sizeof *scales);
+                float *y = malloc((size_t)nt * sizeof *y), *y2 = malloc((size_t)nt * sizeof *y2), *y3 = malloc((size_t)nt * sizeof *y3);
+                for (int64_t r = 0; r < sh.n_out; r++)
+                    for (int64_t i = 0; i < sh.n_in; i++) {
+                        uint8_t c = (uint8_t)(r * sh.n_in + i * 7 + r / 3);
+                        if (q != HFQ_QEXT_INT8) {
+                            const float v = hfq_fp8_to_f32(f, c);
+                            if (!(v == v && fabsf(v) <= hfq_fp8_max(f))) c = finite_fp8_code(f, &rng);
+                        }
+                        w[r * sh.n_in + i] = r == 1 ? 0 : c;
+                    }
+                /* negative: some, one tensor scale, and all of the zero row's (its sums -0, each then +0) */
+                for (int64_t k = 0; k < n_scales; k++)
+                    scales[k] = ldexpf(1.0f + synth_uniform(&rng), (int)(k % 9) - 4) *
+                                (k % 5 == 2 || n_scales == 1 || (sg && k / sg == 1) ? -1.0f : 1.0f);
+                for (int64_t i = 0; i < sh.n_in * sh.n_tokens; i++)
+                    x[i] = synth_uniform(&rng) * (i % 5 ? 1.0f : 1e3f) * ((i / sh.n_in) % 3 ? 1.0f : 1e-4f) * (i % 11 ? 1.0f : -0.0f);
+                const hfq_tensor wt = {.name = "w", .type = GT_I8, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = (size_t)sh.n_in,
+                                       .data = w, .scale = scales, .scale_groups = sg, .qext = q, .act_none = true};
+                if (!cpu_panel_fp8_fits(&wt, CPU_FP8_FLOAT)) {
+                    free(w), free(x), free(scales), free(y), free(y2), free(y3);
+                    continue;   /* no AVX-512 with VBMI here */
+                }
+                memset(y, 0xff, (size_t)nt * sizeof *y);
+                memset(y2, 0xff, (size_t)nt * sizeof *y2);
+                CHECK(cpu_panel_fp8_matmul(CPU_FP8_FLOAT, 1, &wt, x, (size_t)sh.n_in * 4, NULL, sh.n_tokens, y));
+                CHECK(cpu_panel_fp8_matmul(CPU_FP8_FLOAT, 2, &wt, x, (size_t)sh.n_in * 4, NULL, sh.n_tokens, y2));
+                char *scratch = malloc(cpu_matmul_act_bytes(&wt, HFQ_ACT_QUANT_AUTO, sh.n_tokens) + 1);
+                cpu_matmul(2, HFQ_ACT_QUANT_AUTO, scratch, y3, &wt, NULL, x, sh.n_tokens);
+                for (int64_t t = 0; t < sh.n_tokens; t++)
+                    for (int64_t r = 0; r < sh.n_out; r++) {
+                        const float *rs = scales + (sg ? r * sg : 0);
+                        const int64_t gs = sg > 1 ? G : 0;
+                        const float want = q == HFQ_QEXT_INT8
+                                               ? hfq_dot_int8_f32(w + r * sh.n_in, rs, gs, x + t * sh.n_in, sh.n_in)
+                                               : hfq_dot_fp8_f32_groups(f, w + r * sh.n_in, rs, gs, x + t * sh.n_in, sh.n_in);
+                        const float got = y[t * sh.n_out + r], got2 = y2[t * sh.n_out + r], got3 = y3[t * sh.n_out + r];
+                        CHECK_MSG(same_bits_or_nans(got, want) && same_bits_or_nans(got2, want) && same_bits_or_nans(got3, want),
+                                  "%s weight-only, groups of %lld, %lld x %lld, token %lld of %lld, row %lld: %.9g / %.9g / %.9g vs %.9g",
+                                  q == HFQ_QEXT_INT8 ? "int8" : f == HFQ_FP8_E5M2 ? "e5m2" : "e4m3", (long long)G,
+                                  (long long)sh.n_in, (long long)sh.n_out, (long long)t, (long long)sh.n_tokens, (long long)r,
+                                  got, got2, got3, want);
+                        checked++;
+                    }
+                free(w), free(x), free(scales), free(y), free(y2), free(y3), free(scratch);
+            }
+    printf("%d INT8 and FP8 weight-only panel products checked (one scale, per row, groups of 16, 32, 128)\n", checked);
+}
+
+/* Weight-only MXFP4 / NVFP4 rows times float activations (panel_fp8.c's
+ * FLOAT products, their blocks decoded): each product the bits of
+ * hfq_dot_mxfp4_f32 / hfq_dot_nvfp4_f32 (NaN: both NaN), by
+ * cpu_panel_fp8_matmul (one and two threads) and through cpu_matmul (then
+ * times NVFP4's tensor scale); every code, every scale byte in the rows
+ * that cycle them (infinities and NaN there), zero rows, activations of
+ * very different sizes with -0; token counts on both sides of the panels'
+ * threshold, row counts that leave partial pairs and panels. */
+static void test_fp4_weight_only_products(void) {
+    static const shape shapes[] = {{64, 9, 1}, {128, 17, 3}, {192, 37, 12}, {256, 31, 13}, {1024, 70, 33}, {320, 61, 130}};
+    static const uint32_t types[] = {GT_MXFP4, GT_NVFP4};
+    uint64_t rng = 5151;
+    int checked = 0;
+    for (size_t ty = 0; ty < 2; ty++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const uint32_t type = types[ty];
+            const bool nvfp4 = type == GT_NVFP4;
             const shape sh = shapes[si];
-            int8_t *w = malloc((size_t)(sh.n_in * sh.n_out));
-            float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x), scales[70];
-            float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
-            float *y3 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y3);
+            const size_t row_bytes = (size_t)ggml_row_size(type, sh.n_in);
+            const int64_t nt = sh.n_out * sh.n_tokens;
+            uint8_t *w = malloc(row_bytes * (size_t)sh.n_out);
+            float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x), *y = malloc((size_t)nt * sizeof *y);
+            float *y2 = malloc((size_t)nt * sizeof *y2), *y3 = malloc((size_t)nt * sizeof *y3);
+            for (size_t b = 0; b < row_bytes * (size_t)sh.n_out; b++) w[b] = (uint8_t)(synth_uniform(&rng) * 1e6f);
             for (int64_t r = 0; r < sh.n_out; r++) {
-                for (int64_t i = 0; i < sh.n_in; i++) w[r * sh.n_in + i] = (int8_t)(uint8_t)(r * sh.n_in + i * 7 + r / 3);
-                if (r == 1)
-                    for (int64_t i = 0; i < sh.n_in; i++) w[r * sh.n_in + i] = 0;
-                scales[r] = ldexpf(1.0f + synth_uniform(&rng), (int)(r % 9) - 4) * (r == 1 || r == 2 ? -1.0f : 1.0f);
+                uint8_t *row = w + (size_t)r * row_bytes;
+                /* every scale byte in turn; or only the smallest (subnormal), whose sums nothing larger hides */
+                const bool cycle = r % 7 == 3, tiny = r % 7 == 5;
+                if (nvfp4) {
+                    hfq_block_nvfp4 *blk = (hfq_block_nvfp4 *)row;
+                    for (int64_t b = 0; b < sh.n_in / HFQ_QK_NVFP4; b++)
+                        for (int j = 0; j < HFQ_QK_NVFP4 / HFQ_QK_NVFP4_SUB; j++) {
+                            const int64_t v = b * 4 + j + r;   /* cycle: rows 3, 10 ... of 1024 take all 256 */
+                            blk[b].d[j] = (uint8_t)(cycle ? b * 4 + j + 64 * (r / 7) : tiny ? v % 9 : 0x30 + v % 40);
+                        }
+                } else {
+                    hfq_block_mxfp4 *blk = (hfq_block_mxfp4 *)row;
+                    for (int64_t b = 0; b < sh.n_in / HFQ_QK_MXFP4; b++)
+                        blk[b].e = (uint8_t)(cycle ? b + 32 * (r / 7) : tiny ? (b + r) % 3 : 120 + (b + r) % 12);
+                }
+                if (r == 1) {   /* codes 0 and 8 (-0) only: zero products */
+                    for (size_t b = 0; b < row_bytes; b += 1) row[b] &= 0x88;
+                }
             }
             for (int64_t i = 0; i < sh.n_in * sh.n_tokens; i++)
                 x[i] = synth_uniform(&rng) * (i % 5 ? 1.0f : 1e3f) * ((i / sh.n_in) % 3 ? 1.0f : 1e-4f) * (i % 11 ? 1.0f : -0.0f);
-            const hfq_tensor wt = {.name = "w", .type = GT_I8, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = (size_t)sh.n_in,
-                                   .data = w, .scale = scales, .scale_groups = per_row, .qext = HFQ_QEXT_INT8, .act_none = true};
+            const float g_w = 0.625f;
+            const hfq_tensor wt = {.name = "w", .type = type, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = row_bytes,
+                                   .data = w, .scale = nvfp4 ? &g_w : NULL, .act_none = true};
             if (!cpu_panel_fp8_fits(&wt, CPU_FP8_FLOAT)) {
                 free(w), free(x), free(y), free(y2), free(y3);
                 continue;   /* no AVX-512 with VBMI here */
             }
-            memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
-            memset(y2, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
+            memset(y, 0xff, (size_t)nt * sizeof *y);
+            memset(y2, 0xff, (size_t)nt * sizeof *y2);
             CHECK(cpu_panel_fp8_matmul(CPU_FP8_FLOAT, 1, &wt, x, (size_t)sh.n_in * 4, NULL, sh.n_tokens, y));
             CHECK(cpu_panel_fp8_matmul(CPU_FP8_FLOAT, 2, &wt, x, (size_t)sh.n_in * 4, NULL, sh.n_tokens, y2));
-            char *scratch = malloc(cpu_matmul_act_bytes(&wt, HFQ_ACT_QUANT_AUTO, sh.n_tokens) + 1);
-            cpu_matmul(2, HFQ_ACT_QUANT_AUTO, scratch, y3, &wt, NULL, x, sh.n_tokens);
+            CHECK(cpu_matmul_act_bytes(&wt, HFQ_ACT_QUANT_AUTO, sh.n_tokens) == 0);
+            cpu_matmul(2, HFQ_ACT_QUANT_AUTO, NULL, y3, &wt, NULL, x, sh.n_tokens);
             for (int64_t t = 0; t < sh.n_tokens; t++)
                 for (int64_t r = 0; r < sh.n_out; r++) {
-                    const float want = hfq_dot_int8_f32(w + r * sh.n_in, scales + (per_row ? r : 0), 0, x + t * sh.n_in, sh.n_in);
+                    const void *wr = w + (size_t)r * row_bytes;
+                    const float *xt = x + t * sh.n_in;
+                    const float want = nvfp4 ? hfq_dot_nvfp4_f32(wr, xt, sh.n_in) : hfq_dot_mxfp4_f32(wr, xt, sh.n_in);
+                    const float want3 = nvfp4 ? want * g_w : want;
                     const float got = y[t * sh.n_out + r], got2 = y2[t * sh.n_out + r], got3 = y3[t * sh.n_out + r];
-                    CHECK_MSG(memcmp(&got, &want, sizeof want) == 0 && memcmp(&got2, &want, sizeof want) == 0 &&
-                                  memcmp(&got3, &want, sizeof want) == 0,
-                              "int8 weight-only %lld x %lld, token %lld of %lld, row %lld: %.9g / %.9g / %.9g vs %.9g",
-                              (long long)sh.n_in, (long long)sh.n_out, (long long)t, (long long)sh.n_tokens, (long long)r,
-                              got, got2, got3, want);
+                    CHECK_MSG(same_bits_or_nans(got, want) && same_bits_or_nans(got2, want) && same_bits_or_nans(got3, want3),
+                              "%s weight-only %lld x %lld, token %lld of %lld, row %lld: %.9g / %.9g / %.9g vs %.9g",
+                              ggml_type_get(type)->name, (long long)sh.n_in, (long long)sh.n_out, (long long)t,
+                              (long long)sh.n_tokens, (long long)r, got, got2, got3, want);
                     checked++;
                 }
-            free(w), free(x), free(y), free(y2), free(y3), free(scratch);
+            free(w), free(x), free(y), free(y2), free(y3);
         }
-    printf("%d INT8 weight-only panel products checked\n", checked);
+    printf("%d FP4 weight-only panel products checked\n", checked);
 }
 
 /* FP8 codes times float rows with each weight scaled first (weights marked
@@ -1153,7 +1253,8 @@ int main(void) {
     test_fp8_w8a8_products();
     test_fp8_scaled_products();
     test_int8_panel_products();
-    test_int8_weight_only_products();
+    test_weight_only_code_products();
+    test_fp4_weight_only_products();
     test_float_isas();
     return check_exit();
 }

@@ -630,9 +630,12 @@ bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w
                         const float *a_scales, int64_t n_tokens, float *y) {
     if (w->qext == HFQ_QEXT_INT8 && k->act_kind == CPU_ACT_CODES)
         return cpu_panel_int8_fits(w, n_tokens) && cpu_panel_int8_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
-    /* INT8 codes with float activations: the panels from CPU_PANEL_FP8_MIN_TOKENS (one token
-     * streams faster through its tile: 34 GB/s against the rows' 29) */
-    if (w->qext == HFQ_QEXT_INT8 && n_tokens < CPU_PANEL_FP8_MIN_TOKENS) return false;
+    /* INT8 codes with float activations, and FP8's in scale groups: the panels from
+     * CPU_PANEL_FP8_MIN_TOKENS (one token streams faster through its tile: INT8 34 GB/s
+     * against the rows' 29; the rows do not finish scale groups) */
+    if ((w->qext == HFQ_QEXT_INT8 || w->scale_groups > 1) && k->act_kind == CPU_ACT_F32_CODES &&
+        n_tokens < CPU_PANEL_FP8_MIN_TOKENS)
+        return false;
     if (w->qext) {   /* FP8 codes, INT8 codes with float activations (FLOAT) */
         cpu_fp8_operands o;
         if (k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS) o = CPU_FP8_W8A8;
@@ -641,6 +644,9 @@ bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w
         else return false;
         return cpu_panel_fp8_fits(w, o) && cpu_panel_fp8_matmul(o, n_threads, w, act, a_stride, a_scales, n_tokens, y);
     }
+    /* weight-only MXFP4 / NVFP4 (float activations): their blocks decoded into FLOAT's products */
+    if (k->act_kind == CPU_ACT_FORMAT && k->act && k->act->type == HFQ_QT_F32 && cpu_panel_fp8_fits(w, CPU_FP8_FLOAT))
+        return cpu_panel_fp8_matmul(CPU_FP8_FLOAT, n_threads, w, act, a_stride, NULL, n_tokens, y);
     /* ggml formats with their vec_dot_type's rows, or W4A4's MXFP4 / NVFP4 blocks */
     hfq_qtype a;
     if (k->act_kind == CPU_ACT_FORMAT && !k->act_f32 && k->act) a = k->act->type;

@@ -66,19 +66,23 @@ bool cpu_panel_matmul_isa(const cpu_panel_format *f, cpu_quant_isa isa, int n_th
  *   the sums combined as quant/lanes.h: the float tiles' order
  *   (float_kernels.c), so the bits of the F32 weights code * scale there
  *   (matmul.c's reference dot_fp8_codes_f32);
- * - FLOAT: float activation rows (weight-only FP8): hfq_dot_fp8_f32; INT8
- *   codes alike (weight-only, one scale or one per row): hfq_dot_int8_f32. */
+ * - FLOAT: float activation rows (weight-only FP8): hfq_dot_fp8_f32 (in
+ *   scale groups hfq_dot_fp8_f32_groups); INT8 codes alike (weight-only):
+ *   hfq_dot_int8_f32; MXFP4 / NVFP4 blocks (weights marked act_none):
+ *   hfq_dot_mxfp4_f32 / hfq_dot_nvfp4_f32 (NVFP4's tensor scale is
+ *   cpu_matmul's, after). */
 typedef enum cpu_fp8_operands { CPU_FP8_W8A8, CPU_FP8_SCALED, CPU_FP8_FLOAT } cpu_fp8_operands;
 
 /* Whether weight w takes them with operands o: FP8 codes with one scale or
- * one per row (SCALED also groups of whole 32s; FLOAT also INT8 codes so
- * scaled), rows of whole 16s, on a CPU with AVX-512 (F, BW, DQ, VL) and
- * VBMI, W8A8 also AVX512-BF16. */
+ * one per row (SCALED also groups of whole 32s; FLOAT also groups of whole
+ * 16s, INT8 codes and MXFP4 / NVFP4 blocks), rows of whole 16s, on a CPU
+ * with AVX-512 (F, BW, DQ, VL) and VBMI, W8A8 also AVX512-BF16. */
 bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o);
 
 /* From this many tokens the weights are decoded into panels once per
  * product, the tokens paired in the lanes; below, rows decoded as they
- * stream, paired in the lanes, a token or two at a time. */
+ * stream, paired in the lanes, a token or two at a time (FLOAT in scale
+ * groups: panels at every count; cpu_matmul keeps its tiles below). */
 #define CPU_PANEL_FP8_MIN_TOKENS 12
 
 /* y as cpu_panel_matmul's: act n_tokens rows a_stride bytes apart (W8A8:

@@ -1,6 +1,8 @@
 /* FP8 code products (panel.h) on AVX-512 with VBMI, every batch size: W8A8
  * (AVX512-BF16 too), weight-only and scaled float operands; and INT8 codes
- * with float activations (weight-only), decoded by the same table lookup.
+ * with float activations (weight-only), decoded by the same table lookup,
+ * and MXFP4 / NVFP4 blocks with float activations (weight-only), decoded
+ * to floats by a 16-entry table times each block's scale.
  *
  * The reference, hfq_dot_fp8_fp8, adds term i to partial sum i % 8
  * (quant/lanes.h); in the BF16 pair form (cpu_i8_fp8_pairs) word k of the 16
@@ -23,15 +25,19 @@
  * a panel of rows once per product, the tokens are laid out two by two,
  * each row's broadcast meets PAIRS pairs, BAND rows at a time, and sums16's
  * lanes (row, token) become each token's rows with one permute. The float
- * operands (weight-only, scaled) go the same ways, 8 values a step. */
+ * operands (weight-only, scaled) go the same ways, 8 values a step; where
+ * the reference restarts its partial sums per scale group (weight-only in
+ * groups), a band runs one group's steps and is finished group by group. */
 #include "kernels/cpu/panel.h"
 
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/ggml_type.h"
 #include "kernels/cpu/tile_prefetch.h"
 #include "quant/cpu_features.h"
+#include "quant/fp4.h"
 #include "quant/lanes.h"
 
 #if defined(__x86_64__)
@@ -65,15 +71,25 @@
 static const uint16_t e4m3_bf16[128] = {R128(E4M3_BF16)};
 static const uint16_t e5m2_bf16[128] = {R128(E5M2_BF16)};
 
+/* The weights' codes: FP8 bytes, INT8 bytes (weight-only, FLOAT), or
+ * MXFP4 / NVFP4 blocks (weight-only, FLOAT; their float values times the
+ * block scales are exact in BF16: 2 significant bits times 1 or 4, in
+ * float's range, the smallest MXFP4 value 2^-128 a BF16 too). */
+typedef enum code_kind { CODES_FP8, CODES_INT8, CODES_MXFP4, CODES_NVFP4 } code_kind;
+
 /* decode2's tables (the low and high bytes of a format's 128 BF16s, 64 a
- * register) and its byte order; INT8 codes (weight-only, FLOAT): the table
- * of magnitudes 0..127, indexed by |code|, -128 apart. */
+ * register) and its byte order; INT8 codes: the table of magnitudes
+ * 0..127, indexed by |code|, -128 apart; FP4: the 16 codes' floats
+ * (quant/fp4.h's doubled E2M1, to be times the half scales). */
 typedef struct fp8_decoder {
     __m512i lo[2], hi[2], order;
-    bool int8;
+    __m512 fp4;
+    float scale_of[256];   /* FP4: each scale byte's half scale (E8M0 or UE4M3) */
+    code_kind kind;
 } fp8_decoder;
 
-FP8_TARGET static fp8_decoder decoder_of(hfq_qext q) {
+FP8_TARGET static fp8_decoder decoder_of(const hfq_tensor *w) {
+    const hfq_qext q = w->qext;
     uint16_t int8_bf16[128];   /* the BF16 bits of 0..127: exact (8 significant bits at most) */
     for (int m = 0; m < 128; m++) {
         const float f = (float)m;
@@ -82,7 +98,12 @@ FP8_TARGET static fp8_decoder decoder_of(hfq_qext q) {
         int8_bf16[m] = (uint16_t)(bits >> 16);
     }
     const uint16_t *bf16 = q == HFQ_QEXT_INT8 ? int8_bf16 : q == HFQ_QEXT_FP8_E5M2 ? e5m2_bf16 : e4m3_bf16;
-    fp8_decoder d = {.int8 = q == HFQ_QEXT_INT8};
+    fp8_decoder d = {.kind = q == HFQ_QEXT_INT8 ? CODES_INT8 : q ? CODES_FP8 : w->type == GT_NVFP4 ? CODES_NVFP4 : CODES_MXFP4};
+    float fp4[16];
+    for (unsigned c = 0; c < 16; c++) fp4[c] = (float)hfq_e2m1_doubled(c);
+    d.fp4 = _mm512_loadu_ps(fp4);
+    for (int b = 0; b < 256; b++)
+        d.scale_of[b] = d.kind == CODES_NVFP4 ? hfq_ue4m3_half_to_f32((uint8_t)b) : hfq_e8m0_half_to_f32((uint8_t)b);
     for (int h = 0; h < 2; h++) {
         const __m512i a = _mm512_loadu_si512(bf16 + 64 * h), b = _mm512_loadu_si512(bf16 + 64 * h + 32);
         d.lo[h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(a)), _mm512_cvtepi16_epi8(b), 1);
@@ -106,22 +127,63 @@ FP8_TARGET static fp8_decoder decoder_of(hfq_qext q) {
     return d;
 }
 
-/* 32 codes of rows p0 and p1 (or 16: the second vector then garbage) in
- * the pair form: *first the 16 values' words of p0 (low half) and p1
- * (high), *second the next 16's. */
-FP8_TARGET static inline __attribute__((always_inline)) void decode2(const fp8_decoder *d, const uint8_t *p0,
-                                                                     const uint8_t *p1, bool half, __m512i *first,
-                                                                     __m512i *second) {
+/* FP4 values of two rows from their 16 code bytes each, row 0's in the
+ * low 8 lanes (bytes x0, x0 + 1 ..., x0 the chosen 8-byte half's): the low
+ * nibbles' values times sc, *first, the high nibbles', *second. */
+FP8_TARGET static inline __attribute__((always_inline)) void fp4_values(const fp8_decoder *d, __m128i bytes, __m512 sc,
+                                                                        __m512 *low, __m512 *high) {
+    const __m512i c = _mm512_cvtepu8_epi32(bytes);   /* vpermps reads each index's low 4 bits */
+    *low = _mm512_mul_ps(_mm512_permutexvar_ps(c, d->fp4), sc);
+    *high = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), d->fp4), sc);
+}
+
+/* Two rows' scales, row 0's in the low 8 lanes. */
+FP8_TARGET static inline __m512 two_scales(float s0, float s1) {
+    return _mm512_insertf32x8(_mm512_set1_ps(s0), _mm256_set1_ps(s1), 1);
+}
+
+/* Values i.. i + 31 of FP4 rows r0 and r1 as floats, row 0's in the low
+ * 8 lanes: f[0] values i + k, f[1] i + 8 + k, f[2] i + 16 + k, f[3]
+ * i + 24 + k (k < 8) - each code's float times its block's half scale, as
+ * quant/fp4.h decodes. An MXFP4 block's byte j holds values j (low nibble)
+ * and j + 16; half an NVFP4 block is two sub-blocks of 16, byte j of
+ * each values j and j + 8. */
+FP8_TARGET static inline __attribute__((always_inline)) void fp4_floats(const fp8_decoder *d, const uint8_t *r0,
+                                                                        const uint8_t *r1, int64_t i, __m512 f[4]) {
+    if (d->kind == CODES_MXFP4) {
+        const hfq_block_mxfp4 *b0 = (const hfq_block_mxfp4 *)r0 + i / HFQ_QK_MXFP4, *b1 = (const hfq_block_mxfp4 *)r1 + i / HFQ_QK_MXFP4;
+        const __m512 sc = two_scales(d->scale_of[b0->e], d->scale_of[b1->e]);
+        const __m128i q0 = _mm_loadu_si128((const __m128i *)b0->qs), q1 = _mm_loadu_si128((const __m128i *)b1->qs);
+        fp4_values(d, _mm_unpacklo_epi64(q0, q1), sc, &f[0], &f[2]);
+        fp4_values(d, _mm_unpackhi_epi64(q0, q1), sc, &f[1], &f[3]);
+        return;
+    }
+    const hfq_block_nvfp4 *b0 = (const hfq_block_nvfp4 *)r0 + i / HFQ_QK_NVFP4, *b1 = (const hfq_block_nvfp4 *)r1 + i / HFQ_QK_NVFP4;
+    const int s = (int)(i % HFQ_QK_NVFP4) / HFQ_QK_NVFP4_SUB;   /* sub-blocks s, s + 1 */
+    const __m128i q0 = _mm_loadu_si128((const __m128i *)(b0->qs + s * HFQ_QK_NVFP4_SUB / 2));
+    const __m128i q1 = _mm_loadu_si128((const __m128i *)(b1->qs + s * HFQ_QK_NVFP4_SUB / 2));
+    fp4_values(d, _mm_unpacklo_epi64(q0, q1), two_scales(d->scale_of[b0->d[s]], d->scale_of[b1->d[s]]), &f[0], &f[1]);
+    fp4_values(d, _mm_unpackhi_epi64(q0, q1), two_scales(d->scale_of[b0->d[s + 1]], d->scale_of[b1->d[s + 1]]), &f[2],
+               &f[3]);
+}
+
+/* Values i.. i + 31 of rows r0 and r1 (or 16: the second vector then
+ * garbage) in the pair form: *first the 16 values' words of r0 (low half)
+ * and r1 (high), *second the next 16's. */
+FP8_TARGET static inline __attribute__((always_inline)) void decode2(const fp8_decoder *d, const uint8_t *r0,
+                                                                     const uint8_t *r1, int64_t i, bool half,
+                                                                     __m512i *first, __m512i *second) {
+    const uint8_t *p0 = r0 + i, *p1 = r1 + i;
     const __m256i c0 = half ? _mm256_maskz_loadu_epi8(0xFFFF, p0) : _mm256_loadu_si256((const __m256i *)p0);
     const __m256i c1 = half ? _mm256_maskz_loadu_epi8(0xFFFF, p1) : _mm256_loadu_si256((const __m256i *)p1);
     const __m512i codes = _mm512_permutexvar_epi8(d->order, _mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1));
     /* FP8: sign and 7-bit magnitude; INT8: |code| (-128's 0x80 reads as index 0, set after) */
-    const __m512i index = d->int8 ? _mm512_abs_epi8(codes) : codes;
+    const __m512i index = d->kind == CODES_INT8 ? _mm512_abs_epi8(codes) : codes;
     const __m512i lo = _mm512_permutex2var_epi8(d->lo[0], index, d->lo[1]);
     /* vpermt2b reads index bits 0..6: the sign bit is copied in after */
     __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(d->hi[0], index, d->hi[1]), codes,
                                            _mm512_set1_epi8((char)0x80), 0xF8);   /* a | (b & c) */
-    if (d->int8)   /* -128: BF16 0xC300 (its low byte 0, index 0's) */
+    if (d->kind == CODES_INT8)   /* -128: BF16 0xC300 (its low byte 0, index 0's) */
         hi = _mm512_mask_mov_epi8(hi, _mm512_cmpeq_epi8_mask(index, _mm512_set1_epi8((char)0x80)), _mm512_set1_epi8((char)0xC3));
     *first = _mm512_unpacklo_epi8(lo, hi);
     *second = _mm512_unpackhi_epi8(lo, hi);
@@ -155,9 +217,10 @@ FP8_TARGET static inline __m512 sums16(const __m512 x[8]) {
  * FLOAT (product, then sum: hfq_dot_fp8_f32's steps, the scale last) take 8
  * values a 32-byte step. */
 
-/* The scale of weight row r's values from i (scale groups of len). */
+/* The scale of weight row r's values from i (scale groups of len); FP4's
+ * are in their blocks (NVFP4's tensor scale is cpu_matmul's, after). */
 static inline float scale_at(const hfq_tensor *w, int64_t r, int64_t i, int64_t len) {
-    return w->scale_groups ? w->scale[r * w->scale_groups + i / len] : w->scale[0];
+    return !w->qext ? 1.0f : w->scale_groups ? w->scale[r * w->scale_groups + i / len] : w->scale[0];
 }
 
 /* Values per 32-byte step of a row in the panel and in the activations. */
@@ -171,6 +234,21 @@ FP8_TARGET static inline __attribute__((always_inline)) void pair_floats(const c
     *first = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)));
     *second = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
     if (m == CPU_FP8_SCALED) *first = _mm512_mul_ps(*first, sc), *second = _mm512_mul_ps(*second, sc);
+}
+
+/* FLOAT's floats of values i.. i + 31 of rows r0 and r1 (or 16), row 0's
+ * in the low 8 lanes: f[2 h] values i + 16 h + k, f[2 h + 1] i + 16 h + 8
+ * + k - pair_floats' halves of decode2's vectors, or FP4's floats. */
+FP8_TARGET static inline __attribute__((always_inline)) void float_values(const fp8_decoder *d, const uint8_t *r0,
+                                                                          const uint8_t *r1, int64_t i, bool half,
+                                                                          __m512 f[4]) {
+    if (d->kind == CODES_MXFP4 || d->kind == CODES_NVFP4) {
+        fp4_floats(d, r0, r1, i, f);
+        return;
+    }
+    __m512i v[2];
+    decode2(d, r0, r1, i, half, &v[0], &v[1]);
+    for (int h = 0; h < 2; h++) pair_floats(CPU_FP8_FLOAT, v[h], _mm512_setzero_ps(), &f[2 * h], &f[2 * h + 1]);
 }
 
 /* acc + w * a: fused (SCALED: the float tiles'), or the product rounded
@@ -193,6 +271,20 @@ FP8_TARGET static inline __m512 int8_sum(const hfq_tensor *w, __m512 scaled) {
 
 /* ---- decoding: weights decoded as they stream, rows in pairs ---- */
 
+/* acc[rp][c] + the products of 16 values j.. of the row pairs (lo: j + k,
+ * hi: j + 8 + k) with C tokens' float activation rows a[c]. */
+FP8_TARGET static inline __attribute__((always_inline)) void float_steps(const cpu_fp8_operands m, const void *const a[],
+                                                                         const int C, int64_t j, const __m512 lo[ROW_PAIRS],
+                                                                         const __m512 hi[ROW_PAIRS],
+                                                                         __m512 acc[ROW_PAIRS][STEP_TOKENS]) {
+    for (int c = 0; c < C; c++) {
+        const float *ac = (const float *)a[c] + j;
+        const __m512 a0 = _mm512_broadcast_f32x8(_mm256_loadu_ps(ac)), a1 = _mm512_broadcast_f32x8(_mm256_loadu_ps(ac + 8));
+        for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = float_step(m, acc[rp][c], lo[rp], a0);
+        for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = float_step(m, acc[rp][c], hi[rp], a1);
+    }
+}
+
 /* acc[rp][c] + the products of rows wr (2 ROW_PAIRS of them: rows ri[..]
  * of w, n values, the next rows read ahead) with C tokens' activation rows
  * a[c] (pair-form words, or floats). */
@@ -207,7 +299,7 @@ row_sums(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, co
         const bool half = n - i < 32;
         prefetch_next_rows(wr[0], w->row_bytes, 2 * ROW_PAIRS, i / 32, 32);
         __m512i first[ROW_PAIRS], second[ROW_PAIRS];
-        for (int rp = 0; rp < ROW_PAIRS; rp++) decode2(d, wr[2 * rp] + i, wr[2 * rp + 1] + i, half, &first[rp], &second[rp]);
+        for (int rp = 0; rp < ROW_PAIRS; rp++) decode2(d, wr[2 * rp], wr[2 * rp + 1], i, half, &first[rp], &second[rp]);
         if (m == CPU_FP8_W8A8) {
             for (int c = 0; c < C; c++) {
                 const uint32_t *ac = (const uint32_t *)a[c] + i / 2;
@@ -224,19 +316,32 @@ row_sums(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, co
                 for (int rp = 0; rp < ROW_PAIRS; rp++) sc[rp] = pair_scales(w, ri[2 * rp], ri[2 * rp + 1], i + 16 * h, len);
             __m512 lo[ROW_PAIRS], hi[ROW_PAIRS];
             for (int rp = 0; rp < ROW_PAIRS; rp++) pair_floats(m, h ? second[rp] : first[rp], sc[rp], &lo[rp], &hi[rp]);
-            for (int c = 0; c < C; c++) {
-                const float *ac = (const float *)a[c] + i + 16 * h;
-                const __m512 a0 = _mm512_broadcast_f32x8(_mm256_loadu_ps(ac)), a1 = _mm512_broadcast_f32x8(_mm256_loadu_ps(ac + 8));
-                for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = float_step(m, acc[rp][c], lo[rp], a0);
-                for (int rp = 0; rp < ROW_PAIRS; rp++) acc[rp][c] = float_step(m, acc[rp][c], hi[rp], a1);
-            }
+            float_steps(m, a, C, i + 16 * h, lo, hi, acc);
+        }
+    }
+}
+
+/* row_sums of FP4 rows (FLOAT): their blocks' floats, 32 values a step. */
+FP8_TARGET static inline __attribute__((always_inline)) void
+fp4_row_sums(const fp8_decoder *d, const hfq_tensor *w, const uint8_t *const wr[2 * ROW_PAIRS], const void *const a[],
+             const int C, __m512 acc[ROW_PAIRS][STEP_TOKENS]) {
+    const int64_t n = w->ne0;
+    const size_t step_bytes = w->row_bytes / (size_t)(n / 32);   /* 32 values' bytes */
+    for (int64_t i = 0; i < n; i += 32) {
+        prefetch_next_rows(wr[0], w->row_bytes, 2 * ROW_PAIRS, i / 32, step_bytes);
+        __m512 f[ROW_PAIRS][4];
+        for (int rp = 0; rp < ROW_PAIRS; rp++) fp4_floats(d, wr[2 * rp], wr[2 * rp + 1], i, f[rp]);
+        for (int h = 0; h < 2; h++) {
+            __m512 lo[ROW_PAIRS], hi[ROW_PAIRS];
+            for (int rp = 0; rp < ROW_PAIRS; rp++) lo[rp] = f[rp][2 * h], hi[rp] = f[rp][2 * h + 1];
+            float_steps(CPU_FP8_FLOAT, a, C, i + 16 * h, lo, hi, acc);
         }
     }
 }
 
 /* y[t * n_out + r0 + r] for rows r < nr (<= 2 ROW_PAIRS) and C tokens t0.. */
 FP8_TARGET static inline __attribute__((always_inline)) void
-rows_tokens(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, int64_t r0, int nr, const void *act,
+rows_tokens(const fp8_decoder *d, const cpu_fp8_operands m, const bool fp4, const hfq_tensor *w, int64_t r0, int nr, const void *act,
             size_t a_stride, const float *a_scales, int64_t t0, const int C, float *y) {
     int64_t ri[2 * ROW_PAIRS];
     const uint8_t *wr[2 * ROW_PAIRS];
@@ -251,7 +356,8 @@ rows_tokens(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w,
     __m512 acc[ROW_PAIRS][STEP_TOKENS];
     for (int rp = 0; rp < ROW_PAIRS; rp++)
         for (int c = 0; c < C; c++) acc[rp][c] = _mm512_setzero_ps();
-    row_sums(d, m, w, ri, wr, a, C, acc);
+    if (fp4) fp4_row_sums(d, w, wr, a, C, acc);
+    else row_sums(d, m, w, ri, wr, a, C, acc);
     const __m512 wsv = _mm512_loadu_ps(ws);
     for (int c = 0; c < C; c++) {
         __m512 x[8];
@@ -263,11 +369,11 @@ rows_tokens(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w,
     }
 }
 
-FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const cpu_fp8_operands m, int n_threads,
+FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const cpu_fp8_operands m, const bool fp4, int n_threads,
                                                                          const hfq_tensor *w, const void *act,
                                                                          size_t a_stride, const float *a_scales,
                                                                          int64_t n_tokens, float *y) {
-    const fp8_decoder d = decoder_of(w->qext);
+    const fp8_decoder d = decoder_of(w);
     const int64_t n_out = w->ne1, n_blocks = (n_out + 2 * ROW_PAIRS - 1) / (2 * ROW_PAIRS);
     /* guided: each thread streams its own stretch of rows first (matmul.c's products) */
     #pragma omp parallel for num_threads(n_threads) schedule(guided, 4) \
@@ -277,8 +383,8 @@ FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const c
         const int nr = (int)(n_out - r0 < 2 * ROW_PAIRS ? n_out - r0 : 2 * ROW_PAIRS);
         int64_t t = 0;
         for (; t + STEP_TOKENS <= n_tokens; t += STEP_TOKENS)
-            rows_tokens(&d, m, w, r0, nr, act, a_stride, a_scales, t, STEP_TOKENS, y);
-        for (; t < n_tokens; t++) rows_tokens(&d, m, w, r0, nr, act, a_stride, a_scales, t, 1, y);
+            rows_tokens(&d, m, fp4, w, r0, nr, act, a_stride, a_scales, t, STEP_TOKENS, y);
+        for (; t < n_tokens; t++) rows_tokens(&d, m, fp4, w, r0, nr, act, a_stride, a_scales, t, 1, y);
     }
 }
 
@@ -286,15 +392,15 @@ FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const c
 
 /* Rows rb.. rb + BAND - 1 of the panel (row_bytes each: 32-byte steps of
  * pair-form words or floats) times one group of 2 PAIRS tokens (grouped as
- * panel_matmul lays them out): out[p] lane 2 r + h, row r's dot with token
- * 2 p + h. */
+ * panel_matmul lays them out), steps 32-byte steps from wp and act: out[p]
+ * lane 2 r + h, row r's dot with token 2 p + h. */
 FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_operands m, const char *wp,
-                                                                  size_t row_bytes, const char *act,
+                                                                  size_t row_bytes, const char *act, size_t steps,
                                                                   __m512 out[PAIRS]) {
     __m512 acc[BAND][PAIRS];
     for (int r = 0; r < BAND; r++)
         for (int p = 0; p < PAIRS; p++) acc[r][p] = _mm512_setzero_ps();
-    for (size_t s = 0; s < row_bytes / 32; s++) {
+    for (size_t s = 0; s < steps; s++) {
         __m512i a[PAIRS];
         for (int p = 0; p < PAIRS; p++) a[p] = _mm512_load_si512(act + (s * PAIRS + (size_t)p) * 64);
 #pragma GCC unroll 8
@@ -317,18 +423,18 @@ FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_
  * sums shared the registers with them (W8A8 at 256 tokens 220 -> 176
  * GMAC/s, one thread). */
 FP8_TARGET static __attribute__((noinline)) void band_w8a8(const char *wp, size_t row_bytes, const char *act,
-                                                         __m512 out[PAIRS]) {
-    band(CPU_FP8_W8A8, wp, row_bytes, act, out);
+                                                         size_t steps, __m512 out[PAIRS]) {
+    band(CPU_FP8_W8A8, wp, row_bytes, act, steps, out);
 }
 
 FP8_TARGET static __attribute__((noinline)) void band_scaled(const char *wp, size_t row_bytes, const char *act,
-                                                           __m512 out[PAIRS]) {
-    band(CPU_FP8_SCALED, wp, row_bytes, act, out);
+                                                           size_t steps, __m512 out[PAIRS]) {
+    band(CPU_FP8_SCALED, wp, row_bytes, act, steps, out);
 }
 
 FP8_TARGET static __attribute__((noinline)) void band_float(const char *wp, size_t row_bytes, const char *act,
-                                                          __m512 out[PAIRS]) {
-    band(CPU_FP8_FLOAT, wp, row_bytes, act, out);
+                                                          size_t steps, __m512 out[PAIRS]) {
+    band(CPU_FP8_FLOAT, wp, row_bytes, act, steps, out);
 }
 
 /* Rows r0 and r1 of w decoded into the panel rows p0 and p1 (row_bytes
@@ -342,12 +448,16 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
     const uint8_t *c1 = (const uint8_t *)w->data + (size_t)r1 * w->row_bytes;
     for (int64_t i = 0; i < n; i += 32) {
         __m512i v[2];
-        decode2(d, c0 + i, c1 + i, n - i < 32, &v[0], &v[1]);
+        __m512 f[4];   /* FLOAT */
+        if (m == CPU_FP8_FLOAT) float_values(d, c0, c1, i, n - i < 32, f);
+        else decode2(d, c0, c1, i, n - i < 32, &v[0], &v[1]);
         for (int h = 0; h < (n - i < 32 ? 1 : 2); h++) {   /* values i + 16 h.. */
             __m512i lo = v[h], hi = v[h];
-            if (m != CPU_FP8_W8A8) {
+            if (m == CPU_FP8_FLOAT) {
+                lo = _mm512_castps_si512(f[2 * h]), hi = _mm512_castps_si512(f[2 * h + 1]);
+            } else if (m == CPU_FP8_SCALED) {
                 __m512 flo, fhi;
-                pair_floats(m, v[h], m == CPU_FP8_SCALED ? pair_scales(w, r0, r1, i + 16 * h, len) : _mm512_setzero_ps(), &flo, &fhi);
+                pair_floats(m, v[h], pair_scales(w, r0, r1, i + 16 * h, len), &flo, &fhi);
                 lo = _mm512_castps_si512(flo), hi = _mm512_castps_si512(fhi);
             }
             /* W8A8: 32 bytes a row (16 values' words); floats: 64 (values j.. then j + 8..) */
@@ -361,43 +471,63 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
     }
 }
 
+/* Scale groups FLOAT's panels finish one at a time (hfq_dot_int8_f32 and
+ * hfq_dot_fp8_f32_groups restart their partial sums in each); 1 else. */
+static inline int64_t finished_groups(const hfq_tensor *w, cpu_fp8_operands m) {
+    return m == CPU_FP8_FLOAT && w->scale_groups > 1 ? w->scale_groups : 1;
+}
+
 /* Panel rows r0.. (nr of them) decoded, times every token group; W8A8
- * results times (w_scale * a_scale), as hfq_dot_fp8_fp8, FLOAT's times
- * w_scale, as hfq_dot_fp8_f32. */
+ * results times (w_scale * a_scale), as hfq_dot_fp8_fp8; FLOAT's, scale
+ * group by group (ws: finished_groups x PANEL_ROWS), times w_scale added
+ * to a sum from 0 as hfq_dot_int8_f32 and hfq_dot_fp8_f32_groups do (FP8
+ * with one scale: times w_scale alone, hfq_dot_fp8_f32). */
 FP8_TARGET static inline __attribute__((always_inline)) void
 panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, int64_t r0, int nr, char *wp,
-               const char *groups, const float *a_scales, int64_t n_tokens, float *y) {
-    const int64_t n = w->ne0, n_out = w->ne1;
+               float *ws, const char *groups, const float *a_scales, int64_t n_tokens, float *y) {
+    const int64_t n = w->ne0, n_out = w->ne1, sg = finished_groups(w, m), len = n / sg;
     const size_t row_bytes = (size_t)(n / step_values(m)) * 32, group_bytes = row_bytes * 2 * PAIRS;
-    float ws[PANEL_ROWS] = {0};
+    const size_t g_steps = row_bytes / 32 / (size_t)sg;
+    const bool from_zero = w->qext == HFQ_QEXT_INT8 || sg > 1;
     for (int r = 0; r < PANEL_ROWS; r += 2) {
         const int64_t ra = r0 + (r < nr ? r : 0), rb = r0 + (r + 1 < nr ? r + 1 : 0);
         decode_rows(d, m, w, ra, rb, wp + (size_t)r * row_bytes, wp + (size_t)(r + 1) * row_bytes);
-        if (m != CPU_FP8_SCALED) ws[r] = r < nr ? scale_at(w, ra, 0, n) : 0.0f, ws[r + 1] = r + 1 < nr ? scale_at(w, rb, 0, n) : 0.0f;
     }
+    if (m != CPU_FP8_SCALED)
+        for (int64_t g = 0; g < sg; g++)
+            for (int r = 0; r < PANEL_ROWS; r++) ws[g * PANEL_ROWS + r] = r < nr ? scale_at(w, r0 + r, g * len, len) : 0.0f;
     /* sums16's lanes 2 r + h to token h's rows in order */
     const __m512i by_token = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += 2 * PAIRS) {
         const char *act = groups + (size_t)(t0 / (2 * PAIRS)) * group_bytes;
         for (int rb = 0; rb < nr; rb += BAND) {
-            __m512 sums[PAIRS];
-            (m == CPU_FP8_W8A8 ? band_w8a8 : m == CPU_FP8_SCALED ? band_scaled : band_float)(wp + (size_t)rb * row_bytes,
-                                                                                            row_bytes, act, sums);
-            const __m256 w8 = _mm256_loadu_ps(ws + rb);
-            const __m512 wsv = _mm512_insertf32x8(_mm512_castps256_ps512(w8), w8, 1);
+            __m512 out[PAIRS];
+            for (int64_t g = 0; g < sg; g++) {
+                __m512 sums[PAIRS];
+                const char *wg = wp + (size_t)rb * row_bytes + (size_t)g * g_steps * 32;
+                const char *ag = act + (size_t)g * g_steps * PAIRS * 64;
+                (m == CPU_FP8_W8A8 ? band_w8a8 : m == CPU_FP8_SCALED ? band_scaled : band_float)(wg, row_bytes, ag, g_steps, sums);
+                const __m256 w8 = _mm256_loadu_ps(ws + g * PANEL_ROWS + rb);
+                const __m512 wsv = _mm512_insertf32x8(_mm512_castps256_ps512(w8), w8, 1);
+                for (int p = 0; p < PAIRS; p++) {
+                    const __m512 v = _mm512_permutexvar_ps(by_token, sums[p]);
+                    const int64_t t = t0 + 2 * p;
+                    if (m == CPU_FP8_W8A8) {
+                        const float a0 = t < n_tokens ? a_scales[t] : 0.0f, a1 = t + 1 < n_tokens ? a_scales[t + 1] : 0.0f;
+                        out[p] = _mm512_mul_ps(v, _mm512_mul_ps(wsv, _mm512_insertf32x8(_mm512_set1_ps(a0), _mm256_set1_ps(a1), 1)));
+                    } else if (m == CPU_FP8_FLOAT) {
+                        const __m512 scaled = _mm512_mul_ps(v, wsv);
+                        out[p] = g ? _mm512_add_ps(out[p], scaled) : from_zero ? _mm512_add_ps(_mm512_setzero_ps(), scaled) : scaled;
+                    } else {
+                        out[p] = v;
+                    }
+                }
+            }
             const __mmask8 rows = (__mmask8)((1u << (nr - rb < BAND ? nr - rb : BAND)) - 1);
             for (int p = 0; p < PAIRS && t0 + 2 * p < n_tokens; p++) {
-                __m512 v = _mm512_permutexvar_ps(by_token, sums[p]);
                 const int64_t t = t0 + 2 * p;
-                if (m == CPU_FP8_W8A8) {
-                    const float a1 = t + 1 < n_tokens ? a_scales[t + 1] : 0.0f;
-                    const __m512 as = _mm512_insertf32x8(_mm512_set1_ps(a_scales[t]), _mm256_set1_ps(a1), 1);
-                    v = _mm512_mul_ps(v, _mm512_mul_ps(wsv, as));
-                } else if (m == CPU_FP8_FLOAT) {
-                    v = int8_sum(w, _mm512_mul_ps(v, wsv));
-                }
-                _mm256_mask_storeu_ps(y + t * n_out + r0 + rb, rows, _mm512_castps512_ps256(v));
-                if (t + 1 < n_tokens) _mm256_mask_storeu_ps(y + (t + 1) * n_out + r0 + rb, rows, _mm512_extractf32x8_ps(v, 1));
+                _mm256_mask_storeu_ps(y + t * n_out + r0 + rb, rows, _mm512_castps512_ps256(out[p]));
+                if (t + 1 < n_tokens) _mm256_mask_storeu_ps(y + (t + 1) * n_out + r0 + rb, rows, _mm512_extractf32x8_ps(out[p], 1));
             }
         }
     }
@@ -410,7 +540,8 @@ FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const 
     const int64_t n_out = w->ne1, steps = w->ne0 / step_values(m);
     const int64_t n_groups = (n_tokens + 2 * PAIRS - 1) / (2 * PAIRS);
     const size_t row_bytes = (size_t)steps * 32, group_bytes = row_bytes * 2 * PAIRS;
-    const size_t panel_bytes = PANEL_ROWS * row_bytes;   /* a multiple of 64 */
+    /* a panel, then its rows' scales (finished_groups of PANEL_ROWS): a multiple of 64 */
+    const size_t panel_bytes = PANEL_ROWS * row_bytes + (size_t)finished_groups(w, m) * PANEL_ROWS * sizeof(float);
     if (n_threads < 1) n_threads = 1;
     /* one allocation: the token groups, then a panel per thread */
     char *scratch = aligned_alloc(64, group_bytes * (size_t)n_groups + panel_bytes * (size_t)n_threads);
@@ -431,16 +562,17 @@ FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const 
             }
         }
     }
-    const fp8_decoder d = decoder_of(w->qext);
+    const fp8_decoder d = decoder_of(w);
     const int64_t n_panels = (n_out + PANEL_ROWS - 1) / PANEL_ROWS;
     #pragma omp parallel num_threads(n_threads)
     {
         char *wp = panels + panel_bytes * (size_t)omp_get_thread_num();
+        float *ws = (float *)(wp + PANEL_ROWS * row_bytes);
         #pragma omp for schedule(dynamic, 1)
         for (int64_t p = 0; p < n_panels; p++) {
             const int64_t r0 = p * PANEL_ROWS;
             const int nr = (int)(n_out - r0 < PANEL_ROWS ? n_out - r0 : PANEL_ROWS);
-            panel_products(&d, m, w, r0, nr, wp, groups, a_scales, n_tokens, y);
+            panel_products(&d, m, w, r0, nr, wp, ws, groups, a_scales, n_tokens, y);
         }
     }
     free(scratch);
@@ -450,19 +582,21 @@ FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const 
 bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o) {
     const int64_t len = w->scale_groups > 1 ? w->ne0 / w->scale_groups : w->ne0;
     const unsigned avx512 = CPU_FEAT_AVX512F | CPU_FEAT_AVX512BW | CPU_FEAT_AVX512DQ | CPU_FEAT_AVX512VL;
-    const bool int8 = w->qext == HFQ_QEXT_INT8 && o == CPU_FP8_FLOAT && w->scale_groups <= 1;
-    return (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2 || int8) && w->ne0 % 16 == 0 &&
-           (w->scale_groups <= 1 || (o == CPU_FP8_SCALED && len % 32 == 0)) &&
+    const bool int8 = w->qext == HFQ_QEXT_INT8 && o == CPU_FP8_FLOAT;
+    const bool fp4 = !w->qext && (w->type == GT_MXFP4 || w->type == GT_NVFP4) && o == CPU_FP8_FLOAT;
+    return (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2 || int8 || fp4) && w->ne0 % 16 == 0 &&
+           (w->scale_groups <= 1 || (o == CPU_FP8_SCALED && len % 32 == 0) || (o == CPU_FP8_FLOAT && len % 16 == 0)) &&
            cpu_has(avx512 | CPU_FEAT_AVX512VBMI | (o == CPU_FP8_W8A8 ? CPU_FEAT_AVX512BF16 : 0));
 }
 
 FP8_TARGET bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act,
                                      size_t a_stride, const float *a_scales, int64_t n_tokens, float *y) {
-    /* a constant mode into each instance */
-    if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS) {
-        if (o == CPU_FP8_W8A8) rows_matmul(CPU_FP8_W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
-        else if (o == CPU_FP8_SCALED) rows_matmul(CPU_FP8_SCALED, n_threads, w, act, a_stride, NULL, n_tokens, y);
-        else rows_matmul(CPU_FP8_FLOAT, n_threads, w, act, a_stride, NULL, n_tokens, y);
+    /* a constant mode into each instance; FLOAT's scale groups in panels only */
+    if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS && finished_groups(w, o) == 1) {
+        if (o == CPU_FP8_W8A8) rows_matmul(CPU_FP8_W8A8, false, n_threads, w, act, a_stride, a_scales, n_tokens, y);
+        else if (o == CPU_FP8_SCALED) rows_matmul(CPU_FP8_SCALED, false, n_threads, w, act, a_stride, NULL, n_tokens, y);
+        else if (w->qext) rows_matmul(CPU_FP8_FLOAT, false, n_threads, w, act, a_stride, NULL, n_tokens, y);
+        else rows_matmul(CPU_FP8_FLOAT, true, n_threads, w, act, a_stride, NULL, n_tokens, y);
         return true;
     }
     if (o == CPU_FP8_W8A8) return panel_matmul(CPU_FP8_W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
