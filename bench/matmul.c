@@ -57,6 +57,8 @@ static const bench_case cases[] = {
     {"e5m2/channel x f32", GT_I8, HFQ_QEXT_FP8_E5M2, 0, false, HFQ_ACT_QUANT_NONE, 0, false},
     {"e4m3/channel x e4m3", GT_I8, HFQ_QEXT_FP8_E4M3, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0, false},
     {"e5m2/channel x e5m2", GT_I8, HFQ_QEXT_FP8_E5M2, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0, false},
+    {"e4m3/g128 x e4m3", GT_I8, HFQ_QEXT_FP8_E4M3, 128, false, HFQ_ACT_QUANT_DYNAMIC, 0, false},
+    {"e4m3/g128 x f32", GT_I8, HFQ_QEXT_FP8_E4M3, 128, false, HFQ_ACT_QUANT_NONE, 0, false},
     {"e4m3/g128 x fp8 g128 (FP8_BLOCK)", GT_I8, HFQ_QEXT_FP8_E4M3, 128, false, HFQ_ACT_QUANT_AUTO, 128, false},
 };
 

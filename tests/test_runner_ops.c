@@ -858,9 +858,10 @@ static void test_panel_products(void) {
 
 /* FP8 codes in panel_fp8.c against the reference dots one pair at a time,
  * bit for bit (NaN results: both NaN): W8A8 on the BF16 pair form against
- * hfq_dot_fp8_fp8, weight-only (float activations of very different sizes)
- * against hfq_dot_fp8_f32; both encodings, one
- * scale or one per row, rows of 16 and of 32s with and without a last 16,
+ * hfq_dot_fp8_fp8(_groups), weight-only (float activations of very
+ * different sizes) against hfq_dot_fp8_f32(_groups); both encodings, one
+ * scale, one per row or groups of 16 and 128 (finished group by group),
+ * rows of 16 and of 32s with and without a last 16,
  * row counts past the 8 rows a decoding step and a panel, token counts on
  * both sides of CPU_PANEL_FP8_MIN_TOKENS and past a group of 16, one and two
  * threads. Every code of 256 appears in the weights of each shape: the
@@ -870,13 +871,18 @@ static void test_fp8_w8a8_products(void) {
                                    {144, 31, 16}, {1040, 70, 33}, {256, 61, 130}};
     uint64_t rng = 77;
     int checked = 0;
+    static const int64_t group_sizes[] = {-1, 0, 16, 128};   /* -1 one scale, 0 a row */
     for (int q = HFQ_QEXT_FP8_E4M3; q <= HFQ_QEXT_FP8_E5M2; q++)
-        for (int per_row = 0; per_row < 2; per_row++)
+        for (size_t gi = 0; gi < sizeof group_sizes / sizeof group_sizes[0]; gi++)
             for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
                 const shape sh = shapes[si];
+                const int64_t G = group_sizes[gi];
+                if (G > 0 && sh.n_in % G) continue;
+                const int64_t sg = G < 0 ? 0 : G == 0 ? 1 : sh.n_in / G, gs = sg > 1 ? G : 0;   /* scale_groups */
                 const hfq_fp8_format f = q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
                 uint8_t *w = malloc((size_t)(sh.n_in * sh.n_out)), *a = malloc((size_t)(sh.n_in * sh.n_tokens) * 2);
-                float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), scales[70], a_scales[130];
+                float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), a_scales[130];
+                float *scales = malloc((size_t)(sg ? sh.n_out * sg : 1) * sizeof *scales);
                 float *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
                 float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x), *yf = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *yf);
                 for (int64_t i = 0; i < sh.n_in * sh.n_tokens; i++)
@@ -889,11 +895,15 @@ static void test_fp8_w8a8_products(void) {
                         const float v = hfq_fp8_to_f32(f, c);
                         if (r < sh.n_out - 1 && !(v == v && fabsf(v) <= hfq_fp8_max(f))) c = finite_fp8_code(f, &rng);
                         if (r == sh.n_out - 2 && i == 3 && f == HFQ_FP8_E5M2) c = 0x7C;
+                        if (r == 1 && sh.n_in * sh.n_out >= 512) c = 0;   /* a zero row where the codes still all appear */
                         w[r * sh.n_in + i] = c;
                     }
-                for (int64_t r = 0; r < sh.n_out; r++) scales[r] = ldexpf(1.0f + synth_uniform(&rng), (int)(r % 9) - 4);
+                /* negative: some, and all of the zero row's (its sums -0, from 0 +0) */
+                for (int64_t k = 0; k < (sg ? sh.n_out * sg : 1); k++)
+                    scales[k] = ldexpf(1.0f + synth_uniform(&rng), (int)(k % 9) - 4) * (k % 5 == 2 || (sg && k / sg == 1) ? -1.0f : 1.0f);
                 for (int64_t t = 0; t < sh.n_tokens; t++) {
-                    a_scales[t] = ldexpf(1.0f, (int)(t % 7) * 5 - 15);
+                    /* not powers of 2: a product order of the scales shows */
+                    a_scales[t] = ldexpf(1.0f + 0.5f * fabsf(synth_uniform(&rng)), (int)(t % 7) * 5 - 15);
                     for (int64_t i = 0; i < sh.n_in; i++) a[t * sh.n_in * 2 + i] = finite_fp8_code(f, &rng);
                 }
                 uint8_t *codes = malloc((size_t)(sh.n_in * sh.n_tokens));
@@ -903,9 +913,9 @@ static void test_fp8_w8a8_products(void) {
                 }
                 const hfq_tensor wt = {.name = "w", .type = GT_I8, .ne0 = sh.n_in, .ne1 = sh.n_out,
                                        .row_bytes = (size_t)sh.n_in, .data = w, .scale = scales,
-                                       .scale_groups = per_row, .qext = (hfq_qext)q};
+                                       .scale_groups = sg, .qext = (hfq_qext)q};
                 if (!cpu_panel_fp8_fits(&wt, CPU_FP8_W8A8) || !cpu_panel_fp8_fits(&wt, CPU_FP8_FLOAT)) {
-                    free(w), free(a), free(y), free(y2), free(codes), free(x), free(yf);
+                    free(w), free(a), free(y), free(y2), free(codes), free(x), free(yf), free(scales);
                     continue;   /* no AVX512-BF16 and VBMI here */
                 }
                 memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
@@ -916,23 +926,24 @@ static void test_fp8_w8a8_products(void) {
                                            sh.n_tokens, yf));
                 for (int64_t t = 0; t < sh.n_tokens; t++)
                     for (int64_t r = 0; r < sh.n_out; r++) {
-                        const float want = hfq_dot_fp8_fp8(f, w + r * sh.n_in, scales[per_row ? r : 0], f,
-                                                           codes + t * sh.n_in, a_scales[t], sh.n_in);
+                        const float *rs = scales + (sg ? r * sg : 0);
+                        const float want = hfq_dot_fp8_fp8_groups(f, w + r * sh.n_in, rs, gs, f, codes + t * sh.n_in,
+                                                                  a_scales[t], sh.n_in);
                         const float got = y[t * sh.n_out + r], got2 = y2[t * sh.n_out + r];
                         CHECK_MSG(same_bits_or_nans(got, want) && same_bits_or_nans(got2, want),
                                   "fp8 w8a8 %s %lld x %lld, token %lld of %lld, row %lld: %.9g / %.9g vs %.9g",
                                   f == HFQ_FP8_E5M2 ? "e5m2" : "e4m3", (long long)sh.n_in, (long long)sh.n_out,
                                   (long long)t, (long long)sh.n_tokens, (long long)r, got, got2, want);
-                        const float wantf = hfq_dot_fp8_f32(f, w + r * sh.n_in, scales[per_row ? r : 0], x + t * sh.n_in, sh.n_in);
+                        const float wantf = hfq_dot_fp8_f32_groups(f, w + r * sh.n_in, rs, gs, x + t * sh.n_in, sh.n_in);
                         CHECK_MSG(same_bits_or_nans(yf[t * sh.n_out + r], wantf),
                                   "fp8 weight-only %s %lld x %lld, token %lld of %lld, row %lld: %.9g vs %.9g",
                                   f == HFQ_FP8_E5M2 ? "e5m2" : "e4m3", (long long)sh.n_in, (long long)sh.n_out,
                                   (long long)t, (long long)sh.n_tokens, (long long)r, yf[t * sh.n_out + r], wantf);
                         checked += 2;
                     }
-                free(w), free(a), free(y), free(y2), free(codes), free(x), free(yf);
+                free(w), free(a), free(y), free(y2), free(codes), free(x), free(yf), free(scales);
             }
-    printf("%d FP8 W8A8 and weight-only pair-lane products checked\n", checked);
+    printf("%d FP8 W8A8 and weight-only pair-lane products checked (one scale, per row, groups of 16, 128)\n", checked);
 }
 
 /* INT8 and FP8 codes times float rows (weight-only, panel_fp8.c's FLOAT

@@ -630,18 +630,17 @@ bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w
                         const float *a_scales, int64_t n_tokens, float *y) {
     if (w->qext == HFQ_QEXT_INT8 && k->act_kind == CPU_ACT_CODES)
         return cpu_panel_int8_fits(w, n_tokens) && cpu_panel_int8_matmul(n_threads, w, act, a_stride, a_scales, n_tokens, y);
-    /* INT8 codes with float activations, and FP8's in scale groups: the panels from
-     * CPU_PANEL_FP8_MIN_TOKENS (one token streams faster through its tile: INT8 34 GB/s
-     * against the rows' 29; the rows do not finish scale groups) */
-    if ((w->qext == HFQ_QEXT_INT8 || w->scale_groups > 1) && k->act_kind == CPU_ACT_F32_CODES &&
-        n_tokens < CPU_PANEL_FP8_MIN_TOKENS)
-        return false;
     if (w->qext) {   /* FP8 codes, INT8 codes with float activations (FLOAT) */
         cpu_fp8_operands o;
         if (k->act_kind == CPU_ACT_CODES && k->i8_act == CPU_I8_ACT_BF16_PAIRS) o = CPU_FP8_W8A8;
         else if (k->act_kind == CPU_ACT_FP8_GROUP) o = CPU_FP8_SCALED;
         else if (k->act_kind == CPU_ACT_F32_CODES) o = CPU_FP8_FLOAT;
         else return false;
+        /* INT8 codes with float activations, and scale groups but SCALED's: the panels from
+         * CPU_PANEL_FP8_MIN_TOKENS (one token streams faster through INT8's tile: 34 GB/s
+         * against the rows' 29; the rows do not finish scale groups) */
+        if ((w->qext == HFQ_QEXT_INT8 || (o != CPU_FP8_SCALED && w->scale_groups > 1)) && n_tokens < CPU_PANEL_FP8_MIN_TOKENS)
+            return false;
         return cpu_panel_fp8_fits(w, o) && cpu_panel_fp8_matmul(o, n_threads, w, act, a_stride, a_scales, n_tokens, y);
     }
     /* weight-only MXFP4 / NVFP4 (float activations): their blocks decoded into FLOAT's products */

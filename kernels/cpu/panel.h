@@ -60,7 +60,8 @@ bool cpu_panel_matmul_isa(const cpu_panel_format *f, cpu_quant_isa isa, int n_th
  * kinds of operands, each product the bits of its reference:
  * - W8A8: activations FP8 codes of the weight's encoding in the BF16 pair
  *   form cpu_i8_tile chose (CPU_I8_ACT_BF16_PAIRS), one scale each:
- *   hfq_dot_fp8_fp8, its eight partial sums per dot in its order;
+ *   hfq_dot_fp8_fp8 (in scale groups hfq_dot_fp8_fp8_groups), its eight
+ *   partial sums per dot in its order;
  * - SCALED: float activation rows (weights marked act_fp8_group), each
  *   weight's float times its scale first, fused into partial sum i % 8,
  *   the sums combined as quant/lanes.h: the float tiles' order
@@ -73,16 +74,16 @@ bool cpu_panel_matmul_isa(const cpu_panel_format *f, cpu_quant_isa isa, int n_th
  *   cpu_matmul's, after). */
 typedef enum cpu_fp8_operands { CPU_FP8_W8A8, CPU_FP8_SCALED, CPU_FP8_FLOAT } cpu_fp8_operands;
 
-/* Whether weight w takes them with operands o: FP8 codes with one scale or
- * one per row (SCALED also groups of whole 32s; FLOAT also groups of whole
- * 16s, INT8 codes and MXFP4 / NVFP4 blocks), rows of whole 16s, on a CPU
- * with AVX-512 (F, BW, DQ, VL) and VBMI, W8A8 also AVX512-BF16. */
+/* Whether weight w takes them with operands o: FP8 codes with one scale,
+ * one per row or groups of whole 16s (SCALED 32s; FLOAT also INT8 codes and
+ * MXFP4 / NVFP4 blocks), rows of whole 16s, on a CPU with AVX-512 (F, BW,
+ * DQ, VL) and VBMI, W8A8 also AVX512-BF16. */
 bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o);
 
 /* From this many tokens the weights are decoded into panels once per
  * product, the tokens paired in the lanes; below, rows decoded as they
- * stream, paired in the lanes, a token or two at a time (FLOAT in scale
- * groups: panels at every count; cpu_matmul keeps its tiles below). */
+ * stream, paired in the lanes, a token or two at a time (scale groups but
+ * SCALED's: panels at every count; cpu_matmul keeps its tiles below). */
 #define CPU_PANEL_FP8_MIN_TOKENS 12
 
 /* y as cpu_panel_matmul's: act n_tokens rows a_stride bytes apart (W8A8:

@@ -471,17 +471,19 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
     }
 }
 
-/* Scale groups FLOAT's panels finish one at a time (hfq_dot_int8_f32 and
- * hfq_dot_fp8_f32_groups restart their partial sums in each); 1 else. */
+/* Scale groups the panels of FLOAT and W8A8 finish one at a time
+ * (hfq_dot_int8_f32, hfq_dot_fp8_f32_groups and hfq_dot_fp8_fp8_groups
+ * restart their partial sums in each); 1 else (SCALED scales each value). */
 static inline int64_t finished_groups(const hfq_tensor *w, cpu_fp8_operands m) {
-    return m == CPU_FP8_FLOAT && w->scale_groups > 1 ? w->scale_groups : 1;
+    return m != CPU_FP8_SCALED && w->scale_groups > 1 ? w->scale_groups : 1;
 }
 
 /* Panel rows r0.. (nr of them) decoded, times every token group; W8A8
- * results times (w_scale * a_scale), as hfq_dot_fp8_fp8; FLOAT's, scale
- * group by group (ws: finished_groups x PANEL_ROWS), times w_scale added
- * to a sum from 0 as hfq_dot_int8_f32 and hfq_dot_fp8_f32_groups do (FP8
- * with one scale: times w_scale alone, hfq_dot_fp8_f32). */
+ * results times (w_scale * a_scale), as hfq_dot_fp8_fp8; in scale groups
+ * (ws: finished_groups x PANEL_ROWS) each group's times its w_scale added
+ * to a sum from 0, then W8A8's times a_scale, as hfq_dot_int8_f32 and
+ * hfq_dot_fp8_*_groups do (INT8 codes: from 0 with one scale too; FP8
+ * FLOAT with one: times w_scale alone, hfq_dot_fp8_f32). */
 FP8_TARGET static inline __attribute__((always_inline)) void
 panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, int64_t r0, int nr, char *wp,
                float *ws, const char *groups, const float *a_scales, int64_t n_tokens, float *y) {
@@ -501,7 +503,7 @@ panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor 
     for (int64_t t0 = 0; t0 < n_tokens; t0 += 2 * PAIRS) {
         const char *act = groups + (size_t)(t0 / (2 * PAIRS)) * group_bytes;
         for (int rb = 0; rb < nr; rb += BAND) {
-            __m512 out[PAIRS];
+            __m512 out[PAIRS] = {_mm512_setzero_ps()};
             for (int64_t g = 0; g < sg; g++) {
                 __m512 sums[PAIRS];
                 const char *wg = wp + (size_t)rb * row_bytes + (size_t)g * g_steps * 32;
@@ -512,12 +514,15 @@ panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor 
                 for (int p = 0; p < PAIRS; p++) {
                     const __m512 v = _mm512_permutexvar_ps(by_token, sums[p]);
                     const int64_t t = t0 + 2 * p;
-                    if (m == CPU_FP8_W8A8) {
-                        const float a0 = t < n_tokens ? a_scales[t] : 0.0f, a1 = t + 1 < n_tokens ? a_scales[t + 1] : 0.0f;
-                        out[p] = _mm512_mul_ps(v, _mm512_mul_ps(wsv, _mm512_insertf32x8(_mm512_set1_ps(a0), _mm256_set1_ps(a1), 1)));
-                    } else if (m == CPU_FP8_FLOAT) {
+                    const float a0 = m == CPU_FP8_W8A8 && t < n_tokens ? a_scales[t] : 0.0f;
+                    const float a1 = m == CPU_FP8_W8A8 && t + 1 < n_tokens ? a_scales[t + 1] : 0.0f;
+                    const __m512 as = _mm512_insertf32x8(_mm512_set1_ps(a0), _mm256_set1_ps(a1), 1);
+                    if (m == CPU_FP8_W8A8 && sg == 1) {
+                        out[p] = _mm512_mul_ps(v, _mm512_mul_ps(wsv, as));
+                    } else if (m != CPU_FP8_SCALED) {
                         const __m512 scaled = _mm512_mul_ps(v, wsv);
                         out[p] = g ? _mm512_add_ps(out[p], scaled) : from_zero ? _mm512_add_ps(_mm512_setzero_ps(), scaled) : scaled;
+                        if (m == CPU_FP8_W8A8 && g == sg - 1) out[p] = _mm512_mul_ps(out[p], as);
                     } else {
                         out[p] = v;
                     }
@@ -585,13 +590,13 @@ bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o) {
     const bool int8 = w->qext == HFQ_QEXT_INT8 && o == CPU_FP8_FLOAT;
     const bool fp4 = !w->qext && (w->type == GT_MXFP4 || w->type == GT_NVFP4) && o == CPU_FP8_FLOAT;
     return (w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2 || int8 || fp4) && w->ne0 % 16 == 0 &&
-           (w->scale_groups <= 1 || (o == CPU_FP8_SCALED && len % 32 == 0) || (o == CPU_FP8_FLOAT && len % 16 == 0)) &&
+           (w->scale_groups <= 1 || len % (o == CPU_FP8_SCALED ? 32 : 16) == 0) &&
            cpu_has(avx512 | CPU_FEAT_AVX512VBMI | (o == CPU_FP8_W8A8 ? CPU_FEAT_AVX512BF16 : 0));
 }
 
 FP8_TARGET bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act,
                                      size_t a_stride, const float *a_scales, int64_t n_tokens, float *y) {
-    /* a constant mode into each instance; FLOAT's scale groups in panels only */
+    /* a constant mode into each instance; scale groups finished in panels only */
     if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS && finished_groups(w, o) == 1) {
         if (o == CPU_FP8_W8A8) rows_matmul(CPU_FP8_W8A8, false, n_threads, w, act, a_stride, a_scales, n_tokens, y);
         else if (o == CPU_FP8_SCALED) rows_matmul(CPU_FP8_SCALED, false, n_threads, w, act, a_stride, NULL, n_tokens, y);
