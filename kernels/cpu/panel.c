@@ -636,11 +636,10 @@ bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w
         else if (k->act_kind == CPU_ACT_FP8_GROUP) o = CPU_FP8_SCALED;
         else if (k->act_kind == CPU_ACT_F32_CODES) o = CPU_FP8_FLOAT;
         else return false;
-        /* INT8 codes with float activations, and scale groups but SCALED's: the panels from
-         * CPU_PANEL_FP8_MIN_TOKENS (one token streams faster through INT8's tile: 34 GB/s
-         * against the rows' 29; the rows do not finish scale groups) */
-        if ((w->qext == HFQ_QEXT_INT8 || (o != CPU_FP8_SCALED && w->scale_groups > 1)) && n_tokens < CPU_PANEL_FP8_MIN_TOKENS)
-            return false;
+        /* INT8 codes with float activations: the panels from CPU_PANEL_FP8_MIN_TOKENS (one
+         * token streams faster through the tile: 34 GB/s against the rows' 29; in groups of
+         * 128 both 25-26) */
+        if (w->qext == HFQ_QEXT_INT8 && n_tokens < CPU_PANEL_FP8_MIN_TOKENS) return false;
         return cpu_panel_fp8_fits(w, o) && cpu_panel_fp8_matmul(o, n_threads, w, act, a_stride, a_scales, n_tokens, y);
     }
     /* weight-only MXFP4 / NVFP4 (float activations): their blocks decoded into FLOAT's products */

@@ -82,8 +82,7 @@ bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o);
 
 /* From this many tokens the weights are decoded into panels once per
  * product, the tokens paired in the lanes; below, rows decoded as they
- * stream, paired in the lanes, a token or two at a time (scale groups but
- * SCALED's: panels at every count; cpu_matmul keeps its tiles below). */
+ * stream, paired in the lanes, a token or two at a time. */
 #define CPU_PANEL_FP8_MIN_TOKENS 12
 
 /* y as cpu_panel_matmul's: act n_tokens rows a_stride bytes apart (W8A8:

@@ -263,10 +263,32 @@ FP8_TARGET static inline __m512 pair_scales(const hfq_tensor *w, int64_t r0, int
     return _mm512_insertf32x8(_mm512_set1_ps(scale_at(w, r0, i, len)), _mm256_set1_ps(scale_at(w, r1, i, len)), 1);
 }
 
-/* FLOAT's result for INT8 codes: hfq_dot_int8_f32 adds its one group's
- * scaled sum to 0 (-0 becomes +0); FP8's is the scaled sum itself. */
-FP8_TARGET static inline __m512 int8_sum(const hfq_tensor *w, __m512 scaled) {
-    return w->qext == HFQ_QEXT_INT8 ? _mm512_add_ps(_mm512_setzero_ps(), scaled) : scaled;
+/* Scale groups FLOAT and W8A8 finish one at a time
+ * (hfq_dot_int8_f32, hfq_dot_fp8_f32_groups and hfq_dot_fp8_fp8_groups
+ * restart their partial sums in each); 1 else (SCALED scales each value). */
+static inline int64_t finished_groups(const hfq_tensor *w, cpu_fp8_operands m) {
+    return m != CPU_FP8_SCALED && w->scale_groups > 1 ? w->scale_groups : 1;
+}
+
+/* The dots v of scale group g of sg (finished as hfq_lanes_sum does) into
+ * the results out: W8A8 with one scale times (w_scale * a_scale), as
+ * hfq_dot_fp8_fp8; in groups each group's times its w_scale wsv added to a
+ * sum from 0, then W8A8's times a_scale as, as hfq_dot_int8_f32 and
+ * hfq_dot_fp8_*_groups do (INT8 codes: from 0 with one scale too,
+ * from_zero; FP8 FLOAT with one: times w_scale alone, hfq_dot_fp8_f32);
+ * SCALED's are the dots. */
+FP8_TARGET static inline __m512 finish_group(const cpu_fp8_operands m, int64_t sg, int64_t g, bool from_zero, __m512 v,
+                                             __m512 wsv, __m512 as, __m512 out) {
+    if (m == CPU_FP8_SCALED) return v;
+    if (m == CPU_FP8_W8A8 && sg == 1) return _mm512_mul_ps(v, _mm512_mul_ps(wsv, as));
+    const __m512 scaled = _mm512_mul_ps(v, wsv);
+    out = g ? _mm512_add_ps(out, scaled) : from_zero ? _mm512_add_ps(_mm512_setzero_ps(), scaled) : scaled;
+    return m == CPU_FP8_W8A8 && g == sg - 1 ? _mm512_mul_ps(out, as) : out;
+}
+
+/* Whether FLOAT and W8A8 results start from a sum of 0 (above). */
+static inline bool sums_from_zero(const hfq_tensor *w, cpu_fp8_operands m) {
+    return w->qext == HFQ_QEXT_INT8 || finished_groups(w, m) > 1;
 }
 
 /* ---- decoding: weights decoded as they stream, rows in pairs ---- */
@@ -286,17 +308,17 @@ FP8_TARGET static inline __attribute__((always_inline)) void float_steps(const c
 }
 
 /* acc[rp][c] + the products of rows wr (2 ROW_PAIRS of them: rows ri[..]
- * of w, n values, the next rows read ahead) with C tokens' activation rows
- * a[c] (pair-form words, or floats). */
+ * of w, their values i0.. i1 - 1, the next rows read ahead) with C tokens'
+ * activation rows a[c] (pair-form words, or floats). */
 FP8_TARGET static inline __attribute__((always_inline)) void
 row_sums(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, const int64_t ri[2 * ROW_PAIRS],
-         const uint8_t *const wr[2 * ROW_PAIRS], const void *const a[], const int C,
+         const uint8_t *const wr[2 * ROW_PAIRS], const void *const a[], const int C, int64_t i0, int64_t i1,
          __m512 acc[ROW_PAIRS][STEP_TOKENS]) {
     const int64_t n = w->ne0, len = w->scale_groups ? n / w->scale_groups : n;
     __m512 sc[ROW_PAIRS];   /* SCALED: the scales of the group in progress */
     for (int rp = 0; rp < ROW_PAIRS; rp++) sc[rp] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 32) {
-        const bool half = n - i < 32;
+    for (int64_t i = i0; i < i1; i += 32) {
+        const bool half = i1 - i < 32;
         prefetch_next_rows(wr[0], w->row_bytes, 2 * ROW_PAIRS, i / 32, 32);
         __m512i first[ROW_PAIRS], second[ROW_PAIRS];
         for (int rp = 0; rp < ROW_PAIRS; rp++) decode2(d, wr[2 * rp], wr[2 * rp + 1], i, half, &first[rp], &second[rp]);
@@ -346,27 +368,31 @@ rows_tokens(const fp8_decoder *d, const cpu_fp8_operands m, const bool fp4, cons
     int64_t ri[2 * ROW_PAIRS];
     const uint8_t *wr[2 * ROW_PAIRS];
     const void *a[STEP_TOKENS];
-    float ws[16] = {0};
     for (int r = 0; r < 2 * ROW_PAIRS; r++) {
         ri[r] = r0 + (r < nr ? r : 0);
         wr[r] = (const uint8_t *)w->data + (size_t)ri[r] * w->row_bytes;
-        if (r < nr && m != CPU_FP8_SCALED) ws[r] = scale_at(w, ri[r], 0, w->ne0);
     }
     for (int c = 0; c < C; c++) a[c] = (const char *)act + (size_t)(t0 + c) * a_stride;
-    __m512 acc[ROW_PAIRS][STEP_TOKENS];
-    for (int rp = 0; rp < ROW_PAIRS; rp++)
-        for (int c = 0; c < C; c++) acc[rp][c] = _mm512_setzero_ps();
-    if (fp4) fp4_row_sums(d, w, wr, a, C, acc);
-    else row_sums(d, m, w, ri, wr, a, C, acc);
-    const __m512 wsv = _mm512_loadu_ps(ws);
-    for (int c = 0; c < C; c++) {
-        __m512 x[8];
-        for (int rp = 0; rp < 8; rp++) x[rp] = rp < ROW_PAIRS ? acc[rp][c] : _mm512_setzero_ps();
-        __m512 s = sums16(x);
-        if (m == CPU_FP8_W8A8) s = _mm512_mul_ps(s, _mm512_mul_ps(wsv, _mm512_set1_ps(a_scales[t0 + c])));
-        if (m == CPU_FP8_FLOAT) s = int8_sum(w, _mm512_mul_ps(s, wsv));
-        _mm512_mask_storeu_ps(y + (t0 + c) * w->ne1 + r0, (__mmask16)((1u << nr) - 1), s);
+    const int64_t sg = finished_groups(w, m), len = w->ne0 / sg;
+    const bool from_zero = sums_from_zero(w, m);
+    __m512 out[STEP_TOKENS] = {_mm512_setzero_ps()};
+    for (int64_t g = 0; g < sg; g++) {
+        __m512 acc[ROW_PAIRS][STEP_TOKENS];
+        for (int rp = 0; rp < ROW_PAIRS; rp++)
+            for (int c = 0; c < C; c++) acc[rp][c] = _mm512_setzero_ps();
+        if (fp4) fp4_row_sums(d, w, wr, a, C, acc);
+        else row_sums(d, m, w, ri, wr, a, C, g * len, (g + 1) * len, acc);
+        float ws[16] = {0};
+        for (int r = 0; r < nr && m != CPU_FP8_SCALED; r++) ws[r] = scale_at(w, ri[r], g * len, len);
+        const __m512 wsv = _mm512_loadu_ps(ws);
+        for (int c = 0; c < C; c++) {
+            __m512 x[8];
+            for (int rp = 0; rp < 8; rp++) x[rp] = rp < ROW_PAIRS ? acc[rp][c] : _mm512_setzero_ps();
+            const __m512 as = _mm512_set1_ps(m == CPU_FP8_W8A8 ? a_scales[t0 + c] : 0.0f);
+            out[c] = finish_group(m, sg, g, from_zero, sums16(x), wsv, as, out[c]);
+        }
     }
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(y + (t0 + c) * w->ne1 + r0, (__mmask16)((1u << nr) - 1), out[c]);
 }
 
 FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const cpu_fp8_operands m, const bool fp4, int n_threads,
@@ -471,26 +497,15 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
     }
 }
 
-/* Scale groups the panels of FLOAT and W8A8 finish one at a time
- * (hfq_dot_int8_f32, hfq_dot_fp8_f32_groups and hfq_dot_fp8_fp8_groups
- * restart their partial sums in each); 1 else (SCALED scales each value). */
-static inline int64_t finished_groups(const hfq_tensor *w, cpu_fp8_operands m) {
-    return m != CPU_FP8_SCALED && w->scale_groups > 1 ? w->scale_groups : 1;
-}
-
-/* Panel rows r0.. (nr of them) decoded, times every token group; W8A8
- * results times (w_scale * a_scale), as hfq_dot_fp8_fp8; in scale groups
- * (ws: finished_groups x PANEL_ROWS) each group's times its w_scale added
- * to a sum from 0, then W8A8's times a_scale, as hfq_dot_int8_f32 and
- * hfq_dot_fp8_*_groups do (INT8 codes: from 0 with one scale too; FP8
- * FLOAT with one: times w_scale alone, hfq_dot_fp8_f32). */
+/* Panel rows r0.. (nr of them) decoded, times every token group, finished
+ * group by group (ws: finished_groups x PANEL_ROWS scales). */
 FP8_TARGET static inline __attribute__((always_inline)) void
 panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, int64_t r0, int nr, char *wp,
                float *ws, const char *groups, const float *a_scales, int64_t n_tokens, float *y) {
     const int64_t n = w->ne0, n_out = w->ne1, sg = finished_groups(w, m), len = n / sg;
     const size_t row_bytes = (size_t)(n / step_values(m)) * 32, group_bytes = row_bytes * 2 * PAIRS;
     const size_t g_steps = row_bytes / 32 / (size_t)sg;
-    const bool from_zero = w->qext == HFQ_QEXT_INT8 || sg > 1;
+    const bool from_zero = sums_from_zero(w, m);
     for (int r = 0; r < PANEL_ROWS; r += 2) {
         const int64_t ra = r0 + (r < nr ? r : 0), rb = r0 + (r + 1 < nr ? r + 1 : 0);
         decode_rows(d, m, w, ra, rb, wp + (size_t)r * row_bytes, wp + (size_t)(r + 1) * row_bytes);
@@ -517,15 +532,7 @@ panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor 
                     const float a0 = m == CPU_FP8_W8A8 && t < n_tokens ? a_scales[t] : 0.0f;
                     const float a1 = m == CPU_FP8_W8A8 && t + 1 < n_tokens ? a_scales[t + 1] : 0.0f;
                     const __m512 as = _mm512_insertf32x8(_mm512_set1_ps(a0), _mm256_set1_ps(a1), 1);
-                    if (m == CPU_FP8_W8A8 && sg == 1) {
-                        out[p] = _mm512_mul_ps(v, _mm512_mul_ps(wsv, as));
-                    } else if (m != CPU_FP8_SCALED) {
-                        const __m512 scaled = _mm512_mul_ps(v, wsv);
-                        out[p] = g ? _mm512_add_ps(out[p], scaled) : from_zero ? _mm512_add_ps(_mm512_setzero_ps(), scaled) : scaled;
-                        if (m == CPU_FP8_W8A8 && g == sg - 1) out[p] = _mm512_mul_ps(out[p], as);
-                    } else {
-                        out[p] = v;
-                    }
+                    out[p] = finish_group(m, sg, g, from_zero, v, wsv, as, out[p]);
                 }
             }
             const __mmask8 rows = (__mmask8)((1u << (nr - rb < BAND ? nr - rb : BAND)) - 1);
@@ -596,8 +603,8 @@ bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o) {
 
 FP8_TARGET bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act,
                                      size_t a_stride, const float *a_scales, int64_t n_tokens, float *y) {
-    /* a constant mode into each instance; scale groups finished in panels only */
-    if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS && finished_groups(w, o) == 1) {
+    /* a constant mode into each instance */
+    if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS) {
         if (o == CPU_FP8_W8A8) rows_matmul(CPU_FP8_W8A8, false, n_threads, w, act, a_stride, a_scales, n_tokens, y);
         else if (o == CPU_FP8_SCALED) rows_matmul(CPU_FP8_SCALED, false, n_threads, w, act, a_stride, NULL, n_tokens, y);
         else if (w->qext) rows_matmul(CPU_FP8_FLOAT, false, n_threads, w, act, a_stride, NULL, n_tokens, y);
