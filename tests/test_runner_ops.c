@@ -1022,58 +1022,66 @@ static void test_weight_only_code_products(void) {
     printf("%d INT8 and FP8 weight-only panel products checked (one scale, per row, groups of 16, 32, 128)\n", checked);
 }
 
-/* MXFP4 weights times one Q8_0 row (rows_mxfp4.c, decoding): each product
- * the bits of hfq_dot_mxfp4_q8_0, by cpu_rows_mxfp4_matmul (one and two
- * threads) with any activation codes (-128 and 127 blocks too) and scales,
- * and through cpu_matmul from float rows; every code and every E8M0 byte
- * (rows that cycle them; subnormal scales alone in others), row counts
- * that leave a last step of fewer than 16 rows. */
-static void test_mxfp4_decode_rows(void) {
+/* MXFP4, Q4_0 and IQ4_NL weights times one Q8_0 row (rows_nibbles.c,
+ * decoding): each product the bits of the reference vec_dot, by
+ * cpu_rows_nibbles_matmul (one and two threads) with any activation codes
+ * (-128 and 127 blocks too) and scales, and through cpu_matmul from float
+ * rows; every code, every E8M0 byte (rows that cycle them; subnormal
+ * scales alone in others), fp16 scales of every size, row counts that
+ * leave a last step of fewer than 16 rows. */
+static void test_nibble_decode_rows(void) {
     static const shape shapes[] = {{32, 1, 1}, {64, 5, 1}, {1024, 16, 1}, {256, 17, 1}, {2048, 40, 1}, {1024, 70, 1}};
+    static const uint32_t types[] = {GT_MXFP4, GT_Q4_0, GT_IQ4_NL};
     uint64_t rng = 6161;
     int checked = 0;
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-        const shape sh = shapes[si];
-        const int64_t nb = sh.n_in / HFQ_QK_MXFP4;
-        const size_t row_bytes = (size_t)nb * sizeof(hfq_block_mxfp4);
-        uint8_t *w = malloc(row_bytes * (size_t)sh.n_out);
-        hfq_block_q8_0 *a = malloc((size_t)nb * sizeof *a), *aq = malloc((size_t)nb * sizeof *aq);
-        float *x = malloc((size_t)sh.n_in * sizeof *x), y[70], y2[70], y3[70];
-        for (size_t b = 0; b < row_bytes * (size_t)sh.n_out; b++) w[b] = (uint8_t)(synth_uniform(&rng) * 1e6f);
-        for (int64_t r = 0; r < sh.n_out; r++) {
-            hfq_block_mxfp4 *blk = (hfq_block_mxfp4 *)(w + (size_t)r * row_bytes);
-            for (int64_t b = 0; b < nb; b++)
-                blk[b].e = (uint8_t)(r % 7 == 3 ? b + 64 * (r / 7) : r % 7 == 5 ? (b + r) % 3 : 118 + (b + r) % 16);
+    for (size_t ty = 0; ty < 3; ty++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const uint32_t type = types[ty];
+            const shape sh = shapes[si];
+            const int64_t nb = sh.n_in / HFQ_QK;
+            const size_t row_bytes = (size_t)ggml_row_size(type, sh.n_in), block_bytes = row_bytes / (size_t)nb;
+            uint8_t *w = malloc(row_bytes * (size_t)sh.n_out);
+            hfq_block_q8_0 *a = malloc((size_t)nb * sizeof *a), *aq = malloc((size_t)nb * sizeof *aq);
+            float *x = malloc((size_t)sh.n_in * sizeof *x), y[70], y2[70], y3[70];
+            for (size_t b = 0; b < row_bytes * (size_t)sh.n_out; b++) w[b] = (uint8_t)(synth_uniform(&rng) * 1e6f);
+            for (int64_t r = 0; r < sh.n_out; r++)
+                for (int64_t b = 0; b < nb; b++) {
+                    uint8_t *blk = w + (size_t)r * row_bytes + (size_t)b * block_bytes;
+                    if (type == GT_MXFP4)
+                        blk[0] = (uint8_t)(r % 7 == 3 ? b + 64 * (r / 7) : r % 7 == 5 ? (b + r) % 3 : 118 + (b + r) % 16);
+                    else   /* fp16 scales, finite, of every size (subnormals in some rows) */
+                        memcpy(blk, &(uint16_t){hfq_f32_to_fp16(ldexpf(synth_uniform(&rng), r % 7 == 5 ? -20 : (int)((b + r) % 24) - 16))}, 2);
+                }
+            for (int64_t b = 0; b < nb; b++) {   /* codes at the extremes in some blocks */
+                a[b].d = hfq_f32_to_fp16(ldexpf(1.0f + 0.5f * fabsf(synth_uniform(&rng)), (int)(b % 11) - 12));
+                for (int j = 0; j < HFQ_QK; j++)
+                    a[b].qs[j] = b % 5 == 1 ? -128 : b % 5 == 2 ? 127 : (int8_t)(synth_uniform(&rng) * 127.0f);
+            }
+            for (int64_t i = 0; i < sh.n_in; i++) x[i] = synth_uniform(&rng) * (i % 7 ? 1.0f : 50.0f);
+            const hfq_tensor wt = {.name = "w", .type = type, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = row_bytes, .data = w};
+            if (!cpu_rows_nibbles_fits(&wt, 1)) {
+                free(w), free(a), free(aq), free(x);
+                continue;   /* no AVX512-VNNI here */
+            }
+            CHECK(!cpu_rows_nibbles_fits(&wt, 2));
+            const hfq_qtype_traits *qt = hfq_qtype_get((hfq_qtype)hfq_qtype_from_ggml(type));
+            memset(y, 0xff, sizeof y), memset(y2, 0xff, sizeof y2);
+            CHECK(cpu_rows_nibbles_matmul(1, &wt, a, y));
+            CHECK(cpu_rows_nibbles_matmul(2, &wt, a, y2));
+            char *scratch = malloc(cpu_matmul_act_bytes(&wt, HFQ_ACT_QUANT_AUTO, 1) + 1);
+            cpu_matmul(2, HFQ_ACT_QUANT_AUTO, scratch, y3, &wt, NULL, x, 1);
+            hfq_qtype_get(HFQ_QT_Q8_0)->quantize_row(x, aq, sh.n_in);   /* the activations cpu_matmul makes */
+            for (int64_t r = 0; r < sh.n_out; r++) {
+                const void *wr = w + (size_t)r * row_bytes;
+                const float want = qt->vec_dot(wr, a, sh.n_in), want3 = qt->vec_dot(wr, aq, sh.n_in);
+                CHECK_MSG(same_bits_or_nans(y[r], want) && same_bits_or_nans(y2[r], want) && same_bits_or_nans(y3[r], want3),
+                          "%s x q8_0 rows %lld x %lld, row %lld: %.9g / %.9g vs %.9g; %.9g vs %.9g", ggml_type_get(type)->name,
+                          (long long)sh.n_in, (long long)sh.n_out, (long long)r, y[r], y2[r], want, y3[r], want3);
+                checked += 2;
+            }
+            free(w), free(a), free(aq), free(x), free(scratch);
         }
-        for (int64_t b = 0; b < nb; b++) {   /* codes at the extremes in some blocks */
-            a[b].d = hfq_f32_to_fp16(ldexpf(1.0f + 0.5f * fabsf(synth_uniform(&rng)), (int)(b % 11) - 12));
-            for (int j = 0; j < HFQ_QK; j++)
-                a[b].qs[j] = b % 5 == 1 ? -128 : b % 5 == 2 ? 127 : (int8_t)(synth_uniform(&rng) * 127.0f);
-        }
-        for (int64_t i = 0; i < sh.n_in; i++) x[i] = synth_uniform(&rng) * (i % 7 ? 1.0f : 50.0f);
-        const hfq_tensor wt = {.name = "w", .type = GT_MXFP4, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = row_bytes, .data = w};
-        if (!cpu_rows_mxfp4_fits(&wt, 1)) {
-            free(w), free(a), free(aq), free(x);
-            continue;   /* no AVX512-VNNI here */
-        }
-        CHECK(!cpu_rows_mxfp4_fits(&wt, 2));
-        memset(y, 0xff, sizeof y), memset(y2, 0xff, sizeof y2);
-        CHECK(cpu_rows_mxfp4_matmul(1, &wt, a, y));
-        CHECK(cpu_rows_mxfp4_matmul(2, &wt, a, y2));
-        char *scratch = malloc(cpu_matmul_act_bytes(&wt, HFQ_ACT_QUANT_AUTO, 1) + 1);
-        cpu_matmul(2, HFQ_ACT_QUANT_AUTO, scratch, y3, &wt, NULL, x, 1);
-        hfq_qtype_get(HFQ_QT_Q8_0)->quantize_row(x, aq, sh.n_in);   /* the activations cpu_matmul makes */
-        for (int64_t r = 0; r < sh.n_out; r++) {
-            const void *wr = w + (size_t)r * row_bytes;
-            const float want = hfq_dot_mxfp4_q8_0(wr, a, sh.n_in), want3 = hfq_dot_mxfp4_q8_0(wr, aq, sh.n_in);
-            CHECK_MSG(same_bits_or_nans(y[r], want) && same_bits_or_nans(y2[r], want) && same_bits_or_nans(y3[r], want3),
-                      "mxfp4 x q8_0 rows %lld x %lld, row %lld: %.9g / %.9g vs %.9g; %.9g vs %.9g", (long long)sh.n_in,
-                      (long long)sh.n_out, (long long)r, y[r], y2[r], want, y3[r], want3);
-            checked += 2;
-        }
-        free(w), free(a), free(aq), free(x), free(scratch);
-    }
-    printf("%d MXFP4 x Q8_0 decoding rows checked\n", checked);
+    printf("%d MXFP4, Q4_0, IQ4_NL x Q8_0 decoding rows checked\n", checked);
 }
 
 /* Weight-only MXFP4 / NVFP4 rows times float activations (panel_fp8.c's
@@ -1320,7 +1328,7 @@ int main(void) {
     test_int8_panel_products();
     test_weight_only_code_products();
     test_fp4_weight_only_products();
-    test_mxfp4_decode_rows();
+    test_nibble_decode_rows();
     test_float_isas();
     return check_exit();
 }

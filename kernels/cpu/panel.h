@@ -106,15 +106,15 @@ bool cpu_panel_int8_fits(const hfq_tensor *w, int64_t n_tokens);
 bool cpu_panel_int8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                            const float *a_scales, int64_t n_tokens, float *y);
 
-/* MXFP4 weights times one Q8_0 activation row (decoding; rows_mxfp4.c):
- * the bits of hfq_dot_mxfp4_q8_0, 16 rows' block sums in the lanes of one
- * float step. Whether weight w takes them for a batch of n_tokens: one
- * token, AVX512-VNNI. */
-bool cpu_rows_mxfp4_fits(const hfq_tensor *w, int64_t n_tokens);
+/* MXFP4, Q4_0 and IQ4_NL weights times one Q8_0 activation row (decoding;
+ * rows_nibbles.c): the bits of their reference dots, 16 rows' block sums
+ * in the lanes of one float step. Whether weight w takes them for a batch
+ * of n_tokens: one token, AVX512-VNNI. */
+bool cpu_rows_nibbles_fits(const hfq_tensor *w, int64_t n_tokens);
 
 /* y[0..n_out) from act, one row of Q8_0 blocks; false (nothing written)
- * when out of memory. Only where cpu_rows_mxfp4_fits. */
-bool cpu_rows_mxfp4_matmul(int n_threads, const hfq_tensor *w, const void *act, float *y);
+ * when out of memory. Only where cpu_rows_nibbles_fits. */
+bool cpu_rows_nibbles_matmul(int n_threads, const hfq_tensor *w, const void *act, float *y);
 
 /* cpu_matmul's one door to the panels: the products of weight w (kernel k,
  * act its activation rows as k says, a_scales theirs) by whichever panel
