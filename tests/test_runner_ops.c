@@ -1034,6 +1034,7 @@ static void test_nibble_decode_rows(void) {
     static const uint32_t types[] = {GT_MXFP4, GT_Q4_0, GT_IQ4_NL};
     uint64_t rng = 6161;
     int checked = 0;
+    unsigned sets_seen = 0;
     for (size_t ty = 0; ty < 3; ty++)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const uint32_t type = types[ty];
@@ -1059,29 +1060,37 @@ static void test_nibble_decode_rows(void) {
             }
             for (int64_t i = 0; i < sh.n_in; i++) x[i] = synth_uniform(&rng) * (i % 7 ? 1.0f : 50.0f);
             const hfq_tensor wt = {.name = "w", .type = type, .ne0 = sh.n_in, .ne1 = sh.n_out, .row_bytes = row_bytes, .data = w};
-            if (!cpu_rows_nibbles_fits(&wt, 1)) {
-                free(w), free(a), free(aq), free(x);
-                continue;   /* no AVX512-VNNI here */
-            }
             CHECK(!cpu_rows_nibbles_fits(&wt, 2));
             const hfq_qtype_traits *qt = hfq_qtype_get((hfq_qtype)hfq_qtype_from_ggml(type));
-            memset(y, 0xff, sizeof y), memset(y2, 0xff, sizeof y2);
-            CHECK(cpu_rows_nibbles_matmul(1, &wt, a, y));
-            CHECK(cpu_rows_nibbles_matmul(2, &wt, a, y2));
+            for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++) {
+                memset(y, 0xff, sizeof y), memset(y2, 0xff, sizeof y2);
+                if (!cpu_rows_nibbles_matmul_isa((cpu_quant_isa)isa, 1, &wt, a, y)) continue;   /* not in this set, or CPU */
+                CHECK(cpu_rows_nibbles_matmul_isa((cpu_quant_isa)isa, 2, &wt, a, y2));
+                for (int64_t r = 0; r < sh.n_out; r++) {
+                    const float want = qt->vec_dot(w + (size_t)r * row_bytes, a, sh.n_in);
+                    CHECK_MSG(same_bits_or_nans(y[r], want) && same_bits_or_nans(y2[r], want),
+                              "%s x q8_0 rows, set %d, %lld x %lld, row %lld: %.9g / %.9g vs %.9g", ggml_type_get(type)->name,
+                              isa, (long long)sh.n_in, (long long)sh.n_out, (long long)r, y[r], y2[r], want);
+                    checked++;
+                }
+                sets_seen |= 1u << isa;
+            }
             char *scratch = malloc(cpu_matmul_act_bytes(&wt, HFQ_ACT_QUANT_AUTO, 1) + 1);
             cpu_matmul(2, HFQ_ACT_QUANT_AUTO, scratch, y3, &wt, NULL, x, 1);
             hfq_qtype_get(HFQ_QT_Q8_0)->quantize_row(x, aq, sh.n_in);   /* the activations cpu_matmul makes */
             for (int64_t r = 0; r < sh.n_out; r++) {
-                const void *wr = w + (size_t)r * row_bytes;
-                const float want = qt->vec_dot(wr, a, sh.n_in), want3 = qt->vec_dot(wr, aq, sh.n_in);
-                CHECK_MSG(same_bits_or_nans(y[r], want) && same_bits_or_nans(y2[r], want) && same_bits_or_nans(y3[r], want3),
-                          "%s x q8_0 rows %lld x %lld, row %lld: %.9g / %.9g vs %.9g; %.9g vs %.9g", ggml_type_get(type)->name,
-                          (long long)sh.n_in, (long long)sh.n_out, (long long)r, y[r], y2[r], want, y3[r], want3);
-                checked += 2;
+                const float want3 = qt->vec_dot(w + (size_t)r * row_bytes, aq, sh.n_in);
+                CHECK_MSG(same_bits_or_nans(y3[r], want3), "%s x q8_0 through cpu_matmul, %lld x %lld, row %lld: %.9g vs %.9g",
+                          ggml_type_get(type)->name, (long long)sh.n_in, (long long)sh.n_out, (long long)r, y3[r], want3);
+                checked++;
             }
             free(w), free(a), free(aq), free(x), free(scratch);
         }
-    printf("%d MXFP4, Q4_0, IQ4_NL x Q8_0 decoding rows checked\n", checked);
+    /* every set this CPU runs took some format (AVX2: not IQ4_NL) */
+    for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++)
+        CHECK_MSG(!cpu_quant_isa_runs((cpu_quant_isa)isa) || !cpu_has(CPU_FEAT_F16C) || (sets_seen >> isa & 1),
+                  "set %d ran no decoding rows", isa);
+    printf("%d MXFP4, Q4_0, IQ4_NL x Q8_0 decoding rows checked (sets 0x%x)\n", checked, sets_seen);
 }
 
 /* Weight-only MXFP4 / NVFP4 rows times float activations (panel_fp8.c's

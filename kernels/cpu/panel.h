@@ -107,14 +107,17 @@ bool cpu_panel_int8_matmul(int n_threads, const hfq_tensor *w, const void *act, 
                            const float *a_scales, int64_t n_tokens, float *y);
 
 /* MXFP4, Q4_0 and IQ4_NL weights times one Q8_0 activation row (decoding;
- * rows_nibbles.c): the bits of their reference dots, 16 rows' block sums
- * in the lanes of one float step. Whether weight w takes them for a batch
- * of n_tokens: one token, AVX512-VNNI. */
+ * rows_nibbles.c): the bits of their reference dots, a vector's rows'
+ * block sums (16 on AVX512-VNNI, 8 on AVX-VNNI and AVX2) in the lanes of
+ * one float step. Whether weight w takes them for a batch of n_tokens: one
+ * token, in this CPU's best set (on AVX2 not IQ4_NL). */
 bool cpu_rows_nibbles_fits(const hfq_tensor *w, int64_t n_tokens);
 
-/* y[0..n_out) from act, one row of Q8_0 blocks; false (nothing written)
- * when out of memory. Only where cpu_rows_nibbles_fits. */
+/* y[0..n_out) from act, one row of Q8_0 blocks, in this CPU's best set or
+ * in set isa; false (nothing written) where that set has no such step (or
+ * the CPU does not run it) or out of memory. */
 bool cpu_rows_nibbles_matmul(int n_threads, const hfq_tensor *w, const void *act, float *y);
+bool cpu_rows_nibbles_matmul_isa(cpu_quant_isa isa, int n_threads, const hfq_tensor *w, const void *act, float *y);
 
 /* cpu_matmul's one door to the panels: the products of weight w (kernel k,
  * act its activation rows as k says, a_scales theirs) by whichever panel

@@ -13,12 +13,14 @@
  * the activation's 16-byte halves broadcast in vpdpbusd: sum (level +
  * offset) a, less offset times the block's sum of a (once per block for
  * all rows). Four such vectors (16 rows, 4 lanes each) fold into one by 6
- * permutes and 3 adds; the rows' scales (E8M0 bytes, fp16) come in one
- * gather. A format is a row of the table below. */
+ * permutes and 3 adds; the rows' scales (E8M0 bytes, fp16) are read one
+ * by one. The same on 256-bit vectors, 8 rows a step, for AVX-VNNI and
+ * AVX2 (rows_nibbles256.inc). A format is a row of the table below. */
 #include "kernels/cpu/panel.h"
 
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "formats/ggml_type.h"
 #include "kernels/cpu/tile_prefetch.h"
@@ -30,8 +32,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define ROWS_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
-#define ROWS 16   /* weight rows a step, one per lane of the float steps */
+#define ROWS_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")))
+#define ROWS 16   /* weight rows a step on 512-bit vectors, one per lane of the float steps */
 
 static int level_mxfp4(int code) { return hfq_e2m1_doubled((unsigned)code); }
 static int level_q4_0(int code) { return code - 8; }
@@ -113,13 +115,33 @@ ROWS_TARGET static inline __m512 block_scales(bool e8m0, __m512i words) {
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2)), big, small));
 }
 
+/* The 16 bits at the start of lane r's block (its scale): loaded one by
+ * one, a gather was slower (one thread, one token: 53 against 55 GMAC/s;
+ * 8 lanes on AVX2 36 against 39). */
+#define WORD(r) (*(const uint16_t *)(blocks + offsets[r]))
+
 /* A block's integer dot with the activation block, by the format's levels
- * (the rows of a last step of fewer than 16). */
+ * (the rows of a last step of fewer than a vector's). */
 static int32_t block_dot(const nibble_format *f, const uint8_t *qs, const int8_t *a) {
     int32_t s = 0;
     for (int j = 0; j < HFQ_QK / 2; j++) s += f->level(qs[j] & 15) * a[j] + f->level(qs[j] >> 4) * a[j + HFQ_QK / 2];
     return s;
 }
+
+#define ROWS256_TARGET __attribute__((target("avx2,fma,f16c,bmi2")))
+#define ROWS256_NAME(x) x##_avx2
+#define ROWS256_VNNI 0
+#include "kernels/cpu/rows_nibbles256.inc"
+#undef ROWS256_TARGET
+#undef ROWS256_NAME
+#undef ROWS256_VNNI
+#define ROWS256_TARGET __attribute__((target("avx2,fma,f16c,bmi2,avxvnni")))
+#define ROWS256_NAME(x) x##_avxvnni
+#define ROWS256_VNNI 1
+#include "kernels/cpu/rows_nibbles256.inc"
+#undef ROWS256_TARGET
+#undef ROWS256_NAME
+#undef ROWS256_VNNI
 
 /* y[r0 + r] for rows r < nr (<= ROWS; the rest read row r0 again): the
  * reference's float steps block by block, lane r row r. */
@@ -130,9 +152,8 @@ ROWS_TARGET static void rows_step(const nibble_format *f, const nibble_codes *c,
     const char *rows = (const char *)w->data + (size_t)r0 * row_bytes;
     const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)c->code));
     /* each lane's row offset: rows past nr read row 0 of the step */
-    int32_t offsets[ROWS];
-    for (int r = 0; r < ROWS; r++) offsets[r] = (int32_t)((size_t)(r < nr ? r : 0) * row_bytes);
-    const __m512i row_at = _mm512_loadu_si512(offsets);
+    size_t offsets[ROWS];
+    for (int r = 0; r < ROWS; r++) offsets[r] = (size_t)(r < nr ? r : 0) * row_bytes;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const char *blocks = rows + (size_t)i * f->block_bytes;
@@ -149,24 +170,49 @@ ROWS_TARGET static void rows_step(const nibble_format *f, const nibble_codes *c,
             sums = _mm512_loadu_si512(s);
         }
         const __m512i isum = _mm512_sub_epi32(sums, _mm512_set1_epi32(c->offset * a_sums[i]));
-        const __m512 dw = block_scales(f->e8m0, _mm512_i32gather_epi32(row_at, blocks, 1));
+        const __m512i words = _mm512_setr_epi32(WORD(0), WORD(1), WORD(2), WORD(3), WORD(4), WORD(5), WORD(6), WORD(7),
+                                                WORD(8), WORD(9), WORD(10), WORD(11), WORD(12), WORD(13), WORD(14), WORD(15));
+        const __m512 dw = block_scales(f->e8m0, words);
         const __m512 d = _mm512_mul_ps(_mm512_set1_ps(hfq_fp16_to_f32(a[i].d)), dw);
         acc = _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
     }
     _mm512_mask_storeu_ps(y + r0, (__mmask16)((1u << nr) - 1), acc);
 }
 
-bool cpu_rows_nibbles_fits(const hfq_tensor *w, int64_t n_tokens) {
-    const unsigned avx512 = CPU_FEAT_AVX512F | CPU_FEAT_AVX512BW | CPU_FEAT_AVX512DQ | CPU_FEAT_AVX512VL;
-    /* the gather's 32-bit offsets: 16 rows' bytes within 2^31 */
-    return n_tokens == 1 && !w->qext && format_of(w->type) && w->ne0 % HFQ_QK == 0 &&
-           w->row_bytes < ((size_t)1 << 31) / ROWS && cpu_has(avx512 | CPU_FEAT_AVX512VNNI | CPU_FEAT_F16C);
+typedef void (*step_fn)(const nibble_format *f, const nibble_codes *c, const hfq_tensor *w, int64_t r0, int nr,
+                        const hfq_block_q8_0 *a, const int32_t *a_sums, float *y);
+
+/* The step of instruction set isa for a format of codes c and its rows a
+ * step; NULL where that set has none (or this CPU does not run it). AVX2
+ * adds pairs of products in 16 bits: codes within 63 only. */
+static step_fn step_for(const nibble_codes *c, cpu_quant_isa isa, int *rows) {
+    if (!cpu_quant_isa_runs(isa) || !cpu_has(CPU_FEAT_F16C)) return NULL;
+    int top = 0;
+    for (int k = 0; k < 16; k++) top = c->code[k] > top ? c->code[k] : top;
+    switch (isa) {
+    case CPU_QUANT_ISA_AVX512VNNI: *rows = ROWS; return rows_step;
+    case CPU_QUANT_ISA_AVXVNNI: *rows = 8; return rows_step_avxvnni;
+    case CPU_QUANT_ISA_AVX2: *rows = 8; return top <= 63 ? rows_step_avx2 : NULL;
+    default: return NULL;
+    }
 }
 
-ROWS_TARGET bool cpu_rows_nibbles_matmul(int n_threads, const hfq_tensor *w, const void *act, float *y) {
+bool cpu_rows_nibbles_fits(const hfq_tensor *w, int64_t n_tokens) {
     const nibble_format *f = format_of(w->type);
+    if (n_tokens != 1 || w->qext || !f || w->ne0 % HFQ_QK) return false;
     const nibble_codes c = codes_of(f);
-    const int64_t nb = w->ne0 / HFQ_QK, n_out = w->ne1, steps = (n_out + ROWS - 1) / ROWS;
+    int rows;
+    return step_for(&c, cpu_quant_isa_best(), &rows) != NULL;
+}
+
+bool cpu_rows_nibbles_matmul_isa(cpu_quant_isa isa, int n_threads, const hfq_tensor *w, const void *act, float *y) {
+    const nibble_format *f = format_of(w->type);
+    if (!f || w->ne0 % HFQ_QK) return false;
+    const nibble_codes c = codes_of(f);
+    int rows;
+    const step_fn step = step_for(&c, isa, &rows);
+    if (!step) return false;
+    const int64_t nb = w->ne0 / HFQ_QK, n_out = w->ne1, steps = (n_out + rows - 1) / rows;
     const hfq_block_q8_0 *a = act;
     int32_t *a_sums = malloc((size_t)nb * sizeof *a_sums);   /* each activation block's sum of codes */
     if (!a_sums) return false;
@@ -178,17 +224,26 @@ ROWS_TARGET bool cpu_rows_nibbles_matmul(int n_threads, const hfq_tensor *w, con
     /* guided: each thread streams its own stretch of rows first (matmul.c's products) */
     #pragma omp parallel for num_threads(n_threads) schedule(guided, 4) if (w->ne0 * n_out >= CPU_PARALLEL_MIN_MACS)
     for (int64_t s = 0; s < steps; s++) {
-        const int64_t r0 = s * ROWS;
-        rows_step(f, &c, w, r0, (int)(n_out - r0 < ROWS ? n_out - r0 : ROWS), a, a_sums, y);
+        const int64_t r0 = s * rows;
+        step(f, &c, w, r0, (int)(n_out - r0 < rows ? n_out - r0 : rows), a, a_sums, y);
     }
     free(a_sums);
     return true;
+}
+
+bool cpu_rows_nibbles_matmul(int n_threads, const hfq_tensor *w, const void *act, float *y) {
+    return cpu_rows_nibbles_matmul_isa(cpu_quant_isa_best(), n_threads, w, act, y);
 }
 
 #else
 
 bool cpu_rows_nibbles_fits(const hfq_tensor *w, int64_t n_tokens) {
     (void)w, (void)n_tokens;
+    return false;
+}
+
+bool cpu_rows_nibbles_matmul_isa(cpu_quant_isa isa, int n_threads, const hfq_tensor *w, const void *act, float *y) {
+    (void)isa, (void)n_threads, (void)w, (void)act, (void)y;
     return false;
 }
 
