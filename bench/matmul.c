@@ -42,6 +42,7 @@ static const bench_case cases[] = {
     {"q4_K x q8_K", GT_Q4_K, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, false},
     {"q4_0 x q8_0", GT_Q4_0, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, false},
     {"iq4_nl x q8_0", GT_IQ4_NL, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, false},
+    {"q5_0 x q8_0", GT_Q5_0, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, false},
     {"mxfp4 x q8_0", GT_MXFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, false},
     {"nvfp4 x q8_0", GT_NVFP4, 0, 0, false, HFQ_ACT_QUANT_AUTO, 0, false},
     {"nvfp4 x nvfp4 (W4A4)", GT_NVFP4, 0, 0, false, HFQ_ACT_QUANT_DYNAMIC, 0, false},

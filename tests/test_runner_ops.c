@@ -1022,20 +1022,20 @@ static void test_weight_only_code_products(void) {
     printf("%d INT8 and FP8 weight-only panel products checked (one scale, per row, groups of 16, 32, 128)\n", checked);
 }
 
-/* MXFP4, Q4_0 and IQ4_NL weights times one Q8_0 row (rows_nibbles.c,
+/* MXFP4, Q4_0, IQ4_NL and Q5_0 weights times one Q8_0 row (rows_nibbles.c,
  * decoding): each product the bits of the reference vec_dot, by
  * cpu_rows_nibbles_matmul (one and two threads) with any activation codes
  * (-128 and 127 blocks too) and scales, and through cpu_matmul from float
- * rows; every code, every E8M0 byte (rows that cycle them; subnormal
+ * rows; every code and fifth bit, every E8M0 byte (rows that cycle them; subnormal
  * scales alone in others), fp16 scales of every size, row counts that
  * leave a last step of fewer than 16 rows. */
 static void test_nibble_decode_rows(void) {
     static const shape shapes[] = {{32, 1, 1}, {64, 5, 1}, {1024, 16, 1}, {256, 17, 1}, {2048, 40, 1}, {1024, 70, 1}};
-    static const uint32_t types[] = {GT_MXFP4, GT_Q4_0, GT_IQ4_NL};
+    static const uint32_t types[] = {GT_MXFP4, GT_Q4_0, GT_IQ4_NL, GT_Q5_0};
     uint64_t rng = 6161;
     int checked = 0;
     unsigned sets_seen = 0;
-    for (size_t ty = 0; ty < 3; ty++)
+    for (size_t ty = 0; ty < sizeof types / sizeof types[0]; ty++)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const uint32_t type = types[ty];
             const shape sh = shapes[si];
@@ -1090,7 +1090,7 @@ static void test_nibble_decode_rows(void) {
     for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++)
         CHECK_MSG(!cpu_quant_isa_runs((cpu_quant_isa)isa) || !cpu_has(CPU_FEAT_F16C) || (sets_seen >> isa & 1),
                   "set %d ran no decoding rows", isa);
-    printf("%d MXFP4, Q4_0, IQ4_NL x Q8_0 decoding rows checked (sets 0x%x)\n", checked, sets_seen);
+    printf("%d MXFP4, Q4_0, IQ4_NL, Q5_0 x Q8_0 decoding rows checked (sets 0x%x)\n", checked, sets_seen);
 }
 
 /* Weight-only MXFP4 / NVFP4 rows times float activations (panel_fp8.c's

@@ -106,7 +106,7 @@ bool cpu_panel_int8_fits(const hfq_tensor *w, int64_t n_tokens);
 bool cpu_panel_int8_matmul(int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                            const float *a_scales, int64_t n_tokens, float *y);
 
-/* MXFP4, Q4_0 and IQ4_NL weights times one Q8_0 activation row (decoding;
+/* MXFP4, Q4_0, IQ4_NL and Q5_0 weights times one Q8_0 activation row (decoding;
  * rows_nibbles.c): the bits of their reference dots, a vector's rows'
  * block sums (16 on AVX512-VNNI, 8 on AVX-VNNI and AVX2) in the lanes of
  * one float step. Whether weight w takes them for a batch of n_tokens: one

@@ -38,22 +38,25 @@
 static int level_mxfp4(int code) { return hfq_e2m1_doubled((unsigned)code); }
 static int level_q4_0(int code) { return code - 8; }
 static int level_iq4_nl(int code) { return hfq_iq4nl_value(code); }
+static int level_q5_0(int code) { return code - 16; }
 
 /* A block of 32 values: its bytes, its 16 code bytes' offset (byte j's low
- * nibble value j, high nibble j + 16), each code's level in the integer
- * dot, and its scale at offset 0: an E8M0 byte (halved, quant/fp4.h) or an
- * fp16. */
+ * nibble value j, high nibble j + 16), each nibble's level in the integer
+ * dot, where a format has them the offset of 32 fifth bits (bit j of value
+ * j adds 16 to its level: Q5_0), and its scale at offset 0: an E8M0 byte
+ * (halved, quant/fp4.h) or an fp16. */
 typedef struct nibble_format {
     uint32_t type;
-    size_t block_bytes, qs_at;
+    size_t block_bytes, qs_at, qh_at;   /* qh_at 0: no fifth bits */
     int (*level)(int code);
     bool e8m0;
 } nibble_format;
 
 static const nibble_format formats[] = {
-    {GT_MXFP4, sizeof(hfq_block_mxfp4), 1, level_mxfp4, true},
-    {GT_Q4_0, sizeof(hfq_block_q4_0), 2, level_q4_0, false},
-    {GT_IQ4_NL, sizeof(hfq_block_iq4_nl), 2, level_iq4_nl, false},
+    {GT_MXFP4, sizeof(hfq_block_mxfp4), 1, 0, level_mxfp4, true},
+    {GT_Q4_0, sizeof(hfq_block_q4_0), 2, 0, level_q4_0, false},
+    {GT_IQ4_NL, sizeof(hfq_block_iq4_nl), 2, 0, level_iq4_nl, false},
+    {GT_Q5_0, sizeof(hfq_block_q5_0), 6, 2, level_q5_0, false},
 };
 
 static const nibble_format *format_of(uint32_t type) {
@@ -63,17 +66,21 @@ static const nibble_format *format_of(uint32_t type) {
 }
 
 /* A format's levels as unsigned bytes (level + offset, offset the negated
- * lowest level: MXFP4 12, Q4_0 8, IQ4_NL 127, so every byte is 0..255). */
+ * lowest level: MXFP4 12, Q4_0 8, IQ4_NL 127, Q5_0 16, so every byte is
+ * 0..255) and the largest (a fifth bit's 16 included). */
 typedef struct nibble_codes {
     uint8_t code[16];
-    int offset;
+    int offset, top;
 } nibble_codes;
 
 static nibble_codes codes_of(const nibble_format *f) {
-    nibble_codes c = {.offset = 0};
+    nibble_codes c = {.offset = 0, .top = 0};
     for (int k = 0; k < 16; k++)
         if (-f->level(k) > c.offset) c.offset = -f->level(k);
-    for (int k = 0; k < 16; k++) c.code[k] = (uint8_t)(f->level(k) + c.offset);
+    for (int k = 0; k < 16; k++) {
+        c.code[k] = (uint8_t)(f->level(k) + c.offset);
+        if (c.code[k] + (f->qh_at ? 16 : 0) > c.top) c.top = c.code[k] + (f->qh_at ? 16 : 0);
+    }
     return c;
 }
 
@@ -91,8 +98,21 @@ ROWS_TARGET static inline __m512i block_sums(const nibble_format *f, __m512i lut
         qs = _mm512_inserti32x4(qs, _mm_loadu_si128((const __m128i *)(b + row_bytes)), 1);
         qs = _mm512_inserti32x4(qs, _mm_loadu_si128((const __m128i *)(b + 2 * row_bytes)), 2);
         qs = _mm512_inserti32x4(qs, _mm_loadu_si128((const __m128i *)(b + 3 * row_bytes)), 3);
-        const __m512i wlo = _mm512_shuffle_epi8(lut, _mm512_and_si512(qs, low4));
-        const __m512i whi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(qs, 4), low4));
+        __m512i wlo = _mm512_shuffle_epi8(lut, _mm512_and_si512(qs, low4));
+        __m512i whi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(qs, 4), low4));
+        if (f->qh_at) {   /* byte j of a lane tests bit j of its row's fifth bits (values 16.. in bytes 2, 3) */
+            const char *h = b - f->qs_at + f->qh_at;
+            __m512i qh = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)h));
+            qh = _mm512_inserti32x4(qh, _mm_loadu_si128((const __m128i *)(h + row_bytes)), 1);
+            qh = _mm512_inserti32x4(qh, _mm_loadu_si128((const __m128i *)(h + 2 * row_bytes)), 2);
+            qh = _mm512_inserti32x4(qh, _mm_loadu_si128((const __m128i *)(h + 3 * row_bytes)), 3);
+            const __m512i bit = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128));
+            const __m512i sel_lo = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+            const __m512i sel_hi = _mm512_broadcast_i32x4(_mm_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+            const __m512i sixteen = _mm512_set1_epi8(16);
+            wlo = _mm512_mask_add_epi8(wlo, _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, sel_lo), bit), wlo, sixteen);
+            whi = _mm512_mask_add_epi8(whi, _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, sel_hi), bit), whi, sixteen);
+        }
         part[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo, lo), whi, hi);
     }
     /* lanes (2 k, 2 k + 1) of a pair of vectors, added: 4 lanes a row -> 2 -> 1 */
@@ -118,13 +138,25 @@ ROWS_TARGET static inline __m512 block_scales(bool e8m0, __m512i words) {
 /* The 16 bits at the start of lane r's block (its scale): loaded one by
  * one, a gather was slower (one thread, one token: 53 against 55 GMAC/s;
  * 8 lanes on AVX2 36 against 39). */
-#define WORD(r) (*(const uint16_t *)(blocks + offsets[r]))
+#define WORD(r) word_at(blocks + offsets[r])
+
+static inline uint16_t word_at(const char *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);   /* blocks of 17 bytes: unaligned */
+    return v;
+}
 
 /* A block's integer dot with the activation block, by the format's levels
  * (the rows of a last step of fewer than a vector's). */
-static int32_t block_dot(const nibble_format *f, const uint8_t *qs, const int8_t *a) {
+static int32_t block_dot(const nibble_format *f, const uint8_t *block, const int8_t *a) {
+    const uint8_t *qs = block + f->qs_at;
+    uint32_t qh = 0;
+    if (f->qh_at) memcpy(&qh, block + f->qh_at, sizeof qh);
     int32_t s = 0;
-    for (int j = 0; j < HFQ_QK / 2; j++) s += f->level(qs[j] & 15) * a[j] + f->level(qs[j] >> 4) * a[j + HFQ_QK / 2];
+    for (int j = 0; j < HFQ_QK / 2; j++) {
+        const int lo = f->level(qs[j] & 15) + (int)(qh >> j & 1) * 16, hi = f->level(qs[j] >> 4) + (int)(qh >> (j + 16) & 1) * 16;
+        s += lo * a[j] + hi * a[j + HFQ_QK / 2];
+    }
     return s;
 }
 
@@ -166,7 +198,7 @@ ROWS_TARGET static void rows_step(const nibble_format *f, const nibble_codes *c,
         } else {
             int32_t s[ROWS];
             for (int r = 0; r < ROWS; r++)
-                s[r] = c->offset * a_sums[i] + block_dot(f, (const uint8_t *)blocks + offsets[r] + f->qs_at, a[i].qs);
+                s[r] = c->offset * a_sums[i] + block_dot(f, (const uint8_t *)blocks + offsets[r], a[i].qs);
             sums = _mm512_loadu_si512(s);
         }
         const __m512i isum = _mm512_sub_epi32(sums, _mm512_set1_epi32(c->offset * a_sums[i]));
@@ -182,17 +214,18 @@ ROWS_TARGET static void rows_step(const nibble_format *f, const nibble_codes *c,
 typedef void (*step_fn)(const nibble_format *f, const nibble_codes *c, const hfq_tensor *w, int64_t r0, int nr,
                         const hfq_block_q8_0 *a, const int32_t *a_sums, float *y);
 
-/* The step of instruction set isa for a format of codes c and its rows a
- * step; NULL where that set has none (or this CPU does not run it). AVX2
- * adds pairs of products in 16 bits: codes within 63 only. */
-static step_fn step_for(const nibble_codes *c, cpu_quant_isa isa, int *rows) {
+/* The step of instruction set isa for format f (its codes c) and its rows
+ * a step; NULL where that set has none (or this CPU does not run it). AVX2
+ * adds pairs of products in 16 bits: codes within 63 only. Fifth bits
+ * (Q5_0) on 512-bit vectors only: on 256 they cost more than the tiles
+ * save (one thread, one token: AVX2 15-22 against 24 GMAC/s, AVX-VNNI 24
+ * against 30; AVX512-VNNI 36 against 32). */
+static step_fn step_for(const nibble_format *f, const nibble_codes *c, cpu_quant_isa isa, int *rows) {
     if (!cpu_quant_isa_runs(isa) || !cpu_has(CPU_FEAT_F16C)) return NULL;
-    int top = 0;
-    for (int k = 0; k < 16; k++) top = c->code[k] > top ? c->code[k] : top;
     switch (isa) {
     case CPU_QUANT_ISA_AVX512VNNI: *rows = ROWS; return rows_step;
-    case CPU_QUANT_ISA_AVXVNNI: *rows = 8; return rows_step_avxvnni;
-    case CPU_QUANT_ISA_AVX2: *rows = 8; return top <= 63 ? rows_step_avx2 : NULL;
+    case CPU_QUANT_ISA_AVXVNNI: *rows = 8; return f->qh_at ? NULL : rows_step_avxvnni;
+    case CPU_QUANT_ISA_AVX2: *rows = 8; return f->qh_at || c->top > 63 ? NULL : rows_step_avx2;
     default: return NULL;
     }
 }
@@ -202,7 +235,7 @@ bool cpu_rows_nibbles_fits(const hfq_tensor *w, int64_t n_tokens) {
     if (n_tokens != 1 || w->qext || !f || w->ne0 % HFQ_QK) return false;
     const nibble_codes c = codes_of(f);
     int rows;
-    return step_for(&c, cpu_quant_isa_best(), &rows) != NULL;
+    return step_for(f, &c, cpu_quant_isa_best(), &rows) != NULL;
 }
 
 bool cpu_rows_nibbles_matmul_isa(cpu_quant_isa isa, int n_threads, const hfq_tensor *w, const void *act, float *y) {
@@ -210,7 +243,7 @@ bool cpu_rows_nibbles_matmul_isa(cpu_quant_isa isa, int n_threads, const hfq_ten
     if (!f || w->ne0 % HFQ_QK) return false;
     const nibble_codes c = codes_of(f);
     int rows;
-    const step_fn step = step_for(&c, isa, &rows);
+    const step_fn step = step_for(f, &c, isa, &rows);
     if (!step) return false;
     const int64_t nb = w->ne0 / HFQ_QK, n_out = w->ne1, steps = (n_out + rows - 1) / rows;
     const hfq_block_q8_0 *a = act;
