@@ -110,7 +110,8 @@ bool cpu_panel_int8_matmul(int n_threads, const hfq_tensor *w, const void *act, 
  * rows_nibbles.c): the bits of their reference dots, a vector's rows'
  * block sums (16 on AVX512-VNNI, 8 on AVX-VNNI and AVX2) in the lanes of
  * one float step. Whether weight w takes them for a batch of n_tokens: one
- * token, in this CPU's best set (on AVX2 not IQ4_NL). */
+ * token, in this CPU's best set (on AVX2 not IQ4_NL; Q5_0 on AVX512-VNNI
+ * only). */
 bool cpu_rows_nibbles_fits(const hfq_tensor *w, int64_t n_tokens);
 
 /* y[0..n_out) from act, one row of Q8_0 blocks, in this CPU's best set or

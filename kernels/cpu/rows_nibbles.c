@@ -1,5 +1,5 @@
 /* Weights of 32-value blocks of 4-bit codes with one scale (MXFP4, Q4_0,
- * IQ4_NL) times one Q8_0 activation row (decoding; panel.h) on
+ * IQ4_NL; Q5_0 with its fifth bits) times one Q8_0 activation row (decoding; panel.h) on
  * AVX512-VNNI: the bits of their reference dots, 16 weight rows at a time.
  *
  * The references step block by block, acc + (dw * da) * (float)sum (in
