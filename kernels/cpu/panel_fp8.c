@@ -72,9 +72,8 @@ static const uint16_t e4m3_bf16[128] = {R128(E4M3_BF16)};
 static const uint16_t e5m2_bf16[128] = {R128(E5M2_BF16)};
 
 /* The weights' codes: FP8 bytes, INT8 bytes (weight-only, FLOAT), or
- * MXFP4 / NVFP4 blocks (weight-only, FLOAT; their float values times the
- * block scales are exact in BF16: 2 significant bits times 1 or 4, in
- * float's range, the smallest MXFP4 value 2^-128 a BF16 too). */
+ * MXFP4 / NVFP4 blocks (weight-only, FLOAT: decoded straight to floats,
+ * fp4_floats, not to the pair form). */
 typedef enum code_kind { CODES_FP8, CODES_INT8, CODES_MXFP4, CODES_NVFP4 } code_kind;
 
 /* decode2's tables (the low and high bytes of a format's 128 BF16s, 64 a
