@@ -82,7 +82,7 @@ static void test_against_reference(void) {
     make_rows(a, b, n_rows, n_vocab, 0.7);
     for (int64_t j = 0; j < n_rows; j++) {
         targets[j] = (int32_t)(uniform() * (double)n_vocab);
-        hfq_log_softmax(a + j * n_vocab, n_vocab, base_logp + j * n_vocab);
+        hfq_log_softmax(a + j * n_vocab, n_vocab, 1, 1, base_logp + j * n_vocab);
         base_logp[j * n_vocab + j % n_vocab] -= 20.0f;   /* some base log-probs below the -16 cutoff */
         ref_row(&r, b + j * n_vocab, base_logp + j * n_vocab, n_vocab, targets[j]);
     }
@@ -137,6 +137,34 @@ static void test_against_reference(void) {
     free(a), free(b), free(base_logp), free(targets), free(r.klds), free(r.dps);
 }
 
+/* Rows together (hfq_log_softmax of many rows, hfq_kld_add of many: their
+ * sums advance 8 rows at a time) give the bits of one row at a time, on
+ * one thread or two; a vocabulary that is not a multiple of anything. */
+static void test_rows_together(void) {
+    const int64_t n_rows = 21, n_vocab = 1013;
+    float *a = malloc((size_t)(n_rows * n_vocab) * sizeof *a), *b = malloc((size_t)(n_rows * n_vocab) * sizeof *b);
+    float *together = malloc((size_t)(n_rows * n_vocab) * sizeof *together);
+    float *alone = malloc((size_t)(n_rows * n_vocab) * sizeof *alone);
+    int32_t targets[21];
+    make_rows(a, b, n_rows, n_vocab, 0.9);
+    for (int64_t j = 0; j < n_rows; j++) targets[j] = (int32_t)(uniform() * (double)n_vocab);
+    hfq_log_softmax(a, n_vocab, n_rows, 2, together);
+    for (int64_t j = 0; j < n_rows; j++) hfq_log_softmax(a + j * n_vocab, n_vocab, 1, 1, alone + j * n_vocab);
+    CHECK(memcmp(together, alone, (size_t)(n_rows * n_vocab) * sizeof *alone) == 0);
+    hfq_error err;
+    hfq_kld *k_together = hfq_kld_new(n_vocab, &err), *k_alone = hfq_kld_new(n_vocab, &err);
+    CHECK(hfq_kld_add(k_together, b, alone, targets, n_rows, 2, &err) == 0);
+    for (int64_t j = 0; j < n_rows; j++)
+        CHECK(hfq_kld_add(k_alone, b + j * n_vocab, alone + j * n_vocab, targets + j, 1, 1, &err) == 0);
+    hfq_kld_stats s_together, s_alone;
+    memset(&s_together, 0, sizeof s_together), memset(&s_alone, 0, sizeof s_alone);
+    CHECK(hfq_kld_stats_get(k_together, &s_together, &err) == 0 && hfq_kld_stats_get(k_alone, &s_alone, &err) == 0);
+    CHECK(memcmp(&s_together, &s_alone, sizeof s_alone) == 0);
+    CHECK(s_alone.kld > 0.0);
+    hfq_kld_free(k_together), hfq_kld_free(k_alone);
+    free(a), free(b), free(together), free(alone);
+}
+
 /* A model against its own log-probabilities: every difference is exactly 0. */
 static void test_self(void) {
     const int64_t n_rows = 300, n_vocab = 50;
@@ -146,7 +174,7 @@ static void test_self(void) {
     for (int64_t j = 0; j < n_rows; j++) {
         targets[j] = (int32_t)(j * 7 % n_vocab);
         a[j * n_vocab + 3] = a[j * n_vocab + 9] = 30.0f;   /* tied largest logits */
-        hfq_log_softmax(a + j * n_vocab, n_vocab, b + j * n_vocab);
+        hfq_log_softmax(a + j * n_vocab, n_vocab, 1, 1, b + j * n_vocab);
     }
     hfq_error err;
     hfq_kld *k = hfq_kld_new(n_vocab, &err);
@@ -166,7 +194,7 @@ static void test_self(void) {
 static void test_small_and_errors(void) {
     const float logits[3 * 2] = {1, 2, 3, 1, 0, 0}, other[3 * 2] = {2, 1, 3, 1, 0, 0};
     float base[3 * 2];
-    for (int j = 0; j < 3; j++) hfq_log_softmax(other + 2 * j, 2, base + 2 * j);
+    hfq_log_softmax(other, 2, 3, 1, base);
     const int32_t targets[3] = {1, 0, 1}, bad[3] = {1, 2, 0};
     hfq_error err = {{0}};
     hfq_kld *k = hfq_kld_new(2, &err);
@@ -184,6 +212,7 @@ static void test_small_and_errors(void) {
 }
 
 int main(void) {
+    test_rows_together();
     rnd_seed(12345);
     test_against_reference();
     test_self();

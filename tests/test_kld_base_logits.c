@@ -74,7 +74,7 @@ static void test_encoding(void) {
         llama_row(l, N, ref);
         CHECK_MSG(memcmp(row, ref, sizeof row) == 0, "round %d: bytes differ from llama.cpp's row", round);
         hfq_base_logits_decode(row, N, dec);
-        hfq_log_softmax(l, N, exact);
+        hfq_log_softmax(l, N, 1, 1, exact);
         float scale, min_logp, max = l[0];
         memcpy(&scale, row, 4);
         memcpy(&min_logp, row + 4, 4);

@@ -63,39 +63,86 @@ void hfq_kld_free(hfq_kld *k) {
 
 int64_t hfq_kld_count(const hfq_kld *k) { return k->count; }
 
-/* max of the row and log sum expf(l - max): the sum in double, as llama.cpp. */
-static float log_sum_exp(const float *l, int64_t n, float *max) {
-    float m = l[0];
-    for (int64_t i = 1; i < n; i++) m = l[i] > m ? l[i] : m;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += expf(l[i] - m);
-    *max = m;
-    return (float)log(sum);
-}
+#define ROWS HFQ_LSE_ROWS
 
-void hfq_log_softmax(const float *logits, int64_t n_vocab, float *logp) {
-    float max;
-    const float lse = log_sum_exp(logits, n_vocab, &max);
-    for (int64_t i = 0; i < n_vocab; i++) logp[i] = (logits[i] - max) - lse;
-}
-
-/* The model's log-probs are formed as hfq_log_softmax forms them, so a base
- * given as hfq_log_softmax of the same logits compares as exactly equal. */
-static row_result compare_row(const float *l, const float *b, int64_t n, int32_t target) {
-    float max;
-    const float lse = log_sum_exp(l, n, &max);
-    double kld = 0.0;
-    float q_max = 0.0f, b_max = 0.0f;
-    int64_t q_arg = 0, b_arg = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const float q = (l[i] - max) - lse;
-        if (i == 0 || q > q_max) q_max = q, q_arg = i;
-        if (i == 0 || b[i] > b_max) b_max = b[i], b_arg = i;
-        if (b[i] > BASE_LOGP_FLOOR) kld += expf(b[i]) * (b[i] - q);
+void hfq_log_sum_exp_rows(const float *l, int64_t n_vocab, int n, float max[], double log_sum[]) {
+    double sum[ROWS];
+    for (int r = 0; r < n; r++) {
+        const float *row = l + r * n_vocab;
+        max[r] = row[0];
+        for (int64_t i = 1; i < n_vocab; i++) max[r] = row[i] > max[r] ? row[i] : max[r];
+        sum[r] = 0.0;
     }
-    row_result r = {.kld = kld, .nll = -((l[target] - max) - lse), .nll_base = -b[target], .same_top = q_arg == b_arg};
-    r.dp = expf(-r.nll) - expf(-r.nll_base);
-    return r;
+    if (n == ROWS) {   /* one chain of dependent adds a row: 8 overlap */
+        for (int64_t i = 0; i < n_vocab; i++)
+            for (int r = 0; r < ROWS; r++) sum[r] += expf(l[r * n_vocab + i] - max[r]);
+    } else {
+        for (int r = 0; r < n; r++)
+            for (int64_t i = 0; i < n_vocab; i++) sum[r] += expf(l[r * n_vocab + i] - max[r]);
+    }
+    for (int r = 0; r < n; r++) log_sum[r] = log(sum[r]);
+}
+
+/* hfq_log_sum_exp_rows with the log rounded to float, as llama.cpp's
+ * KL-divergence takes it. */
+static void log_sum_exp_rows(const float *l, int64_t n_vocab, int n, float max[ROWS], float lse[ROWS]) {
+    double log_sum[ROWS];
+    hfq_log_sum_exp_rows(l, n_vocab, n, max, log_sum);
+    for (int r = 0; r < n; r++) lse[r] = (float)log_sum[r];
+}
+
+void hfq_log_softmax(const float *logits, int64_t n_vocab, int64_t n_rows, int n_threads, float *logp) {
+    #pragma omp parallel for num_threads(n_threads > 0 ? n_threads : omp_get_num_procs()) schedule(static) \
+        if (n_rows > ROWS)
+    for (int64_t j = 0; j < n_rows; j += ROWS) {
+        const int n = (int)(n_rows - j < ROWS ? n_rows - j : ROWS);
+        float max[ROWS], lse[ROWS];
+        log_sum_exp_rows(logits + j * n_vocab, n_vocab, n, max, lse);
+        for (int r = 0; r < n; r++)
+            for (int64_t i = 0; i < n_vocab; i++)
+                logp[(j + r) * n_vocab + i] = (logits[(j + r) * n_vocab + i] - max[r]) - lse[r];
+    }
+}
+
+/* One row's running comparison: the model's and the base's argmax so far,
+ * the KLD's sum. */
+typedef struct row_state {
+    double kld;
+    float q_max, b_max;
+    int64_t q_arg, b_arg;
+} row_state;
+
+/* Term i of a row: q its model log-prob, b the base's. */
+static inline void compare_step(row_state *s, int64_t i, float q, float b) {
+    if (i == 0 || q > s->q_max) s->q_max = q, s->q_arg = i;
+    if (i == 0 || b > s->b_max) s->b_max = b, s->b_arg = i;
+    if (b > BASE_LOGP_FLOOR) s->kld += expf(b) * (b - q);
+}
+
+/* Rows r < n (<= ROWS) of logits l and base log-probs b. The model's
+ * log-probs are formed as hfq_log_softmax forms them, so a base given as
+ * hfq_log_softmax of the same logits compares as exactly equal. */
+static void compare_rows(const float *l, const float *b, int64_t n_vocab, const int32_t *targets, int n,
+                         row_result out[]) {
+    float max[ROWS], lse[ROWS];
+    log_sum_exp_rows(l, n_vocab, n, max, lse);
+    row_state s[ROWS];
+    memset(s, 0, sizeof s);
+    if (n == ROWS) {
+        for (int64_t i = 0; i < n_vocab; i++)
+            for (int r = 0; r < ROWS; r++)
+                compare_step(&s[r], i, (l[r * n_vocab + i] - max[r]) - lse[r], b[r * n_vocab + i]);
+    } else {
+        for (int r = 0; r < n; r++)
+            for (int64_t i = 0; i < n_vocab; i++)
+                compare_step(&s[r], i, (l[r * n_vocab + i] - max[r]) - lse[r], b[r * n_vocab + i]);
+    }
+    for (int r = 0; r < n; r++) {
+        const int64_t t = r * n_vocab + targets[r];
+        out[r] = (row_result){.kld = s[r].kld, .nll = -((l[t] - max[r]) - lse[r]), .nll_base = -b[t],
+                              .same_top = s[r].q_arg == s[r].b_arg};
+        out[r].dp = expf(-out[r].nll) - expf(-out[r].nll_base);
+    }
 }
 
 static int grow(hfq_kld *k, size_t need, hfq_error *err) {
@@ -126,8 +173,9 @@ int hfq_kld_add(hfq_kld *k, const float *logits, const float *base_logp, const i
     if (!rows) return hfq_fail(err, NULL, "out of memory for %lld token statistics", (long long)n_rows);
     const int64_t n = k->n_vocab;
     #pragma omp parallel for num_threads(n_threads > 0 ? n_threads : omp_get_num_procs()) schedule(static)
-    for (int64_t j = 0; j < n_rows; j++)
-        rows[j] = compare_row(logits + j * n, base_logp + j * n, n, targets[j]);
+    for (int64_t j = 0; j < n_rows; j += ROWS)
+        compare_rows(logits + j * n, base_logp + j * n, n, targets + j, (int)(n_rows - j < ROWS ? n_rows - j : ROWS),
+                     rows + j);
     /* sums in token order; squares formed as llama.cpp forms them (float
      * products of the float values, double for the KLD) */
     for (int64_t j = 0; j < n_rows; j++) {

@@ -81,8 +81,20 @@ typedef struct hfq_kld hfq_kld;
 hfq_kld *hfq_kld_new(int64_t n_vocab, hfq_error *err);
 void hfq_kld_free(hfq_kld *k);
 
-/* logp[i] = log softmax(logits)_i as above (the base's exact log-probs). */
-void hfq_log_softmax(const float *logits, int64_t n_vocab, float *logp);
+/* Rows at a time hfq_log_sum_exp_rows takes. */
+#define HFQ_LSE_ROWS 8
+
+/* For rows r < n (<= HFQ_LSE_ROWS) of n_vocab logits l: max[r], the row's
+ * largest, and log_sum[r] = log sum_i expf(l_i - max), the sum in double in
+ * index order as llama.cpp's log_softmax. The rows' sums advance together,
+ * so that their chains of dependent adds overlap: the same bits as one row
+ * at a time. */
+void hfq_log_sum_exp_rows(const float *l, int64_t n_vocab, int n, float max[], double log_sum[]);
+
+/* logp[j][i] = log softmax(logits[j])_i as above (the base's exact
+ * log-probs) for n_rows rows of n_vocab, on up to n_threads threads (<= 0:
+ * all); the same bits whatever the threads. */
+void hfq_log_softmax(const float *logits, int64_t n_vocab, int64_t n_rows, int n_threads, float *logp);
 
 /* Adds n_rows tokens: logits [n_rows][n_vocab] of the model, base_logp
  * [n_rows][n_vocab] of the base, targets[n_rows] (each in [0, n_vocab)).

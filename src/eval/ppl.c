@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/eval/kld.h"
+
 /* One chunk in flight: its own context and buffers. */
 typedef struct slot {
     hfq_context *ctx;
@@ -140,31 +142,14 @@ hfq_kv_type hfq_ppl_kv_k(const hfq_ppl *s) { return hfq_context_kv_k(s->slots[0]
 hfq_kv_type hfq_ppl_kv_v(const hfq_ppl *s) { return hfq_context_kv_v(s->slots[0].ctx); }
 bool hfq_ppl_kv_static(const hfq_ppl *s) { return hfq_context_kv_static(s->slots[0].ctx); }
 
-/* Rows of logits at a time in neg_log_probs: their sums' adds overlap. */
-#define NLL_ROWS 8
-
-/* -log softmax(logits row r)[targets[r]] for rows r < n (<= NLL_ROWS), as
- * llama.cpp's log_softmax: each row's max, then its sum of expf(l - max)
- * in double in index order. The rows' sums advance together, so that
- * their adds (one chain per row, 4 cycles each) overlap: the same bits
- * as one row at a time. */
+/* -log softmax(logits row r)[targets[r]] for rows r < n (<=
+ * HFQ_LSE_ROWS), as llama.cpp's log_softmax (the log of the sum in
+ * double). */
 static void neg_log_probs(const float *logits, int64_t n_vocab, const int32_t *targets, int n, double *out) {
-    float max[NLL_ROWS];
-    double sum_exp[NLL_ROWS];
-    for (int r = 0; r < n; r++) {
-        const float *l = logits + r * n_vocab;
-        max[r] = l[0];
-        for (int64_t i = 1; i < n_vocab; i++) max[r] = l[i] > max[r] ? l[i] : max[r];
-        sum_exp[r] = 0.0;
-    }
-    if (n == NLL_ROWS) {
-        for (int64_t i = 0; i < n_vocab; i++)
-            for (int r = 0; r < NLL_ROWS; r++) sum_exp[r] += expf(logits[r * n_vocab + i] - max[r]);
-    } else {
-        for (int r = 0; r < n; r++)
-            for (int64_t i = 0; i < n_vocab; i++) sum_exp[r] += expf(logits[r * n_vocab + i] - max[r]);
-    }
-    for (int r = 0; r < n; r++) out[r] = -((double)(logits[r * n_vocab + targets[r]] - max[r]) - log(sum_exp[r]));
+    float max[HFQ_LSE_ROWS];
+    double log_sum[HFQ_LSE_ROWS];
+    hfq_log_sum_exp_rows(logits, n_vocab, n, max, log_sum);
+    for (int r = 0; r < n; r++) out[r] = -((double)(logits[r * n_vocab + targets[r]] - max[r]) - log_sum[r]);
 }
 
 /* Evaluates chunk sl->chunk into the slot; its rows' -log p in token_nll. */
@@ -177,9 +162,9 @@ static void eval_chunk(const hfq_ppl *s, slot *sl) {
     if (sl->rc) return;
     const int32_t *targets = src + s->first + 1;
     #pragma omp parallel for num_threads(s->threads_per_slot) schedule(static)
-    for (int64_t j = 0; j < s->n_scored; j += NLL_ROWS)
+    for (int64_t j = 0; j < s->n_scored; j += HFQ_LSE_ROWS)
         neg_log_probs(sl->logits + j * s->n_vocab, s->n_vocab, targets + j,
-                      (int)(s->n_scored - j < NLL_ROWS ? s->n_scored - j : NLL_ROWS), sl->token_nll + j);
+                      (int)(s->n_scored - j < HFQ_LSE_ROWS ? s->n_scored - j : HFQ_LSE_ROWS), sl->token_nll + j);
 }
 
 int hfq_ppl_next(hfq_ppl *s, hfq_ppl_chunk *chunk, hfq_error *err) {

@@ -334,15 +334,14 @@ static void print_plan(const options *o, const run *r) {
 
 /* The base's side of chunk c (the model's is done): its log-probs into
  * base_logp, and the rows to save. */
-static int base_chunk(run *r, const hfq_ppl_chunk *c, hfq_error *err) {
+static int base_chunk(run *r, const hfq_ppl_chunk *c, int n_threads, hfq_error *err) {
     if (r->reader) return hfq_base_logits_read_chunk(r->reader, r->base_logp, err);
     if (!r->base_s) return r->writer ? hfq_base_logits_write_chunk(r->writer, c->logits, err) : 0;
     hfq_ppl_chunk b;
     int step = hfq_ppl_next(r->base_s, &b, err);
     if (step <= 0) return step < 0 ? -1 : hfq_fail(err, hfq_model_path(r->base_lm.model), "the base ran out of chunks");
     if (r->writer && hfq_base_logits_write_chunk(r->writer, b.logits, err)) return -1;
-    for (int64_t j = 0; j < b.n_scored; j++)
-        hfq_log_softmax(b.logits + j * b.n_vocab, b.n_vocab, r->base_logp + j * b.n_vocab);
+    hfq_log_softmax(b.logits, b.n_vocab, b.n_scored, n_threads, r->base_logp);
     return 0;
 }
 
@@ -364,7 +363,7 @@ static int run_chunks(run *r, const options *o, double *seconds, hfq_error *err)
     hfq_ppl_chunk c;
     int step;
     while ((step = hfq_ppl_next(r->s, &c, err)) == 1) {
-        if (base_chunk(r, &c, err)) return -1;
+        if (base_chunk(r, &c, (int)o->threads, err)) return -1;
         if (r->kld && hfq_kld_add(r->kld, c.logits, r->base_logp, c.targets, c.n_scored, (int)o->threads, err)) {
             hfq_error_prefix(err, o->model);
             return -1;
