@@ -70,7 +70,7 @@ static void test_encoding(void) {
     for (int round = 0; round < 200; round++) {
         random_row(l, N, round % 3 == 0 ? 10.0 : 60.0);   /* some rows fit the 16-nat window, some do not */
         if (round == 7) for (int i = 0; i < N; i++) l[i] = 2.5f;   /* a constant row: scale 0 */
-        hfq_base_logits_encode(l, N, row);
+        hfq_base_logits_encode(l, N, 1, 1, row);
         llama_row(l, N, ref);
         CHECK_MSG(memcmp(row, ref, sizeof row) == 0, "round %d: bytes differ from llama.cpp's row", round);
         hfq_base_logits_decode(row, N, dec);
@@ -110,7 +110,7 @@ static int write_file(const char *path, const hfq_base_logits_info *info, const 
     hfq_base_logits_writer *w = hfq_base_logits_create(path, info, err);
     if (!w) return -1;
     for (int c = 0; c < chunks; c++)
-        if (hfq_base_logits_write_chunk(w, logits + c * ROWS * V, err)) {
+        if (hfq_base_logits_write_chunk(w, logits + c * ROWS * V, 2, err)) {
             hfq_base_logits_abort(w);
             return -1;
         }
@@ -149,7 +149,7 @@ static void test_round_trip(void) {
     for (int c = 0; c < CHUNKS; c++) {
         CHECK(hfq_base_logits_read_chunk(r, got, &err) == 0);
         for (int j = 0; j < ROWS; j++) {
-            hfq_base_logits_encode(logits + (c * ROWS + j) * V, V, row);
+            hfq_base_logits_encode(logits + (c * ROWS + j) * V, V, 1, 1, row);
             hfq_base_logits_decode(row, V, want + j * V);
         }
         CHECK(memcmp(got, want, sizeof got) == 0);
@@ -300,7 +300,7 @@ static void test_llama_file(void) {
         CHECK(hfq_base_logits_read_chunk(r, got, &err) == 0);
         unsigned char row[8 + 2 * LV];
         for (int j = 0; j < LROWS; j++) {
-            hfq_base_logits_encode(logits + (c * LROWS + j) * LV, LV, row);
+            hfq_base_logits_encode(logits + (c * LROWS + j) * LV, LV, 1, 1, row);
             hfq_base_logits_decode(row, LV, want + j * LV);
         }
         CHECK(memcmp(got, want, sizeof got) == 0);
@@ -310,10 +310,27 @@ static void test_llama_file(void) {
     expect_open_error(tmp_path("llama_cut.kld"), "the file is too short");
 }
 
+/* Rows encoded together (their sums 8 at a time, on two threads) give
+ * each row's bytes alone. */
+static void test_encoding_rows(void) {
+    enum { R = 21, N = 1013 };
+    const int64_t rb = hfq_base_logits_row_bytes(N);
+    float *l = malloc((size_t)(R * N) * sizeof *l);
+    unsigned char *together = malloc((size_t)(R * rb)), *alone = malloc((size_t)rb);
+    for (int r = 0; r < R; r++) random_row(l + r * N, N, r % 3 ? 60.0 : 10.0);
+    hfq_base_logits_encode(l, N, R, 2, together);
+    for (int r = 0; r < R; r++) {
+        hfq_base_logits_encode(l + r * N, N, 1, 1, alone);
+        CHECK_MSG(memcmp(together + r * rb, alone, (size_t)rb) == 0, "row %d of %d encoded together differs", r, R);
+    }
+    free(l), free(together), free(alone);
+}
+
 int main(void) {
     rnd_seed(777);
     if (!mkdtemp(dir)) CHECK_SKIP("cannot make a temporary folder");
     test_encoding();
+    test_encoding_rows();
     test_round_trip();
     test_writer_errors();
     test_hostile();

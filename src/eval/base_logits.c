@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <xxhash.h>
 
 #include "formats/atomic_file.h"
+#include "src/eval/kld.h"
 
 /* The log-probability window kept per row, in nats below the largest. */
 #define LOGIT_WINDOW 16.0f
@@ -78,27 +80,38 @@ static uint16_t code_of(float v) {
     return (uint16_t)(r < 0 ? 0 : r > CODE_MAX ? CODE_MAX : r);
 }
 
-void hfq_base_logits_encode(const float *logits, int64_t n_vocab, void *row) {
-    unsigned char *p = row;
-    float max = logits[0], lo = logits[0];
-    for (int64_t i = 1; i < n_vocab; i++) {
-        max = logits[i] > max ? logits[i] : max;
-        lo = logits[i] < lo ? logits[i] : lo;
+/* Rows r < n (<= HFQ_LSE_ROWS) of logits to their stored forms (row_bytes
+ * apart from rows): their log-sum-exps together (hfq_log_sum_exp_rows). */
+static void encode_rows(const float *logits, int64_t n_vocab, int n, unsigned char *rows) {
+    float max[HFQ_LSE_ROWS];
+    double log_sum[HFQ_LSE_ROWS];
+    hfq_log_sum_exp_rows(logits, n_vocab, n, max, log_sum);
+    for (int r = 0; r < n; r++) {
+        const float *l = logits + r * n_vocab;
+        unsigned char *p = rows + r * hfq_base_logits_row_bytes(n_vocab);
+        float lo = l[0];
+        for (int64_t i = 1; i < n_vocab; i++) lo = l[i] < lo ? l[i] : lo;
+        if (lo < max[r] - LOGIT_WINDOW) lo = max[r] - LOGIT_WINDOW;
+        const float lse = (float)log_sum[r], scale = (max[r] - lo) / CODE_MAX;
+        put_f32(p, scale);
+        put_f32(p + 4, (lo - max[r]) - lse);
+        p += 8;
+        const float inv_scale = scale > 0 ? 1.0f / scale : 0.0f;
+        for (int64_t i = 0; i < n_vocab; i++) {
+            const uint16_t c = scale > 0 && l[i] > lo ? code_of(inv_scale * (l[i] - lo)) : 0;
+            p[2 * i] = (unsigned char)c;
+            p[2 * i + 1] = (unsigned char)(c >> 8);
+        }
     }
-    if (lo < max - LOGIT_WINDOW) lo = max - LOGIT_WINDOW;
-    double sum_exp = 0.0;
-    for (int64_t i = 0; i < n_vocab; i++) sum_exp += expf(logits[i] - max);
-    const float lse = (float)log(sum_exp);
-    const float scale = (max - lo) / CODE_MAX;
-    put_f32(p, scale);
-    put_f32(p + 4, (lo - max) - lse);
-    p += 8;
-    const float inv_scale = scale > 0 ? 1.0f / scale : 0.0f;
-    for (int64_t i = 0; i < n_vocab; i++) {
-        const uint16_t c = scale > 0 && logits[i] > lo ? code_of(inv_scale * (logits[i] - lo)) : 0;
-        p[2 * i] = (unsigned char)c;
-        p[2 * i + 1] = (unsigned char)(c >> 8);
-    }
+}
+
+void hfq_base_logits_encode(const float *logits, int64_t n_vocab, int64_t n_rows, int n_threads, void *rows) {
+    unsigned char *out = rows;
+    #pragma omp parallel for num_threads(n_threads > 0 ? n_threads : omp_get_num_procs()) schedule(static) \
+        if (n_rows > HFQ_LSE_ROWS)
+    for (int64_t j = 0; j < n_rows; j += HFQ_LSE_ROWS)
+        encode_rows(logits + j * n_vocab, n_vocab, (int)(n_rows - j < HFQ_LSE_ROWS ? n_rows - j : HFQ_LSE_ROWS),
+                    out + j * hfq_base_logits_row_bytes(n_vocab));
 }
 
 void hfq_base_logits_decode(const void *row, int64_t n_vocab, float *logp) {
@@ -169,12 +182,12 @@ hfq_base_logits_writer *hfq_base_logits_create(const char *path, const hfq_base_
     return w;
 }
 
-int hfq_base_logits_write_chunk(hfq_base_logits_writer *w, const float *logits, hfq_error *err) {
+int hfq_base_logits_write_chunk(hfq_base_logits_writer *w, const float *logits, int n_threads, hfq_error *err) {
     const int64_t rows = hfq_base_logits_rows(w->info.n_ctx), n_vocab = w->info.n_vocab;
     const int64_t row_bytes = hfq_base_logits_row_bytes(n_vocab);
     if (w->chunks_written >= w->info.n_chunks)
         return hfq_fail(err, w->file.path, "more chunks than the %lld announced", (long long)w->info.n_chunks);
-    for (int64_t j = 0; j < rows; j++) hfq_base_logits_encode(logits + j * n_vocab, n_vocab, w->buf + j * row_bytes);
+    hfq_base_logits_encode(logits, n_vocab, rows, n_threads, w->buf);
     if (hfq_atomic_write(&w->file, w->buf, (size_t)(rows * row_bytes), err)) return -1;
     w->chunks_written++;
     return 0;

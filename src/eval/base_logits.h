@@ -55,17 +55,19 @@ int64_t hfq_base_logits_row_bytes(int64_t n_vocab);
 /* XXH64 of n token ids as int32 little-endian, for tokens_hash. */
 uint64_t hfq_tokens_hash(const int32_t *tokens, int64_t n);
 
-/* One row of logits to its stored form (row_bytes bytes), and back to
- * log-probabilities. */
-void hfq_base_logits_encode(const float *logits, int64_t n_vocab, void *row);
+/* n_rows rows of logits to their stored forms (row_bytes bytes each, one
+ * after another; on up to n_threads threads, <= 0: all, the same bytes
+ * whatever the threads), and one back to log-probabilities. */
+void hfq_base_logits_encode(const float *logits, int64_t n_vocab, int64_t n_rows, int n_threads, void *rows);
 void hfq_base_logits_decode(const void *row, int64_t n_vocab, float *logp);
 
 typedef struct hfq_base_logits_writer hfq_base_logits_writer;
 
 /* Starts path (a temporary file until commit) with the header of info. */
 hfq_base_logits_writer *hfq_base_logits_create(const char *path, const hfq_base_logits_info *info, hfq_error *err);
-/* Appends the next chunk: logits [rows][n_vocab], rows = hfq_base_logits_rows(n_ctx). */
-int hfq_base_logits_write_chunk(hfq_base_logits_writer *w, const float *logits, hfq_error *err);
+/* Appends the next chunk: logits [rows][n_vocab], rows = hfq_base_logits_rows(n_ctx),
+ * encoded on up to n_threads threads. */
+int hfq_base_logits_write_chunk(hfq_base_logits_writer *w, const float *logits, int n_threads, hfq_error *err);
 /* Renames the file into place once every chunk of the header is written;
  * frees w either way. */
 int hfq_base_logits_commit(hfq_base_logits_writer *w, hfq_error *err);

@@ -336,11 +336,11 @@ static void print_plan(const options *o, const run *r) {
  * base_logp, and the rows to save. */
 static int base_chunk(run *r, const hfq_ppl_chunk *c, int n_threads, hfq_error *err) {
     if (r->reader) return hfq_base_logits_read_chunk(r->reader, r->base_logp, err);
-    if (!r->base_s) return r->writer ? hfq_base_logits_write_chunk(r->writer, c->logits, err) : 0;
+    if (!r->base_s) return r->writer ? hfq_base_logits_write_chunk(r->writer, c->logits, n_threads, err) : 0;
     hfq_ppl_chunk b;
     int step = hfq_ppl_next(r->base_s, &b, err);
     if (step <= 0) return step < 0 ? -1 : hfq_fail(err, hfq_model_path(r->base_lm.model), "the base ran out of chunks");
-    if (r->writer && hfq_base_logits_write_chunk(r->writer, b.logits, err)) return -1;
+    if (r->writer && hfq_base_logits_write_chunk(r->writer, b.logits, n_threads, err)) return -1;
     hfq_log_softmax(b.logits, b.n_vocab, b.n_scored, n_threads, r->base_logp);
     return 0;
 }
