@@ -645,9 +645,10 @@ bool cpu_panel_products(const cpu_wkernel *k, int n_threads, const hfq_tensor *w
     /* weight-only MXFP4 / NVFP4 (float activations): their blocks decoded into FLOAT's products */
     if (k->act_kind == CPU_ACT_FORMAT && k->act && k->act->type == HFQ_QT_F32 && cpu_panel_fp8_fits(w, CPU_FP8_FLOAT))
         return cpu_panel_fp8_matmul(CPU_FP8_FLOAT, n_threads, w, act, a_stride, NULL, n_tokens, y);
-    /* ggml formats with their vec_dot_type's rows, or W4A4's MXFP4 / NVFP4 blocks */
+    /* one token of the 32-value nibble formats with Q8_0 activations: decoding rows */
     if (k->act_kind == CPU_ACT_FORMAT && k->act && k->act->type == HFQ_QT_Q8_0 && cpu_rows_nibbles_fits(w, n_tokens))
         return cpu_rows_nibbles_matmul(n_threads, w, act, y);
+    /* ggml formats with their vec_dot_type's rows, or W4A4's MXFP4 / NVFP4 blocks */
     hfq_qtype a;
     if (k->act_kind == CPU_ACT_FORMAT && !k->act_f32 && k->act) a = k->act->type;
     else if (k->act_kind == CPU_ACT_MXFP4) a = HFQ_QT_MXFP4;

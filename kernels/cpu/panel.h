@@ -1,8 +1,10 @@
 /* panel.h - batched products of K-quant, i-quant and Q8_0-activation
- * (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, NVFP4) weights on AVX512-VNNI, one weight
- * decode per product (panel.c); below, FP8 codes for every batch size
- * (panel_fp8.c) and INT8 W8A8 batches (panel_int8.c), and the one door
- * cpu_matmul takes to all of them.
+ * (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, NVFP4) weights on AVX512-VNNI, AVX-VNNI
+ * and AVX2, one weight decode per product (panel.c); below, FP8 codes and
+ * weight-only MXFP4 / NVFP4 for every batch size and INT8 weight-only
+ * batches (panel_fp8.c), INT8 W8A8 batches (panel_int8.c), one token of the
+ * 32-value nibble formats (rows_nibbles.c), and the one door cpu_matmul
+ * takes to all of them.
  *
  * The tiles of quant_kernels.h decode a weight block for every few
  * activation rows and sum each (row, token) pair across vector lanes. Here a

@@ -98,11 +98,13 @@ FP8_TARGET static fp8_decoder decoder_of(const hfq_tensor *w) {
     }
     const uint16_t *bf16 = q == HFQ_QEXT_INT8 ? int8_bf16 : q == HFQ_QEXT_FP8_E5M2 ? e5m2_bf16 : e4m3_bf16;
     fp8_decoder d = {.kind = q == HFQ_QEXT_INT8 ? CODES_INT8 : q ? CODES_FP8 : w->type == GT_NVFP4 ? CODES_NVFP4 : CODES_MXFP4};
-    float fp4[16];
-    for (unsigned c = 0; c < 16; c++) fp4[c] = (float)hfq_e2m1_doubled(c);
-    d.fp4 = _mm512_loadu_ps(fp4);
-    for (int b = 0; b < 256; b++)
-        d.scale_of[b] = d.kind == CODES_NVFP4 ? hfq_ue4m3_half_to_f32((uint8_t)b) : hfq_e8m0_half_to_f32((uint8_t)b);
+    if (d.kind == CODES_MXFP4 || d.kind == CODES_NVFP4) {   /* built per product: FP8 and INT8 skip them */
+        float fp4[16];
+        for (unsigned c = 0; c < 16; c++) fp4[c] = (float)hfq_e2m1_doubled(c);
+        d.fp4 = _mm512_loadu_ps(fp4);
+        for (int b = 0; b < 256; b++)
+            d.scale_of[b] = d.kind == CODES_NVFP4 ? hfq_ue4m3_half_to_f32((uint8_t)b) : hfq_e8m0_half_to_f32((uint8_t)b);
+    }
     for (int h = 0; h < 2; h++) {
         const __m512i a = _mm512_loadu_si512(bf16 + 64 * h), b = _mm512_loadu_si512(bf16 + 64 * h + 32);
         d.lo[h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(a)), _mm512_cvtepi16_epi8(b), 1);

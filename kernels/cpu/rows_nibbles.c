@@ -196,8 +196,8 @@ ROWS_TARGET static void rows_step(const nibble_format *f, const nibble_codes *c,
             const __m512i hi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(a[i].qs + 16)));
             sums = block_sums(f, lut, rows, row_bytes, i, lo, hi);
         } else {
-            int32_t s[ROWS];
-            for (int r = 0; r < ROWS; r++)
+            int32_t s[ROWS] = {0};   /* lanes past nr are not stored */
+            for (int r = 0; r < nr; r++)
                 s[r] = c->offset * a_sums[i] + block_dot(f, (const uint8_t *)blocks + offsets[r], a[i].qs);
             sums = _mm512_loadu_si512(s);
         }
