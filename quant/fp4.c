@@ -17,11 +17,26 @@ static uint8_t mxfp4_exponent(float amax) {
     return e < 0.0f ? 0 : e > 254.0f ? 254 : (uint8_t)e;
 }
 
+/* hfq_fp4_pack(x, n, d, rne, qs) (n a multiple of 16), ggml's nearest
+ * codes by isa's kernel. */
+static void pack_run(hfq_isa isa, const float *x, int n, float d, int rne, uint8_t *qs) {
+#ifdef HFQ_HAVE_AVX2_KERNELS
+    if (!rne && isa == HFQ_ISA_AVX2) {
+        hfq_fp4_pack_ggml_avx2(d, x, n, qs);
+        return;
+    }
+#endif
+    hfq_fp4_pack(x, n, d, rne, qs);
+}
+
 /* sum w[j] * (x[j] - decoded x[j])^2 for n values coded at scale d. */
-static double weighted_error(const float *x, const float *w, int n, float d, int rne) {
+static double weighted_error(hfq_isa isa, const float *x, const float *w, int n, float d, int rne) {
+    uint8_t qs[HFQ_QK_MXFP4 / 2];
+    pack_run(isa, x, n, d, rne, qs);
     double err = 0.0;
     for (int j = 0; j < n; j++) {
-        const double diff = (double)x[j] - (double)hfq_e2m1_doubled(hfq_fp4_encode(x[j], d, rne)) * d;
+        const unsigned code = j < n / 2 ? qs[j] & 0xF : qs[j - n / 2] >> 4;
+        const double diff = (double)x[j] - (double)hfq_e2m1_doubled(code) * d;
         err += (double)w[j] * diff * diff;
     }
     return err;
@@ -30,13 +45,13 @@ static double weighted_error(const float *x, const float *w, int n, float d, int
 /* Of the reference exponent e0 and its neighbours (e0 + 1 stops clipping the
  * values in [6, 8) * 2^(e0-127), like NVFP4's max -> 4; e0 - 1 clips more but
  * refines the rest), the one with the least weighted error, e0 on ties. */
-static uint8_t mxfp4_search_exponent(const float *x, const float *w, uint8_t e0) {
+static uint8_t mxfp4_search_exponent(hfq_isa isa, const float *x, const float *w, uint8_t e0) {
     uint8_t best = e0;
-    double best_err = weighted_error(x, w, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(e0), 0);
+    double best_err = weighted_error(isa, x, w, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(e0), 0);
     const int tries[2] = {e0 - 1, e0 + 1};
     for (int k = 0; k < 2; k++) {
         if (tries[k] < 0 || tries[k] > 254) continue;
-        const double err = weighted_error(x, w, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32((uint8_t)tries[k]), 0);
+        const double err = weighted_error(isa, x, w, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32((uint8_t)tries[k]), 0);
         if (err < best_err) {
             best = (uint8_t)tries[k];
             best_err = err;
@@ -45,8 +60,8 @@ static uint8_t mxfp4_search_exponent(const float *x, const float *w, uint8_t e0)
     return best;
 }
 
-size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
-                          const float *importance) {
+size_t hfq_quantize_mxfp4_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                              const float *importance) {
     if (nrows < 0 || n_per_row <= 0 || n_per_row % HFQ_QK_MXFP4) return 0;
     const int64_t nb = n_per_row / HFQ_QK_MXFP4;
     hfq_block_mxfp4 *y = (hfq_block_mxfp4 *)dst;
@@ -54,12 +69,17 @@ size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_
         for (int64_t b = 0; b < nb; b++, y++) {
             const float *x = src + r * n_per_row + b * HFQ_QK_MXFP4;
             uint8_t e = mxfp4_exponent(hfq_fp4_amax(x, HFQ_QK_MXFP4));
-            if (importance) e = mxfp4_search_exponent(x, importance + b * HFQ_QK_MXFP4, e);
+            if (importance) e = mxfp4_search_exponent(isa, x, importance + b * HFQ_QK_MXFP4, e);
             y->e = e;
-            hfq_fp4_pack(x, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(e), 0, y->qs);
+            pack_run(isa, x, HFQ_QK_MXFP4, hfq_e8m0_half_to_f32(e), 0, y->qs);
         }
     }
     return (size_t)(nrows * nb) * sizeof(hfq_block_mxfp4);
+}
+
+size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                          const float *importance) {
+    return hfq_quantize_mxfp4_isa(hfq_isa_best(), src, dst, nrows, n_per_row, importance);
 }
 
 /* The scale code with the least weighted error among those from
@@ -67,15 +87,15 @@ size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_
  * NVFP4_SEARCH_RADIUS above the code mapping the maximum to 4 ("Four Over
  * Six": the largest values then round on the finer part of the E2M1 grid),
  * the reference on ties, then the lowest code. */
-static uint8_t nvfp4_search_code(const float *x, const float *w, float g) {
+static uint8_t nvfp4_search_code(hfq_isa isa, const float *x, const float *w, float g) {
     const float amax = hfq_fp4_amax(x, HFQ_QK_NVFP4_SUB);
     const int c0 = hfq_nvfp4_scale_code(amax, g);
     const int c4 = hfq_nvfp4_c4_code(amax, g);
     int best = c0;
-    double best_err = weighted_error(x, w, HFQ_QK_NVFP4_SUB, hfq_nvfp4_sub_scale((uint8_t)c0, g), g > 0.0f);
+    double best_err = weighted_error(isa, x, w, HFQ_QK_NVFP4_SUB, hfq_nvfp4_sub_scale((uint8_t)c0, g), g > 0.0f);
     for (int c = c0 - NVFP4_SEARCH_RADIUS; c <= c4 + NVFP4_SEARCH_RADIUS; c++) {
         if (c == c0 || c < 0 || c > 0x7E) continue;
-        const double err = weighted_error(x, w, HFQ_QK_NVFP4_SUB, hfq_nvfp4_sub_scale((uint8_t)c, g), g > 0.0f);
+        const double err = weighted_error(isa, x, w, HFQ_QK_NVFP4_SUB, hfq_nvfp4_sub_scale((uint8_t)c, g), g > 0.0f);
         if (err < best_err) {
             best = c;
             best_err = err;
@@ -84,33 +104,42 @@ static uint8_t nvfp4_search_code(const float *x, const float *w, float g) {
     return (uint8_t)best;
 }
 
-size_t hfq_quantize_nvfp4(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
-                          const float *importance, float global_scale) {
+/* hfq_nvfp4_pack_sub by isa's kernel. */
+static void pack_sub(hfq_isa isa, const float *x, uint8_t code, float g, hfq_block_nvfp4 *y, int s) {
+    y->d[s] = code;
+    pack_run(isa, x, HFQ_QK_NVFP4_SUB, hfq_nvfp4_sub_scale(code, g), g > 0.0f,
+             y->qs + s * (HFQ_QK_NVFP4_SUB / 2));
+}
+
+size_t hfq_quantize_nvfp4_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                              const float *importance, float global_scale) {
     if (nrows < 0 || n_per_row <= 0 || n_per_row % HFQ_QK_NVFP4) return 0;
     const float g = global_scale > 0.0f ? global_scale : 0.0f;
     const int64_t nb = n_per_row / HFQ_QK_NVFP4;
     hfq_block_nvfp4 *y = (hfq_block_nvfp4 *)dst;
 #ifdef HFQ_HAVE_AVX2_KERNELS
-    if (!importance && g > 0.0f && hfq_isa_best() == HFQ_ISA_AVX2) {   /* activations (W4A4) */
+    if (!importance && g > 0.0f && isa == HFQ_ISA_AVX2) {   /* activations (W4A4) */
         hfq_quantize_nvfp4_avx2(src, y, nrows * nb, g);
         return (size_t)(nrows * nb) * sizeof(hfq_block_nvfp4);
     }
 #endif
     for (int64_t r = 0; r < nrows; r++) {
         for (int64_t b = 0; b < nb; b++, y++) {
-            const float *x = src + r * n_per_row + b * HFQ_QK_NVFP4;
-            if (!importance) {
-                hfq_quantize_block_nvfp4(x, y, g);
-                continue;
-            }
             for (int s = 0; s < NVFP4_SUBS; s++) {
                 const int64_t off = b * HFQ_QK_NVFP4 + s * HFQ_QK_NVFP4_SUB;
-                const float *xs = x + s * HFQ_QK_NVFP4_SUB;
-                hfq_nvfp4_pack_sub(xs, nvfp4_search_code(xs, importance + off, g), g, y, s);
+                const float *xs = src + r * n_per_row + off;
+                const uint8_t code = importance ? nvfp4_search_code(isa, xs, importance + off, g)
+                                                : hfq_nvfp4_scale_code(hfq_fp4_amax(xs, HFQ_QK_NVFP4_SUB), g);
+                pack_sub(isa, xs, code, g, y, s);
             }
         }
     }
     return (size_t)(nrows * nb) * sizeof(hfq_block_nvfp4);
+}
+
+size_t hfq_quantize_nvfp4(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                          const float *importance, float global_scale) {
+    return hfq_quantize_nvfp4_isa(hfq_isa_best(), src, dst, nrows, n_per_row, importance, global_scale);
 }
 
 void hfq_quantize_nvfp4_act_search(const float *x, void *dst, int64_t n, float g) {

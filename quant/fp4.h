@@ -369,6 +369,17 @@ size_t hfq_quantize_mxfp4(const float *src, void *dst, int64_t nrows, int64_t n_
 size_t hfq_quantize_nvfp4(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *importance, float global_scale);
 
+#ifndef __CUDACC__
+#include "quant/isa.h"
+/* The same with ggml's nearest codes (hfq_fp4_nearest_ggml: MXFP4, and
+ * NVFP4 without a global scale) found by the given instruction set's
+ * kernel: the same bytes on each (tests/test_quant_simd.c). */
+size_t hfq_quantize_mxfp4_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                              const float *importance);
+size_t hfq_quantize_nvfp4_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                              const float *importance, float global_scale);
+#endif
+
 /* W4A4 activations under hfq.act_quant "nvfp4_search": n values (a
  * multiple of 64) into NVFP4 blocks with global scale g > 0, each 16
  * values' scale code hfq_nvfp4_act_search_code's (else as

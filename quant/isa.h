@@ -66,6 +66,9 @@ void hfq_quantize_fp8_avx2(int fmt, const float *x, uint8_t *q, int64_t n, float
 void hfq_quantize_nvfp4_avx2(const float *x, void *y, int64_t nb, float g);
 /* ... and with hfq_nvfp4_act_search_code's scale codes (hfq_quantize_nvfp4_act_search). */
 void hfq_quantize_nvfp4_search_avx2(const float *x, void *y, int64_t nb, float g);
+/* ... and hfq_fp4_pack(x, n, d, 0, qs): ggml's nearest E2M1 codes at
+ * (halved) scale d, n a multiple of 16. */
+void hfq_fp4_pack_ggml_avx2(float d, const float *x, int n, uint8_t *qs);
 #endif
 
 #endif

@@ -125,6 +125,39 @@ AVX2 void hfq_quantize_nvfp4_avx2(const float *x, void *blocks, int64_t nb, floa
         }
 }
 
+/* hfq_fp4_nearest_ggml(x, d) of 8 lanes as int32. The scalar search takes
+ * the first code of 0..15 with the least |doubled(code) * d - x|; the codes
+ * of x's opposite sign are never strictly nearer than code 0 (their error
+ * rounds kd + |x| >= |x|), nor is -0 (the same error as 0, later), so it is
+ * the first magnitude 0..7 with the least |kd - |x|| (the same floats: a
+ * negation is exact), then x's sign unless the magnitude is 0. NaN: every
+ * comparison false, code 0. */
+AVX2 static inline __m256i fp4_nearest_ggml8(const __m256 kd[8], __m256 x) {
+    const __m256 a = abs_lanes(x);
+    __m256 best_err = abs_lanes(_mm256_sub_ps(kd[0], a));
+    __m256i best = _mm256_setzero_si256();
+    for (int m = 1; m < 8; m++) {
+        const __m256 err = abs_lanes(_mm256_sub_ps(kd[m], a));
+        const __m256 nearer = _mm256_cmp_ps(err, best_err, _CMP_LT_OQ);
+        best_err = _mm256_min_ps(err, best_err);   /* err where nearer */
+        best = _mm256_blendv_epi8(best, _mm256_set1_epi32(m), _mm256_castps_si256(nearer));
+    }
+    const __m256i neg = _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+    const __m256i nonzero = _mm256_cmpgt_epi32(best, _mm256_setzero_si256());
+    return _mm256_or_si256(best, _mm256_and_si256(_mm256_and_si256(neg, nonzero), _mm256_set1_epi32(8)));
+}
+
+AVX2 void hfq_fp4_pack_ggml_avx2(float d, const float *x, int n, uint8_t *qs) {
+    __m256 kd[8];
+    for (int m = 0; m < 8; m++) kd[m] = _mm256_set1_ps((float)hfq_e2m1_doubled((unsigned)m) * d);
+    for (int j = 0; j < n / 2; j += 8) {
+        const __m256i q = _mm256_or_si256(fp4_nearest_ggml8(kd, _mm256_loadu_ps(x + j)),
+                                          _mm256_slli_epi32(fp4_nearest_ggml8(kd, _mm256_loadu_ps(x + j + n / 2)), 4));
+        const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        _mm_storel_epi64((__m128i *)(qs + j), _mm_packus_epi16(p16, p16));
+    }
+}
+
 /* r^2 of 8 lanes at scale d, r = x / d - the doubled value of its RNE code,
  * as hfq_nvfp4_sub_sq_error computes each: on a = |x / d| (r^2 is even in
  * it), the E2M1 grid in doubled units is the integers to 4, the even ones

@@ -213,12 +213,13 @@ def all_experts(label, gguf, tmp):
 
 # Rows of 256 (hidden and expert width), so the K-quants and IQ4_XS quantize the
 # experts themselves instead of falling back as they do on the rows of 64 above:
-# llama.cpp's expert rules (ffn_down_exps and the rest) on 3-D tensors.
+# llama.cpp's expert rules (ffn_down_exps and the rest) on 3-D tensors; MXFP4_MOE
+# makes the experts MXFP4 and the rest Q8_0.
 KQUANT_CASE = (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM,
                H.base(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_experts=8,
                       num_experts_per_tok=2, moe_intermediate_size=256, head_dim=64, norm_topk_prob=True,
                       rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}))
-KQUANT_PRESETS = ("Q2_K", "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_XS", "Q4_0", "Q8_0")
+KQUANT_PRESETS = ("Q2_K", "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_XS", "Q4_0", "Q8_0", "MXFP4_MOE")
 
 
 def kquants(tmp):

@@ -41,6 +41,12 @@ typedef struct simd_case {
     size_t block_bytes;
 } simd_case;
 
+/* NVFP4 without a global scale (ggml's reference: the nearest codes of MXFP4's search). */
+static size_t quantize_nvfp4_ggml_isa(hfq_isa isa, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                                      const float *importance) {
+    return hfq_quantize_nvfp4_isa(isa, src, dst, nrows, n_per_row, importance, 0.0f);
+}
+
 static const simd_case cases[] = {
     {"q8_0", hfq_quantize_q8_0_isa, 32, 34},  {"q4_0", hfq_quantize_q4_0_isa, 32, 18},
     {"q4_1", hfq_quantize_q4_1_isa, 32, 20},  {"q5_0", hfq_quantize_q5_0_isa, 32, 22},
@@ -48,6 +54,7 @@ static const simd_case cases[] = {
     {"q3_K", hfq_quantize_q3_k_isa, 256, 110}, {"q4_K", hfq_quantize_q4_k_isa, 256, 144},
     {"q5_K", hfq_quantize_q5_k_isa, 256, 176}, {"q6_K", hfq_quantize_q6_k_isa, 256, 210},
     {"iq4_nl", hfq_quantize_iq4_nl_isa, 32, 18}, {"iq4_xs", hfq_quantize_iq4_xs_isa, 256, 136},
+    {"mxfp4", hfq_quantize_mxfp4_isa, 32, 17}, {"nvfp4", quantize_nvfp4_ggml_isa, 64, 36},
 };
 
 enum { NROWS = 24, MAX_N = 2304, KIND_MIXED = ROW_KIND_COUNT, KIND_COUNT = ROW_KIND_COUNT + 1 };
@@ -71,8 +78,9 @@ static void check_case(const simd_case *c, test_rng *rng) {
     static uint8_t scalar[NROWS * MAX_N * 2], simd[NROWS * MAX_N * 2];
     const int64_t k_lengths[] = {256, 768, 2304};
     const int64_t legacy_lengths[] = {32, 224, 288, 800, 2048}; /* 1, 7, 9, 25, 64 blocks */
-    const int64_t *lengths = c->block == 256 ? k_lengths : legacy_lengths;
-    const int n_lengths = c->block == 256 ? 3 : 5;
+    const int64_t nvfp4_lengths[] = {64, 320, 832, 2048};
+    const int64_t *lengths = c->block == 256 ? k_lengths : c->block == 64 ? nvfp4_lengths : legacy_lengths;
+    const int n_lengths = c->block == 256 ? 3 : c->block == 64 ? 4 : 5;
     int failures = 0;
     for (int kind = 0; kind < KIND_COUNT; kind++) {
         for (int li = 0; li < n_lengths; li++) {
@@ -171,6 +179,50 @@ static void check_iq4_nearest(void) {
                         hfq_iq4_nearest_level(id * v[i]));
     }
     CHECK_MSG(bad == 0, "%d IQ4 nearest levels differ from the scalar search", bad);
+}
+
+/* ggml's nearest E2M1 codes (MXFP4, NVFP4 without a global scale) by the
+ * AVX2 packer: every code's value, the midpoints to its neighbours and
+ * their neighbouring floats, both signs, +-0, NaN, infinities, at scales
+ * from subnormal (E8M0 0 and 1) to 2^126 (where 8 d and 12 d overflow),
+ * an UE4M3 scale, 0 and a scale off any power of two; then random bit patterns. */
+static void check_fp4_nearest(test_rng *rng) {
+    enum { N = 256 };
+    float v[N];
+    int n = 0;
+    for (unsigned c = 0; c < 8; c++) {
+        const float a = (float)hfq_e2m1_doubled(c), b = c < 7 ? (float)hfq_e2m1_doubled(c + 1) : 16.0f;
+        const float mid = (a + b) / 2;
+        const float pts[] = {a, mid, nextafterf(mid, 0.0f), nextafterf(mid, 1e9f), nextafterf(a, 1e9f)};
+        for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) v[n++] = pts[i], v[n++] = -pts[i];
+    }
+    const float extra[] = {0.0f, -0.0f, NAN, -NAN, INFINITY, -INFINITY, 1e30f, -1e-30f, 3.0e38f, -3.4e38f};
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) v[n++] = extra[i];
+    const int exact = n;
+    while (n < N) {
+        uint32_t bits = (uint32_t)rng_next(rng);
+        memcpy(&v[n++], &bits, sizeof bits);
+    }
+    const float scales[] = {hfq_e8m0_half_to_f32(0), hfq_e8m0_half_to_f32(1), hfq_e8m0_half_to_f32(127),
+                            hfq_e8m0_half_to_f32(254), hfq_ue4m3_half_to_f32(0x35), 0.0f, 0.37f};
+    int bad = 0;
+    for (size_t s = 0; s < sizeof scales / sizeof scales[0]; s++) {
+        const float d = scales[s];
+        float x[N];   /* the grid points at this scale first (exact products where representable) */
+        for (int i = 0; i < N; i++) x[i] = i < exact && d > 0.0f && isfinite(v[i]) ? v[i] * d : v[i];
+        uint8_t got[N / 2];
+        for (int len = 16; len <= 32; len += 16)
+            for (int at = 0; at + len <= N; at += len) {
+                uint8_t want[16];
+                hfq_fp4_pack(x + at, len, d, 0, want);
+                hfq_fp4_pack_ggml_avx2(d, x + at, len, got);
+                for (int j = 0; j < len / 2; j++)
+                    if (got[j] != want[j] && bad++ < 5)
+                        fprintf(stderr, "fp4 nearest codes at scale %a of %a, %a: %#x, scalar %#x\n", d,
+                                x[at + j], x[at + j + len / 2], got[j], want[j]);
+            }
+    }
+    CHECK_MSG(bad == 0, "%d E2M1 nearest code pairs differ from the scalar search", bad);
 }
 
 /* Values x / scale meets at the grids' edges: INT8's halves and +-127,
@@ -326,6 +378,7 @@ int main(void) {
     check_iq4_nearest();
     test_rng rng = {7};
     check_qext_quantizers(&rng);
+    check_fp4_nearest(&rng);
     check_act_quantizers(&rng);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], &rng);
     return check_exit();
