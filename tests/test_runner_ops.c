@@ -21,6 +21,7 @@
 #include "quant/cpu_features.h"
 #include "quant/fp4.h"
 #include "quant/int8.h"
+#include "quant/tq.h"
 #include "quant/half.h"
 #include "test_runner_synth.h"
 
@@ -561,6 +562,58 @@ static void test_quant_simd_dots(void) {
     }
     printf("%d SIMD quant dots checked in %d instruction sets (%zu pairs beyond vec_dot_type)\n", checked, isas,
            n_pairs);
+}
+
+/* TQ1_0 rows whose packed bytes take every value 0..255 (the quantizer
+ * writes only some: the trit thresholds y = 85 / 86 and 170 / 171 of
+ * hfq_tq1_trit, and bytes of no valid packing, as a hostile file has them)
+ * in every byte position of qs and qh, through the SIMD dot and the tiles
+ * of every set (decode's one column and more): the reference's bits. */
+static void test_tq1_0_all_bytes(void) {
+    enum { NB = 64, N = NB * HFQ_QK_K, ROWS = CPU_TILE_ROWS, COLS = 3 };
+    static hfq_block_tq1_0 w[ROWS][NB];
+    static char a[COLS][2 * N];
+    static float want[COLS][ROWS], got[COLS][ROWS];
+    const hfq_qtype_traits *wt = hfq_qtype_get(HFQ_QT_TQ1_0);
+    const size_t arow = (size_t)hfq_qtype_row_size(wt->vec_dot_type, N);
+    CHECK(arow <= sizeof a[0]);
+    uint64_t rng = 99;
+    for (int r = 0; r < ROWS; r++)
+        for (int b = 0; b < NB; b++) {
+            for (size_t j = 0; j < sizeof w[r][b].qs; j++) w[r][b].qs[j] = (uint8_t)(j * 7 + b * 5 + r * 64);
+            for (size_t j = 0; j < sizeof w[r][b].qh; j++) w[r][b].qh[j] = (uint8_t)(j * 64 + b * 4 + r);
+            w[r][b].d = hfq_f32_to_fp16(0.5f + (float)((b + r) % 7));
+        }
+    static float v[N];
+    for (int c = 0; c < COLS; c++) {
+        for (int64_t i = 0; i < N; i++) v[i] = synth_uniform(&rng) * (c ? 1.0f : 300.0f);
+        hfq_qtype_get(wt->vec_dot_type)->quantize_row(v, a[c], N);
+    }
+    int checked = 0;
+    for (int c = 0; c < COLS; c++)
+        for (int r = 0; r < ROWS; r++) want[c][r] = wt->vec_dot(w[r], a[c], N);
+    for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++) {
+        if (!cpu_quant_isa_runs((cpu_quant_isa)isa)) continue;
+        int cols = 0;
+        hfq_vec_dot_fn simd = cpu_quant_vec_dot_act_isa(HFQ_QT_TQ1_0, wt->vec_dot_type, (cpu_quant_isa)isa);
+        cpu_tile_fn tile = cpu_quant_tile_act_isa(HFQ_QT_TQ1_0, wt->vec_dot_type, (cpu_quant_isa)isa, &cols);
+        CHECK(simd && tile);
+        if (!simd || !tile) continue;
+        for (int c = 0; c < COLS; c++)
+            for (int r = 0; r < ROWS; r++) {
+                const float one = simd(w[r], a[c], N);
+                CHECK_MSG(memcmp(&one, &want[c][r], sizeof one) == 0, "tq1_0 isa %d: dot %.9g vs %.9g", isa, one,
+                          want[c][r]);
+            }
+        for (int nc = 1; nc <= COLS && nc <= cols; nc++) {
+            memset(got, 0, sizeof got);
+            for (int c0 = 0; c0 < COLS; c0 += nc)
+                tile(N, w, sizeof w[0], ROWS, a[c0], sizeof a[0], COLS - c0 < nc ? COLS - c0 : nc, &got[c0][0], ROWS);
+            CHECK_MSG(memcmp(got, want, sizeof got) == 0, "tq1_0 isa %d: tile of %d columns differs", isa, nc);
+            checked++;
+        }
+    }
+    printf("tq1_0 on every byte: %d tiles checked\n", checked);
 }
 
 /* Every scale code of MXFP4 (E8M0) and NVFP4 (UE4M3, 0x7F and bit 7
@@ -1329,6 +1382,7 @@ int main(void) {
     test_attention_kernels();
     test_geglu_kernels();
     test_quant_simd_dots();
+    test_tq1_0_all_bytes();
     test_fp4_scale_codes();
     test_i8_kernels();
     test_panel_products();
