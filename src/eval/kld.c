@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/eval/expf_rows.h"
+
 /* Base log-probabilities at or below this do not count in the KLD
  * (llama.cpp's cutoff, below which its saved log-probs hold nothing). */
 #define BASE_LOGP_FLOOR (-16.0f)
@@ -64,6 +66,7 @@ void hfq_kld_free(hfq_kld *k) {
 int64_t hfq_kld_count(const hfq_kld *k) { return k->count; }
 
 #define ROWS HFQ_LSE_ROWS
+#define LSE_CHUNK 512   /* values of a row whose expf are taken together */
 
 void hfq_log_sum_exp_rows(const float *l, int64_t n_vocab, int n, float max[], double log_sum[]) {
     double sum[ROWS];
@@ -73,12 +76,17 @@ void hfq_log_sum_exp_rows(const float *l, int64_t n_vocab, int n, float max[], d
         for (int64_t i = 1; i < n_vocab; i++) max[r] = row[i] > max[r] ? row[i] : max[r];
         sum[r] = 0.0;
     }
-    if (n == ROWS) {   /* one chain of dependent adds a row: 8 overlap */
-        for (int64_t i = 0; i < n_vocab; i++)
-            for (int r = 0; r < ROWS; r++) sum[r] += expf(l[r * n_vocab + i] - max[r]);
-    } else {
-        for (int r = 0; r < n; r++)
-            for (int64_t i = 0; i < n_vocab; i++) sum[r] += expf(l[r * n_vocab + i] - max[r]);
+    float e[ROWS][LSE_CHUNK];   /* expf(l - max) of a chunk of each row */
+    for (int64_t i0 = 0; i0 < n_vocab; i0 += LSE_CHUNK) {
+        const int64_t len = n_vocab - i0 < LSE_CHUNK ? n_vocab - i0 : LSE_CHUNK;
+        for (int r = 0; r < n; r++) hfq_expf_rows(l + r * n_vocab + i0, max[r], len, e[r]);
+        if (n == ROWS) {   /* one chain of dependent adds a row: 8 overlap */
+            for (int64_t i = 0; i < len; i++)
+                for (int r = 0; r < ROWS; r++) sum[r] += e[r][i];
+        } else {
+            for (int r = 0; r < n; r++)
+                for (int64_t i = 0; i < len; i++) sum[r] += e[r][i];
+        }
     }
     for (int r = 0; r < n; r++) log_sum[r] = log(sum[r]);
 }
@@ -112,11 +120,11 @@ typedef struct row_state {
     int64_t q_arg, b_arg;
 } row_state;
 
-/* Term i of a row: q its model log-prob, b the base's. */
-static inline void compare_step(row_state *s, int64_t i, float q, float b) {
+/* Term i of a row: q its model log-prob, b the base's, exp_b expf(b). */
+static inline void compare_step(row_state *s, int64_t i, float q, float b, float exp_b) {
     if (i == 0 || q > s->q_max) s->q_max = q, s->q_arg = i;
     if (i == 0 || b > s->b_max) s->b_max = b, s->b_arg = i;
-    if (b > BASE_LOGP_FLOOR) s->kld += expf(b) * (b - q);
+    if (b > BASE_LOGP_FLOOR) s->kld += exp_b * (b - q);
 }
 
 /* Rows r < n (<= ROWS) of logits l and base log-probs b. The model's
@@ -128,14 +136,21 @@ static void compare_rows(const float *l, const float *b, int64_t n_vocab, const 
     log_sum_exp_rows(l, n_vocab, n, max, lse);
     row_state s[ROWS];
     memset(s, 0, sizeof s);
-    if (n == ROWS) {
-        for (int64_t i = 0; i < n_vocab; i++)
-            for (int r = 0; r < ROWS; r++)
-                compare_step(&s[r], i, (l[r * n_vocab + i] - max[r]) - lse[r], b[r * n_vocab + i]);
-    } else {
-        for (int r = 0; r < n; r++)
-            for (int64_t i = 0; i < n_vocab; i++)
-                compare_step(&s[r], i, (l[r * n_vocab + i] - max[r]) - lse[r], b[r * n_vocab + i]);
+    float exp_b[ROWS][LSE_CHUNK];
+    for (int64_t i0 = 0; i0 < n_vocab; i0 += LSE_CHUNK) {
+        const int64_t len = n_vocab - i0 < LSE_CHUNK ? n_vocab - i0 : LSE_CHUNK;
+        for (int r = 0; r < n; r++) hfq_expf_rows(b + r * n_vocab + i0, 0.0f, len, exp_b[r]);
+        if (n == ROWS) {
+            for (int64_t i = i0; i < i0 + len; i++)
+                for (int r = 0; r < ROWS; r++)
+                    compare_step(&s[r], i, (l[r * n_vocab + i] - max[r]) - lse[r], b[r * n_vocab + i],
+                                 exp_b[r][i - i0]);
+        } else {
+            for (int r = 0; r < n; r++)
+                for (int64_t i = i0; i < i0 + len; i++)
+                    compare_step(&s[r], i, (l[r * n_vocab + i] - max[r]) - lse[r], b[r * n_vocab + i],
+                                 exp_b[r][i - i0]);
+        }
     }
     for (int r = 0; r < n; r++) {
         const int64_t t = r * n_vocab + targets[r];

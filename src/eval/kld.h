@@ -88,7 +88,8 @@ void hfq_kld_free(hfq_kld *k);
  * largest, and log_sum[r] = log sum_i expf(l_i - max), the sum in double in
  * index order as llama.cpp's log_softmax. The rows' sums advance together,
  * so that their chains of dependent adds overlap: the same bits as one row
- * at a time. */
+ * at a time; the expf are hfq_expf_rows' (expf_rows.h: the C library's
+ * bits, a chunk of a row at a time). */
 void hfq_log_sum_exp_rows(const float *l, int64_t n_vocab, int n, float max[], double log_sum[]);
 
 /* logp[j][i] = log softmax(logits[j])_i as above (the base's exact
