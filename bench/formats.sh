@@ -39,7 +39,7 @@ py=.venv/bin/python
 shared=(F16 BF16 Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_1 Q4_0 IQ4_NL IQ4_XS Q3_K_L Q3_K_M Q3_K_S
         IQ3_M IQ3_S IQ3_XS IQ3_XXS Q2_K Q2_K_S IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S TQ2_0 TQ1_0 MXFP4_MOE)
 own=(NVFP4 MXFP4 INT8 FP8_E4M3 FP8_E5M2)
-needs_imatrix=" IQ3_XXS Q2_K_S IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S "   # llama-quantize refuses these without one
+needs_imatrix=" IQ3_XS IQ3_XXS Q2_K_S IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S "   # llama-quantize refuses these without one (IQ3_XS: where a tensor takes IQ3_XXS)
 if [ "$quick" = 1 ]; then
   formats=${FORMATS:-F16 Q8_0 Q4_0 Q4_K_M Q6_K IQ4_NL NVFP4 MXFP4 INT8 FP8_E4M3}
   ctx=${CTX:-128} chunks=${CHUNKS:-2} text=${TEXT:-$fix/text/tinystories-valid.txt}

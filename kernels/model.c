@@ -208,7 +208,8 @@ static int expand_block_scales(const binder *b, hfq_tensor *w, const gguf_tensor
 /* "<base>.scale": per tensor ([1]) for any matrix, the factor of its product,
  * or per expert ([n_expert]) for a stacked matrix of ne2 > 1 experts of
  * ggml's types; I8 weights must have one, per tensor or [groups][ne1] (per
- * channel or per group along the rows); FP8 also per 128x128 block
+ * channel or per group along the rows; stacked experts [groups][ne1 of an
+ * expert][ne2], as quantize writes them); FP8 also per 128x128 block
  * ([ceil(ne0/128)] [ceil(ne1/128)], told from per group by its fewer rows). */
 static int bind_scales(const binder *b, hfq_tensor *w, int64_t ne2) {
     char name[96];
@@ -218,12 +219,15 @@ static int bind_scales(const binder *b, hfq_tensor *w, int64_t ne2) {
     const bool fp8 = w->qext == HFQ_QEXT_FP8_E4M3 || w->qext == HFQ_QEXT_FP8_E5M2;
     const bool per_tensor = ti->n_dims == 1 && ti->ne[0] == 1;
     const bool per_expert = !w->qext && ne2 > 1 && ti->n_dims == 1 && ti->ne[0] == ne2;
-    const bool per_rows = ti->ne[1] == w->ne1 && ti->ne[0] >= 1 && w->ne0 % ti->ne[0] == 0;
+    /* stacked experts' I8 scales: [groups][rows of an expert][ne2], w's rows in expert order */
+    const bool stacked = w->qext && ne2 > 1 && ti->n_dims == 3 && ti->ne[2] == ne2;
+    const int64_t scale_rows = ti->ne[1] * (stacked ? ne2 : 1);
+    const bool per_rows = scale_rows == w->ne1 && ti->ne[0] >= 1 && w->ne0 % ti->ne[0] == 0;
     const bool per_block = fp8 && ti->n_dims == 2 && ti->ne[1] < w->ne1 && ti->ne[0] == (w->ne0 + bs - 1) / bs &&
                            ti->ne[1] == (w->ne1 + bs - 1) / bs;
-    if (ti->type != GT_F32 || ti->ne[2] != 1 || ti->ne[3] != 1 ||
+    if (ti->type != GT_F32 || (ti->ne[2] != 1 && !stacked) || ti->ne[3] != 1 ||
         !(per_tensor || per_expert || (w->qext && per_rows) || per_block) ||
-        ti->nbytes != (uint64_t)(ti->ne[0] * ti->ne[1]) * sizeof(float) || !ti->data)
+        ti->nbytes != (uint64_t)(ti->ne[0] * scale_rows) * sizeof(float) || !ti->data)
         return hfq_fail(b->err, b->where, "tensor '%s' (%s [%lld, %lld]) is not the F32 scale%s of '%s'", ti->name,
                         ggml_type_get(ti->type) ? ggml_type_get(ti->type)->name : "?", (long long)ti->ne[0],
                         (long long)ti->ne[1], w->qext ? "s" : " [1]", w->name);

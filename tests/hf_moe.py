@@ -219,17 +219,41 @@ KQUANT_CASE = (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM,
                H.base(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_experts=8,
                       num_experts_per_tok=2, moe_intermediate_size=256, head_dim=64, norm_topk_prob=True,
                       rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}))
+# i8_experts: KLD from F32 at most these times Q8_0's (measured INT8 ~1.5x, FP8 W8A8 ~4x on the
+# 8-expert model of bench/moe_synth.py)
+I8_KLD_BOUND = {"INT8": 4.0, "FP8_E4M3": 16.0}
 KQUANT_PRESETS = ("Q2_K", "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_XS", "Q4_0", "Q8_0", "MXFP4_MOE")
 
 
-def kquants(tmp):
+def i8_experts(gguf, tmp):
+    """INT8 and FP8 experts (3-D codes, their per-row scales [1][rows of an
+    expert][experts] as quantize writes them) load and run: KL divergence
+    from the F32 model within a bound of Q8_0's (an expert read with
+    another's scales is far off)."""
+    klds = {}
+    for preset in ("Q8_0", "INT8", "FP8_E4M3"):
+        out = os.path.join(tmp, f"qwen3moe-256-{preset}.gguf")
+        q = H.subprocess.run([H.QUANTIZE, gguf, out, preset, "--quiet"], capture_output=True, text=True)
+        check(q.returncode == 0, f"qwen3moe-256 {preset}: quantize: {q.stderr[-300:]}")
+        klds[preset] = kld_of(f"qwen3moe-256 {preset}", out, gguf) if q.returncode == 0 else float("nan")
+    print("qwen3moe-256 experts, KLD from F32: " + ", ".join(f"{p} {k:.6f}" for p, k in klds.items()))
+    check(klds["INT8"] <= I8_KLD_BOUND["INT8"] * klds["Q8_0"], f"qwen3moe-256 INT8 experts: KLD {klds['INT8']}")
+    check(klds["FP8_E4M3"] <= I8_KLD_BOUND["FP8_E4M3"] * klds["Q8_0"],
+          f"qwen3moe-256 FP8_E4M3 experts: KLD {klds['FP8_E4M3']}")
+
+
+def kquants(tmp, have_llama):
     folder, _ = build_checkpoint("qwen3moe-256", *KQUANT_CASE, tmp, H.MKMODEL, H.VOCAB)
     gguf = os.path.join(tmp, "qwen3moe-256.gguf")
     r = H.subprocess.run([H.HFCONV, folder, "-o", gguf, "--outtype", "f32", "-q"], capture_output=True, text=True)
     check(r.returncode == 0, f"qwen3moe-256: hfconv: {r.stderr.strip()}")
-    if r.returncode == 0:
+    if r.returncode != 0:
+        return
+    if have_llama:
         H.against_llama_quantize("qwen3moe-256", gguf, tmp, KQUANT_PRESETS)
         mixed(gguf, tmp)
+    if H.PPL_EVAL:
+        i8_experts(gguf, tmp)
 
 
 def nvfp4_measured_as_written(gguf, stats, weights, moments, tmp):
@@ -419,8 +443,8 @@ def main():
                 sparse_experts(label, ours, tmp)
             if have_quantize and H.PPL_EVAL:
                 all_experts(label, ours, tmp)
-        if have_quantize:
-            kquants(tmp)
+        if H.QUANTIZE:
+            kquants(tmp, have_quantize)
     if not have_converter:
         print(f"SKIP (part): llama.cpp's converter is not installed in {H.CONVERTER_DIR}")
     if not have_quantize or not have_runtime:
