@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -236,4 +237,11 @@ void hfq_cli_print_memory_plan(const hfq_cli_memory_plan *p, bool json) {
            (long long)p->loaded);
     printf("  (its peak so far %lld%s)\n", (long long)p->loaded_peak,
            p->loaded_peak > run ? ": above the rest, so the total" : "");
+}
+
+void hfq_cli_openmp_env(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("GOMP_SPINCOUNT", HFQ_OMP_SPINCOUNT, 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* no /proc: carry on with libgomp's default */
 }

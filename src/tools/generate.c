@@ -147,6 +147,7 @@ static int print_plan(const hfq_lm *lm, const hfq_context_params *cp, hfq_error 
 }
 
 int main(int argc, char **argv) {
+    hfq_cli_openmp_env(argv);
     if (hfq_cli_help(argc, argv, usage_text) || hfq_cli_version(argc, argv, TOOL)) return HFQ_EXIT_OK;
     options o;
     hfq_error err = {{0}};

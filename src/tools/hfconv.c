@@ -247,6 +247,7 @@ static int run(int argc, char **argv, hfq_convert_opts *opts, lora_args *la, boo
 }
 
 int main(int argc, char **argv) {
+    hfq_cli_openmp_env(argv);
     hfq_convert_opts opts = {0};
     opts.outtype = HFQ_OUT_F16;
     bool json = false, quiet = false;

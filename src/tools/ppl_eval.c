@@ -504,6 +504,7 @@ static void print_json(const options *o, const run *rn, const hfq_ppl_result *r,
 }
 
 int main(int argc, char **argv) {
+    hfq_cli_openmp_env(argv);
     if (hfq_cli_help(argc, argv, usage_text) || hfq_cli_version(argc, argv, TOOL)) return HFQ_EXIT_OK;
     options o;
     hfq_error err = {{0}};

@@ -1177,6 +1177,7 @@ static int run(args *a) {
 }
 
 int main(int argc, char **argv) {
+    hfq_cli_openmp_env(argv);
     static args a;
     if (hfq_cli_version(argc, argv, "quantize")) return HFQ_EXIT_OK;
     a.q = hfq_quantize_opts_default(HFQ_PRESET_Q8_0);
