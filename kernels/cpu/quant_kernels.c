@@ -107,7 +107,7 @@ static const hfq_block_q6_k zero_q6_k;
  * activation rows, called with the constant 1 when nc is 1 (decoding): that
  * instance keeps its per-column sums in registers, where the general one
  * indexes arrays of them on the stack (Q4_K decode on AVX512-VNNI, one
- * thread: 48-50 -> 68-71 GMAC/s). */
+ * thread: 49-50 -> 73-74 GMAC/s). */
 #define TILE_BODY(body, ...) ((nc) == 1 ? body(__VA_ARGS__, 1, out, os) : body(__VA_ARGS__, nc, out, os))
 
 /* One weight row times one activation row: the 1 x 1 tile. */

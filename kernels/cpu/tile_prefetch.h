@@ -22,10 +22,11 @@
 
 /* Block i (block_bytes in each row) of the rows rows at w, ws bytes apart:
  * read ahead rows * block_bytes bytes from i * rows * block_bytes of the
- * rows PREFETCH_TILES_AHEAD * rows on. Always inlined: GCC judges a prefetch-only function free of
- * side effects and drops calls to it that it has not inlined early (the
- * tiles of every format but Q8_0, Q4_0, Q4_K, Q6_K and the FP4s once lost
- * their prefetches that way: Q5_0 decode 5 -> 16 GB/s). */
+ * rows PREFETCH_TILES_AHEAD * rows on. Always inlined: GCC judges a
+ * prefetch-only function free of side effects and drops calls to it that it
+ * has not inlined early (the tiles of every format but Q8_0, Q4_0, Q4_K,
+ * Q6_K and the FP4s once lost their prefetches that way: Q5_0 decode 5 -> 16
+ * GB/s). */
 static inline __attribute__((always_inline)) void prefetch_next_rows(const void *w, size_t ws, int rows, int64_t i,
                                                                      size_t block_bytes) {
     const char *next = (const char *)w + (size_t)PREFETCH_TILES_AHEAD * (size_t)rows * ws +
