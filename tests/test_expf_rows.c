@@ -66,7 +66,8 @@ int main(void) {
             }
         }
     CHECK_MSG(bad == 0, "%d values differ from expf", bad);
-    printf("expf_rows == expf on %lld floats of [-104, 0], %lld of [0, 89], %lld bit patterns\n", (long long)neg,
-           (long long)pos, (long long)all);
+    if (bad == 0)
+        printf("expf_rows == expf on %lld floats of [-104, 0], %lld of [0, 89], %lld bit patterns\n", (long long)neg,
+               (long long)pos, (long long)all);
     return check_exit();
 }

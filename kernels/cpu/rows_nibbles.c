@@ -1,6 +1,7 @@
 /* Weights of 32-value blocks of 4-bit codes with one scale (MXFP4, Q4_0,
- * IQ4_NL; Q5_0 with its fifth bits) times one Q8_0 activation row (decoding; panel.h) on
- * AVX512-VNNI: the bits of their reference dots, 16 weight rows at a time.
+ * IQ4_NL; Q5_0 with its fifth bits) times one Q8_0 activation row
+ * (decoding; panel.h): the bits of their reference dots, 16 weight rows at
+ * a time on AVX512-VNNI (8 on the 256-bit sets, below).
  *
  * The references step block by block, acc + (dw * da) * (float)sum (in
  * whichever order each writes the scales' product: it commutes exactly),
