@@ -120,11 +120,12 @@ typedef struct row_state {
     int64_t q_arg, b_arg;
 } row_state;
 
-/* Term i of a row: q its model log-prob, b the base's, exp_b expf(b). */
-static inline void compare_step(row_state *s, int64_t i, float q, float b, float exp_b) {
+/* Term i of a row: q its model log-prob, b the base's (expf only for the
+ * terms that count: most of a large vocabulary's are below the floor). */
+static inline void compare_step(row_state *s, int64_t i, float q, float b) {
     if (i == 0 || q > s->q_max) s->q_max = q, s->q_arg = i;
     if (i == 0 || b > s->b_max) s->b_max = b, s->b_arg = i;
-    if (b > BASE_LOGP_FLOOR) s->kld += exp_b * (b - q);
+    if (b > BASE_LOGP_FLOOR) s->kld += expf(b) * (b - q);
 }
 
 /* Rows r < n (<= ROWS) of logits l and base log-probs b. The model's
@@ -136,21 +137,14 @@ static void compare_rows(const float *l, const float *b, int64_t n_vocab, const 
     log_sum_exp_rows(l, n_vocab, n, max, lse);
     row_state s[ROWS];
     memset(s, 0, sizeof s);
-    float exp_b[ROWS][LSE_CHUNK];
-    for (int64_t i0 = 0; i0 < n_vocab; i0 += LSE_CHUNK) {
-        const int64_t len = n_vocab - i0 < LSE_CHUNK ? n_vocab - i0 : LSE_CHUNK;
-        for (int r = 0; r < n; r++) hfq_expf_rows(b + r * n_vocab + i0, 0.0f, len, exp_b[r]);
-        if (n == ROWS) {
-            for (int64_t i = i0; i < i0 + len; i++)
-                for (int r = 0; r < ROWS; r++)
-                    compare_step(&s[r], i, (l[r * n_vocab + i] - max[r]) - lse[r], b[r * n_vocab + i],
-                                 exp_b[r][i - i0]);
-        } else {
-            for (int r = 0; r < n; r++)
-                for (int64_t i = i0; i < i0 + len; i++)
-                    compare_step(&s[r], i, (l[r * n_vocab + i] - max[r]) - lse[r], b[r * n_vocab + i],
-                                 exp_b[r][i - i0]);
-        }
+    if (n == ROWS) {
+        for (int64_t i = 0; i < n_vocab; i++)
+            for (int r = 0; r < ROWS; r++)
+                compare_step(&s[r], i, (l[r * n_vocab + i] - max[r]) - lse[r], b[r * n_vocab + i]);
+    } else {
+        for (int r = 0; r < n; r++)
+            for (int64_t i = 0; i < n_vocab; i++)
+                compare_step(&s[r], i, (l[r * n_vocab + i] - max[r]) - lse[r], b[r * n_vocab + i]);
     }
     for (int r = 0; r < n; r++) {
         const int64_t t = r * n_vocab + targets[r];
