@@ -85,7 +85,17 @@ void hfq_dequantize_row_fp8(hfq_fp8_format fmt, const void *src, float *dst, int
 void hfq_fp8_fake_quant_groups(hfq_fp8_format fmt, const float *x, float *y, int64_t n, int64_t g) {
     for (int64_t k = 0; k < n; k += g) {
         const float s = hfq_fp8_scale(fmt, x + k, g);
-        for (int64_t i = k; i < k + g; i++) y[i] = s == 0.0f ? 0.0f : hfq_fp8_to_f32(fmt, hfq_f32_to_fp8(fmt, x[i] / s)) * s;
+        if (s == 0.0f) {
+            for (int64_t i = k; i < k + g; i++) y[i] = 0.0f;
+            continue;
+        }
+#ifdef HFQ_HAVE_AVX2_KERNELS
+        if (hfq_isa_best() == HFQ_ISA_AVX2) {
+            hfq_fp8_fake_quant_avx2(fmt, x + k, y + k, g, s);
+            continue;
+        }
+#endif
+        for (int64_t i = k; i < k + g; i++) y[i] = hfq_fp8_to_f32(fmt, hfq_f32_to_fp8(fmt, x[i] / s)) * s;
     }
 }
 

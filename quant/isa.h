@@ -63,6 +63,8 @@ void hfq_quantize_row_f16_avx2(const float *x, void *y, int64_t n);
 float hfq_amax_avx2(const float *x, int64_t n);
 void hfq_quantize_int8_avx2(const float *x, int8_t *q, int64_t n, float scale);
 void hfq_quantize_fp8_avx2(int fmt, const float *x, uint8_t *q, int64_t n, float scale);
+/* ... y[i] = hfq_fp8_to_f32(fmt, hfq_f32_to_fp8(fmt, x[i] / scale)) * scale (scale != 0). */
+void hfq_fp8_fake_quant_avx2(int fmt, const float *x, float *y, int64_t n, float scale);
 void hfq_quantize_nvfp4_avx2(const float *x, void *y, int64_t nb, float g);
 /* ... and with hfq_nvfp4_act_search_code's scale codes (hfq_quantize_nvfp4_act_search). */
 void hfq_quantize_nvfp4_search_avx2(const float *x, void *y, int64_t nb, float g);

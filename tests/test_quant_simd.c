@@ -272,6 +272,35 @@ static void check_qext_quantizers(test_rng *rng) {
                             hfq_f32_to_fp8((hfq_fp8_format)f, x[i] / scale));
         }
     }
+    /* FP8 rounding in place (FP8_BLOCK's activations): each value's decoded code times the scale, bit for bit */
+    static float fake[N];
+    for (int s = 0; s < 3; s++) {
+        const float scale = s == 0 ? 1.0f : s == 1 ? 0.37f : 3e-3f;
+        for (int f = 0; f < 2; f++) {
+            hfq_fp8_fake_quant_avx2(f, x, fake, n, scale);
+            for (int64_t i = 0; i < n; i++) {
+                const float want = hfq_fp8_to_f32((hfq_fp8_format)f, hfq_f32_to_fp8((hfq_fp8_format)f, x[i] / scale)) * scale;
+                if (memcmp(&fake[i], &want, sizeof want) != 0 && bad++ < 5)
+                    fprintf(stderr, "fp8 format %d rounding of %a / %a: %a, scalar %a\n", f, x[i], scale, fake[i], want);
+            }
+        }
+    }
+    /* ... and by groups with their own amax scales (a group of zeros: zeros) */
+    for (int64_t g = 1; g <= 128; g = g * 2 + 1) {
+        float row[3 * 129], want[3 * 129];
+        const int64_t len = 3 * g;
+        for (int64_t i = 0; i < len; i++) row[i] = i < g ? 0.0f : (float)(rng_next(rng) % 20001) / 1000.0f - 10.0f;
+        hfq_fp8_fake_quant_groups(HFQ_FP8_E4M3, row, fake, len, g);
+        for (int64_t k = 0; k < len; k += g) {
+            float amax = 0.0f;
+            for (int64_t i = k; i < k + g; i++) amax = fmaxf(amax, fabsf(row[i]));
+            const float sc = amax / 448.0f;
+            for (int64_t i = k; i < k + g; i++)
+                want[i] = sc == 0.0f ? 0.0f : hfq_fp8_to_f32(HFQ_FP8_E4M3, hfq_f32_to_fp8(HFQ_FP8_E4M3, row[i] / sc)) * sc;
+        }
+        if (memcmp(fake, want, (size_t)len * sizeof *want) != 0 && bad++ < 5)
+            fprintf(stderr, "fp8 rounding in groups of %lld differs from the scalar steps\n", (long long)g);
+    }
     /* dynamic scales: amax as fmaxf finds it (NaN skipped), on finite rows of every length to 70 */
     for (int64_t len = 1; len <= 70; len++) {
         float row[70], want = 0.0f, sc;
