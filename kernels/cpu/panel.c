@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/cpu/panel_layout.h"
+#include "kernels/cpu/tile_prefetch.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "quant/block_math.h"
 #include "quant/cpu_features.h"

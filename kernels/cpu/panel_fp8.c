@@ -474,6 +474,10 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
     const uint8_t *c0 = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
     const uint8_t *c1 = (const uint8_t *)w->data + (size_t)r1 * w->row_bytes;
     for (int64_t i = 0; i < n; i += 32) {
+        /* the pair two pairs on (the rows follow one another): panels are
+         * decoded in bursts between their products, and without it the
+         * codes' loads waited on memory */
+        prefetch_next_rows(c0, w->row_bytes, 2, i / 32, 32);
         __m512i v[2];
         __m512 f[4];   /* FLOAT */
         if (m == CPU_FP8_FLOAT) float_values(d, c0, c1, i, n - i < 32, f);
