@@ -27,7 +27,7 @@
  * lanes (row, token) become each token's rows with one permute. The float
  * operands (weight-only, scaled) go the same ways, 8 values a step; where
  * the reference restarts its partial sums per scale group (weight-only in
- * groups), a band runs one group's steps and is finished group by group. */
+ * groups), a band finishes each group's steps before the next (band_groups). */
 #include "kernels/cpu/panel.h"
 
 #include <omp.h>
@@ -446,23 +446,41 @@ FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_
     }
 }
 
-/* band's instances, out of line: inlined into the panel's loops, its 24
- * sums shared the registers with them (W8A8 at 256 tokens 220 -> 176
- * GMAC/s, one thread). */
-FP8_TARGET static __attribute__((noinline)) void band_w8a8(const char *wp, size_t row_bytes, const char *act,
-                                                         size_t steps, __m512 out[PAIRS]) {
-    band(CPU_FP8_W8A8, wp, row_bytes, act, steps, out);
+/* band over every scale group g < sg of g_steps steps (one group: the
+ * whole row), each group's sums finished in turn as finish_group does, in
+ * sums16's lane order (lane 2 r + h: row r, token h of the pair): out[p].
+ * ws: the groups' scales of these BAND rows, PANEL_ROWS apart; as[p]: the
+ * pair's activation scales in that lane order. The groups are finished
+ * here, not by the caller a call per group: with groups of 128 values a
+ * band runs 8 steps, and a call, its sums' spills and the caller's
+ * scalar steps per group were half its time. */
+FP8_TARGET static inline __attribute__((always_inline)) void
+band_groups(const cpu_fp8_operands m, const char *wp, size_t row_bytes, const char *act, size_t g_steps, int64_t sg,
+            const float *ws, bool from_zero, const __m512 as[PAIRS], __m512 out[PAIRS]) {
+    /* lane 2 r + h: row r's scale */
+    const __m512i row_of_lane = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    for (int p = 0; p < PAIRS; p++) out[p] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < sg; g++) {
+        __m512 sums[PAIRS];
+        band(m, wp + (size_t)g * g_steps * 32, row_bytes, act + (size_t)g * g_steps * PAIRS * 64, g_steps, sums);
+        const __m512 wsv = _mm512_permutexvar_ps(row_of_lane, _mm512_castps256_ps512(_mm256_loadu_ps(ws + g * PANEL_ROWS)));
+        for (int p = 0; p < PAIRS; p++) out[p] = finish_group(m, sg, g, from_zero, sums[p], wsv, as[p], out[p]);
+    }
 }
 
-FP8_TARGET static __attribute__((noinline)) void band_scaled(const char *wp, size_t row_bytes, const char *act,
-                                                           size_t steps, __m512 out[PAIRS]) {
-    band(CPU_FP8_SCALED, wp, row_bytes, act, steps, out);
-}
-
-FP8_TARGET static __attribute__((noinline)) void band_float(const char *wp, size_t row_bytes, const char *act,
-                                                          size_t steps, __m512 out[PAIRS]) {
-    band(CPU_FP8_FLOAT, wp, row_bytes, act, steps, out);
-}
+/* band_groups' instances, out of line: band inlined into the panel's
+ * loops shared the registers of its 24 sums with them (W8A8 at 256 tokens
+ * 220 -> 176 GMAC/s, one thread). */
+#define BAND_GROUPS(name, mode)                                                                                    \
+    FP8_TARGET static __attribute__((noinline)) void name(const char *wp, size_t row_bytes, const char *act,       \
+                                                          size_t g_steps, int64_t sg, const float *ws, bool from_zero, \
+                                                          const __m512 as[PAIRS], __m512 out[PAIRS]) {             \
+        band_groups(mode, wp, row_bytes, act, g_steps, sg, ws, from_zero, as, out);                                \
+    }
+BAND_GROUPS(band_w8a8, CPU_FP8_W8A8)
+BAND_GROUPS(band_scaled, CPU_FP8_SCALED)
+BAND_GROUPS(band_float, CPU_FP8_FLOAT)
+#undef BAND_GROUPS
 
 /* Rows r0 and r1 of w decoded into the panel rows p0 and p1 (row_bytes
  * each): pair-form words (W8A8), or each value's float (SCALED: times its
@@ -503,7 +521,7 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
 }
 
 /* Panel rows r0.. (nr of them) decoded, times every token group, finished
- * group by group (ws: finished_groups x PANEL_ROWS scales). */
+ * group by group in the bands (ws: finished_groups x PANEL_ROWS scales). */
 FP8_TARGET static inline __attribute__((always_inline)) void
 panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, int64_t r0, int nr, char *wp,
                float *ws, const char *groups, const float *a_scales, int64_t n_tokens, float *y) {
@@ -522,24 +540,18 @@ panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor 
     const __m512i by_token = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += 2 * PAIRS) {
         const char *act = groups + (size_t)(t0 / (2 * PAIRS)) * group_bytes;
+        __m512 as[PAIRS];   /* sums16's lane order: even lanes token 2 p, odd 2 p + 1 */
+        for (int p = 0; p < PAIRS; p++) {
+            const int64_t t = t0 + 2 * p;
+            const float a0 = m == CPU_FP8_W8A8 && t < n_tokens ? a_scales[t] : 0.0f;
+            const float a1 = m == CPU_FP8_W8A8 && t + 1 < n_tokens ? a_scales[t + 1] : 0.0f;
+            as[p] = _mm512_mask_blend_ps((__mmask16)0xAAAA, _mm512_set1_ps(a0), _mm512_set1_ps(a1));
+        }
         for (int rb = 0; rb < nr; rb += BAND) {
-            __m512 out[PAIRS] = {_mm512_setzero_ps()};
-            for (int64_t g = 0; g < sg; g++) {
-                __m512 sums[PAIRS];
-                const char *wg = wp + (size_t)rb * row_bytes + (size_t)g * g_steps * 32;
-                const char *ag = act + (size_t)g * g_steps * PAIRS * 64;
-                (m == CPU_FP8_W8A8 ? band_w8a8 : m == CPU_FP8_SCALED ? band_scaled : band_float)(wg, row_bytes, ag, g_steps, sums);
-                const __m256 w8 = _mm256_loadu_ps(ws + g * PANEL_ROWS + rb);
-                const __m512 wsv = _mm512_insertf32x8(_mm512_castps256_ps512(w8), w8, 1);
-                for (int p = 0; p < PAIRS; p++) {
-                    const __m512 v = _mm512_permutexvar_ps(by_token, sums[p]);
-                    const int64_t t = t0 + 2 * p;
-                    const float a0 = m == CPU_FP8_W8A8 && t < n_tokens ? a_scales[t] : 0.0f;
-                    const float a1 = m == CPU_FP8_W8A8 && t + 1 < n_tokens ? a_scales[t + 1] : 0.0f;
-                    const __m512 as = _mm512_insertf32x8(_mm512_set1_ps(a0), _mm256_set1_ps(a1), 1);
-                    out[p] = finish_group(m, sg, g, from_zero, v, wsv, as, out[p]);
-                }
-            }
+            __m512 out[PAIRS];
+            (m == CPU_FP8_W8A8 ? band_w8a8 : m == CPU_FP8_SCALED ? band_scaled : band_float)(
+                wp + (size_t)rb * row_bytes, row_bytes, act, g_steps, sg, ws + rb, from_zero, as, out);
+            for (int p = 0; p < PAIRS; p++) out[p] = _mm512_permutexvar_ps(by_token, out[p]);
             const __mmask8 rows = (__mmask8)((1u << (nr - rb < BAND ? nr - rb : BAND)) - 1);
             for (int p = 0; p < PAIRS && t0 + 2 * p < n_tokens; p++) {
                 const int64_t t = t0 + 2 * p;
