@@ -321,7 +321,10 @@ DECODE_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK]
         _mm_storeu_si128((__m128i *)(codes + 32 * h), _mm_unpacklo_epi64(lo, hi));
         _mm_storeu_si128((__m128i *)(codes + 32 * h + 16), _mm_unpackhi_epi64(lo, hi));
     }
-    for (int s = 0; s < 4; s++) d[s] = hfq_ue4m3_half_to_f32(b->d[s]);
+    /* one 16-byte store: the caller reads the scales two at a time, and
+     * 8-byte loads of two 4-byte stores wait for them (no forwarding) */
+    _mm_storeu_ps(d, _mm_setr_ps(hfq_ue4m3_half_to_f32(b->d[0]), hfq_ue4m3_half_to_f32(b->d[1]),
+                                 hfq_ue4m3_half_to_f32(b->d[2]), hfq_ue4m3_half_to_f32(b->d[3])));
 }
 
 /* Adding a format: its decoder above and a row here (its reference dot's
