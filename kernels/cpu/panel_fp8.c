@@ -463,7 +463,9 @@ band_groups(const cpu_fp8_operands m, const char *wp, size_t row_bytes, const ch
     for (int64_t g = 0; g < sg; g++) {
         __m512 sums[PAIRS];
         band(m, wp + (size_t)g * g_steps * 32, row_bytes, act + (size_t)g * g_steps * PAIRS * 64, g_steps, sums);
-        const __m512 wsv = _mm512_permutexvar_ps(row_of_lane, _mm512_castps256_ps512(_mm256_loadu_ps(ws + g * PANEL_ROWS)));
+        /* SCALED's scales are in its decoded values (ws is not filled) */
+        const __m512 wsv = m == CPU_FP8_SCALED ? _mm512_setzero_ps()
+                                               : _mm512_permutexvar_ps(row_of_lane, _mm512_castps256_ps512(_mm256_loadu_ps(ws + g * PANEL_ROWS)));
         for (int p = 0; p < PAIRS; p++) out[p] = finish_group(m, sg, g, from_zero, sums[p], wsv, as[p], out[p]);
     }
 }
