@@ -318,8 +318,8 @@ DECODE_TARGET static void decode_nvfp4(const void *blk, int8_t codes[2 * HFQ_QK]
         const __m128i v = _mm_loadu_si128((const __m128i *)(b->qs + 16 * h));
         const __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(v, low4));
         const __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4));
-        _mm_storeu_si128((__m128i *)(codes + 32 * h), _mm_unpacklo_epi64(lo, hi));
-        _mm_storeu_si128((__m128i *)(codes + 32 * h + 16), _mm_unpackhi_epi64(lo, hi));
+        /* one 32-byte store: sub_starts reads the 32 codes back in one load */
+        _mm256_storeu_si256((__m256i *)(codes + 32 * h), _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi)));
     }
     /* one 16-byte store: the caller reads the scales two at a time, and
      * 8-byte loads of two 4-byte stores wait for them (no forwarding) */
@@ -497,19 +497,29 @@ static void pack_group(const cpu_panel_format *f, const char *act, size_t a_stri
     }
 }
 
-/* -128 times the code sum of each sub-block of sub of the n codes (a constant: the loops vectorize). */
-static inline __attribute__((always_inline)) void sub_starts(const int n, const int sub, const int8_t *q,
-                                                             int32_t start[PANEL_SUBS_MAX]) {
-    /* each 16 codes' sum by psadbw: the codes + 128 as unsigned bytes against
-     * zero, two sums of 8 (a byte loop stayed scalar where sub is 16) */
-    for (int s = 0; s < n / sub; s++) {
-        int32_t sum = 0;
-        for (int l = 0; l < sub; l += 16) {
-            const __m128i u = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(q + s * sub + l)), _mm_set1_epi8((char)0x80));
-            const __m128i sad = _mm_sad_epu8(u, _mm_setzero_si128());
-            sum += _mm_cvtsi128_si32(sad) + _mm_extract_epi16(sad, 4) - 16 * 128;
+/* -128 times the code sum of each sub-block of sub (16, 32 or 256) of the n
+ * codes (a multiple of 32), by psadbw on the codes + 128 as unsigned bytes:
+ * four sums of 8 a 32-byte load (the load the decoder's 32-byte store
+ * forwards to; a byte loop stayed scalar for sub-blocks of 16, 16-byte
+ * loads of the store's upper half waited for it). */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+sub_starts(const int n, const int sub, const int8_t *q, int32_t start[PANEL_SUBS_MAX]) {
+    int32_t acc = 0;
+    for (int i = 0; i < n; i += 32) {
+        const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(q + i)), _mm256_set1_epi8((char)0x80));
+        const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256());   /* bytes 8 j..8 j + 7 + 1024 in lane j */
+        const int32_t s0 = _mm256_extract_epi32(sad, 0) + _mm256_extract_epi32(sad, 2) - 16 * 128;
+        const int32_t s1 = _mm256_extract_epi32(sad, 4) + _mm256_extract_epi32(sad, 6) - 16 * 128;
+        if (sub == 16) {
+            start[i / 16] = -128 * s0;
+            start[i / 16 + 1] = -128 * s1;
+        } else {
+            acc += s0 + s1;
+            if ((i + 32) % sub == 0) {
+                start[i / sub] = -128 * acc;
+                acc = 0;
+            }
         }
-        start[s] = -128 * sum;
     }
 }
 
@@ -520,7 +530,7 @@ static size_t meta_bytes(const cpu_panel_format *f) {
 
 /* One band (panel_band.inc): out[r][c], row r's reference dot with token c of group g. */
 typedef void (*band_fn)(const cpu_panel_format *f, const int8_t *codes, int64_t k, const void *meta, int64_t nb,
-                        act_group g, float out[BAND][COLS]);
+                        const act_group *g, float out[BAND][COLS]);
 
 /* BAND_ISA's values (numbers: panel_band.inc tests them in #if) */
 #define BAND_SET_AVX2 1
