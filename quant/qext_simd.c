@@ -8,6 +8,7 @@
 #include "quant/avx2_rows.h"
 #include "quant/fp4.h"
 #include "quant/fp8.h"
+#include "quant/fp8_avx2.h"
 #include "quant/int8.h"
 
 AVX2 float hfq_amax_avx2(const float *x, int64_t n) {
@@ -78,36 +79,18 @@ AVX2 void hfq_quantize_fp8_avx2(int format, const float *x, uint8_t *q, int64_t 
     }
     for (; i < n; i++) q[i] = hfq_f32_to_fp8(fmt, x[i] / scale);
 }
-/* hfq_fp8_to_f32 of 8 lanes of int32 codes: normal codes their bits moved
- * and rebiased, subnormal ones man * 2^(1 - bias - mbits) (exact), E4M3's
- * 0x7F / E5M2's top exponent NaN (E5M2 with mantissa 0: infinity), then
- * the sign. */
-AVX2 static inline __m256 fp8_decode8(hfq_fp8_format fmt, __m256i c) {
-    const int mbits = HFQ_FP8_MBITS(fmt), bias = HFQ_FP8_BIAS(fmt);
-    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
-    const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
-    const __m256i man = _mm256_and_si256(mag, _mm256_set1_epi32((1 << mbits) - 1));
-    const __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(mag, 23 - mbits), _mm256_set1_epi32((127 - bias) << 23));
-    const __m256i sub = _mm256_castps_si256(_mm256_mul_ps(
-        _mm256_cvtepi32_ps(man), _mm256_castsi256_ps(_mm256_set1_epi32((127 + 1 - bias - mbits) << 23))));
-    __m256i v = _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << mbits), mag));
-    if (fmt == HFQ_FP8_E4M3) {
-        v = _mm256_blendv_epi8(v, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7F)));
-    } else {
-        const __m256i top = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32((0x1F << mbits) - 1));
-        const __m256i special = _mm256_blendv_epi8(_mm256_set1_epi32(0x7F800000), _mm256_set1_epi32(0x7FC00000),
-                                                   _mm256_cmpgt_epi32(man, _mm256_setzero_si256()));
-        v = _mm256_blendv_epi8(v, special, top);
-    }
-    return _mm256_castsi256_ps(_mm256_or_si256(v, sign));
-}
-
-AVX2 void hfq_fp8_fake_quant_avx2(int format, const float *x, float *y, int64_t n, float scale) {
+/* The codes back to floats by the one vector decoder (fp8_avx2.h), their
+ * 8 int32 lanes packed to bytes first. */
+__attribute__((target("avx2,f16c"))) void hfq_fp8_fake_quant_avx2(int format, const float *x, float *y, int64_t n,
+                                                                 float scale) {
     const hfq_fp8_format fmt = (hfq_fp8_format)format;
     const __m256 s = _mm256_set1_ps(scale);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(fp8_decode8(fmt, fp8_encode8(fmt, _mm256_div_ps(_mm256_loadu_ps(x + i), s))), s));
+    for (; i + 8 <= n; i += 8) {
+        const __m256i c = fp8_encode8(fmt, _mm256_div_ps(_mm256_loadu_ps(x + i), s));   /* 0..255 */
+        const __m128i c16 = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(hfq_fp8x8_avx2(fmt, _mm_packus_epi16(c16, c16)), s));
+    }
     for (; i < n; i++) y[i] = hfq_fp8_to_f32(fmt, hfq_f32_to_fp8(fmt, x[i] / scale)) * scale;
 }
 

@@ -4,6 +4,7 @@
 #include "kernels/cpu/tile_prefetch.h"
 #include "quant/cpu_features.h"
 #include "quant/fp8.h"
+#include "quant/fp8_avx2.h"
 #include "quant/int8.h"
 #include "quant/lanes.h"
 
@@ -41,25 +42,9 @@ static void i8_tile_ref(const hfq_tensor *w, int64_t r0, int nr, const void *a, 
 
 #define I8_AVX2 __attribute__((target("avx2,f16c,fma")))
 
-/* hfq_fp8_to_f32 of 8 codes, through F16C: an FP8 code's bits placed in an
- * fp16's - E5M2 is the top byte of one; E4M3's exponent and mantissa go one
- * bit lower (the code sign-extended, shifted, and its sign copy at bit 14
- * cleared), the value then 2^8 too small: times 256, exact - and NaN codes
- * replaced by the fp16 quiet NaN of their sign (the reference's float NaN). */
+/* hfq_fp8_to_f32 of the 8 codes at p (quant/fp8_avx2.h). */
 I8_AVX2 static inline __m256 fp8x8(hfq_fp8_format f, const uint8_t *p) {
-    const __m128i raw = _mm_loadl_epi64((const __m128i *)p);
-    if (f == HFQ_FP8_E5M2) {
-        const __m128i h = _mm_slli_epi16(_mm_cvtepu8_epi16(raw), 8);
-        const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F00)), _mm_set1_epi16(0x7C00));
-        /* 0x7D00..0x7F00 -> 0x7E00: clear bit 8, set bit 9 */
-        const __m128i fix = _mm_and_si128(nan, _mm_set1_epi16(0x0200));
-        return _mm256_cvtph_ps(_mm_or_si128(_mm_andnot_si128(_mm_and_si128(nan, _mm_set1_epi16(0x0100)), h), fix));
-    }
-    __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(raw), 7), _mm_set1_epi16((short)0xBF80));
-    /* magnitude 0x7F (0x3F80 here) -> 0x7E00 */
-    const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F80)), _mm_set1_epi16(0x3F80));
-    h = _mm_xor_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x4180)));
-    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    return hfq_fp8x8_avx2(f, _mm_loadl_epi64((const __m128i *)p));
 }
 
 /* fp8x8 of 8 codes that are not NaN (nor, with finite, infinite:
