@@ -564,57 +564,76 @@ static void test_quant_simd_dots(void) {
            n_pairs);
 }
 
-/* TQ1_0 rows whose packed bytes take every value 0..255 (the quantizer
- * writes only some: the trit thresholds y = 85 / 86 and 170 / 171 of
- * hfq_tq1_trit, and bytes of no valid packing, as a hostile file has them)
- * in every byte position of qs and qh, through the SIMD dot and the tiles
- * of every set (decode's one column, the narrow tiles and, from 2 K_GROUP
- * columns, the wide ones that unpack signed levels): the reference's bits. */
-static void test_tq1_0_all_bytes(void) {
+/* Block b of weight row r of format t with every byte value in every byte
+ * position over the rows and blocks (the quantizers write only some: TQ1_0's
+ * trit thresholds y = 85 / 86 and 170 / 171, bytes of no valid packing, IQ1's
+ * every index, scale and shift sign, as a hostile file has them), the
+ * format's float scale set to a finite value. */
+static void all_bytes_block(hfq_qtype t, int r, int b, void *blk) {
+    uint8_t *p = blk;
+    const size_t size = t == HFQ_QT_TQ1_0 ? sizeof(hfq_block_tq1_0) : t == HFQ_QT_IQ1_S ? sizeof(hfq_block_iq1_s)
+                                                                                        : sizeof(hfq_block_iq1_m);
+    for (size_t j = 0; j < size; j++) p[j] = (uint8_t)(j * 7 + (size_t)b * 5 + (size_t)r * 64 + (j / 64) * 3);
+    const uint16_t d = hfq_f32_to_fp16(0.5f + (float)((b + r) % 7));
+    if (t == HFQ_QT_TQ1_0) ((hfq_block_tq1_0 *)blk)->d = d;
+    else if (t == HFQ_QT_IQ1_S) ((hfq_block_iq1_s *)blk)->d = d;
+    else   /* IQ1_M: d's four nibbles are the top nibbles of the four scale words */
+        for (int k = 0; k < 4; k++) {
+            uint8_t *hi = &((hfq_block_iq1_m *)blk)->scales[2 * k + 1];
+            *hi = (uint8_t)((*hi & 0x0F) | ((d >> 4 * k) & 0xF) << 4);
+        }
+}
+
+/* TQ1_0, IQ1_S and IQ1_M rows of all_bytes_block through the SIMD dot and
+ * the tiles of every set (decode's one column, the narrow tiles with their
+ * unsigned levels and, from 2 K_GROUP columns, the wide ones that unpack
+ * signed levels): the reference's bits. */
+static void test_low_bit_all_bytes(void) {
     enum { NB = 64, N = NB * HFQ_QK_K, ROWS = CPU_TILE_ROWS, COLS = CPU_TILE_COLS_K };
-    static hfq_block_tq1_0 w[ROWS][NB];
+    static uint8_t w[ROWS][NB * sizeof(hfq_block_iq1_m)];   /* rows of the largest of the three blocks (checked below) */
     static char a[COLS][2 * N];
     static float want[COLS][ROWS], got[COLS][ROWS];
-    const hfq_qtype_traits *wt = hfq_qtype_get(HFQ_QT_TQ1_0);
-    const size_t arow = (size_t)hfq_qtype_row_size(wt->vec_dot_type, N);
-    CHECK(arow <= sizeof a[0]);
-    uint64_t rng = 99;
-    for (int r = 0; r < ROWS; r++)
-        for (int b = 0; b < NB; b++) {
-            for (size_t j = 0; j < sizeof w[r][b].qs; j++) w[r][b].qs[j] = (uint8_t)(j * 7 + b * 5 + r * 64);
-            for (size_t j = 0; j < sizeof w[r][b].qh; j++) w[r][b].qh[j] = (uint8_t)(j * 64 + b * 4 + r);
-            w[r][b].d = hfq_f32_to_fp16(0.5f + (float)((b + r) % 7));
-        }
     static float v[N];
-    for (int c = 0; c < COLS; c++) {
-        for (int64_t i = 0; i < N; i++) v[i] = synth_uniform(&rng) * (c ? 1.0f : 300.0f);
-        hfq_qtype_get(wt->vec_dot_type)->quantize_row(v, a[c], N);
-    }
+    const hfq_qtype types[] = {HFQ_QT_TQ1_0, HFQ_QT_IQ1_S, HFQ_QT_IQ1_M};
     int checked = 0;
-    for (int c = 0; c < COLS; c++)
-        for (int r = 0; r < ROWS; r++) want[c][r] = wt->vec_dot(w[r], a[c], N);
-    for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++) {
-        if (!cpu_quant_isa_runs((cpu_quant_isa)isa)) continue;
-        int cols = 0;
-        hfq_vec_dot_fn simd = cpu_quant_vec_dot_act_isa(HFQ_QT_TQ1_0, wt->vec_dot_type, (cpu_quant_isa)isa);
-        cpu_tile_fn tile = cpu_quant_tile_act_isa(HFQ_QT_TQ1_0, wt->vec_dot_type, (cpu_quant_isa)isa, &cols);
-        CHECK(simd && tile);
-        if (!simd || !tile) continue;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const hfq_qtype t = types[ti];
+        const hfq_qtype_traits *wt = hfq_qtype_get(t);
+        const size_t bb = (size_t)hfq_qtype_row_size(t, HFQ_QK_K), arow = (size_t)hfq_qtype_row_size(wt->vec_dot_type, N);
+        CHECK(NB * bb <= sizeof w[0] && arow <= sizeof a[0]);
+        for (int r = 0; r < ROWS; r++)
+            for (int b = 0; b < NB; b++) all_bytes_block(t, r, b, w[r] + (size_t)b * bb);
+        uint64_t rng = 99;
+        for (int c = 0; c < COLS; c++) {
+            for (int64_t i = 0; i < N; i++) v[i] = synth_uniform(&rng) * (c ? 1.0f : 300.0f);
+            hfq_qtype_get(wt->vec_dot_type)->quantize_row(v, a[c], N);
+        }
         for (int c = 0; c < COLS; c++)
-            for (int r = 0; r < ROWS; r++) {
-                const float one = simd(w[r], a[c], N);
-                CHECK_MSG(memcmp(&one, &want[c][r], sizeof one) == 0, "tq1_0 isa %d: dot %.9g vs %.9g", isa, one,
-                          want[c][r]);
+            for (int r = 0; r < ROWS; r++) want[c][r] = wt->vec_dot(w[r], a[c], N);
+        for (int isa = CPU_QUANT_ISA_AVX2; isa <= CPU_QUANT_ISA_AVX512VNNI; isa++) {
+            if (!cpu_quant_isa_runs((cpu_quant_isa)isa)) continue;
+            int cols = 0;
+            hfq_vec_dot_fn simd = cpu_quant_vec_dot_act_isa(t, wt->vec_dot_type, (cpu_quant_isa)isa);
+            cpu_tile_fn tile = cpu_quant_tile_act_isa(t, wt->vec_dot_type, (cpu_quant_isa)isa, &cols);
+            CHECK(simd && tile);
+            if (!simd || !tile) continue;
+            for (int c = 0; c < COLS; c++)
+                for (int r = 0; r < ROWS; r++) {
+                    const float one = simd(w[r], a[c], N);
+                    CHECK_MSG(memcmp(&one, &want[c][r], sizeof one) == 0, "%s isa %d: dot %.9g vs %.9g", wt->name, isa,
+                              one, want[c][r]);
+                }
+            for (int nc = 1; nc <= COLS && nc <= cols; nc += nc < 3 ? 1 : 5) {   /* 1, 2, 3, 8, 13 */
+                memset(got, 0, sizeof got);
+                for (int c0 = 0; c0 < COLS; c0 += nc)
+                    tile(N, w, sizeof w[0], ROWS, a[c0], sizeof a[0], COLS - c0 < nc ? COLS - c0 : nc, &got[c0][0],
+                         ROWS);
+                CHECK_MSG(memcmp(got, want, sizeof got) == 0, "%s isa %d: tile of %d columns differs", wt->name, isa, nc);
+                checked++;
             }
-        for (int nc = 1; nc <= COLS && nc <= cols; nc += nc < 3 ? 1 : 5) {   /* 1, 2, 3, 8, 13 */
-            memset(got, 0, sizeof got);
-            for (int c0 = 0; c0 < COLS; c0 += nc)
-                tile(N, w, sizeof w[0], ROWS, a[c0], sizeof a[0], COLS - c0 < nc ? COLS - c0 : nc, &got[c0][0], ROWS);
-            CHECK_MSG(memcmp(got, want, sizeof got) == 0, "tq1_0 isa %d: tile of %d columns differs", isa, nc);
-            checked++;
         }
     }
-    printf("tq1_0 on every byte: %d tiles checked\n", checked);
+    printf("tq1_0, iq1_s, iq1_m on every byte: %d tiles checked\n", checked);
 }
 
 /* Every scale code of MXFP4 (E8M0) and NVFP4 (UE4M3, 0x7F and bit 7
@@ -1383,7 +1402,7 @@ int main(void) {
     test_attention_kernels();
     test_geglu_kernels();
     test_quant_simd_dots();
-    test_tq1_0_all_bytes();
+    test_low_bit_all_bytes();
     test_fp4_scale_codes();
     test_i8_kernels();
     test_panel_products();
