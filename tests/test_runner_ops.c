@@ -932,7 +932,8 @@ static void test_panel_products(void) {
 /* FP8 codes in panel_fp8.c against the reference dots one pair at a time,
  * bit for bit (NaN results: both NaN): W8A8 on the BF16 pair form against
  * hfq_dot_fp8_fp8(_groups), weight-only (float activations of very
- * different sizes) against hfq_dot_fp8_f32(_groups); both encodings, one
+ * different sizes) against hfq_dot_fp8_f32(_groups); W8A8's products by
+ * BF16 pairs (one thread) and by fused multiply-adds (two); both encodings, one
  * scale, one per row or groups of 16 and 128 (finished group by group),
  * rows of 16 and of 32s with and without a last 16,
  * row counts past the 8 rows a decoding step and a panel, token counts on
@@ -993,8 +994,11 @@ static void test_fp8_w8a8_products(void) {
                 }
                 memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
                 memset(y2, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
-                CHECK(cpu_panel_fp8_matmul(CPU_FP8_W8A8, 1, &wt, a, (size_t)sh.n_in * 2, a_scales, sh.n_tokens, y));
-                CHECK(cpu_panel_fp8_matmul(CPU_FP8_W8A8, 2, &wt, a, (size_t)sh.n_in * 2, a_scales, sh.n_tokens, y2));
+                /* both ways of making the products (panel.h), whichever this CPU would take */
+                CHECK(cpu_panel_fp8_matmul_by(CPU_FP8_BY_BF16, CPU_FP8_W8A8, 1, &wt, a, (size_t)sh.n_in * 2, a_scales,
+                                              sh.n_tokens, y));
+                CHECK(cpu_panel_fp8_matmul_by(CPU_FP8_BY_FMA, CPU_FP8_W8A8, 2, &wt, a, (size_t)sh.n_in * 2, a_scales,
+                                              sh.n_tokens, y2));
                 CHECK(cpu_panel_fp8_matmul(CPU_FP8_FLOAT, 1 + (int)(si % 2), &wt, x, (size_t)sh.n_in * 4, NULL,
                                            sh.n_tokens, yf));
                 for (int64_t t = 0; t < sh.n_tokens; t++)
@@ -1004,7 +1008,7 @@ static void test_fp8_w8a8_products(void) {
                                                                   a_scales[t], sh.n_in);
                         const float got = y[t * sh.n_out + r], got2 = y2[t * sh.n_out + r];
                         CHECK_MSG(same_bits_or_nans(got, want) && same_bits_or_nans(got2, want),
-                                  "fp8 w8a8 %s %lld x %lld, token %lld of %lld, row %lld: %.9g / %.9g vs %.9g",
+                                  "fp8 w8a8 %s %lld x %lld, token %lld of %lld, row %lld: bf16 %.9g / fma %.9g vs %.9g",
                                   f == HFQ_FP8_E5M2 ? "e5m2" : "e4m3", (long long)sh.n_in, (long long)sh.n_out,
                                   (long long)t, (long long)sh.n_tokens, (long long)r, got, got2, want);
                         const float wantf = hfq_dot_fp8_f32_groups(f, w + r * sh.n_in, rs, gs, x + t * sh.n_in, sh.n_in);

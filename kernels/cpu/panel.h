@@ -94,6 +94,19 @@ bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o);
 bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
                           const float *a_scales, int64_t n_tokens, float *y);
 
+/* How a W8A8 batch's products are made from CPU_PANEL_FP8_MIN_TOKENS, the
+ * same bits either way: BF16 pairs in vdpbf16ps (32 products an
+ * instruction), or the codes' floats fused-multiply-added (16 an
+ * instruction: a product of two FP8 values is exact in a float and no sum
+ * of them is subnormal, so each fused step is vdpbf16ps's rounded one),
+ * faster where vdpbf16ps issues at under half the rate of vfmadd231ps
+ * (Intel's Sapphire Rapids: a quarter; AMD's Zen 5: the same rate).
+ * CPU_FP8_BY_MEASURED, cpu_panel_fp8_matmul's: whichever this CPU runs
+ * faster, timed once per process (a few microseconds). */
+typedef enum cpu_fp8_w8a8_by { CPU_FP8_BY_MEASURED, CPU_FP8_BY_BF16, CPU_FP8_BY_FMA } cpu_fp8_w8a8_by;
+bool cpu_panel_fp8_matmul_by(cpu_fp8_w8a8_by by, cpu_fp8_operands o, int n_threads, const hfq_tensor *w,
+                             const void *act, size_t a_stride, const float *a_scales, int64_t n_tokens, float *y);
+
 /* INT8 W8A8 (I8 INT8 codes, activations INT8 codes as stored with one
  * scale per token; panel_int8.c): the bits of hfq_dot_int8_int8, each
  * scale group's exact integer sum by vpdpbusd against 16 tokens at once.

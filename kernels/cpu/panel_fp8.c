@@ -33,6 +33,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats/ggml_type.h"
 #include "kernels/cpu/tile_prefetch.h"
@@ -415,15 +416,23 @@ FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const c
     }
 }
 
+/* The float bits of value v of an activation row in the BF16 pair form
+ * (word k of values j..: value j + k in its high half, j + 8 + k in its
+ * low). */
+static inline uint32_t pair_value_bits(const uint32_t *pairs, int64_t v) {
+    const uint32_t word = pairs[v / 16 * 8 + v % 8];
+    return v % 16 < 8 ? word & 0xFFFF0000u : word << 16;
+}
+
 /* ---- prompts: panels of decoded rows, tokens in pairs ---- */
 
 /* Rows rb.. rb + BAND - 1 of the panel (row_bytes each: 32-byte steps of
  * pair-form words or floats) times one group of 2 PAIRS tokens (grouped as
  * panel_matmul lays them out), steps 32-byte steps from wp and act: out[p]
  * lane 2 r + h, row r's dot with token 2 p + h. */
-FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_operands m, const char *wp,
-                                                                  size_t row_bytes, const char *act, size_t steps,
-                                                                  __m512 out[PAIRS]) {
+FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_operands m, const bool fma,
+                                                                  const char *wp, size_t row_bytes, const char *act,
+                                                                  size_t steps, __m512 out[PAIRS]) {
     __m512 acc[BAND][PAIRS];
     for (int r = 0; r < BAND; r++)
         for (int p = 0; p < PAIRS; p++) acc[r][p] = _mm512_setzero_ps();
@@ -435,8 +444,9 @@ FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_
             const __m512i wv = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(wp + r * row_bytes + 32 * s)));
 #pragma GCC unroll 3
             for (int p = 0; p < PAIRS; p++)
-                acc[r][p] = m == CPU_FP8_W8A8 ? _mm512_dpbf16_ps(acc[r][p], (__m512bh)a[p], (__m512bh)wv)
-                                              : float_step(m, acc[r][p], _mm512_castsi512_ps(wv), _mm512_castsi512_ps(a[p]));
+                acc[r][p] = m == CPU_FP8_W8A8 && !fma ? _mm512_dpbf16_ps(acc[r][p], (__m512bh)a[p], (__m512bh)wv)
+                                                      : float_step(fma ? CPU_FP8_SCALED : m, acc[r][p], _mm512_castsi512_ps(wv),
+                                                                   _mm512_castsi512_ps(a[p]));
         }
     }
     for (int p = 0; p < PAIRS; p++) {
@@ -455,14 +465,14 @@ FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_
  * band runs 8 steps, and a call, its sums' spills and the caller's
  * scalar steps per group were half its time. */
 FP8_TARGET static inline __attribute__((always_inline)) void
-band_groups(const cpu_fp8_operands m, const char *wp, size_t row_bytes, const char *act, size_t g_steps, int64_t sg,
-            const float *ws, bool from_zero, const __m512 as[PAIRS], __m512 out[PAIRS]) {
+band_groups(const cpu_fp8_operands m, const bool fma, const char *wp, size_t row_bytes, const char *act, size_t g_steps,
+            int64_t sg, const float *ws, bool from_zero, const __m512 as[PAIRS], __m512 out[PAIRS]) {
     /* lane 2 r + h: row r's scale */
     const __m512i row_of_lane = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     for (int p = 0; p < PAIRS; p++) out[p] = _mm512_setzero_ps();
     for (int64_t g = 0; g < sg; g++) {
         __m512 sums[PAIRS];
-        band(m, wp + (size_t)g * g_steps * 32, row_bytes, act + (size_t)g * g_steps * PAIRS * 64, g_steps, sums);
+        band(m, fma, wp + (size_t)g * g_steps * 32, row_bytes, act + (size_t)g * g_steps * PAIRS * 64, g_steps, sums);
         /* SCALED's scales are in its decoded values (ws is not filled) */
         const __m512 wsv = m == CPU_FP8_SCALED ? _mm512_setzero_ps()
                                                : _mm512_permutexvar_ps(row_of_lane, _mm512_castps256_ps512(_mm256_loadu_ps(ws + g * PANEL_ROWS)));
@@ -473,15 +483,16 @@ band_groups(const cpu_fp8_operands m, const char *wp, size_t row_bytes, const ch
 /* band_groups' instances, out of line: band inlined into the panel's
  * loops shared the registers of its 24 sums with them (W8A8 at 256 tokens
  * 220 -> 176 GMAC/s, one thread). */
-#define BAND_GROUPS(name, mode)                                                                                    \
+#define BAND_GROUPS(name, mode, fma)                                                                               \
     FP8_TARGET static __attribute__((noinline)) void name(const char *wp, size_t row_bytes, const char *act,       \
                                                           size_t g_steps, int64_t sg, const float *ws, bool from_zero, \
                                                           const __m512 as[PAIRS], __m512 out[PAIRS]) {             \
-        band_groups(mode, wp, row_bytes, act, g_steps, sg, ws, from_zero, as, out);                                \
+        band_groups(mode, fma, wp, row_bytes, act, g_steps, sg, ws, from_zero, as, out);                           \
     }
-BAND_GROUPS(band_w8a8, CPU_FP8_W8A8)
-BAND_GROUPS(band_scaled, CPU_FP8_SCALED)
-BAND_GROUPS(band_float, CPU_FP8_FLOAT)
+BAND_GROUPS(band_w8a8, CPU_FP8_W8A8, false)
+BAND_GROUPS(band_w8a8_fma, CPU_FP8_W8A8, true)
+BAND_GROUPS(band_scaled, CPU_FP8_SCALED, false)
+BAND_GROUPS(band_float, CPU_FP8_FLOAT, false)
 #undef BAND_GROUPS
 
 /* Rows r0 and r1 of w decoded into the panel rows p0 and p1 (row_bytes
@@ -525,15 +536,16 @@ FP8_TARGET static inline __attribute__((always_inline)) void decode_rows(const f
 /* Panel rows r0.. (nr of them) decoded, times every token group, finished
  * group by group in the bands (ws: finished_groups x PANEL_ROWS scales). */
 FP8_TARGET static inline __attribute__((always_inline)) void
-panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor *w, int64_t r0, int nr, char *wp,
-               float *ws, const char *groups, const float *a_scales, int64_t n_tokens, float *y) {
+panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const bool fma, const hfq_tensor *w, int64_t r0, int nr,
+               char *wp, float *ws, const char *groups, const float *a_scales, int64_t n_tokens, float *y) {
+    const cpu_fp8_operands decoded = fma ? CPU_FP8_FLOAT : m;   /* the panel's values: panel_matmul's fma */
     const int64_t n = w->ne0, n_out = w->ne1, sg = finished_groups(w, m), len = n / sg;
-    const size_t row_bytes = (size_t)(n / step_values(m)) * 32, group_bytes = row_bytes * 2 * PAIRS;
+    const size_t row_bytes = (size_t)(n / step_values(decoded)) * 32, group_bytes = row_bytes * 2 * PAIRS;
     const size_t g_steps = row_bytes / 32 / (size_t)sg;
     const bool from_zero = sums_from_zero(w, m);
     for (int r = 0; r < PANEL_ROWS; r += 2) {
         const int64_t ra = r0 + (r < nr ? r : 0), rb = r0 + (r + 1 < nr ? r + 1 : 0);
-        decode_rows(d, m, w, ra, rb, wp + (size_t)r * row_bytes, wp + (size_t)(r + 1) * row_bytes);
+        decode_rows(d, decoded, w, ra, rb, wp + (size_t)r * row_bytes, wp + (size_t)(r + 1) * row_bytes);
     }
     if (m != CPU_FP8_SCALED)
         for (int64_t g = 0; g < sg; g++)
@@ -551,7 +563,7 @@ panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor 
         }
         for (int rb = 0; rb < nr; rb += BAND) {
             __m512 out[PAIRS];
-            (m == CPU_FP8_W8A8 ? band_w8a8 : m == CPU_FP8_SCALED ? band_scaled : band_float)(
+            (fma ? band_w8a8_fma : m == CPU_FP8_W8A8 ? band_w8a8 : m == CPU_FP8_SCALED ? band_scaled : band_float)(
                 wp + (size_t)rb * row_bytes, row_bytes, act, g_steps, sg, ws + rb, from_zero, as, out);
             for (int p = 0; p < PAIRS; p++) out[p] = _mm512_permutexvar_ps(by_token, out[p]);
             const __mmask8 rows = (__mmask8)((1u << (nr - rb < BAND ? nr - rb : BAND)) - 1);
@@ -564,11 +576,12 @@ panel_products(const fp8_decoder *d, const cpu_fp8_operands m, const hfq_tensor 
     }
 }
 
-FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const cpu_fp8_operands m, int n_threads,
-                                                                          const hfq_tensor *w, const void *act,
-                                                                          size_t a_stride, const float *a_scales,
-                                                                          int64_t n_tokens, float *y) {
-    const int64_t n_out = w->ne1, steps = w->ne0 / step_values(m);
+FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const cpu_fp8_operands m, const bool fma,
+                                                                          int n_threads, const hfq_tensor *w,
+                                                                          const void *act, size_t a_stride,
+                                                                          const float *a_scales, int64_t n_tokens,
+                                                                          float *y) {
+    const int64_t n_out = w->ne1, steps = w->ne0 / step_values(fma ? CPU_FP8_FLOAT : m);
     const int64_t n_groups = (n_tokens + 2 * PAIRS - 1) / (2 * PAIRS);
     const size_t row_bytes = (size_t)steps * 32, group_bytes = row_bytes * 2 * PAIRS;
     /* a panel, then its rows' scales (finished_groups of PANEL_ROWS): a multiple of 64 */
@@ -588,8 +601,13 @@ FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const 
             const char *src = (const char *)act + (size_t)t * a_stride;
             for (int64_t s = 0; s < steps; s++) {
                 char *to = dst + (size_t)(s * PAIRS + c / 2) * 64 + (size_t)(c % 2) * 32;
-                if (t < n_tokens) memcpy(to, src + s * 32, 32);
-                else memset(to, 0, 32);
+                if (t >= n_tokens) memset(to, 0, 32);
+                else if (!fma) memcpy(to, src + s * 32, 32);
+                else
+                    for (int v = 0; v < 8; v++) {   /* fma: the pairs' values in order, as floats */
+                        const uint32_t bits = pair_value_bits((const uint32_t *)src, 8 * s + v);
+                        memcpy(to + 4 * v, &bits, 4);
+                    }
             }
         }
     }
@@ -603,7 +621,7 @@ FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const 
         for (int64_t p = 0; p < n_panels; p++) {
             const int64_t r0 = p * PANEL_ROWS;
             const int nr = (int)(n_out - r0 < PANEL_ROWS ? n_out - r0 : PANEL_ROWS);
-            panel_products(&d, m, w, r0, nr, wp, ws, groups, a_scales, n_tokens, y);
+            panel_products(&d, m, fma, w, r0, nr, wp, ws, groups, a_scales, n_tokens, y);
         }
     }
     free(scratch);
@@ -620,8 +638,50 @@ bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o) {
            cpu_has(avx512 | CPU_FEAT_AVX512VBMI | (o == CPU_FP8_W8A8 ? CPU_FEAT_AVX512BF16 : 0));
 }
 
-FP8_TARGET bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act,
-                                     size_t a_stride, const float *a_scales, int64_t n_tokens, float *y) {
+/* Seconds for 16 chains of 512 vdpbf16ps (dp) or vfmadd231ps (operands
+ * of 1: no overflow, no subnormals), the best of five. */
+FP8_TARGET static double chains_seconds(bool dp) {
+    double best = 1e9;
+    for (int run = 0; run < 5; run++) {
+        __m512 acc[16];
+        for (int c = 0; c < 16; c++) acc[c] = _mm512_set1_ps((float)c);
+        __m512 one = _mm512_set1_ps(1.0f);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < 512; i++) {
+            __asm__("" : "+v"(one));   /* not hoisted: each step issued */
+#pragma GCC unroll 16
+            for (int c = 0; c < 16; c++)
+                acc[c] = dp ? _mm512_dpbf16_ps(acc[c], (__m512bh)_mm512_set1_epi32(0x3F803F80), (__m512bh)_mm512_castps_si512(one))
+                            : _mm512_fmadd_ps(one, one, acc[c]);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        float sink = 0.0f;
+        for (int c = 0; c < 16; c++) sink += _mm512_reduce_add_ps(acc[c]);
+        __asm__ volatile("" : : "x"(sink));
+        const double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (sec < best) best = sec;
+    }
+    return best;
+}
+
+/* cpu_fp8_w8a8_by's measurement: whether this CPU runs vfmadd231ps at more
+ * than twice the rate of vdpbf16ps (32 products against 16), once per
+ * process; two threads measuring at once both store a valid answer, so no
+ * lock. */
+static bool w8a8_by_fma(void) {
+    static _Atomic int found;   /* 0: not yet, 1: BF16 pairs, 2: fma */
+    int f = found;
+    if (!f) {
+        f = chains_seconds(true) > 2.0 * chains_seconds(false) ? 2 : 1;
+        found = f;
+    }
+    return f == 2;
+}
+
+FP8_TARGET bool cpu_panel_fp8_matmul_by(cpu_fp8_w8a8_by by, cpu_fp8_operands o, int n_threads, const hfq_tensor *w,
+                                        const void *act, size_t a_stride, const float *a_scales, int64_t n_tokens,
+                                        float *y) {
     /* a constant mode into each instance */
     if (n_tokens < CPU_PANEL_FP8_MIN_TOKENS) {
         if (o == CPU_FP8_W8A8) rows_matmul(CPU_FP8_W8A8, false, n_threads, w, act, a_stride, a_scales, n_tokens, y);
@@ -630,9 +690,13 @@ FP8_TARGET bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hf
         else rows_matmul(CPU_FP8_FLOAT, true, n_threads, w, act, a_stride, NULL, n_tokens, y);
         return true;
     }
-    if (o == CPU_FP8_W8A8) return panel_matmul(CPU_FP8_W8A8, n_threads, w, act, a_stride, a_scales, n_tokens, y);
-    if (o == CPU_FP8_SCALED) return panel_matmul(CPU_FP8_SCALED, n_threads, w, act, a_stride, NULL, n_tokens, y);
-    return panel_matmul(CPU_FP8_FLOAT, n_threads, w, act, a_stride, NULL, n_tokens, y);
+    if (o == CPU_FP8_W8A8) {
+        const bool fma = by == CPU_FP8_BY_FMA || (by == CPU_FP8_BY_MEASURED && w8a8_by_fma());
+        return fma ? panel_matmul(CPU_FP8_W8A8, true, n_threads, w, act, a_stride, a_scales, n_tokens, y)
+                   : panel_matmul(CPU_FP8_W8A8, false, n_threads, w, act, a_stride, a_scales, n_tokens, y);
+    }
+    if (o == CPU_FP8_SCALED) return panel_matmul(CPU_FP8_SCALED, false, n_threads, w, act, a_stride, NULL, n_tokens, y);
+    return panel_matmul(CPU_FP8_FLOAT, false, n_threads, w, act, a_stride, NULL, n_tokens, y);
 }
 
 #else
@@ -642,10 +706,15 @@ bool cpu_panel_fp8_fits(const hfq_tensor *w, cpu_fp8_operands o) {
     return false;
 }
 
-bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
-                          const float *a_scales, int64_t n_tokens, float *y) {
-    (void)o, (void)n_threads, (void)w, (void)act, (void)a_stride, (void)a_scales, (void)n_tokens, (void)y;
+bool cpu_panel_fp8_matmul_by(cpu_fp8_w8a8_by by, cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act,
+                             size_t a_stride, const float *a_scales, int64_t n_tokens, float *y) {
+    (void)by, (void)o, (void)n_threads, (void)w, (void)act, (void)a_stride, (void)a_scales, (void)n_tokens, (void)y;
     return false;
 }
 
 #endif
+
+bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w, const void *act, size_t a_stride,
+                          const float *a_scales, int64_t n_tokens, float *y) {
+    return cpu_panel_fp8_matmul_by(CPU_FP8_BY_MEASURED, o, n_threads, w, act, a_stride, a_scales, n_tokens, y);
+}
