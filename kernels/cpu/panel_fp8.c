@@ -27,7 +27,11 @@
  * lanes (row, token) become each token's rows with one permute. The float
  * operands (weight-only, scaled) go the same ways, 8 values a step; where
  * the reference restarts its partial sums per scale group (weight-only in
- * groups), a band finishes each group's steps before the next (band_groups). */
+ * groups), a band finishes each group's steps before the next (band_groups).
+ * Where vdpbf16ps issues at under half the rate of vfmadd231ps (Intel's
+ * Sapphire Rapids), W8A8 batches take the float way instead - weights
+ * decoded to floats, the activations' pairs widened, one fused multiply-add
+ * a product - for the same bits (panel.h, cpu_panel_fp8_matmul_by). */
 #include "kernels/cpu/panel.h"
 
 #include <omp.h>
@@ -419,8 +423,9 @@ FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const c
 /* The float bits of value v of an activation row in the BF16 pair form
  * (word k of values j..: value j + k in its high half, j + 8 + k in its
  * low). */
-static inline uint32_t pair_value_bits(const uint32_t *pairs, int64_t v) {
-    const uint32_t word = pairs[v / 16 * 8 + v % 8];
+static inline uint32_t pair_value_bits(const void *pairs, int64_t v) {
+    uint32_t word;   /* the rows a_stride apart: no alignment assumed */
+    memcpy(&word, (const char *)pairs + 4 * (v / 16 * 8 + v % 8), 4);
     return v % 16 < 8 ? word & 0xFFFF0000u : word << 16;
 }
 
@@ -605,7 +610,7 @@ FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const 
                 else if (!fma) memcpy(to, src + s * 32, 32);
                 else
                     for (int v = 0; v < 8; v++) {   /* fma: the pairs' values in order, as floats */
-                        const uint32_t bits = pair_value_bits((const uint32_t *)src, 8 * s + v);
+                        const uint32_t bits = pair_value_bits(src, 8 * s + v);
                         memcpy(to + 4 * v, &bits, 4);
                     }
             }
