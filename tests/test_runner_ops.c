@@ -933,7 +933,7 @@ static void test_panel_products(void) {
  * bit for bit (NaN results: both NaN): W8A8 on the BF16 pair form against
  * hfq_dot_fp8_fp8(_groups), weight-only (float activations of very
  * different sizes) against hfq_dot_fp8_f32(_groups); W8A8's products by
- * BF16 pairs (one thread) and by fused multiply-adds (two); both encodings, one
+ * BF16 pairs and by fused multiply-adds, one and two threads each; both encodings, one
  * scale, one per row or groups of 16 and 128 (finished group by group),
  * rows of 16 and of 32s with and without a last 16,
  * row counts past the 8 rows a decoding step and a panel, token counts on
@@ -955,9 +955,10 @@ static void test_fp8_w8a8_products(void) {
                 const int64_t sg = G < 0 ? 0 : G == 0 ? 1 : sh.n_in / G, gs = sg > 1 ? G : 0;   /* scale_groups */
                 const hfq_fp8_format f = q == HFQ_QEXT_FP8_E5M2 ? HFQ_FP8_E5M2 : HFQ_FP8_E4M3;
                 uint8_t *w = malloc((size_t)(sh.n_in * sh.n_out)), *a = malloc((size_t)(sh.n_in * sh.n_tokens) * 2);
-                float *y = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y), a_scales[130];
+                /* W8A8's results four times: by BF16 pairs, then by fused multiply-adds, each with one and two threads */
+                const int64_t nt = sh.n_out * sh.n_tokens;
+                float *y = malloc((size_t)(4 * nt) * sizeof *y), a_scales[130];
                 float *scales = malloc((size_t)(sg ? sh.n_out * sg : 1) * sizeof *scales);
-                float *y2 = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
                 float *x = malloc((size_t)(sh.n_in * sh.n_tokens) * sizeof *x), *yf = malloc((size_t)(sh.n_out * sh.n_tokens) * sizeof *yf);
                 for (int64_t i = 0; i < sh.n_in * sh.n_tokens; i++)
                     x[i] = synth_uniform(&rng) * (i % 5 ? 1.0f : 1e3f) * ((i / sh.n_in) % 3 ? 1.0f : 1e-4f);
@@ -989,16 +990,14 @@ static void test_fp8_w8a8_products(void) {
                                        .row_bytes = (size_t)sh.n_in, .data = w, .scale = scales,
                                        .scale_groups = sg, .qext = (hfq_qext)q};
                 if (!cpu_panel_fp8_fits(&wt, CPU_FP8_W8A8) || !cpu_panel_fp8_fits(&wt, CPU_FP8_FLOAT)) {
-                    free(w), free(a), free(y), free(y2), free(codes), free(x), free(yf), free(scales);
+                    free(w), free(a), free(y), free(codes), free(x), free(yf), free(scales);
                     continue;   /* no AVX512-BF16 and VBMI here */
                 }
-                memset(y, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y);
-                memset(y2, 0xff, (size_t)(sh.n_out * sh.n_tokens) * sizeof *y2);
+                memset(y, 0xff, (size_t)(4 * nt) * sizeof *y);
                 /* both ways of making the products (panel.h), whichever this CPU would take */
-                CHECK(cpu_panel_fp8_matmul_by(CPU_FP8_BY_BF16, CPU_FP8_W8A8, 1, &wt, a, (size_t)sh.n_in * 2, a_scales,
-                                              sh.n_tokens, y));
-                CHECK(cpu_panel_fp8_matmul_by(CPU_FP8_BY_FMA, CPU_FP8_W8A8, 2, &wt, a, (size_t)sh.n_in * 2, a_scales,
-                                              sh.n_tokens, y2));
+                for (int k = 0; k < 4; k++)
+                    CHECK(cpu_panel_fp8_matmul_by(k < 2 ? CPU_FP8_BY_BF16 : CPU_FP8_BY_FMA, CPU_FP8_W8A8, 1 + k % 2, &wt, a,
+                                                  (size_t)sh.n_in * 2, a_scales, sh.n_tokens, y + k * nt));
                 CHECK(cpu_panel_fp8_matmul(CPU_FP8_FLOAT, 1 + (int)(si % 2), &wt, x, (size_t)sh.n_in * 4, NULL,
                                            sh.n_tokens, yf));
                 for (int64_t t = 0; t < sh.n_tokens; t++)
@@ -1006,19 +1005,22 @@ static void test_fp8_w8a8_products(void) {
                         const float *rs = scales + (sg ? r * sg : 0);
                         const float want = hfq_dot_fp8_fp8_groups(f, w + r * sh.n_in, rs, gs, f, codes + t * sh.n_in,
                                                                   a_scales[t], sh.n_in);
-                        const float got = y[t * sh.n_out + r], got2 = y2[t * sh.n_out + r];
-                        CHECK_MSG(same_bits_or_nans(got, want) && same_bits_or_nans(got2, want),
-                                  "fp8 w8a8 %s %lld x %lld, token %lld of %lld, row %lld: bf16 %.9g / fma %.9g vs %.9g",
-                                  f == HFQ_FP8_E5M2 ? "e5m2" : "e4m3", (long long)sh.n_in, (long long)sh.n_out,
-                                  (long long)t, (long long)sh.n_tokens, (long long)r, got, got2, want);
+                        for (int k = 0; k < 4; k++) {
+                            const float got = y[k * nt + t * sh.n_out + r];
+                            CHECK_MSG(same_bits_or_nans(got, want),
+                                      "fp8 w8a8 by %s, %d thread(s), %s %lld x %lld, token %lld of %lld, row %lld: %.9g vs %.9g",
+                                      k < 2 ? "bf16" : "fma", 1 + k % 2, f == HFQ_FP8_E5M2 ? "e5m2" : "e4m3",
+                                      (long long)sh.n_in, (long long)sh.n_out, (long long)t, (long long)sh.n_tokens,
+                                      (long long)r, got, want);
+                        }
                         const float wantf = hfq_dot_fp8_f32_groups(f, w + r * sh.n_in, rs, gs, x + t * sh.n_in, sh.n_in);
                         CHECK_MSG(same_bits_or_nans(yf[t * sh.n_out + r], wantf),
                                   "fp8 weight-only %s %lld x %lld, token %lld of %lld, row %lld: %.9g vs %.9g",
                                   f == HFQ_FP8_E5M2 ? "e5m2" : "e4m3", (long long)sh.n_in, (long long)sh.n_out,
                                   (long long)t, (long long)sh.n_tokens, (long long)r, yf[t * sh.n_out + r], wantf);
-                        checked += 2;
+                        checked += 5;   /* four W8A8, one weight-only */
                     }
-                free(w), free(a), free(y), free(y2), free(codes), free(x), free(yf), free(scales);
+                free(w), free(a), free(y), free(codes), free(x), free(yf), free(scales);
             }
     printf("%d FP8 W8A8 and weight-only pair-lane products checked (one scale, per row, groups of 16, 128)\n", checked);
 }

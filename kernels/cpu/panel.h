@@ -95,14 +95,15 @@ bool cpu_panel_fp8_matmul(cpu_fp8_operands o, int n_threads, const hfq_tensor *w
                           const float *a_scales, int64_t n_tokens, float *y);
 
 /* How a W8A8 batch's products are made from CPU_PANEL_FP8_MIN_TOKENS, the
- * same bits either way: BF16 pairs in vdpbf16ps (32 products an
- * instruction), or the codes' floats fused-multiply-added (16 an
- * instruction: a product of two FP8 values is exact in a float and no sum
- * of them is subnormal, so each fused step is vdpbf16ps's rounded one),
- * faster where vdpbf16ps issues at under half the rate of vfmadd231ps
- * (Intel's Sapphire Rapids: a quarter; AMD's Zen 5: the same rate).
+ * same bits either way (a NaN result is NaN either way, its payload not
+ * promised): BF16 pairs in vdpbf16ps (32 products an instruction), or the
+ * codes' floats fused-multiply-added (16 an instruction: a product of two
+ * FP8 values is exact in a float and no sum of them is subnormal, so each
+ * fused step is vdpbf16ps's rounded one), faster where vdpbf16ps issues at
+ * under half the rate of vfmadd231ps (Intel's Sapphire Rapids: a quarter).
  * CPU_FP8_BY_MEASURED, cpu_panel_fp8_matmul's: whichever this CPU runs
- * faster, timed once per process (a few microseconds). */
+ * faster, timed once per process (16 chains of 512 of each instruction,
+ * best of five: tens of microseconds). */
 typedef enum cpu_fp8_w8a8_by { CPU_FP8_BY_MEASURED, CPU_FP8_BY_BF16, CPU_FP8_BY_FMA } cpu_fp8_w8a8_by;
 bool cpu_panel_fp8_matmul_by(cpu_fp8_w8a8_by by, cpu_fp8_operands o, int n_threads, const hfq_tensor *w,
                              const void *act, size_t a_stride, const float *a_scales, int64_t n_tokens, float *y);

@@ -31,7 +31,7 @@
  * Where vdpbf16ps issues at under half the rate of vfmadd231ps (Intel's
  * Sapphire Rapids), W8A8 batches take the float way instead - weights
  * decoded to floats, the activations' pairs widened, one fused multiply-add
- * a product - for the same bits (panel.h, cpu_panel_fp8_matmul_by). */
+ * a product - for the same results (panel.h, cpu_panel_fp8_matmul_by). */
 #include "kernels/cpu/panel.h"
 
 #include <omp.h>
@@ -420,15 +420,6 @@ FP8_TARGET static inline __attribute__((always_inline)) void rows_matmul(const c
     }
 }
 
-/* The float bits of value v of an activation row in the BF16 pair form
- * (word k of values j..: value j + k in its high half, j + 8 + k in its
- * low). */
-static inline uint32_t pair_value_bits(const void *pairs, int64_t v) {
-    uint32_t word;   /* the rows a_stride apart: no alignment assumed */
-    memcpy(&word, (const char *)pairs + 4 * (v / 16 * 8 + v % 8), 4);
-    return v % 16 < 8 ? word & 0xFFFF0000u : word << 16;
-}
-
 /* ---- prompts: panels of decoded rows, tokens in pairs ---- */
 
 /* Rows rb.. rb + BAND - 1 of the panel (row_bytes each: 32-byte steps of
@@ -450,6 +441,7 @@ FP8_TARGET static inline __attribute__((always_inline)) void band(const cpu_fp8_
 #pragma GCC unroll 3
             for (int p = 0; p < PAIRS; p++)
                 acc[r][p] = m == CPU_FP8_W8A8 && !fma ? _mm512_dpbf16_ps(acc[r][p], (__m512bh)a[p], (__m512bh)wv)
+                                                      /* fma: fused, as SCALED's steps */
                                                       : float_step(fma ? CPU_FP8_SCALED : m, acc[r][p], _mm512_castsi512_ps(wv),
                                                                    _mm512_castsi512_ps(a[p]));
         }
@@ -608,11 +600,12 @@ FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const 
                 char *to = dst + (size_t)(s * PAIRS + c / 2) * 64 + (size_t)(c % 2) * 32;
                 if (t >= n_tokens) memset(to, 0, 32);
                 else if (!fma) memcpy(to, src + s * 32, 32);
-                else
-                    for (int v = 0; v < 8; v++) {   /* fma: the pairs' values in order, as floats */
-                        const uint32_t bits = pair_value_bits(src, 8 * s + v);
-                        memcpy(to + 4 * v, &bits, 4);
-                    }
+                else {   /* fma: step s is a half of the pair words of values 16 (s / 2).., widened as the weights are */
+                    __m512 first, second;
+                    pair_floats(CPU_FP8_FLOAT, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(src + s / 2 * 32))),
+                                _mm512_setzero_ps(), &first, &second);
+                    _mm256_store_ps((float *)to, _mm512_castps512_ps256(s % 2 ? second : first));
+                }
             }
         }
     }
