@@ -847,7 +847,8 @@ static void test_refused(void) {
  * NVFP4's per-token global scale after the dot). cpu_panel_matmul in every
  * instruction set this CPU runs (AVX2, AVX-VNNI, AVX512-VNNI: the 256-bit
  * sets' passes of 8 tokens and 4 rows, AVX2's 16-bit pair sums); Q8_0
- * weights with -128 codes too (a file may hold them: AVX2's wide codes). */
+ * weights with -128 codes too (a file may hold them: AVX2's wide codes),
+ * NVFP4 rows of random bytes. */
 static void test_panel_products(void) {
     hfq_qtype types[2 * HFQ_QT_COUNT], acts[2 * HFQ_QT_COUNT];
     const size_t n_types = cpu_panel_formats(types, acts, 2 * HFQ_QT_COUNT);
@@ -883,6 +884,10 @@ static void test_panel_products(void) {
                 if (types[ti] == HFQ_QT_Q8_0 && r % 3 == 0)   /* every 7th code -128 (never quantized, still valid) */
                     for (size_t i = 0; i < row; i++)
                         if (i % sizeof(hfq_block_q8_0) >= 2 && i % 7 == 0) w[r * row + i] = (char)0x80;
+                /* NVFP4 rows of random bytes: every scale code (0, subnormal, 0x7F, the sign bit set) with
+                 * every code, the largest sub-block sums (the panels' exact scaling of them, panel_band.inc) */
+                if (types[ti] == HFQ_QT_NVFP4 && si == 1 && r % 2)
+                    for (size_t i = 0; i < row; i++) w[r * row + i] = (char)(synth_next(&rng) >> 56);
             }
             for (int64_t t = 0; t < sh.n_tokens; t++)
                 for (int64_t i = 0; i < sh.n_in; i++)

@@ -25,7 +25,7 @@ typedef enum panel_epi {
     EPI_AFFINE_2,  /* (da * dw) * (float)S - (da * dmin) * (float)M (Q2_K) */
     EPI_SUBFLOAT,  /* per sub-block: ((dw * da) * fsc_s) * (float)sum_s(w a) (IQ4_XS) */
     EPI_BLOCK32,   /* per block of 32, Q8_0 activations: (dw * da) * (float)S (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4) */
-    EPI_SUB16,     /* per sub-block of 16, Q8_0 activations: acc + (da * ds) * (float)S_s in order (NVFP4) */
+    EPI_SUB16,     /* per sub-block of 16: acc + (da * ds) * (float)S_s in order (NVFP4; Q8_0 or NVFP4 activations) */
 } panel_epi;
 
 #define PANEL_SUBS_MAX 16
@@ -39,11 +39,25 @@ typedef struct panel_meta {
     float fsc[PANEL_SUBS_MAX];     /* EPI_SUBFLOAT: the sub-block scales as floats */
 } panel_meta;
 
-/* One weight row's block of 32 (EPI_BLOCK32; EPI_SUB16: two sub-blocks), decoded. */
+/* One weight row's block of 32, decoded (EPI_BLOCK32). */
 typedef struct panel_meta32 {
-    float d[2];
-    int32_t start[2];
+    float d;
+    int32_t start;
 } panel_meta32;
+
+/* A sub-block's raw sum starts at start + PANEL_MAGIC_BITS, so its 32 bits
+ * read as a float are PANEL_MAGIC + S exactly (|S| < 2^22: the float's unit
+ * in the last place is 1 from 2^23 to 2^24). */
+#define PANEL_MAGIC 12582912.0f /* 1.5 * 2^23 */
+#define PANEL_MAGIC_BITS 0x4B400000
+
+/* One weight row's block of 32 in two sub-blocks of 16, decoded (EPI_SUB16):
+ * each sub-block's scale, the scale times PANEL_MAGIC, and its raw sum's
+ * start with PANEL_MAGIC_BITS added. */
+typedef struct panel_meta16 {
+    float d[2], dm[2];
+    int32_t start[2];
+} panel_meta16;
 
 /* Writes one block's 256 signed codes and its meta (all but `start`). */
 typedef void (*panel_decode_fn)(const void *block, int8_t codes[HFQ_QK_K], panel_meta *m);
@@ -525,7 +539,7 @@ sub_starts(const int n, const int sub, const int8_t *q, int32_t start[PANEL_SUBS
 
 /* Bytes of one block's meta. */
 static size_t meta_bytes(const cpu_panel_format *f) {
-    return f->blk == HFQ_QK_K ? sizeof(panel_meta) : sizeof(panel_meta32);
+    return f->blk == HFQ_QK_K ? sizeof(panel_meta) : f->epi == EPI_SUB16 ? sizeof(panel_meta16) : sizeof(panel_meta32);
 }
 
 /* One band (panel_band.inc): out[r][c], row r's reference dot with token c of group g. */
