@@ -18,7 +18,10 @@
 #        that need one; default made by llama-imatrix over 8 chunks of 256 tokens
 #        of tinystories-train.txt), FORMATS (the list; default all below),
 #        CTX (256) CHUNKS (2) TEXT (wiki.test.raw) GEN (decoded tokens, 32),
-#        HFQ_FIXTURES (../shared/fixtures)
+#        HFQ_FIXTURES (../shared/fixtures), LLAMA_BUILD (the llama.cpp build
+#        directory whose bin/ holds llama-quantize, llama-perplexity and
+#        llama-imatrix; default .cache/llama-build, scripts/build_reference.sh's
+#        AVX2 build; e.g. a -DGGML_NATIVE=ON build of .cache/llama.cpp)
 # llama-bench, which scripts/build_reference.sh does not build, is compiled once
 # into WORK_DIR from .cache/llama.cpp against that build's static libraries
 # (or taken from LLAMA_BENCH=PATH).
@@ -32,7 +35,7 @@ work=${1:-out/bench-formats$([ "$quick" = 1 ] && echo -quick)}
 build=${BUILD:-build} threads=${THREADS:-2} gen=${GEN:-32}
 fix=${HFQ_FIXTURES:-../shared/fixtures}
 bin=$build/src/tools
-lsrc=.cache/llama.cpp lbuild=.cache/llama-build
+lsrc=.cache/llama.cpp lbuild=${LLAMA_BUILD:-.cache/llama-build}
 llama=$lbuild/bin
 py=.venv/bin/python
 # llama-quantize's presets that our quantize makes too, then ours alone
@@ -150,7 +153,7 @@ echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(lscpu | sed -n 's/^Model name: *//p'),
   "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -x -E 'avx2|avx512f|avx_vnni|avx512_vnni' | paste -sd' ');" \
   "$(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); commit" \
   "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' 2>/dev/null || echo '+changes'); $threads threads;" \
-  "load average $load_start at the start"
+  "llama.cpp: $lbuild; load average $load_start at the start"
 echo
 echo "$model_name, $(( $(stat -Lc %s "$f32") / 1048576 )) MiB F32. Quantize: wall s from that F32, `sync` before each (imatrix formats:"
 echo "both tools read the same llama-imatrix file). Prompt: tokens/s evaluating $chunks chunks of $ctx tokens of"
