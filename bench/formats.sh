@@ -155,7 +155,7 @@ echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(lscpu | sed -n 's/^Model name: *//p'),
   "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' 2>/dev/null || echo '+changes'); $threads threads;" \
   "llama.cpp: $lbuild; load average $load_start at the start"
 echo
-echo "$model_name, $(( $(stat -Lc %s "$f32") / 1048576 )) MiB F32. Quantize: wall s from that F32, `sync` before each (imatrix formats:"
+echo "$model_name, $(( $(stat -Lc %s "$f32") / 1048576 )) MiB F32. Quantize: wall s from that F32, \`sync\` before each (imatrix formats:"
 echo "both tools read the same llama-imatrix file). Prompt: tokens/s evaluating $chunks chunks of $ctx tokens of"
 echo "$(basename "$text") (ppl-eval's own figure; llama-perplexity: from its log's start of evaluation to its exit),"
 echo "on the file our quantize wrote. PPL (lost): llama-perplexity's last log lines were lost at its exit."
