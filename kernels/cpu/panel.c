@@ -90,6 +90,11 @@ struct cpu_panel_format {
 /* The decoders and the panel driver: AVX2 and BMI2 (pdep), every set's. */
 #define DECODE_TARGET __attribute__((target("avx2,bmi2")))
 
+/* What the panels need beyond their set's (cpu_quant_isa_runs: AVX2 and
+ * F16C at least): BMI2 for the decoders, FMA for NVFP4's fused step in
+ * every set (panel_band.inc). */
+#define PANEL_FEATURES (CPU_FEAT_BMI2 | CPU_FEAT_FMA)
+
 /* ---- decoders: the levels of quant/'s reference dots, as signed bytes ---- */
 
 /* 8 byte magnitudes e (each 1..255 as the grids hold them, nonzero) negated
@@ -407,7 +412,7 @@ size_t cpu_panel_formats(hfq_qtype *types, hfq_qtype *acts, size_t max) {
 
 const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t n_tokens) {
     const cpu_quant_isa isa = cpu_quant_isa_best();
-    if (isa == CPU_QUANT_ISA_NONE || !cpu_has(CPU_FEAT_BMI2)) return NULL;
+    if (isa == CPU_QUANT_ISA_NONE || !cpu_has(PANEL_FEATURES)) return NULL;
     for (size_t i = 0; i < N_FORMATS; i++)
         if (formats[i].type == t && formats[i].act == act &&
             n_tokens >= formats[i].min_tokens[isa - CPU_QUANT_ISA_AVX2])
@@ -594,7 +599,7 @@ bool cpu_panel_matmul_isa(const cpu_panel_format *f, cpu_quant_isa isa, int n_th
                           const void *act, size_t a_stride, int64_t n_tokens, float *y) {
     band_fn run;
     products_fn products;
-    if (!cpu_has(CPU_FEAT_BMI2) || !cpu_quant_isa_runs(isa) || !kernels_for(f, isa, &run, &products) || !run) return false;
+    if (!cpu_has(PANEL_FEATURES) || !cpu_quant_isa_runs(isa) || !kernels_for(f, isa, &run, &products) || !run) return false;
     const int64_t k = w->ne0, nb = k / f->blk, n_out = w->ne1;
     const int64_t n_groups = (n_tokens + COLS - 1) / COLS;
     const size_t panel_bytes = ((size_t)PANEL_ROWS * ((size_t)k + (size_t)nb * meta_bytes(f)) + 63) / 64 * 64;

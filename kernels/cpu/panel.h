@@ -39,7 +39,7 @@ typedef struct cpu_panel_format cpu_panel_format;
 /* The panel kernel of weight format t with activations of format act (t's
  * vec_dot_type) for a batch of n_tokens, or NULL: none for the pair, fewer
  * tokens than panels need to beat the tiles (by format and instruction set:
- * panel.c), or this CPU lacks AVX2 and BMI2 (or the runner was told to use
+ * panel.c), or this CPU lacks AVX2, BMI2 and FMA (or the runner was told to use
  * no SIMD). AVX512-VNNI, AVX-VNNI and AVX2 each have their kernels. */
 const cpu_panel_format *cpu_panel_format_get(hfq_qtype t, hfq_qtype act, int64_t n_tokens);
 
