@@ -14,6 +14,7 @@
 #include "formats/ggml_type.h"
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/cpu/i8_kernels.h"
+#include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/panel.h"
 #include "kernels/cpu/quant_kernels.h"
@@ -417,6 +418,62 @@ static void test_geglu_kernels(void) {
         checked++;
     }
     CHECK(checked >= 1);
+}
+
+/* F16 cache rows (kv_rows.h) bit for bit against their order written out:
+ * a key dot sums fused products in 8 lanes (value i in lane i % 8), adds
+ * the lanes (l + l4 ... then pairs) and the last hd % 8 products unfused;
+ * a value mix sums each value's fused products over the rows in order, the
+ * last hd % 8 values unfused. Whichever of the F16C and AVX-512 kernels
+ * this CPU takes (both: with and without HFQ_CPU_ISA=avx2; none without
+ * F16C, where the portable dots sum as the F16 vec_dot); head sizes
+ * past and short of the vectors and passes, row counts past the 8 dots a
+ * step. */
+static void test_kv_rows_f16(void) {
+    enum { MAX_N = 37, MAX_HD = 264 };
+    if (!cpu_has(CPU_FEAT_AVX2 | CPU_FEAT_FMA | CPU_FEAT_F16C)) {   /* the portable dots sum as the F16 vec_dot */
+        printf("F16 cache kernels: none in this set\n");
+        return;
+    }
+    static uint16_t rows[MAX_N * MAX_HD], q[MAX_HD];
+    static float w[MAX_N], s[MAX_N], out[MAX_HD + 1], tmp[MAX_HD];
+    const int64_t hds[] = {1, 7, 8, 15, 16, 24, 64, 72, 128, 136, 200, 256, 264};
+    uint64_t rng = 77;
+    int checked = 0;
+    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
+        for (int64_t n = 1; n <= MAX_N; n += n < 12 ? 1 : 25) {
+            const int64_t hd = hds[h], n8 = hd / 8 * 8;
+            const size_t stride = (size_t)MAX_HD * sizeof(uint16_t);
+            for (int64_t i = 0; i < n * MAX_HD; i++) rows[i] = hfq_f32_to_fp16(3.0f * synth_uniform(&rng));
+            for (int64_t d = 0; d < hd; d++) q[d] = hfq_f32_to_fp16(synth_uniform(&rng));
+            for (int64_t p = 0; p < n; p++) w[p] = synth_uniform(&rng);
+            cpu_kv_rows_dot(HFQ_KV_F16, rows, stride, q, hd, n, s);
+            for (int64_t p = 0; p < n; p++) {
+                float lane[8] = {0};
+                for (int64_t i = 0; i < n8; i++)
+                    lane[i % 8] = fmaf(hfq_fp16_to_f32(rows[p * MAX_HD + i]), hfq_fp16_to_f32(q[i]), lane[i % 8]);
+                float l4[4];
+                for (int j = 0; j < 4; j++) l4[j] = lane[j] + lane[j + 4];
+                float want = (l4[0] + l4[2]) + (l4[1] + l4[3]);
+                for (int64_t i = n8; i < hd; i++) want += hfq_fp16_to_f32(rows[p * MAX_HD + i]) * hfq_fp16_to_f32(q[i]);
+                CHECK_MSG(memcmp(&want, &s[p], sizeof want) == 0, "kv dot hd %lld n %lld row %lld: %.9g vs %.9g",
+                          (long long)hd, (long long)n, (long long)p, s[p], want);
+            }
+            out[hd] = 12345.0f;
+            cpu_kv_rows_mix(HFQ_KV_F16, rows, stride, w, n, out, tmp, hd);
+            for (int64_t d = 0; d < hd; d++) {
+                float want = 0.0f;
+                for (int64_t p = 0; p < n; p++) {
+                    const float x = hfq_fp16_to_f32(rows[p * MAX_HD + d]);
+                    want = d < n8 ? fmaf(w[p], x, want) : want + w[p] * x;
+                }
+                CHECK_MSG(memcmp(&want, &out[d], sizeof want) == 0, "kv mix hd %lld n %lld value %lld: %.9g vs %.9g",
+                          (long long)hd, (long long)n, (long long)d, out[d], want);
+            }
+            CHECK(out[hd] == 12345.0f);
+            checked++;
+        }
+    printf("%d F16 cache dot and mix calls checked\n", checked);
 }
 
 /* Attention's vector kernels (in every set this CPU runs) against a plain double-precision computation within float rounding:
@@ -1411,6 +1468,7 @@ int main(void) {
     test_nvfp4_w4a4();
     test_fp4_float_acts();
     test_attention_kernels();
+    test_kv_rows_f16();
     test_geglu_kernels();
     test_quant_simd_dots();
     test_low_bit_all_bytes();
