@@ -596,17 +596,20 @@ FP8_TARGET static inline __attribute__((always_inline)) bool panel_matmul(const 
         for (int c = 0; c < 2 * PAIRS; c++) {
             const int64_t t = g * 2 * PAIRS + c;
             const char *src = (const char *)act + (size_t)t * a_stride;
+#define STEP_AT(s) (dst + (size_t)((s) * PAIRS + c / 2) * 64 + (size_t)(c % 2) * 32)
             for (int64_t s = 0; s < steps; s++) {
-                char *to = dst + (size_t)(s * PAIRS + c / 2) * 64 + (size_t)(c % 2) * 32;
+                char *to = STEP_AT(s);
                 if (t >= n_tokens) memset(to, 0, 32);
                 else if (!fma) memcpy(to, src + s * 32, 32);
-                else {   /* fma: step s is a half of the pair words of values 16 (s / 2).., widened as the weights are */
+                else if (s % 2 == 0) {   /* fma: steps s, s + 1 are the pair words of values 8 s.. widened as the weights are */
                     __m512 first, second;
                     pair_floats(CPU_FP8_FLOAT, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(src + s / 2 * 32))),
                                 _mm512_setzero_ps(), &first, &second);
-                    _mm256_store_ps((float *)to, _mm512_castps512_ps256(s % 2 ? second : first));
+                    _mm256_store_ps((float *)to, _mm512_castps512_ps256(first));
+                    _mm256_store_ps((float *)STEP_AT(s + 1), _mm512_castps512_ps256(second));
                 }
             }
+#undef STEP_AT
         }
     }
     const fp8_decoder d = decoder_of(w);
