@@ -59,17 +59,32 @@ typedef struct gguf_tensor_info {
     uint64_t offset;            /* relative to the data section */
     uint64_t nbytes;
     const void *data;           /* inside the read-only mapping */
+    int file;                   /* which file of a split GGUF holds it (0: the first, the one opened) */
 } gguf_tensor_info;
 
 typedef struct gguf_file gguf_file;
 
+/* A split GGUF (llama.cpp's gguf-split, convert_hf_to_gguf.py --split-max-*)
+ * is one model in COUNT files named PREFIX-00001-of-COUNT.gguf onwards (5
+ * digits each), each with split.no (0-based) and split.count, the first
+ * holding the model's metadata. gguf_open of the first opens the others
+ * (found by that naming; each checked to say it is that file of that split,
+ * and split.tensors.count, when present, against their tensors) and gives
+ * every file's tensors in file order, as llama.cpp loads them; keys are the
+ * first file's. Opening any other file of a split fails, naming the first. */
 gguf_file *gguf_open(const char *path, hfq_error *err);
 void gguf_close(gguf_file *f);
-const char *gguf_path(const gguf_file *f);
+const char *gguf_path(const gguf_file *f);      /* the path opened */
 uint32_t gguf_version(const gguf_file *f);
 uint32_t gguf_alignment(const gguf_file *f);
-uint64_t gguf_data_offset(const gguf_file *f);  /* absolute offset of the data section */
-uint64_t gguf_file_size(const gguf_file *f);
+uint64_t gguf_data_offset(const gguf_file *f);  /* absolute offset of the (first) file's data section */
+uint64_t gguf_file_size(const gguf_file *f);    /* bytes of every file of a split */
+int gguf_n_files(const gguf_file *f);           /* 1, or the files of a split */
+/* The path of file i (0-based) of the split whose first file's path is
+ * first: returns the split's file count when first is named like a split's
+ * first file (...-00001-of-NNNNN.gguf), 0 when it is not, i is out of
+ * range or out (n bytes) is too small. */
+int gguf_split_path(const char *first, int i, char *out, size_t n);
 
 /* Keys in file order. gguf_kv_type gives GGUF_VT_ARRAY for arrays;
  * out-of-range i gives NULL / GGUF_VT_COUNT. */

@@ -49,6 +49,8 @@ struct gguf_file {
     char (*ti_names)[GGUF_MAX_NAME + 1];
     int64_t n_tensors;
     name_index *ti_sorted;
+    struct gguf_file **others;  /* a split GGUF's files after the first, whose tensors ti holds too */
+    int n_files;                /* 1 + the entries of others */
 };
 
 /* Parsing position; where names the file and the item being read. */
@@ -339,7 +341,7 @@ static int parse(gguf_file *f, hfq_error *err) {
     return check_layout(f, err);
 }
 
-gguf_file *gguf_open(const char *path, hfq_error *err) {
+static gguf_file *open_one(const char *path, hfq_error *err) {
     gguf_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
         free(f);
@@ -361,6 +363,7 @@ gguf_file *gguf_open(const char *path, hfq_error *err) {
         else f->map = map;
     }
     if (fd >= 0) close(fd);
+    f->n_files = 1;
     if (rc != 0 || parse(f, err) != 0) {
         gguf_close(f);
         return NULL;
@@ -368,8 +371,139 @@ gguf_file *gguf_open(const char *path, hfq_error *err) {
     return f;
 }
 
+/* ---- split GGUF: one model in files PREFIX-00001-of-NNNNN.gguf ... ---- */
+
+#define SPLIT_NAME "-%05d-of-%05d.gguf" /* llama.cpp's llama_split_path */
+#define SPLIT_MAX 65535                 /* split.count is a u16 */
+
+int gguf_split_path(const char *first, int i, char *out, size_t n) {
+    static const char lead[] = "-00001-of-";
+    const size_t len = strlen(first), suffix = 20; /* lead, 5 digits, ".gguf" */
+    if (len < suffix || memcmp(first + len - suffix, lead, 10) != 0 || strcmp(first + len - 5, ".gguf") != 0) return 0;
+    int count = 0;
+    for (const char *d = first + len - 10; d < first + len - 5; d++) {
+        if (*d < '0' || *d > '9') return 0;
+        count = count * 10 + (*d - '0');
+    }
+    if (count < 1 || i < 0 || i >= count) return 0;
+    int w = snprintf(out, n, "%.*s" SPLIT_NAME, (int)(len - suffix), first, i + 1, count);
+    return w > 0 && (size_t)w < n ? count : 0;
+}
+
+/* Integer key of f, or dflt when absent; -1 with err when not an integer in
+ * 0..max. */
+static int split_key(const gguf_file *f, const char *key, int64_t dflt, int64_t max, int64_t *v, hfq_error *err) {
+    int64_t k = gguf_find_key(f, key);
+    *v = dflt;
+    if (k < 0) return 0;
+    if (gguf_get_int(f, k, v, err)) return -1;
+    if (*v < 0 || *v > max) {
+        char where[512];
+        snprintf(where, sizeof where, "%s: key '%s'", f->path, key);
+        return hfq_fail(err, where, "%" PRId64 " is outside 0..%" PRId64, *v, max);
+    }
+    return 0;
+}
+
+/* Opens file no (0-based) of a count-file split and checks that it says so. */
+static gguf_file *open_split_file(const gguf_file *first, int no, int count, hfq_error *err) {
+    char path[4096];
+    if (!gguf_split_path(first->path, no, path, sizeof path)) {
+        hfq_fail(err, first->path, "path too long for the names of its split's files");
+        return NULL;
+    }
+    gguf_file *g = open_one(path, err);
+    int64_t g_no, g_count;
+    if (!g) return NULL;
+    if (split_key(g, "split.no", -1, SPLIT_MAX, &g_no, err) || split_key(g, "split.count", -1, SPLIT_MAX, &g_count, err)) {
+        gguf_close(g);
+        return NULL;
+    }
+    if (g_no < 0 || g_count < 0) {
+        hfq_fail(err, path, "has no split.no or split.count: not file %d of %d of the split GGUF %s", no + 1, count,
+                 first->path);
+        gguf_close(g);
+        return NULL;
+    }
+    if (g_no != no || g_count != count) {
+        hfq_fail(err, path, "says it is file %" PRId64 " of %" PRId64 " of a split GGUF (split.no, split.count), "
+                 "expected file %d of %d after %s", g_no + 1, g_count, no + 1, count, first->path);
+        gguf_close(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* When f is the first file of a split GGUF, opens the others and appends
+ * their tensors to f's, in file order (llama.cpp's llama_model_loader). */
+static int join_split(gguf_file *f, hfq_error *err) {
+    int64_t count, no, n_expected;
+    if (split_key(f, "split.count", 1, SPLIT_MAX, &count, err) || split_key(f, "split.no", 0, SPLIT_MAX, &no, err))
+        return -1;
+    if (count == 0) return hfq_fail(err, f->path, "split.count is 0");
+    if (no >= count)
+        return hfq_fail(err, f->path, "split.no %" PRId64 " is not below split.count %" PRId64, no, count);
+    char name[4096];
+    if (no > 0) {
+        /* the first file's name, when this one is named as llama.cpp names them */
+        char own[32];
+        const size_t len = strlen(f->path), own_len = (size_t)snprintf(own, sizeof own, SPLIT_NAME, (int)no + 1, (int)count);
+        if (len < own_len || strcmp(f->path + len - own_len, own) != 0 || len >= sizeof name)
+            snprintf(name, sizeof name, "named ...-00001-of-%05d.gguf", (int)count);
+        else
+            snprintf(name, sizeof name, "%.*s" SPLIT_NAME, (int)(len - own_len), f->path, 1, (int)count);
+        return hfq_fail(err, f->path, "is file %" PRId64 " of %" PRId64 " of a split GGUF: give the first, %s, "
+                        "which holds the model's metadata", no + 1, count, name);
+    }
+    if (count > 1 && gguf_split_path(f->path, 0, name, sizeof name) != count)
+        return hfq_fail(err, f->path, "is the first of %" PRId64 " files of a split GGUF but its name does not end "
+                        "in -00001-of-%05" PRId64 ".gguf, so the others cannot be found", count, count);
+    if (count > 1 && !(f->others = calloc((size_t)count - 1, sizeof *f->others)))
+        return hfq_fail(err, f->path, "out of memory");
+    int64_t total = f->n_tensors;
+    for (int i = 1; i < count; i++) {
+        if (!(f->others[i - 1] = open_split_file(f, i, (int)count, err))) return -1;
+        f->n_files = i + 1;
+        total += f->others[i - 1]->n_tensors;
+    }
+    if (split_key(f, "split.tensors.count", total, INT32_MAX, &n_expected, err)) return -1;
+    if (n_expected != total)
+        return hfq_fail(err, f->path, "split.tensors.count says %" PRId64 " tensors, the %" PRId64 " files hold %" PRId64,
+                        n_expected, count, total);
+    if (count == 1) return 0;
+    gguf_tensor_info *ti = realloc(f->ti, (size_t)total * sizeof *ti);
+    if (ti) f->ti = ti;
+    char(*names)[GGUF_MAX_NAME + 1] = ti ? realloc(f->ti_names, (size_t)total * sizeof *names) : NULL;
+    if (!names) return hfq_fail(err, f->path, "out of memory");
+    f->ti_names = names;
+    for (int i = 1; i < count; i++) {
+        const gguf_file *g = f->others[i - 1];
+        memcpy(f->ti + f->n_tensors, g->ti, (size_t)g->n_tensors * sizeof *g->ti);
+        memcpy(f->ti_names + f->n_tensors, g->ti_names, (size_t)g->n_tensors * sizeof *g->ti_names);
+        for (int64_t j = 0; j < g->n_tensors; j++) f->ti[f->n_tensors + j].file = i;
+        f->n_tensors += g->n_tensors;
+    }
+    for (int64_t i = 0; i < f->n_tensors; i++) f->ti[i].name = f->ti_names[i];
+    free(f->ti_sorted);
+    f->ti_sorted = index_names(f, f->n_tensors, tensor_name, "tensor", err);
+    return f->ti_sorted ? 0 : -1;
+}
+
+gguf_file *gguf_open(const char *path, hfq_error *err) {
+    gguf_file *f = open_one(path, err);
+    if (f && join_split(f, err) != 0) {
+        gguf_close(f);
+        return NULL;
+    }
+    return f;
+}
+
+int gguf_n_files(const gguf_file *f) { return f->n_files; }
+
 void gguf_close(gguf_file *f) {
     if (!f) return;
+    for (int i = 0; i + 1 < f->n_files; i++) gguf_close(f->others[i]);
+    free(f->others);
     for (int64_t i = 0; i < f->n_kv; i++) {
         free(f->kv[i].key);
         free(f->kv[i].strs);
@@ -389,7 +523,11 @@ const char *gguf_path(const gguf_file *f) { return f->path; }
 uint32_t gguf_version(const gguf_file *f) { return f->version; }
 uint32_t gguf_alignment(const gguf_file *f) { return f->alignment; }
 uint64_t gguf_data_offset(const gguf_file *f) { return f->data_offset; }
-uint64_t gguf_file_size(const gguf_file *f) { return f->size; }
+uint64_t gguf_file_size(const gguf_file *f) {
+    uint64_t size = f->size;
+    for (int i = 0; i + 1 < f->n_files; i++) size += f->others[i]->size;
+    return size;
+}
 int64_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
 int64_t gguf_n_tensors(const gguf_file *f) { return f->n_tensors; }
 
@@ -577,6 +715,7 @@ int gguf_stored_hash(const gguf_file *f, int64_t i, uint64_t *out, hfq_error *er
 
 void gguf_release(const gguf_file *f, const void *p, uint64_t nbytes) {
     const uint8_t *map = f->map, *q = p;
+    for (int i = 0; i + 1 < f->n_files; i++) gguf_release(f->others[i], p, nbytes);
     if (!map || q < map || q >= map + f->size || nbytes == 0) return;
     uint64_t begin = (uint64_t)(q - map);
     uint64_t end = nbytes > f->size - begin ? f->size : begin + nbytes;

@@ -67,7 +67,7 @@ def test_json(path):
     check(info["metadata"]["general.name"]["value"] == "line\nbreak " + "x" * 300, "json: whole string")
     check([t["name"] for t in info["tensors"]] == ["a.weight", "b.weight", "c.weight"], "json: tensors")
     check(info["tensors"][1] == {"name": "b.weight", "type": "q8_0", "type_id": 8, "ne": [64, 3],
-                                 "n_bytes": 204, "offset": 256}, f"json: tensor {info['tensors'][1]}")
+                                 "n_bytes": 204, "offset": 256, "file": 0}, f"json: tensor {info['tensors'][1]}")
     check("tensors" not in json.loads(run(path, "--json", "--no-tensors").stdout), "json: --no-tensors")
     return info
 

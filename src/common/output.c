@@ -1,6 +1,8 @@
 /* output.c - see output.h. */
 #include "src/common/output.h"
 
+#include "formats/gguf.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -44,6 +46,21 @@ static int check_folder_files(const hfq_path_role *o, const struct stat *st, con
     return rc;
 }
 
+/* Fails when out (existing, st) is a later file of a split GGUF whose first
+ * file is in (formats/gguf.h: reading the first reads them all). */
+static int check_split_files(const hfq_path_role *o, const struct stat *st, const hfq_path_role *in,
+                             hfq_error *err) {
+    char p[PATH_MAX];
+    const int count = gguf_split_path(in->path, 0, p, sizeof p);
+    for (int k = 1; k < count; k++) {
+        struct stat fs;
+        if (gguf_split_path(in->path, k, p, sizeof p) && stat(p, &fs) == 0 && same_inode(st, &fs))
+            return hfq_fail(err, o->path, "%s is %s, file %d of the split GGUF %s: refusing to overwrite an input",
+                            o->what, p, k + 1, in->what);
+    }
+    return 0;
+}
+
 int hfq_check_outputs(const hfq_path_role *outputs, int n_out, const hfq_path_role *inputs, int n_in,
                       hfq_error *err) {
     for (int i = 0; i < n_out; i++) {
@@ -71,6 +88,8 @@ int hfq_check_outputs(const hfq_path_role *outputs, int n_out, const hfq_path_ro
                 if (check_folder_files(o, &st, in, err)) return -1;
             } else if (same_inode(&st, &is)) {
                 return hfq_fail(err, o->path, "%s is %s: refusing to overwrite an input", o->what, in->what);
+            } else if (check_split_files(o, &st, in, err)) {
+                return -1;
             }
         }
     }

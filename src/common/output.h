@@ -4,7 +4,9 @@
  * An output is refused when it is a directory or another non-regular file
  * (a device, a FIFO: the rename would replace the node), when its folder does not
  * exist, or when it is (or links to: stat follows symbolic links, and hard
- * links share the inode) one of the run's inputs or another of its outputs.
+ * links share the inode) one of the run's inputs or another of its outputs;
+ * an input named as the first file of a split GGUF (formats/gguf.h) stands
+ * for every file of the split.
  * Outputs are written through formats/atomic_file.h, so a refused check is
  * the only way a run could have replaced an input; a path that does not
  * exist yet cannot be an input.

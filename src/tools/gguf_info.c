@@ -173,6 +173,9 @@ static void print_text(FILE *out, const gguf_file *f, const options *o) {
             ", data at %" PRIu64 ", %" PRIu64 " bytes\n",
             gguf_path(f), gguf_version(f), gguf_n_kv(f), gguf_n_tensors(f), gguf_alignment(f),
             gguf_data_offset(f), gguf_file_size(f));
+    if (gguf_n_files(f) > 1)
+        fprintf(out, "split GGUF: %d files (bytes: all of them; tensor offsets: within each one's data section)\n",
+                gguf_n_files(f));
     fputs("metadata:\n", out);
     for (int64_t i = 0; i < gguf_n_kv(f); i++) {
         char key[512];
@@ -185,7 +188,9 @@ static void print_text(FILE *out, const gguf_file *f, const options *o) {
         fputc('\n', out);
     }
     if (o->no_tensors) return;
-    fprintf(out, "tensors:\n  %5s %-40s %-8s %-24s %14s %14s\n", "#", "name", "type", "ne", "bytes", "offset");
+    const bool split = gguf_n_files(f) > 1;
+    fprintf(out, "tensors:\n  %5s %-40s %-8s %-24s %14s %14s%s\n", "#", "name", "type", "ne", "bytes", "offset",
+            split ? "  file" : "");
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
         const gguf_tensor_info *t = gguf_tensor_at(f, i);
         char shape[128];
@@ -193,9 +198,10 @@ static void print_text(FILE *out, const gguf_file *f, const options *o) {
         for (int d = 1; d < t->n_dims; d++) n += snprintf(shape + n, sizeof shape - (size_t)n, ", %" PRId64, t->ne[d]);
         snprintf(shape + n, sizeof shape - (size_t)n, "]");
         char name[GGUF_MAX_NAME + 1];
-        fprintf(out, "  %5" PRId64 " %-40s %-8s %-24s %14" PRIu64 " %14" PRIu64 "\n", i,
-                plain(name, sizeof name, t->name),
+        fprintf(out, "  %5" PRId64 " %-40s %-8s %-24s %14" PRIu64 " %14" PRIu64, i, plain(name, sizeof name, t->name),
                 type_name(t->type), shape, t->nbytes, t->offset);
+        if (split) fprintf(out, "  %4d", t->file + 1);
+        fputc('\n', out);
     }
 }
 
@@ -203,9 +209,9 @@ static void print_json_start(FILE *out, const gguf_file *f, const options *o) {
     fputs("{\n  \"file\": ", out);
     put_string(out, gguf_path(f), strlen(gguf_path(f)), UINT64_MAX, true);
     fprintf(out, ",\n  \"version\": %" PRIu32 ",\n  \"alignment\": %" PRIu32 ",\n  \"data_offset\": %" PRIu64
-            ",\n  \"file_size\": %" PRIu64 ",\n  \"n_kv\": %" PRId64 ",\n  \"n_tensors\": %" PRId64
+            ",\n  \"file_size\": %" PRIu64 ",\n  \"n_files\": %d,\n  \"n_kv\": %" PRId64 ",\n  \"n_tensors\": %" PRId64
             ",\n  \"metadata\": {",
-            gguf_version(f), gguf_alignment(f), gguf_data_offset(f), gguf_file_size(f), gguf_n_kv(f),
+            gguf_version(f), gguf_alignment(f), gguf_data_offset(f), gguf_file_size(f), gguf_n_files(f), gguf_n_kv(f),
             gguf_n_tensors(f));
     for (int64_t i = 0; i < gguf_n_kv(f); i++) {
         const char *key = gguf_kv_key(f, i);
@@ -230,7 +236,8 @@ static void print_json_start(FILE *out, const gguf_file *f, const options *o) {
         put_string(out, t->name, strlen(t->name), UINT64_MAX, true);
         fprintf(out, ", \"type\": \"%s\", \"type_id\": %" PRIu32 ", \"ne\": ", type_name(t->type), t->type);
         put_shape(out, t);
-        fprintf(out, ", \"n_bytes\": %" PRIu64 ", \"offset\": %" PRIu64 "}", t->nbytes, t->offset);
+        fprintf(out, ", \"n_bytes\": %" PRIu64 ", \"offset\": %" PRIu64 ", \"file\": %d}", t->nbytes, t->offset,
+                t->file);
     }
     fputs(gguf_n_tensors(f) ? "\n  ]" : "]", out);
 }
