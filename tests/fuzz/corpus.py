@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TARGETS = ["gguf", "safetensors", "st_index", "hf_config", "spm", "tokenizer_json", "tokenize",
+TARGETS = ["gguf", "gguf_split", "safetensors", "st_index", "hf_config", "spm", "tokenizer_json", "tokenize",
            "plan_override"]
 
 

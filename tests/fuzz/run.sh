@@ -39,7 +39,7 @@ export HFQ_FIXTURES=${HFQ_FIXTURES:-$PWD/../shared/fixtures}
 
 dict_for() {
   case $1 in
-    fuzz_gguf) echo tests/fuzz/dict/gguf.dict ;;
+    fuzz_gguf|fuzz_gguf_split) echo tests/fuzz/dict/gguf.dict ;;
     fuzz_safetensors|fuzz_st_index|fuzz_hf_config|fuzz_tokenizer_json) echo tests/fuzz/dict/json.dict ;;
     fuzz_spm) echo tests/fuzz/dict/spm.dict ;;
     fuzz_plan_override) echo tests/fuzz/dict/plan_override.dict ;;
