@@ -470,7 +470,7 @@ static int join_split(gguf_file *f, hfq_error *err) {
     if (n_expected != total)
         return hfq_fail(err, f->path, "split.tensors.count says %" PRId64 " tensors, the %" PRId64 " files hold %" PRId64,
                         n_expected, count, total);
-    if (count == 1) return 0;
+    if (total == f->n_tensors) return 0; /* one file, or the later ones without tensors */
     gguf_tensor_info *ti = realloc(f->ti, (size_t)total * sizeof *ti);
     if (ti) f->ti = ti;
     char(*names)[GGUF_MAX_NAME + 1] = ti ? realloc(f->ti_names, (size_t)total * sizeof *names) : NULL;

@@ -112,6 +112,18 @@ static void test_whole(void) {
     expect_error(later, later, "is file 2 of 3 of a split GGUF: give the first");
     expect_error(later, first, "");
 
+    /* later files without tensors, and no tensors at all */
+    const split_file bare[] = {{0, 2, 1, {"a"}, 0}, {1, 2, -1, {NULL}, 1}};
+    write_split(first, sizeof first, "bare", bare, 2);
+    f = gguf_open(first, &err);
+    CHECK_MSG(f && gguf_n_files(f) == 2 && gguf_n_tensors(f) == 1, "%s", err.msg);
+    gguf_close(f);
+    const split_file none[] = {{0, 2, 0, {NULL}, 0}, {1, 2, -1, {NULL}, 0}};
+    write_split(first, sizeof first, "none", none, 2);
+    f = gguf_open(first, &err);
+    CHECK_MSG(f && gguf_n_files(f) == 2 && gguf_n_tensors(f) == 0, "%s", err.msg);
+    gguf_close(f);
+
     /* one file that says it is the only one: a plain file */
     const split_file one[] = {{0, 1, 1, {"x"}, 0}};
     write_split(first, sizeof first, "one", one, 1);
