@@ -29,3 +29,16 @@ def write_spec(spec_writer, spec, tmp, name):
     r = subprocess.run([spec_writer, "write", spec_path, path], capture_output=True, text=True)
     check(r.returncode == 0, f"spec writer: {r.stderr}")
     return path
+
+
+def field_value(f):
+    """A gguf-py GGUFReader field's value as GGUFWriter.add_key_value takes it."""
+    from gguf import GGUFValueType
+    t = f.types[0]
+    if t == GGUFValueType.ARRAY:
+        if f.types[1] == GGUFValueType.STRING:
+            return [bytes(f.parts[i]).decode("utf-8", "surrogateescape") for i in f.data]
+        return [f.parts[i][0].item() for i in f.data]
+    if t == GGUFValueType.STRING:
+        return bytes(f.parts[f.data[0]]).decode("utf-8", "surrogateescape")
+    return f.parts[f.data[0]][0].item()

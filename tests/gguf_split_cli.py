@@ -26,22 +26,11 @@ import tempfile
 import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 
-from gguf_common import check, finish
+from gguf_common import check, field_value, finish
 from mixed_common import run, synthetic
 
 QUANTIZE, HFCONV, MKMODEL, PPL_EVAL, GENERATE, GGUF_INFO, LLAMA_QUANTIZE = sys.argv[1:8]
 TEXT = ("once upon a time there was a little cat who liked to play in the sun with her friend the dog. " * 40)
-
-
-def field_value(f):
-    t = f.types[0]
-    if t == GGUFValueType.ARRAY:
-        if f.types[1] == GGUFValueType.STRING:
-            return [bytes(f.parts[i]).decode("utf-8", "surrogateescape") for i in f.data]
-        return [f.parts[i][0].item() for i in f.data]
-    if t == GGUFValueType.STRING:
-        return bytes(f.parts[f.data[0]]).decode("utf-8", "surrogateescape")
-    return f.parts[f.data[0]][0].item()
 
 
 def split_copy(src, prefix, per_file):

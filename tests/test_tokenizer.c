@@ -100,6 +100,35 @@ static void test_pretok(void) {
     }
     check_split(HFQ_PRETOK_LLAMA3, "1234567", "123|456|7");
     check_split(HFQ_PRETOK_QWEN2, "1234567", "1|2|3|4|5|6|7");
+    /* GPT-2's regex (case-sensitive contractions, one optional space, \s+(?!\S) then \s+), and with
+     * every digit a piece first (tests/tokenizer_gpt2_pre.py holds both against tokenizers and llama.cpp) */
+    static const char *gpt2[][3] = {
+        {"it's IT'S", "it|'s| IT|'|S", "it|'s| IT|'|S"},
+        {"a  b", "a| | b", "a| | b"},
+        {"a\n\nb", "a|\n|\n|b", "a|\n|\n|b"},
+        {"a \n b", "a| \n| b", "a| \n| b"},
+        {"x   ", "x|   ", "x|   "},
+        {"\ta", "\t|a", "\t|a"},
+        {"!!!\n\nabc", "!!!|\n|\n|abc", "!!!|\n|\n|abc"},
+        {" 1234 x", " 1234| x", " |1|2|3|4| x"},
+        {"v1.22b", "v|1|.|22|b", "v|1|.|2|2|b"},
+        {"a 1", "a| 1", "a| |1"},
+        {"'\xc5\xbfx", "'|\xc5\xbfx", "'|\xc5\xbfx"},
+    };
+    for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
+        check_split(HFQ_PRETOK_GPT2, gpt2[i][0], gpt2[i][1]);
+        check_split(HFQ_PRETOK_GPT2_DIGITS, gpt2[i][0], gpt2[i][2]);
+    }
+    CHECK(hfq_pretok_find("smollm") && hfq_pretok_find("smollm")->kind == HFQ_PRETOK_GPT2_DIGITS);
+    CHECK(hfq_pretok_find("falcon3") && hfq_pretok_find("falcon3")->add_bos && hfq_pretok_find("falcon3")->ignore_merges);
+    CHECK(hfq_pretok_find("gpt-2") && !hfq_pretok_find("gpt-2")->add_bos);
+    CHECK(hfq_pretok_find("tekken") == NULL && hfq_pretok_find(NULL) == NULL);
+    char names[1024], small[12];
+    hfq_pretok_names(names, sizeof names);
+    CHECK_STR_CONTAINS(names, "llama-bpe, llama3");
+    CHECK_STR_CONTAINS(names, "minerva-7b, mellum2");
+    hfq_pretok_names(small, sizeof small);
+    CHECK(strlen(small) < sizeof small);
 }
 
 /* ---- small vocabularies ---- */

@@ -193,7 +193,7 @@ static void test_unusable(void) {
     gguf_writer *w = gguf_writer_new();
     const char *toks[] = {"a", "b"};
     gguf_set_str(w, HFQ_KEY_TOK_MODEL, "gpt2");
-    gguf_set_str(w, HFQ_KEY_TOK_PRE, "starcoder");
+    gguf_set_str(w, HFQ_KEY_TOK_PRE, "tekken");
     gguf_set_arr_str(w, HFQ_KEY_TOKENS, toks, NULL, 2);
     const char *merges[] = {"a c"};
     gguf_set_arr_str(w, HFQ_KEY_MERGES, merges, NULL, 1);
@@ -206,7 +206,7 @@ static void test_unusable(void) {
     CHECK(t == NULL);
     if (!t) {
         CHECK_STR_CONTAINS(err.msg, out_path);
-        CHECK_STR_CONTAINS(err.msg, "\"starcoder\" is not supported");
+        CHECK_STR_CONTAINS(err.msg, "\"tekken\" is not supported");
     }
     free(v->pre);
     v->pre = strdup("llama-bpe");

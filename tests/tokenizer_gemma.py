@@ -24,6 +24,7 @@ import sys
 import tempfile
 
 from gguf_common import check, finish
+from tokenize_common import compare, llama_tokenize, ours
 
 try:
     import sentencepiece as spm
@@ -50,36 +51,6 @@ def inputs():
     pool = "ab ,.-_\t\n0123456789éü漢🙂<>"
     rand = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 40))) for _ in range(200)]
     return EDGE + lines + rand + [text]
-
-
-def ours(source_args, texts, extra):
-    with tempfile.NamedTemporaryFile("w", suffix=".hex", delete=False) as f:
-        f.write("\n".join(t.encode("utf-8").hex() for t in texts) + "\n")
-        path = f.name
-    try:
-        r = subprocess.run([TOKENIZE] + source_args + ["--batch-hex", path] + extra, capture_output=True, text=True)
-    finally:
-        os.unlink(path)
-    check(r.returncode == 0, f"tokenize {source_args}: {r.stderr.strip()}")
-    return [[int(x) for x in row.split()] for row in r.stdout.split("\n")[:len(texts)]]
-
-
-def compare(label, got, want, texts):
-    bad = [i for i in range(len(texts)) if got[i] != want[i]]
-    print(f"{label}: {len(texts)} texts, {len(bad)} mismatches")
-    if bad:
-        i = bad[0]
-        check(False, f"{label}: {texts[i][:60]!r}: ours {got[i][:12]}, reference {want[i][:12]}")
-
-
-def llama_tokenize(gguf, texts):
-    out = []
-    for t in texts:
-        r = subprocess.run([LLAMA_TOKENIZE, "-m", gguf, "-p", t, "--ids", "--no-bos", "--log-disable",
-                            "--no-parse-special"], capture_output=True, text=True)
-        check(r.returncode == 0, f"llama-tokenize: {r.stderr.strip()[-300:]}")
-        out.append(json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None)
-    return out
 
 
 def main():
@@ -110,14 +81,14 @@ def main():
         texts = inputs()
         ref = [sp.encode(t) for t in texts]
         for label, src in (("gguf", [gguf]), ("dir", ["--tokenizer-dir", folder])):
-            compare(f"{label} plain", ours(src, texts, ["--no-bos"]), ref, texts)
-            compare(f"{label} bos", ours(src, texts, []), [[sp.bos_id()] + ids for ids in ref], texts)
+            compare(f"{label} plain", ours(TOKENIZE, src, texts, ["--no-bos"]), ref, texts)
+            compare(f"{label} bos", ours(TOKENIZE, src, texts, []), [[sp.bos_id()] + ids for ids in ref], texts)
         if LLAMA_TOKENIZE and os.access(LLAMA_TOKENIZE, os.X_OK):
             # not the user-defined pieces: llama.cpp's SPM tokenizer matches them
             # unlike sentencepiece (here it split <end_of_turn>, and llama.cpp's
             # converter writes them NORMAL, which it would not match at all)
             few = [t for t in texts[:len(EDGE)] if t and "_of_turn>" not in t] + texts[len(EDGE):len(EDGE) + 40]
-            compare("llama-tokenize", llama_tokenize(gguf, few), [sp.encode(t) for t in few], few)
+            compare("llama-tokenize", llama_tokenize(LLAMA_TOKENIZE, gguf, few), [sp.encode(t) for t in few], few)
         else:
             print(f"SKIP (part): no llama-tokenize at {LLAMA_TOKENIZE} (scripts/build_reference.sh builds it)")
         dummy_prefix_rule(tmp, folder, texts)
@@ -148,8 +119,8 @@ def dummy_prefix_rule(tmp, folder, texts):
     got = GGUFReader(gguf).fields["tokenizer.ggml.add_space_prefix"].contents()
     check(got is False, f"dummy-prefix tokenizer.model under Gemma: add_space_prefix {got!r}, want False")
     few = [t for t in texts[:200] if t.strip()]
-    from_gguf = ours([gguf], few, ["--no-bos"])
-    compare("dummy prefix: dir vs gguf", ours(["--tokenizer-dir", d], few, ["--no-bos"]), from_gguf, few)
+    from_gguf = ours(TOKENIZE, [gguf], few, ["--no-bos"])
+    compare("dummy prefix: dir vs gguf", ours(TOKENIZE, ["--tokenizer-dir", d], few, ["--no-bos"]), from_gguf, few)
     sp = spm.SentencePieceProcessor(model_file=model)   # adds the prefix: the rule must change something
     check(sum(a != sp.encode(t) for a, t in zip(from_gguf, few)) > 0, "the no-prefix rule changed no ids")
 

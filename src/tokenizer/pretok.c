@@ -3,7 +3,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "src/tokenizer/unicode.h"
 
@@ -74,6 +76,63 @@ static size_t match_at(const cps *s, size_t i, size_t max_digits) {
     return end - 1;
 }
 
+/* End of GPT-2's match at i (< s->n, the end of the piece). */
+static size_t match_gpt2(const cps *s, size_t i) {
+    size_t j;
+    /* 's|'t|'re|'ve|'m|'ll|'d (case-sensitive) */
+    if (s->cp[i] == '\'' && i + 1 < s->n) {
+        const uint32_t a = s->cp[i + 1], b = i + 2 < s->n ? s->cp[i + 2] : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    }
+    /*  ?\p{L}+ |  ?\p{N}+ |  ?[^\s\p{L}\p{N}]+ : the optional space takes the next code point's class */
+    j = s->cp[i] == ' ' && i + 1 < s->n ? i + 1 : i;
+    if (has(s, j, F_L) || has(s, j, F_N)) {
+        const unsigned f = has(s, j, F_L) ? F_L : F_N;
+        while (has(s, j, f)) j++;
+        return j;
+    }
+    if (is_other(s, j)) {
+        while (is_other(s, j)) j++;
+        return j;
+    }
+    /* \s+(?!\S), else \s+: s->cp[i] is whitespace */
+    size_t end = i;
+    while (has(s, end, F_WS)) end++;
+    return end - i > 1 && end < s->n ? end - 1 : end;
+}
+
+#define LLAMA3_ROW(n) {n, HFQ_PRETOK_LLAMA3, true, false, true}
+#define QWEN2_ROW(n) {n, HFQ_PRETOK_QWEN2, false, true, false}
+#define GPT2_ROW(n) {n, HFQ_PRETOK_GPT2, false, false, false}
+#define DIGITS_ROW(n) {n, HFQ_PRETOK_GPT2_DIGITS, false, false, false}
+static const hfq_pretok_info pretoks[] = {
+    LLAMA3_ROW("llama-bpe"), LLAMA3_ROW("llama3"), LLAMA3_ROW("llama-v3"), LLAMA3_ROW("falcon3"),
+    LLAMA3_ROW("falcon-h1"), LLAMA3_ROW("pixtral"), LLAMA3_ROW("midm-2.0"), LLAMA3_ROW("lfm2"),
+    QWEN2_ROW("qwen2"), QWEN2_ROW("deepseek-r1-qwen"), QWEN2_ROW("megrez"),
+    GPT2_ROW("gpt-2"), GPT2_ROW("phi-2"), GPT2_ROW("gigachat"), GPT2_ROW("a.x-4.0"), GPT2_ROW("mellum"),
+    GPT2_ROW("exaone4"), GPT2_ROW("mpt"), GPT2_ROW("olmo"), GPT2_ROW("jais"), GPT2_ROW("trillion"),
+    GPT2_ROW("granite-docling"),
+    DIGITS_ROW("smollm"), DIGITS_ROW("starcoder"), DIGITS_ROW("refact"), DIGITS_ROW("command-r"),
+    DIGITS_ROW("codeshell"), DIGITS_ROW("exaone"), DIGITS_ROW("minerva-7b"), DIGITS_ROW("mellum2"),
+};
+
+const hfq_pretok_info *hfq_pretok_find(const char *name) {
+    for (size_t i = 0; name && i < sizeof pretoks / sizeof pretoks[0]; i++)
+        if (strcmp(pretoks[i].name, name) == 0) return &pretoks[i];
+    return NULL;
+}
+
+void hfq_pretok_names(char *out, size_t n) {
+    size_t used = 0;
+    if (n) out[0] = '\0';
+    for (size_t i = 0; i < sizeof pretoks / sizeof pretoks[0] && used < n; i++) {
+        int w = snprintf(out + used, n - used, "%s%s", i ? ", " : "", pretoks[i].name);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
 int hfq_pretok_split(hfq_pretok_kind kind, const char *text, size_t len, hfq_pretok_emit emit, void *ctx) {
     if (len == 0) return 0;
     uint32_t *cp = malloc(len * sizeof *cp);
@@ -93,8 +152,18 @@ int hfq_pretok_split(hfq_pretok_kind kind, const char *text, size_t len, hfq_pre
     cps s = {cp, fl, n};
     size_t max_digits = kind == HFQ_PRETOK_LLAMA3 ? 3 : 1;
     rc = 0;
+    size_t piece_end = kind == HFQ_PRETOK_GPT2 ? n : 0;  /* GPT2_DIGITS: the text before the next digit */
     for (size_t i = 0; i < n && rc == 0;) {
-        size_t j = match_at(&s, i, max_digits);
+        size_t j;
+        if (kind == HFQ_PRETOK_LLAMA3 || kind == HFQ_PRETOK_QWEN2) {
+            j = match_at(&s, i, max_digits);
+        } else {
+            /* a digit's piece ends after it; GPT-2 takes no more than the digit there */
+            if (i >= piece_end)
+                for (piece_end = i + 1; piece_end < n && !has(&s, piece_end, F_N);) piece_end++;
+            const cps piece = {cp, fl, piece_end};
+            j = match_gpt2(&piece, i);
+        }
         rc = emit(ctx, off[i], off[j] - off[i]);
         i = j;
     }

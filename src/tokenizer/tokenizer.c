@@ -191,18 +191,17 @@ hfq_tokenizer *hfq_tokenizer_new(const hfq_vocab *v, hfq_error *err) {
         }
     } else {
         t->alg = ALG_BYTE_BPE;
-        const char *p = v->pre;
-        if (!strcmp(p, "llama-bpe") || !strcmp(p, "llama3") || !strcmp(p, "llama-v3")) {
-            t->pre = HFQ_PRETOK_LLAMA3;
-            t->ignore_merges = true;
-        } else if (!strcmp(p, "qwen2") || !strcmp(p, "deepseek-r1-qwen")) {
-            t->pre = HFQ_PRETOK_QWEN2;
-            t->nfc = true;
-        } else {
-            hfq_fail(err, v->source, "tokenizer.ggml.pre: pre-tokenizer \"%s\" is not supported (supported: llama-bpe, "
-                     "qwen2)", p);
+        const hfq_pretok_info *pi = hfq_pretok_find(v->pre);
+        if (!pi) {
+            char names[1024];
+            hfq_pretok_names(names, sizeof names);
+            hfq_fail(err, v->source, "tokenizer.ggml.pre: pre-tokenizer \"%s\" is not supported (supported: %s)",
+                     v->pre, names);
             goto fail;
         }
+        t->pre = pi->kind;
+        t->ignore_merges = pi->ignore_merges;
+        t->nfc = pi->nfc;
     }
     int64_t a, b;
     int rc = hfq_strmap_build(&t->tokens, v->tokens, v->token_lens, v->n_tokens, &a, &b);

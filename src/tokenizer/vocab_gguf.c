@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/tokenizer/pretok.h"
+
 static int32_t *id_slot(const hfq_vocab *v, int k) {
     return (int32_t *)((char *)v + hfq_vocab_id_keys[k].offset);
 }
@@ -163,8 +165,8 @@ hfq_vocab *hfq_vocab_from_gguf(const gguf_file *f, hfq_error *err) {
     if (!v) goto fail;
     bool spm = strcmp(model, "llama") == 0;
     /* llama.cpp's defaults where a key is absent */
-    v->add_bos = spm || strcmp(v->pre, "llama-bpe") == 0 || strcmp(v->pre, "llama3") == 0 ||
-                 strcmp(v->pre, "llama-v3") == 0;
+    const hfq_pretok_info *pi = spm ? NULL : hfq_pretok_find(v->pre);
+    v->add_bos = spm || (pi && pi->add_bos);
     v->add_space_prefix = spm;
     if (read_tokens(f, v, err) || read_merges(f, v, err) || read_ids(f, v, err)) goto fail;
     if (spm && gguf_find_key(f, HFQ_KEY_BOS_ID) < 0 && v->n_tokens > 1) v->bos_id = 1;
