@@ -109,7 +109,8 @@ static size_t match_gpt2(const cps *s, size_t i) {
 static const hfq_pretok_info pretoks[] = {
     LLAMA3_ROW("llama-bpe"), LLAMA3_ROW("llama3"), LLAMA3_ROW("llama-v3"), LLAMA3_ROW("falcon3"),
     LLAMA3_ROW("falcon-h1"), LLAMA3_ROW("pixtral"), LLAMA3_ROW("midm-2.0"), LLAMA3_ROW("lfm2"),
-    QWEN2_ROW("qwen2"), QWEN2_ROW("deepseek-r1-qwen"), QWEN2_ROW("megrez"),
+    LLAMA3_ROW("jina-v5-nano"),
+    QWEN2_ROW("qwen2"), QWEN2_ROW("deepseek-r1-qwen"), QWEN2_ROW("kormo"), QWEN2_ROW("f2llmv2"), QWEN2_ROW("megrez"),
     GPT2_ROW("gpt-2"), GPT2_ROW("phi-2"), GPT2_ROW("gigachat"), GPT2_ROW("a.x-4.0"), GPT2_ROW("mellum"),
     GPT2_ROW("exaone4"), GPT2_ROW("mpt"), GPT2_ROW("olmo"), GPT2_ROW("jais"), GPT2_ROW("trillion"),
     GPT2_ROW("granite-docling"),
