@@ -1022,7 +1022,7 @@ def _(work):
 
 
 @case("quantize/export-tokenizer-pre", 'tokenizer.ggml.pre "smaug-bpe" is not rebuilt as tokenizer.json (rebuilt: '
-      "llama-bpe, qwen2): give --tokenizer-from HF_DIR or --no-tokenizer")
+      "llama-bpe, qwen2 and their aliases): give --tokenizer-from HF_DIR or --no-tokenizer")
 def _(work):
     from gguf import GGUFValueType
     bad = os.path.join(work, "smaug.gguf")

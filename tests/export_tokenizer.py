@@ -23,7 +23,9 @@ them as transformers does) is compared with sentencepiece itself (transformers
 needs protobuf to read a tokenizer.model), texts starting with a space left out
 (sentencepiece prefixes them, transformers' Metaspace does not). A pre type not rebuilt (the llama3
 GGUF patched to smaug-bpe) is refused with one line naming OUT_DIR, nothing
-left; --no-tokenizer then exports it without tokenizer files.
+left; --no-tokenizer then exports it without tokenizer files. Patched to
+falcon-h1 (llama.cpp's other name for Llama 3's splitter) it exports the
+same three files as llama-bpe.
 
 usage: export_tokenizer.py QUANTIZE HFCONV
 Skips (exit 77) without transformers/torch or the fixtures.
@@ -191,6 +193,16 @@ def main():
         if r.returncode == 0:
             left = [f for f in os.listdir(out) if f.startswith("tokenizer") or f == "special_tokens_map.json"]
             check(not left, f"smaug-bpe --no-tokenizer wrote {left}")
+        # another of llama.cpp's names for Llama 3's splitter (falcon-h1, the same length): the same files
+        data[at:at + 9] = b"falcon-h1"
+        alias = os.path.join(tmp, "falcon-h1.gguf")
+        open(alias, "wb").write(data)
+        out = os.path.join(tmp, "falcon-h1-ct")
+        r = run([QUANTIZE, alias, "--export", "compressed-tensors", out, "FP8_DYNAMIC", "--quiet"])
+        check(r.returncode == 0, f"falcon-h1: export failed: {r.stderr.strip()}")
+        for n in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json") if r.returncode == 0 else ():
+            same = open(os.path.join(out, n), "rb").read() == open(os.path.join(tmp, "llama3-ct", n), "rb").read()
+            check(same, f"falcon-h1: {n} differs from llama-bpe's")
     return finish()
 
 

@@ -7,26 +7,26 @@
 
 #include "src/common/strmap.h"
 #include "src/export/ct_config.h"
+#include "src/tokenizer/pretok.h"
 #include "src/tokenizer/vocab.h"
 
-/* The byte-level pre types we rebuild, with what their own tokenizer.json holds. */
+/* The byte-level pre-tokenizers we rebuild: the Split regex of their own
+ * tokenizer.json. A GGUF's name for one (any of llama.cpp's aliases) and its
+ * NFC and ignore_merges come from src/tokenizer/pretok.h's table. */
 typedef struct bl_pre {
-    const char *names[2];    /* llama.cpp's pre names (aliases) */
+    hfq_pretok_kind kind;
     const char *regex;
-    bool nfc;
-    bool ignore_merges;
 } bl_pre;
 
 static const bl_pre bl_pres[] = {
-    {{"llama-bpe", "llama3"}, HFQ_LLAMA3_REGEX, false, true},
-    {{"llama-v3", NULL}, HFQ_LLAMA3_REGEX, false, true},
-    {{"qwen2", "deepseek-r1-qwen"}, HFQ_QWEN2_REGEX, true, false},
+    {HFQ_PRETOK_LLAMA3, HFQ_LLAMA3_REGEX},
+    {HFQ_PRETOK_QWEN2, HFQ_QWEN2_REGEX},
 };
 
 static const bl_pre *find_pre(const char *pre) {
-    for (size_t i = 0; i < sizeof bl_pres / sizeof bl_pres[0]; i++)
-        for (int j = 0; j < 2; j++)
-            if (bl_pres[i].names[j] && !strcmp(bl_pres[i].names[j], pre)) return &bl_pres[i];
+    const hfq_pretok_info *pi = hfq_pretok_find(pre);
+    for (size_t i = 0; pi && i < sizeof bl_pres / sizeof bl_pres[0]; i++)
+        if (bl_pres[i].kind == pi->kind) return &bl_pres[i];
     return NULL;
 }
 
@@ -190,7 +190,7 @@ static cJSON *bpe_model(const hfq_vocab *v, bool spm, const bl_pre *p, hfq_error
     cJSON_AddNullToObject(m, "end_of_word_suffix");
     cJSON_AddBoolToObject(m, "fuse_unk", spm);
     cJSON_AddBoolToObject(m, "byte_fallback", spm);
-    cJSON_AddBoolToObject(m, "ignore_merges", p && p->ignore_merges);
+    cJSON_AddBoolToObject(m, "ignore_merges", p && hfq_pretok_find(v->pre)->ignore_merges);
     cJSON *vocab = cJSON_AddObjectToObject(m, "vocab");
     for (int64_t i = 0; i < v->n_tokens; i++)
         if (spm || !is_added(v, i)) cJSON_AddNumberToObject(vocab, v->tokens[i], (double)i);
@@ -215,7 +215,7 @@ static cJSON *tokenizer_json(const hfq_vocab *v, const bl_pre *p, hfq_error *err
     cJSON *added = cJSON_AddArrayToObject(t, "added_tokens");
     for (int64_t i = 0; i < v->n_tokens; i++)
         if (is_added(v, i)) cJSON_AddItemToArray(added, added_token(v, i, true));
-    if (!spm && p->nfc) cJSON_AddItemToObject(t, "normalizer", typed("NFC"));
+    if (!spm && hfq_pretok_find(v->pre)->nfc) cJSON_AddItemToObject(t, "normalizer", typed("NFC"));
     else cJSON_AddNullToObject(t, "normalizer");
     cJSON_AddItemToObject(t, "pre_tokenizer", spm ? spm_pre_tokenizer(v) : bl_pre_tokenizer(p));
     cJSON_AddItemToObject(t, "post_processor", post_processor(v, !spm));
@@ -281,7 +281,7 @@ static int check_vocab(const char *where, const hfq_vocab *v, const bl_pre **p, 
     if (!strcmp(v->model, "gpt2")) {
         if (!(*p = find_pre(v->pre)))
             return hfq_fail(err, where, "tokenizer.ggml.pre \"%s\" is not rebuilt as tokenizer.json "
-                            "(rebuilt: llama-bpe, qwen2): %s", v->pre, how);
+                            "(rebuilt: llama-bpe, qwen2 and their aliases): %s", v->pre, how);
     }   /* else "llama": the only other model hfq_vocab_from_gguf reads */
     const char *missing = v->add_bos && v->bos_id < 0 ? "bos" : v->add_eos && v->eos_id < 0 ? "eos" : NULL;
     if (missing) return hfq_fail(err, where, "add_%s_token is set without a %s token id", missing, missing);
