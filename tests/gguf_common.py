@@ -42,3 +42,24 @@ def field_value(f):
     if t == GGUFValueType.STRING:
         return bytes(f.parts[f.data[0]]).decode("utf-8", "surrogateescape")
     return f.parts[f.data[0]][0].item()
+
+
+def read_keys(path):
+    """A GGUF's keys as (name, value, type, element type), general.architecture
+    included, for add_keys (read once: gguf-py takes seconds over a large vocabulary)."""
+    from gguf import GGUFReader, GGUFValueType
+    r = GGUFReader(path)
+    return [(name, field_value(f), f.types[0], f.types[1] if f.types[0] == GGUFValueType.ARRAY else None)
+            for name, f in r.fields.items() if not name.startswith("GGUF.")]
+
+
+def add_keys(w, keys, replace=None, drop=()):
+    """keys (read_keys) into a GGUFWriter made with their architecture; values
+    in replace (name -> value) instead, names in drop left out."""
+    for name, value, vtype, sub in keys:
+        if name != "general.architecture" and name not in drop:
+            w.add_key_value(name, (replace or {}).get(name, value), vtype, sub_type=sub)
+
+
+def arch_of(keys):
+    return next(v for n, v, _, _ in keys if n == "general.architecture")

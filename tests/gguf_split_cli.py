@@ -24,9 +24,9 @@ import sys
 import tempfile
 
 import numpy as np
-from gguf import GGUFReader, GGUFValueType, GGUFWriter
+from gguf import GGUFReader, GGUFWriter
 
-from gguf_common import check, field_value, finish
+from gguf_common import add_keys, arch_of, check, finish, read_keys
 from mixed_common import run, synthetic
 
 QUANTIZE, HFCONV, MKMODEL, PPL_EVAL, GENERATE, GGUF_INFO, LLAMA_QUANTIZE = sys.argv[1:8]
@@ -36,14 +36,9 @@ TEXT = ("once upon a time there was a little cat who liked to play in the sun wi
 def split_copy(src, prefix, per_file):
     """src rewritten by gguf-py as prefix-0000K-of-0000N.gguf, per_file
     tensors a file; the list of the files written."""
-    r = GGUFReader(src)
-    arch = field_value(r.fields["general.architecture"])
-    w = GGUFWriter(prefix + ".gguf", arch, split_max_tensors=per_file)
-    for name, f in r.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
-            continue
-        w.add_key_value(name, field_value(f), f.types[0],
-                        sub_type=f.types[1] if f.types[0] == GGUFValueType.ARRAY else None)
+    r, keys = GGUFReader(src), read_keys(src)
+    w = GGUFWriter(prefix + ".gguf", arch_of(keys), split_max_tensors=per_file)
+    add_keys(w, keys)
     for t in r.tensors:
         w.add_tensor(t.name, np.array(t.data), raw_shape=[int(x) for x in reversed(t.shape)],
                      raw_dtype=t.tensor_type)

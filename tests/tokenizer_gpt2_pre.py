@@ -29,10 +29,10 @@ import subprocess
 import sys
 import tempfile
 
-from gguf import GGUFReader, GGUFValueType, GGUFWriter
+from gguf import GGUFWriter
 from tokenizers import Tokenizer, pre_tokenizers
 
-from gguf_common import check, field_value, finish
+from gguf_common import add_keys, arch_of, check, finish, read_keys
 from tokenize_common import compare, llama_tokenize, ours
 
 TOKENIZE, HFCONV = sys.argv[1:3]
@@ -60,21 +60,10 @@ def inputs():
     return EDGE + lines + rand
 
 
-def read_keys(src):
-    """src's keys as (name, value, type, element type), read once: gguf-py
-    takes seconds over a 128256-token vocabulary and its merges."""
-    r = GGUFReader(src)
-    return [(name, field_value(f), f.types[0], f.types[1] if f.types[0] == GGUFValueType.ARRAY else None)
-            for name, f in r.fields.items() if not name.startswith("GGUF.")]
-
-
 def with_pre(keys, dst, pre, drop=()):
-    """A vocabulary-only GGUF of keys with tokenizer.ggml.pre = pre, keys in drop left out."""
-    w = GGUFWriter(dst, next(v for n, v, _, _ in keys if n == "general.architecture"))
-    for name, value, vtype, sub in keys:
-        if name == "general.architecture" or name in drop:
-            continue
-        w.add_key_value(name, pre if name == "tokenizer.ggml.pre" else value, vtype, sub_type=sub)
+    """A vocabulary-only GGUF of keys (read_keys) with tokenizer.ggml.pre = pre, keys in drop left out."""
+    w = GGUFWriter(dst, arch_of(keys))
+    add_keys(w, keys, {"tokenizer.ggml.pre": pre}, drop)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.close()
